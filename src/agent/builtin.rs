@@ -1,0 +1,51 @@
+//! Tools implemented inside the server, named by `builtin:` in agent files.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A built-in tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    /// Counts `steps` steps, reporting progress at each (25 ms a step).
+    Progress,
+}
+
+impl Builtin {
+    /// The built-in called `name`.
+    pub fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "progress" => Some(Self::Progress),
+            _ => None,
+        }
+    }
+
+    /// Runs the tool. `report(percent, message)` publishes progress.
+    ///
+    /// # Errors
+    /// A message for the model when the tool fails.
+    pub async fn call<F, Fut>(self, input: &Value, mut report: F) -> Result<String, String>
+    where
+        F: FnMut(f64, String) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        match self {
+            Self::Progress => {
+                let steps = input["steps"]
+                    .as_u64()
+                    .filter(|n| *n >= 1)
+                    .ok_or("`steps` must be a positive integer")?;
+                for i in 0..=steps {
+                    if i > 0 {
+                        tokio::time::sleep(Duration::from_millis(25)).await;
+                    }
+                    let percent = (i as f64) * 100.0 / (steps as f64);
+                    if !report(percent, format!("step {i} of {steps}")).await {
+                        return Err("the run ended".into());
+                    }
+                }
+                Ok(format!("completed {steps} steps"))
+            }
+        }
+    }
+}

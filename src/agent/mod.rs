@@ -1,0 +1,268 @@
+//! Agents: their definitions, the model seam, and the run loop.
+//!
+//! Owns agent files ([`definition`]), the [`Provider`] trait and its
+//! implementations, built-in tools, and [`runtime`], which drives one run and
+//! talks to its chat only through a [`runtime::RunLink`]. Uses `protocol`;
+//! knows nothing of sessions, stores or transports.
+
+pub mod builtin;
+pub mod definition;
+pub mod provider;
+pub mod runtime;
+mod scripted;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jsonschema::Validator;
+use serde_json::Value;
+
+pub use provider::Provider;
+pub use scripted::ScriptedProvider;
+
+use crate::protocol::Display;
+use builtin::Builtin;
+use definition::{AgentFile, ProviderKind, ToolSpec};
+
+/// The `demo` agent, built into the binary.
+const DEMO: &str = include_str!("demo.yaml");
+
+/// Where a UI tool's component type comes from.
+#[derive(Debug, Clone)]
+pub enum ComponentType {
+    Fixed(String),
+    FromInput(String),
+}
+
+/// What a tool does when called.
+#[derive(Debug, Clone)]
+pub enum ToolKind {
+    Ui {
+        component_type: ComponentType,
+        display: Display,
+    },
+    InputRequest {
+        prompt_field: String,
+        password: bool,
+    },
+    Builtin(Builtin),
+}
+
+/// A tool, ready to validate and run.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    pub validator: Arc<Validator>,
+    pub kind: ToolKind,
+}
+
+/// An agent, ready to run.
+pub struct Agent {
+    pub id: String,
+    pub name: String,
+    pub system_prompt: String,
+    pub max_turns: u32,
+    pub starts_first: bool,
+    pub tools: Vec<Tool>,
+    pub provider: Arc<dyn Provider>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A bad agent file, naming the file and the field.
+#[derive(Debug, thiserror::Error)]
+#[error("agent file {file}: {message}")]
+pub struct AgentFileError {
+    pub file: PathBuf,
+    pub message: String,
+}
+
+fn tool_from_spec(spec: ToolSpec, index: usize) -> Result<Tool, String> {
+    let at = |field: &str| format!("tools[{index}].{field}");
+    if spec.name.is_empty() {
+        return Err(format!("{}: must not be empty", at("name")));
+    }
+    let schema = spec
+        .input_schema
+        .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+    let validator = jsonschema::options()
+        .build(&schema)
+        .map_err(|e| format!("{}: not a valid JSON Schema: {e}", at("input_schema")))?;
+    let kinds = [
+        spec.ui.is_some(),
+        spec.input_request.is_some(),
+        spec.builtin.is_some(),
+        spec.http.is_some(),
+    ];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        return Err(format!(
+            "tools[{index}] ({}): set exactly one of ui, input_request, builtin, http",
+            spec.name
+        ));
+    }
+    let kind = if let Some(ui) = spec.ui {
+        let component_type = match (ui.component_type, ui.component_type_from) {
+            (Some(c), None) => ComponentType::Fixed(c),
+            (None, Some(field)) => ComponentType::FromInput(field),
+            _ => {
+                return Err(format!(
+                    "{}: set exactly one of component_type, component_type_from",
+                    at("ui")
+                ));
+            }
+        };
+        ToolKind::Ui {
+            component_type,
+            display: ui.display,
+        }
+    } else if let Some(input) = spec.input_request {
+        ToolKind::InputRequest {
+            prompt_field: input.prompt_field,
+            password: input.password,
+        }
+    } else if let Some(name) = spec.builtin {
+        ToolKind::Builtin(
+            Builtin::by_name(&name)
+                .ok_or_else(|| format!("{}: no built-in tool `{name}`", at("builtin")))?,
+        )
+    } else {
+        return Err(format!(
+            "{}: HTTP tools are not available in this version",
+            at("http")
+        ));
+    };
+    Ok(Tool {
+        name: spec.name,
+        description: spec.description.unwrap_or_default(),
+        input_schema: schema,
+        validator: Arc::new(validator),
+        kind,
+    })
+}
+
+impl Agent {
+    /// Builds an agent from the text of an agent file.
+    ///
+    /// # Errors
+    /// A message naming the field at fault.
+    pub fn from_yaml(text: &str) -> Result<Self, String> {
+        let file: AgentFile = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        if file.id.is_empty() || file.id.len() > 128 {
+            return Err("id: must be 1 to 128 characters".into());
+        }
+        if file.max_turns == 0 {
+            return Err("max_turns: must be at least 1".into());
+        }
+        let provider: Arc<dyn Provider> = match file.model.provider {
+            ProviderKind::Scripted => Arc::new(ScriptedProvider::new(
+                file.model
+                    .script
+                    .ok_or("model.script: the scripted provider needs rules")?,
+            )),
+            other => {
+                return Err(format!(
+                    "model.provider: `{other:?}` is not available in this version (only scripted)"
+                ));
+            }
+        };
+        let mut tools = Vec::with_capacity(file.tools.len());
+        for (i, spec) in file.tools.into_iter().enumerate() {
+            let tool = tool_from_spec(spec, i)?;
+            if tools.iter().any(|t: &Tool| t.name == tool.name) {
+                return Err(format!("tools[{i}].name: `{}` is defined twice", tool.name));
+            }
+            tools.push(tool);
+        }
+        Ok(Agent {
+            name: file.name.unwrap_or_else(|| file.id.clone()),
+            id: file.id,
+            system_prompt: file.system_prompt.unwrap_or_default(),
+            max_turns: file.max_turns,
+            starts_first: file.agent_starts_first,
+            tools,
+            provider,
+        })
+    }
+
+    /// The tool called `name`.
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+/// Every agent the server knows, by id.
+#[derive(Debug, Clone, Default)]
+pub struct AgentRegistry {
+    agents: HashMap<String, Arc<Agent>>,
+}
+
+impl AgentRegistry {
+    /// The built-in `demo` plus every `*.yaml`/`*.yml` file in `dir`.
+    ///
+    /// # Errors
+    /// A bad file (named, with the field), a duplicate id, or an unreadable
+    /// folder. A missing folder is an error only when `required`.
+    pub fn load(dir: &Path, required: bool) -> Result<Self, AgentFileError> {
+        let mut agents = HashMap::new();
+        let demo = Agent::from_yaml(DEMO).map_err(|message| AgentFileError {
+            file: "<built-in demo>".into(),
+            message,
+        })?;
+        agents.insert(demo.id.clone(), Arc::new(demo));
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+                return Ok(Self { agents });
+            }
+            Err(e) => {
+                return Err(AgentFileError {
+                    file: dir.to_owned(),
+                    message: format!("cannot read the agents folder: {e}"),
+                });
+            }
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let fail = |message: String| AgentFileError {
+                file: path.clone(),
+                message,
+            };
+            let text = std::fs::read_to_string(&path).map_err(|e| fail(e.to_string()))?;
+            let agent = Agent::from_yaml(&text).map_err(fail)?;
+            if agents.contains_key(&agent.id) {
+                return Err(fail(format!("id: `{}` is already defined", agent.id)));
+            }
+            agents.insert(agent.id.clone(), Arc::new(agent));
+        }
+        Ok(Self { agents })
+    }
+
+    /// The agent with that id.
+    pub fn get(&self, id: &str) -> Option<Arc<Agent>> {
+        self.agents.get(id).cloned()
+    }
+
+    /// Every agent id, sorted.
+    pub fn ids(&self) -> Vec<&str> {
+        let mut ids: Vec<_> = self.agents.keys().map(String::as_str).collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
+#[cfg(test)]
+#[path = "agent_tests.rs"]
+mod tests;

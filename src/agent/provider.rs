@@ -1,0 +1,113 @@
+//! The model seam, shaped like seed 000's `StreamChat`: a request in, a stream
+//! of events out. Every provider (scripted here; OpenAI-compatible, Anthropic
+//! and Gemini next) implements [`Provider`]; the runtime knows no other.
+
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+use serde_json::Value;
+
+use crate::protocol::ErrorCode;
+
+/// One model call.
+#[derive(Debug, Clone, Default)]
+pub struct ChatRequest {
+    pub system_prompt: String,
+    /// The conversation so far, oldest first.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolDefinition>,
+    /// Output token limit.
+    pub max_tokens: u32,
+}
+
+/// A message of the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    User {
+        text: String,
+    },
+    Assistant {
+        text: String,
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of the assistant's tool call `id`.
+    ToolResult {
+        id: String,
+        name: String,
+        content: String,
+        is_error: bool,
+    },
+}
+
+/// A tool call the model made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub input: Value,
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+}
+
+/// Token counts of one model call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// A failure of the model call, with the contract error code it maps to.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ProviderError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub recoverable: bool,
+}
+
+/// What a provider streams back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// The model started generating.
+    MessageStart,
+    /// A fragment of the answer.
+    ContentDelta(String),
+    /// A fragment of reasoning (logged, not shown).
+    ThinkingDelta(String),
+    /// The model calls a tool; input deltas that follow belong to it.
+    ToolUseStart { id: String, name: String },
+    /// A fragment of the current tool call's JSON input.
+    ToolInputDelta(String),
+    /// The model finished this turn.
+    MessageComplete { stop: StopReason, usage: Usage },
+    /// The call failed.
+    Error(ProviderError),
+}
+
+/// A model.
+#[async_trait]
+pub trait Provider: Send + Sync + 'static {
+    /// Starts one model call.
+    ///
+    /// # Errors
+    /// The call could not be started (bad configuration, unreachable server).
+    /// Failures after the start arrive as [`StreamEvent::Error`].
+    async fn stream_chat(
+        &self,
+        request: ChatRequest,
+    ) -> Result<BoxStream<'static, StreamEvent>, ProviderError>;
+}

@@ -1,0 +1,88 @@
+use super::*;
+use crate::agent::definition::Script;
+
+fn script() -> Script {
+    serde_saphyr::from_str(
+        r#"
+rules:
+  - prefix: "ask: "
+    call: {tool: ask_user, input: {prompt: "{arg}"}}
+    then: "You answered: {result} ({result_chars})"
+  - prefix: "n: "
+    arg: count
+    max: 5
+    stream: {delay_ms: 0}
+  - reply: "You said: {text}"
+"#,
+    )
+    .unwrap()
+}
+
+async fn collect(p: &ScriptedProvider, messages: Vec<Message>) -> Vec<StreamEvent> {
+    p.stream_chat(ChatRequest {
+        messages,
+        ..ChatRequest::default()
+    })
+    .await
+    .unwrap()
+    .collect()
+    .await
+}
+
+fn text_of(events: &[StreamEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ContentDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn answers_by_rule() {
+    let p = ScriptedProvider::new(script());
+    let user = |t: &str| vec![Message::User { text: t.into() }];
+
+    let events = collect(&p, user("hello there")).await;
+    assert_eq!(text_of(&events), "You said: hello there");
+    assert!(
+        events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::ContentDelta(_)))
+            .count()
+            > 1
+    );
+    assert!(matches!(
+        events.last(),
+        Some(StreamEvent::MessageComplete { stop: StopReason::EndTurn, usage }) if usage.completion_tokens == 4
+    ));
+
+    let events = collect(&p, user("n: 3")).await;
+    assert_eq!(text_of(&events), "w1 w2 w3");
+    // Beyond `max`, or not a number: the rule does not match.
+    assert_eq!(text_of(&collect(&p, user("n: 6")).await), "You said: n: 6");
+    assert_eq!(text_of(&collect(&p, user("n: x")).await), "You said: n: x");
+
+    let events = collect(&p, user("ask: Your name?")).await;
+    let StreamEvent::ToolUseStart { id, name } = &events[1] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(name, "ask_user");
+    assert_eq!(
+        events[2],
+        StreamEvent::ToolInputDelta(r#"{"prompt":"Your name?"}"#.into())
+    );
+
+    let mut history = user("ask: Your name?");
+    history.push(Message::ToolResult {
+        id: id.clone(),
+        name: name.clone(),
+        content: "Ada".into(),
+        is_error: false,
+    });
+    assert_eq!(
+        text_of(&collect(&p, history).await),
+        "You answered: Ada (3)"
+    );
+}

@@ -1,0 +1,44 @@
+use super::*;
+
+#[test]
+fn defaults_are_the_contract() {
+    let c = Config::default();
+    assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(c.sqlite_path, PathBuf::from("./data/agentwire.db"));
+    assert!(matches!(c.auth, AuthConfig::None));
+    assert_eq!(c.default_agent, "demo");
+}
+
+#[test]
+fn flags_override_the_file_and_errors_name_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &path,
+        "listen = \"127.0.0.1:9000\"\ninput_timeout_seconds = 5\n",
+    )
+    .unwrap();
+    let mut s = Settings {
+        config: Some(path.clone()),
+        ..Settings::default()
+    };
+    let c = s.resolve().unwrap();
+    assert_eq!(c.listen.port(), 9000);
+    assert_eq!(c.input_timeout, Duration::from_secs(5));
+    s.listen = Some("127.0.0.1:9001".into());
+    assert_eq!(s.resolve().unwrap().listen.port(), 9001);
+
+    s.listen = Some("nowhere".into());
+    assert_eq!(s.resolve().unwrap_err().key, "listen");
+
+    std::fs::write(&path, "lisen = \"x\"\n").unwrap();
+    s.listen = None;
+    let err = s.resolve().unwrap_err();
+    assert!(err.to_string().contains("lisen"), "{err}");
+
+    let s = Settings {
+        auth: Some(AuthMode::Jwt),
+        ..Settings::default()
+    };
+    assert_eq!(s.resolve().unwrap_err().key, "auth");
+}

@@ -1,0 +1,56 @@
+//! The authenticated user of a request, from `Authorization: Bearer` or the
+//! `access_token` query parameter (browsers cannot set headers on WebSockets).
+
+use axum::extract::{FromRequestParts, Query};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Json, Response};
+
+use super::AppState;
+use crate::protocol::ErrorCode;
+
+/// The caller. Rejects with 401 and a JSON error in `jwt` mode.
+pub struct AuthUser(pub String);
+
+fn bearer(parts: &Parts) -> Option<String> {
+    if let Some(value) = parts.headers.get(header::AUTHORIZATION) {
+        let value = value.to_str().ok()?;
+        let (scheme, token) = value.split_once(' ')?;
+        return scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| token.trim().to_owned());
+    }
+    Query::<TokenQuery>::try_from_uri(&parts.uri)
+        .ok()?
+        .0
+        .access_token
+}
+
+#[derive(serde::Deserialize)]
+struct TokenQuery {
+    access_token: Option<String>,
+}
+
+impl FromRequestParts<AppState> for AuthUser {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        match state.auth.authenticate(bearer(parts).as_deref()) {
+            Ok(user) => Ok(Self(user)),
+            Err(e) => {
+                tracing::info!(error = %e, "refused unauthenticated request");
+                Err((
+                    StatusCode::UNAUTHORIZED,
+                    Json(serde_json::json!({
+                        "error": e.to_string(),
+                        "error_code": ErrorCode::Unauthorized,
+                    })),
+                )
+                    .into_response())
+            }
+        }
+    }
+}

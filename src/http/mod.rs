@@ -1,0 +1,60 @@
+//! HTTP: the router, authentication at the edge, `/healthz` and the WebSocket
+//! endpoint `/v1/ws`.
+//!
+//! The only module that knows axum. Transports translate frames to and from
+//! [`Registry`] calls and never touch the store.
+
+mod auth;
+mod ws;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Json};
+use axum::routing::get;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::Authenticator;
+use crate::config::Config;
+use crate::session::Registry;
+use crate::store::Store;
+
+/// What every handler shares. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub registry: Registry,
+    pub store: Arc<dyn Store>,
+    pub auth: Arc<Authenticator>,
+    /// Cancelled when the server shuts down: sockets close with 1001.
+    pub shutdown: CancellationToken,
+    /// WebSocket tasks are tracked here (axum's graceful shutdown does not wait for them).
+    pub tracker: TaskTracker,
+    pub(crate) next_conn_id: Arc<AtomicU64>,
+}
+
+/// The application's routes.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/v1/ws", get(ws::upgrade))
+        .with_state(state)
+}
+
+/// 200 `{"status":"ok"}` once the store answers.
+async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))),
+        Err(e) => {
+            tracing::warn!(error = %e, "health check: store unreachable");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({"status": "unavailable"})),
+            )
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! agentwire: a durable, resumable backend between AI agents and chat UIs.
+//!
+//! The crate, in the order its modules may depend on each other (each uses
+//! only those above it):
+//!
+//! - [`config`]: settings from file, environment and flags, validated once.
+//! - [`protocol`]: the wire types of `/v1/ws` and their JSON-Schema validation.
+//! - [`store`]: the durable session log (SQLite) and its group-committing writer.
+//! - [`agent`]: agent files, the model seam (`Provider`) and the run loop.
+//! - [`session`]: one actor per chat, the single writer of its log.
+//! - [`auth`]: bearer token → user.
+//! - [`http`]: the axum router, `/healthz` and `/v1/ws`.
+//!
+//! [`run`] wires them together; `main.rs` only parses the command line.
+
+pub mod agent;
+pub mod auth;
+pub mod config;
+pub mod http;
+pub mod protocol;
+pub mod session;
+pub mod store;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::agent::AgentRegistry;
+use crate::auth::Authenticator;
+use crate::config::{AuthConfig, Config};
+use crate::session::{Registry, SessionContext};
+use crate::store::{LogWriter, SqliteStore, Store};
+
+/// Runs the server on `listener` until `shutdown` resolves, then shuts down
+/// gracefully: stop accepting, close sockets with 1001, let runs log their
+/// `interrupted` completion, flush the log.
+///
+/// # Errors
+/// The store cannot be opened or migrated, an agent file is bad, or the JWT key
+/// is unusable.
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(&config.sqlite_path)
+            .await
+            .with_context(|| format!("opening {}", config.sqlite_path.display()))?,
+    );
+    let agents = AgentRegistry::load(&config.agents_dir, config.agents_dir_explicit)?;
+    let auth = Authenticator::new(&config.auth).context("configuration key `jwt_public_key`")?;
+    if matches!(config.auth, AuthConfig::None) {
+        tracing::warn!(
+            "auth mode `none`: every request is user `dev`; set AGENTWIRE_AUTH=jwt in production"
+        );
+    }
+
+    let (writer, writer_task) = LogWriter::spawn(store.clone());
+    let token = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let registry = Registry::new(Arc::new(SessionContext {
+        store: store.clone(),
+        writer,
+        agents: agents.clone(),
+        input_timeout: config.input_timeout,
+        ui_timeout: config.ui_timeout,
+        idle: config.idle_chat,
+        shutdown: token.clone(),
+        tracker: tracker.clone(),
+    }));
+    let recovered = registry.recover_interrupted().await?;
+    if recovered > 0 {
+        tracing::info!(
+            chats = recovered,
+            "marked runs cut off by the last stop as interrupted"
+        );
+    }
+
+    let grace = config.shutdown_grace;
+    let state = http::AppState {
+        config: Arc::new(config),
+        registry,
+        store,
+        auth: Arc::new(auth),
+        shutdown: token.clone(),
+        tracker: tracker.clone(),
+        next_conn_id: Arc::new(AtomicU64::new(1)),
+    };
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        agents = ?agents.ids(),
+        "agentwire listening"
+    );
+    let app = http::router(state);
+    let signal_token = token.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down");
+            signal_token.cancel();
+        })
+        .await?;
+
+    // Sockets and chats watch `token`; wait for them (and the runs they end).
+    token.cancel();
+    tracker.close();
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
+        tracing::warn!(
+            "shutdown grace elapsed with tasks still running; their runs will show as interrupted"
+        );
+    }
+    // Every other LogWriter handle lived in the chats and the router's state,
+    // both gone now: the writer commits what it holds and ends.
+    let _ = tokio::time::timeout(grace, writer_task).await;
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! The wire: every message that crosses `/v1/ws`, as Rust types.
+//!
+//! Owns the inbound frames ([`ClientFrame`]) with their JSON-Schema validation,
+//! the outbound envelope ([`Envelope`], [`EventKind`]), and the error codes of the
+//! contract ([`ErrorCode`]). It is serde and `jsonschema` only: no tokio, axum or
+//! sqlx here, so every other module can depend on it.
+
+mod error_code;
+mod inbound;
+mod outbound;
+mod validate;
+
+pub use error_code::ErrorCode;
+pub use inbound::{ClientFrame, InboundError, parse_client_frame};
+pub use outbound::{
+    Display, Envelope, EventKind, RunEndReason, connection_error, mark_replay, now_ts, pong,
+    resume_boundary,
+};

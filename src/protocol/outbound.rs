@@ -1,0 +1,231 @@
+//! Outbound messages: the chat-scoped envelope and the few connection-level
+//! frames (`pong`, per-connection `chat.error`, `chat.resume_boundary`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::ErrorCode;
+
+/// How a UI tool's component is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Display {
+    /// In the message flow, below the agent's message.
+    #[default]
+    Inline,
+    /// In a side panel; the client may patch it with `artifact_patch`.
+    Artifact,
+}
+
+/// Why a run ended (`chat.run_complete.reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunEndReason {
+    Completed,
+    Cancelled,
+    MaxTurns,
+    Timeout,
+    Error,
+    Interrupted,
+}
+
+/// The body of a chat-scoped envelope: its `type` and its own fields.
+///
+/// Serialized with the fields at top level (contract §1: no `data` wrapper).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum EventKind {
+    /// A finished turn. The user's own messages carry `agent: "user"`.
+    #[serde(rename = "chat.text")]
+    Text { agent: String, content: String },
+    /// A streamed fragment of the turn that a later `chat.text` completes.
+    #[serde(rename = "chat.print")]
+    Print {
+        agent: String,
+        content: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        corr: Option<String>,
+    },
+    /// A model turn of the agent loop begins.
+    #[serde(rename = "chat.select_speaker")]
+    SelectSpeaker { agent: String },
+    /// The run waits for the user to type something.
+    #[serde(rename = "chat.input_request")]
+    InputRequest {
+        request_id: String,
+        prompt: String,
+        corr: String,
+        password: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_seconds: Option<u64>,
+    },
+    /// The answer to an input request was accepted.
+    #[serde(rename = "chat.input_ack")]
+    InputAck { request_id: String, corr: String },
+    /// Nobody answered an input request in time.
+    #[serde(rename = "chat.input_timeout")]
+    InputTimeout {
+        request_id: String,
+        timeout_seconds: u64,
+        corr: String,
+    },
+    /// A tool call: a UI component (`component_type`) or a backend tool (`null`).
+    #[serde(rename = "chat.tool_call")]
+    ToolCall {
+        tool_name: String,
+        component_type: Option<String>,
+        awaiting_response: bool,
+        payload: Value,
+        corr: String,
+        display: Display,
+    },
+    /// The result of a tool call.
+    #[serde(rename = "chat.tool_response")]
+    ToolResponse {
+        tool_name: String,
+        content: Value,
+        success: bool,
+        corr: String,
+    },
+    /// Progress of a long-running tool.
+    #[serde(rename = "chat.tool_progress")]
+    ToolProgress {
+        tool_name: String,
+        progress_percent: f64,
+        status_message: String,
+        corr: String,
+    },
+    /// Token usage of the run.
+    #[serde(rename = "chat.usage_summary")]
+    UsageSummary {
+        total_tokens: u64,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
+    },
+    /// The run ended.
+    #[serde(rename = "chat.run_complete")]
+    RunComplete { reason: RunEndReason },
+    /// An error of the run (persisted) or of one connection's message (not).
+    #[serde(rename = "chat.error")]
+    Error {
+        message: String,
+        error_code: ErrorCode,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        details: Option<Value>,
+        recoverable: bool,
+    },
+}
+
+impl EventKind {
+    /// The wire `type` of this event.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Text { .. } => "chat.text",
+            Self::Print { .. } => "chat.print",
+            Self::SelectSpeaker { .. } => "chat.select_speaker",
+            Self::InputRequest { .. } => "chat.input_request",
+            Self::InputAck { .. } => "chat.input_ack",
+            Self::InputTimeout { .. } => "chat.input_timeout",
+            Self::ToolCall { .. } => "chat.tool_call",
+            Self::ToolResponse { .. } => "chat.tool_response",
+            Self::ToolProgress { .. } => "chat.tool_progress",
+            Self::UsageSummary { .. } => "chat.usage_summary",
+            Self::RunComplete { .. } => "chat.run_complete",
+            Self::Error { .. } => "chat.error",
+        }
+    }
+
+    /// The `corr` this event answers or opens, if any.
+    pub fn corr(&self) -> Option<&str> {
+        match self {
+            Self::Print { corr, .. } => corr.as_deref(),
+            Self::InputRequest { corr, .. }
+            | Self::InputAck { corr, .. }
+            | Self::InputTimeout { corr, .. }
+            | Self::ToolCall { corr, .. }
+            | Self::ToolResponse { corr, .. }
+            | Self::ToolProgress { corr, .. } => Some(corr),
+            _ => None,
+        }
+    }
+}
+
+/// A chat-scoped outbound envelope: `type`, `chat_id`, `seq`, `ts` and the
+/// event's own fields, all at top level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    #[serde(flatten)]
+    pub kind: EventKind,
+    pub chat_id: Uuid,
+    pub seq: u64,
+    /// RFC 3339, UTC, milliseconds.
+    pub ts: String,
+}
+
+impl Envelope {
+    /// The JSON text of this envelope, as stored and as sent live.
+    pub fn to_json(&self) -> String {
+        // Serializing a tree of strings, numbers and `Value`s cannot fail.
+        serde_json::to_string(self).expect("envelope serializes")
+    }
+}
+
+/// The current time in the envelope format: RFC 3339, UTC, milliseconds.
+pub fn now_ts() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Turns a stored envelope's JSON into its replayed form by adding
+/// `"replay":true`. The stored text is always a non-empty JSON object written by
+/// [`Envelope::to_json`], so this is a cheap string splice, not a re-parse.
+pub fn mark_replay(stored: &str) -> String {
+    let body = stored.trim_end();
+    let body = body.strip_suffix('}').unwrap_or(body);
+    let mut out = String::with_capacity(body.len() + 16);
+    out.push_str(body);
+    out.push_str(",\"replay\":true}");
+    out
+}
+
+/// `chat.resume_boundary`: sent after a replay, never persisted, no `seq`.
+pub fn resume_boundary(chat_id: Uuid, last_seq: u64, recovered: bool) -> String {
+    serde_json::json!({
+        "type": "chat.resume_boundary",
+        "chat_id": chat_id,
+        "last_seq": last_seq,
+        "recovered": recovered,
+        "ts": now_ts(),
+    })
+    .to_string()
+}
+
+/// A `chat.error` for one connection's bad message: not persisted, no `seq`,
+/// `chat_id` null when it could not be read.
+pub fn connection_error(
+    chat_id: Option<Uuid>,
+    code: ErrorCode,
+    message: &str,
+    details: Option<Value>,
+    recoverable: bool,
+) -> String {
+    let mut v = serde_json::json!({
+        "type": "chat.error",
+        "chat_id": chat_id,
+        "message": message,
+        "error_code": code,
+        "recoverable": recoverable,
+        "ts": now_ts(),
+    });
+    if let Some(d) = details {
+        v["details"] = d;
+    }
+    v.to_string()
+}
+
+/// The answer to `ping`.
+pub fn pong() -> String {
+    r#"{"type":"pong"}"#.to_owned()
+}

@@ -1,0 +1,88 @@
+//! The cloneable handle to a chat actor, and the messages it sends.
+
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{SessionError, Subscriber};
+
+/// The answer to a command.
+pub(super) type Reply = oneshot::Sender<Result<(), SessionError>>;
+
+/// Everything a chat actor is asked to do. Every command carries a reply, so a
+/// command lost to an actor that just stopped shows up as [`Gone`] and the
+/// registry retries on a fresh actor.
+#[derive(Debug)]
+pub(super) enum Command {
+    /// Answer once loaded (start-up recovery of interrupted runs).
+    Touch {
+        reply: Reply,
+    },
+    Start {
+        user: String,
+        agent: String,
+        message: Option<String>,
+        context: Option<Map<String, Value>>,
+        sub: Subscriber,
+        reply: Reply,
+    },
+    Resume {
+        user: String,
+        after: u64,
+        sub: Subscriber,
+        reply: Reply,
+    },
+    UserMessage {
+        user: String,
+        text: String,
+        client_msg_id: Option<String>,
+        reply: Reply,
+    },
+    SubmitInput {
+        user: String,
+        request_id: String,
+        text: String,
+        reply: Reply,
+    },
+    ComponentResult {
+        user: String,
+        corr: String,
+        data: Value,
+        reply: Reply,
+    },
+    ArtifactPatch {
+        user: String,
+        corr: String,
+        patch: Value,
+        reply: Reply,
+    },
+    Cancel {
+        user: String,
+        reply: Reply,
+    },
+    Unsubscribe {
+        conn_id: u64,
+        reply: Reply,
+    },
+}
+
+/// The actor stopped before answering; ask a fresh one.
+#[derive(Debug)]
+pub(super) struct Gone;
+
+/// A chat actor's mailbox.
+#[derive(Debug, Clone)]
+pub(super) struct Handle {
+    pub(super) tx: mpsc::Sender<Command>,
+}
+
+impl Handle {
+    /// Sends a command built around a fresh reply channel and awaits the answer.
+    pub(super) async fn ask(
+        &self,
+        make: impl FnOnce(Reply) -> Command,
+    ) -> Result<Result<(), SessionError>, Gone> {
+        let (reply, answer) = oneshot::channel();
+        self.tx.send(make(reply)).await.map_err(|_| Gone)?;
+        answer.await.map_err(|_| Gone)
+    }
+}

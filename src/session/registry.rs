@@ -1,0 +1,267 @@
+//! Chat id → actor. Starts an actor on first use; an actor removes itself
+//! when it has been idle long enough, and is rebuilt from the store when the
+//! chat is used again.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::handle::{Command, Handle, Reply};
+use super::{SessionContext, SessionError, Subscriber, actor};
+use crate::store::{ChatState, StoreError};
+
+/// Commands waiting for one actor; senders wait when it is full.
+const MAILBOX: usize = 64;
+/// A command lost to an actor that stopped is retried on a fresh one this often.
+const ATTEMPTS: usize = 3;
+
+struct Entry {
+    generation: u64,
+    handle: Handle,
+}
+
+pub(super) struct Inner {
+    ctx: Arc<SessionContext>,
+    // A std mutex: nothing awaits while holding it.
+    chats: Mutex<HashMap<Uuid, Entry>>,
+    next_generation: AtomicU64,
+}
+
+impl Inner {
+    /// Called by an actor as it stops: forget it unless it was already replaced.
+    pub(super) fn remove(&self, chat_id: Uuid, generation: u64) {
+        let mut chats = self.chats.lock().expect("registry lock");
+        if chats
+            .get(&chat_id)
+            .is_some_and(|e| e.generation == generation)
+        {
+            chats.remove(&chat_id);
+        }
+    }
+}
+
+/// The chats in memory. Cheap to clone.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+impl Registry {
+    pub fn new(ctx: Arc<SessionContext>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                ctx,
+                chats: Mutex::new(HashMap::new()),
+                next_generation: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// How many chats have an actor in memory.
+    pub fn active_chats(&self) -> usize {
+        self.inner.chats.lock().expect("registry lock").len()
+    }
+
+    fn handle(&self, chat_id: Uuid) -> Handle {
+        let mut chats = self.inner.chats.lock().expect("registry lock");
+        if let Some(entry) = chats.get(&chat_id)
+            && !entry.handle.tx.is_closed()
+        {
+            return entry.handle.clone();
+        }
+        let generation = self.inner.next_generation.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(MAILBOX);
+        actor::spawn(
+            chat_id,
+            generation,
+            rx,
+            self.inner.ctx.clone(),
+            Arc::downgrade(&self.inner) as Weak<Inner>,
+        );
+        let handle = Handle { tx };
+        chats.insert(
+            chat_id,
+            Entry {
+                generation,
+                handle: handle.clone(),
+            },
+        );
+        handle
+    }
+
+    async fn call(
+        &self,
+        chat_id: Uuid,
+        make: impl Fn(Reply) -> Command,
+    ) -> Result<(), SessionError> {
+        for _ in 0..ATTEMPTS {
+            if self.inner.ctx.shutdown.is_cancelled() {
+                break;
+            }
+            if let Ok(answer) = self.handle(chat_id).ask(&make).await {
+                return answer;
+            }
+        }
+        Err(SessionError::ShuttingDown)
+    }
+
+    /// `chat.start`: create the chat (or resume it if it is already the caller's).
+    pub async fn start(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        agent: &str,
+        message: Option<String>,
+        context: Option<Map<String, Value>>,
+        sub: Subscriber,
+    ) -> Result<(), SessionError> {
+        self.call(chat_id, |reply| Command::Start {
+            user: user.to_owned(),
+            agent: agent.to_owned(),
+            message: message.clone(),
+            context: context.clone(),
+            sub: sub.clone(),
+            reply,
+        })
+        .await
+    }
+
+    /// `client.resume`: subscribe and replay everything after `after`.
+    pub async fn resume(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        after: u64,
+        sub: Subscriber,
+    ) -> Result<(), SessionError> {
+        self.call(chat_id, |reply| Command::Resume {
+            user: user.to_owned(),
+            after,
+            sub: sub.clone(),
+            reply,
+        })
+        .await
+    }
+
+    /// `user.message`: a new user turn.
+    pub async fn user_message(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        text: String,
+        client_msg_id: Option<String>,
+    ) -> Result<(), SessionError> {
+        self.call(chat_id, |reply| Command::UserMessage {
+            user: user.to_owned(),
+            text: text.clone(),
+            client_msg_id: client_msg_id.clone(),
+            reply,
+        })
+        .await
+    }
+
+    /// `user.input.submit`: answer a pending input request.
+    pub async fn submit_input(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        request_id: String,
+        text: String,
+    ) -> Result<(), SessionError> {
+        self.call(chat_id, |reply| Command::SubmitInput {
+            user: user.to_owned(),
+            request_id: request_id.clone(),
+            text: text.clone(),
+            reply,
+        })
+        .await
+    }
+
+    /// `inline_component.result`: answer a pending UI tool call.
+    pub async fn component_result(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        corr: String,
+        data: Value,
+    ) -> Result<(), SessionError> {
+        self.call(chat_id, |reply| Command::ComponentResult {
+            user: user.to_owned(),
+            corr: corr.clone(),
+            data: data.clone(),
+            reply,
+        })
+        .await
+    }
+
+    /// `artifact_patch`: patch a component's state.
+    pub async fn artifact_patch(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        corr: String,
+        patch: Value,
+    ) -> Result<(), SessionError> {
+        self.call(chat_id, |reply| Command::ArtifactPatch {
+            user: user.to_owned(),
+            corr: corr.clone(),
+            patch: patch.clone(),
+            reply,
+        })
+        .await
+    }
+
+    /// `chat.cancel`: end the active run (no effect when none is active).
+    pub async fn cancel(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
+        self.call(chat_id, |reply| Command::Cancel {
+            user: user.to_owned(),
+            reply,
+        })
+        .await
+    }
+
+    /// Stops delivering the chat to connection `conn_id`. Does not wake a chat
+    /// that is not in memory (it has no subscribers then).
+    pub async fn unsubscribe(&self, chat_id: Uuid, conn_id: u64) {
+        let handle = self
+            .inner
+            .chats
+            .lock()
+            .expect("registry lock")
+            .get(&chat_id)
+            .map(|e| e.handle.clone());
+        if let Some(handle) = handle {
+            let _ = handle
+                .ask(|reply| Command::Unsubscribe { conn_id, reply })
+                .await;
+        }
+    }
+
+    /// Start-up: every chat whose run was cut off (by a crash) gets its
+    /// `chat.run_complete` with `reason: "interrupted"`.
+    ///
+    /// # Returns
+    /// How many chats were recovered.
+    ///
+    /// # Errors
+    /// The store could not be read.
+    pub async fn recover_interrupted(&self) -> Result<usize, StoreError> {
+        let ids = self
+            .inner
+            .ctx
+            .store
+            .chats_in_state(ChatState::Running)
+            .await?;
+        for id in &ids {
+            // Loading the actor is what appends the completion.
+            if let Err(e) = self.call(*id, |reply| Command::Touch { reply }).await {
+                tracing::error!(chat_id = %id, error = %e, "could not recover an interrupted run");
+            }
+        }
+        Ok(ids.len())
+    }
+}

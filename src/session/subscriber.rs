@@ -1,0 +1,144 @@
+//! What a chat sends to a connection, and how it tells a connection to go.
+
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::protocol::{mark_replay, resume_boundary};
+use crate::store::{Store, StoreError};
+
+/// Envelopes read from the store per page of a replay.
+const REPLAY_PAGE: u32 = 500;
+
+/// One item of a connection's outbound queue.
+#[derive(Debug)]
+pub enum Outbound {
+    /// A live envelope, already committed.
+    Event(Arc<str>),
+    /// A connection-level frame: `pong`, a per-connection `chat.error`.
+    Frame(String),
+    /// A replay to write before anything queued after it, then its boundary.
+    Replay(Replay),
+}
+
+/// A replay of one chat's log from `after` up to `upto`, read lazily in pages
+/// so a long log never sits in a queue.
+pub struct Replay {
+    chat_id: Uuid,
+    next_after: u64,
+    upto: u64,
+    recovered: bool,
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for Replay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replay")
+            .field("chat_id", &self.chat_id)
+            .field("next_after", &self.next_after)
+            .field("upto", &self.upto)
+            .finish()
+    }
+}
+
+impl Replay {
+    pub(crate) fn new(
+        chat_id: Uuid,
+        after: u64,
+        upto: u64,
+        recovered: bool,
+        store: Arc<dyn Store>,
+    ) -> Self {
+        Self {
+            chat_id,
+            next_after: after,
+            upto,
+            recovered,
+            store,
+        }
+    }
+
+    /// The next page of replayed envelopes (JSON with `"replay":true`), or
+    /// `None` when the replay is complete.
+    ///
+    /// # Errors
+    /// The store could not be read.
+    pub async fn next_page(&mut self) -> Result<Option<Vec<String>>, StoreError> {
+        if self.next_after >= self.upto {
+            return Ok(None);
+        }
+        let page = self
+            .store
+            .load_after(self.chat_id, self.next_after, REPLAY_PAGE)
+            .await?;
+        let mut out = Vec::with_capacity(page.len());
+        for env in page {
+            // Envelopes committed after the subscription went live, not replayed.
+            if env.seq > self.upto {
+                self.next_after = self.upto;
+                break;
+            }
+            self.next_after = env.seq;
+            out.push(mark_replay(&env.json));
+        }
+        if out.is_empty() {
+            self.next_after = self.upto;
+            return Ok(None);
+        }
+        Ok(Some(out))
+    }
+
+    /// The `chat.resume_boundary` that follows the replay.
+    pub fn boundary(&self) -> String {
+        resume_boundary(self.chat_id, self.upto, self.recovered)
+    }
+
+    /// The chat being replayed.
+    pub fn chat_id(&self) -> Uuid {
+        self.chat_id
+    }
+}
+
+/// Asks a connection to close with a WebSocket close code. The first request
+/// wins; the connection's tasks watch [`Closer::closed`].
+#[derive(Debug, Clone, Default)]
+pub struct Closer {
+    token: CancellationToken,
+    why: Arc<OnceLock<(u16, &'static str)>>,
+}
+
+impl Closer {
+    /// Requests the close.
+    pub fn close(&self, code: u16, reason: &'static str) {
+        let _ = self.why.set((code, reason));
+        self.token.cancel();
+    }
+
+    /// Resolves once a close was requested.
+    pub async fn closed(&self) {
+        self.token.cancelled().await;
+    }
+
+    /// Whether a close was requested.
+    pub fn is_closed(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// The close code and reason requested (1000 if none was given).
+    pub fn why(&self) -> (u16, &'static str) {
+        self.why.get().copied().unwrap_or((1000, ""))
+    }
+}
+
+/// A connection subscribed to a chat.
+#[derive(Debug, Clone)]
+pub struct Subscriber {
+    /// Unique per connection, for unsubscribing.
+    pub conn_id: u64,
+    /// The connection's bounded outbound queue, shared by all its chats.
+    pub tx: mpsc::Sender<Outbound>,
+    /// How the chat closes a connection too slow to drain its queue (1013).
+    pub closer: Closer,
+}

@@ -1,0 +1,163 @@
+//! The durable session log.
+//!
+//! Owns the [`Store`] trait (chats and their append-only envelope logs), its
+//! SQLite implementation, and the group-committing [`LogWriter`]. Only this
+//! module speaks SQL or knows sqlx; SQL that only SQLite understands stays in
+//! `sqlite.rs`, so a PostgreSQL store can implement the same trait.
+//!
+//! Depends on nothing else in the crate: envelopes arrive already serialized.
+
+mod sqlite;
+mod writer;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+pub use sqlite::SqliteStore;
+pub use writer::LogWriter;
+
+/// Whether a chat has a run in flight. Kept in the store so that, after a
+/// crash, start-up can find the runs that were cut off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatState {
+    Idle,
+    Running,
+}
+
+impl ChatState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Running => "running",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Self {
+        if s == "running" {
+            Self::Running
+        } else {
+            Self::Idle
+        }
+    }
+}
+
+/// A chat's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRecord {
+    pub id: Uuid,
+    pub owner: String,
+    pub agent: String,
+    pub state: ChatState,
+    /// The `context` object given at `chat.start`, as JSON text.
+    pub context: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+}
+
+/// One envelope to append.
+#[derive(Debug, Clone)]
+pub struct NewEnvelope {
+    pub seq: u64,
+    /// The wire `type`.
+    pub kind: &'static str,
+    /// Unix milliseconds (for queries; the JSON has the RFC 3339 `ts`).
+    pub ts_ms: i64,
+    /// The `corr` of the envelope, indexed for lookups by tool call.
+    pub corr: Option<String>,
+    /// The `client_msg_id` of the user message that produced it.
+    pub client_msg_id: Option<String>,
+    /// The whole envelope as JSON.
+    pub json: Arc<str>,
+}
+
+/// The envelopes of one chat to append in one transaction, with the chat's new
+/// state if it changes.
+#[derive(Debug, Clone)]
+pub struct AppendBatch {
+    pub chat_id: Uuid,
+    pub envelopes: Vec<NewEnvelope>,
+    pub state: Option<ChatState>,
+}
+
+/// A stored envelope, as read back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEnvelope {
+    pub seq: u64,
+    pub kind: String,
+    pub json: String,
+}
+
+/// Failures of the store. Cheap to clone, so one commit's failure can be
+/// reported to every writer whose envelopes were in it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(Arc<sqlx::Error>),
+    #[error("migration failed: {0}")]
+    Migration(Arc<sqlx::migrate::MigrateError>),
+    #[error("cannot prepare the database file: {0}")]
+    Io(Arc<std::io::Error>),
+    #[error("the log writer has stopped")]
+    WriterGone,
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Database(Arc::new(e))
+    }
+}
+
+/// The session log: chats and their envelopes.
+///
+/// Implementations must make [`Store::append`] atomic across all the batches
+/// it is given: every envelope is committed, or none is.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Checks that the store answers.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Creates the chat unless a chat with that id exists.
+    ///
+    /// # Returns
+    /// The chat as stored: the new one, or the existing one (which may belong to
+    /// someone else; the caller checks).
+    async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError>;
+
+    /// The chat with that id.
+    async fn chat(&self, id: Uuid) -> Result<Option<ChatRecord>, StoreError>;
+
+    /// Appends every batch in one transaction (the group commit).
+    async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError>;
+
+    /// Up to `limit` envelopes of the chat with `seq > after`, in order.
+    async fn load_after(
+        &self,
+        chat_id: Uuid,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<StoredEnvelope>, StoreError>;
+
+    /// The chat's highest `seq` and that envelope's type (`None` for an empty log).
+    async fn last(&self, chat_id: Uuid) -> Result<Option<(u64, String)>, StoreError>;
+
+    /// The `chat.text` envelopes of the chat, in order: the transcript.
+    async fn transcript(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError>;
+
+    /// Whether an envelope of the chat carries this `client_msg_id`.
+    async fn has_client_msg_id(&self, chat_id: Uuid, id: &str) -> Result<bool, StoreError>;
+
+    /// The latest `chat.tool_call` envelope of the chat with this `corr`.
+    async fn last_tool_call(
+        &self,
+        chat_id: Uuid,
+        corr: &str,
+    ) -> Result<Option<StoredEnvelope>, StoreError>;
+
+    /// The ids of the chats in `state`.
+    async fn chats_in_state(&self, state: ChatState) -> Result<Vec<Uuid>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,270 @@
+//! The embedded store: one SQLite file in WAL mode.
+//!
+//! Writes come from one [`LogWriter`](super::LogWriter) task, so SQLite's single
+//! writer is never contended by ourselves; readers run beside it (WAL).
+//! `synchronous=FULL`: a commit survives power loss, not only a process crash,
+//! because a client may already have seen what it committed. Group commit is
+//! what keeps that affordable.
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{AssertSqlSafe, QueryBuilder, Row, SqlSafeStr, Sqlite};
+use uuid::Uuid;
+
+use super::{AppendBatch, ChatRecord, ChatState, Store, StoreError, StoredEnvelope};
+
+/// Most rows in one multi-row INSERT (7 variables a row; SQLite allows 32766).
+const ROWS_PER_INSERT: usize = 1000;
+
+/// The migrations of `migrations/sqlite/`, compiled in so the binary runs from
+/// any folder.
+fn migrator() -> Migrator {
+    let files: &[(i64, &str, &'static str)] = &[(
+        1,
+        "init",
+        include_str!("../../migrations/sqlite/0001_init.sql"),
+    )];
+    Migrator::with_migrations(
+        files
+            .iter()
+            .map(|(version, name, sql)| {
+                Migration::new(
+                    *version,
+                    Cow::Borrowed(*name),
+                    MigrationType::Simple,
+                    AssertSqlSafe(*sql).into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
+}
+
+/// The SQLite store. Cheap to clone (a pool handle).
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating the file and its folder if needed) and migrates.
+    ///
+    /// # Errors
+    /// The folder cannot be created, the file cannot be opened, or a migration fails.
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(e.into()))?;
+        }
+        let options = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        migrator()
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Migration(e.into()))?;
+        Ok(Self { pool })
+    }
+}
+
+fn chat_from_row(row: &SqliteRow) -> Result<ChatRecord, StoreError> {
+    let id: String = row.try_get("id")?;
+    let state: String = row.try_get("state")?;
+    Ok(ChatRecord {
+        id: Uuid::parse_str(&id).map_err(|e| sqlx::Error::Decode(e.into()))?,
+        owner: row.try_get("owner")?,
+        agent: row.try_get("agent")?,
+        state: ChatState::parse(&state),
+        context: row.try_get("context")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn envelope_from_row(row: &SqliteRow) -> Result<StoredEnvelope, StoreError> {
+    let seq: i64 = row.try_get("seq")?;
+    Ok(StoredEnvelope {
+        seq: seq as u64,
+        kind: row.try_get("type")?,
+        json: row.try_get("payload")?,
+    })
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError> {
+        sqlx::query(
+            "INSERT INTO chats (id, owner, agent, state, context, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(chat.id.to_string())
+        .bind(&chat.owner)
+        .bind(&chat.agent)
+        .bind(chat.state.as_str())
+        .bind(&chat.context)
+        .bind(chat.created_at)
+        .bind(chat.created_at)
+        .execute(&self.pool)
+        .await?;
+        // Read back: the row may be someone else's (or an earlier start's).
+        self.chat(chat.id)
+            .await?
+            .ok_or_else(|| sqlx::Error::RowNotFound.into())
+    }
+
+    async fn chat(&self, id: Uuid) -> Result<Option<ChatRecord>, StoreError> {
+        sqlx::query("SELECT * FROM chats WHERE id = ?")
+            .bind(id.to_string())
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(chat_from_row)
+            .transpose()
+    }
+
+    async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<_> = batches
+            .iter()
+            .flat_map(|b| b.envelopes.iter().map(move |e| (b.chat_id.to_string(), e)))
+            .collect();
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload) ",
+            );
+            q.push_values(chunk, |mut b, (chat_id, e)| {
+                b.push_bind(chat_id.clone())
+                    .push_bind(e.seq as i64)
+                    .push_bind(e.kind)
+                    .push_bind(e.ts_ms)
+                    .push_bind(e.corr.clone())
+                    .push_bind(e.client_msg_id.clone())
+                    .push_bind(e.json.clone());
+            });
+            q.build().execute(&mut *tx).await?;
+        }
+        let now = now_ms();
+        for b in batches {
+            if let Some(state) = b.state {
+                sqlx::query("UPDATE chats SET state = ?, updated_at = ? WHERE id = ?")
+                    .bind(state.as_str())
+                    .bind(now)
+                    .bind(b.chat_id.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn load_after(
+        &self,
+        chat_id: Uuid,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<StoredEnvelope>, StoreError> {
+        sqlx::query(
+            "SELECT seq, type, payload FROM envelopes
+             WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        )
+        .bind(chat_id.to_string())
+        .bind(after.min(i64::MAX as u64) as i64)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(envelope_from_row)
+        .collect()
+    }
+
+    async fn last(&self, chat_id: Uuid) -> Result<Option<(u64, String)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT seq, type FROM envelopes WHERE chat_id = ? ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(chat_id.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Ok((r.try_get::<i64, _>("seq")? as u64, r.try_get("type")?)))
+            .transpose()
+    }
+
+    async fn transcript(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError> {
+        sqlx::query(
+            "SELECT seq, type, payload FROM envelopes
+             WHERE chat_id = ? AND type = 'chat.text' ORDER BY seq",
+        )
+        .bind(chat_id.to_string())
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(envelope_from_row)
+        .collect()
+    }
+
+    async fn has_client_msg_id(&self, chat_id: Uuid, id: &str) -> Result<bool, StoreError> {
+        let row =
+            sqlx::query("SELECT 1 FROM envelopes WHERE chat_id = ? AND client_msg_id = ? LIMIT 1")
+                .bind(chat_id.to_string())
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.is_some())
+    }
+
+    async fn last_tool_call(
+        &self,
+        chat_id: Uuid,
+        corr: &str,
+    ) -> Result<Option<StoredEnvelope>, StoreError> {
+        sqlx::query(
+            "SELECT seq, type, payload FROM envelopes
+             WHERE chat_id = ? AND corr = ? AND type = 'chat.tool_call'
+             ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(chat_id.to_string())
+        .bind(corr)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(envelope_from_row)
+        .transpose()
+    }
+
+    async fn chats_in_state(&self, state: ChatState) -> Result<Vec<Uuid>, StoreError> {
+        let rows = sqlx::query("SELECT id FROM chats WHERE state = ?")
+            .bind(state.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let id: String = r.try_get("id")?;
+                Uuid::parse_str(&id).map_err(|e| sqlx::Error::Decode(e.into()).into())
+            })
+            .collect()
+    }
+}

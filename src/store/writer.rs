@@ -1,0 +1,83 @@
+//! Group commit: one task drains append requests from every chat and commits
+//! them together, so a token stream does not cost one fsync per token.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::{AppendBatch, Store, StoreError};
+
+/// Most append requests folded into one transaction.
+const MAX_REQUESTS_PER_COMMIT: usize = 512;
+/// Append requests waiting for the writer; senders wait when it is full.
+const QUEUE: usize = 1024;
+
+struct Request {
+    batch: AppendBatch,
+    done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// Handle to the writer task. Cheap to clone. The task ends, after committing
+/// everything it was given, when the last handle is dropped.
+#[derive(Clone)]
+pub struct LogWriter {
+    tx: mpsc::Sender<Request>,
+}
+
+impl LogWriter {
+    /// Starts the writer task over `store`.
+    pub fn spawn(store: Arc<dyn Store>) -> (Self, JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let task = tokio::spawn(run(store, rx));
+        (Self { tx }, task)
+    }
+
+    /// Appends one chat's envelopes and returns once they are committed.
+    ///
+    /// # Errors
+    /// The transaction they were part of failed; none of them is stored.
+    pub async fn append(&self, batch: AppendBatch) -> Result<(), StoreError> {
+        let (done, rx) = oneshot::channel();
+        self.tx
+            .send(Request { batch, done })
+            .await
+            .map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+}
+
+async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
+    let mut requests = Vec::with_capacity(MAX_REQUESTS_PER_COMMIT);
+    while rx.recv_many(&mut requests, MAX_REQUESTS_PER_COMMIT).await > 0 {
+        let (batches, waiters): (Vec<_>, Vec<_>) =
+            requests.drain(..).map(|r| (r.batch, r.done)).unzip();
+        let result = store.append(&batches).await;
+        match result {
+            Ok(()) => {
+                for done in waiters {
+                    // The asker may have gone away (its chat stopped): nothing to do.
+                    let _ = done.send(Ok(()));
+                }
+            }
+            Err(e) if batches.len() > 1 => {
+                // One chat's bad batch must not fail the others that shared its
+                // transaction: commit each on its own and report each result.
+                tracing::warn!(error = %e, batches = batches.len(), "group commit failed; retrying one by one");
+                for (batch, done) in batches.iter().zip(waiters) {
+                    let result = store.append(std::slice::from_ref(batch)).await;
+                    if let Err(e) = &result {
+                        tracing::error!(error = %e, chat_id = %batch.chat_id, "append failed");
+                    }
+                    let _ = done.send(result);
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, chat_id = %batches[0].chat_id, "append failed");
+                for done in waiters {
+                    let _ = done.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}

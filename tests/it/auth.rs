@@ -1,0 +1,134 @@
+//! `jwt` mode: refused before the upgrade, and each user sees only their chats.
+
+use jsonwebtoken::{EncodingKey, Header, encode};
+use serde_json::json;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use uuid::Uuid;
+
+use crate::support::*;
+
+const SECRET: &str = "integration-test-secret-0123456789";
+
+fn token(sub: &str, exp_offset: i64, secret: &str) -> String {
+    let now = chrono::Utc::now().timestamp();
+    encode(
+        &Header::default(),
+        &json!({"sub": sub, "exp": now + exp_offset, "iat": now}),
+        &EncodingKey::from_secret(secret.as_bytes()),
+    )
+    .unwrap()
+}
+
+async fn jwt_server() -> Server {
+    Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            auth: Some(agentwire::config::AuthMode::Jwt),
+            jwt_secret: Some(SECRET.into()),
+            ..Default::default()
+        },
+    })
+    .await
+}
+
+/// The HTTP status of a refused upgrade.
+async fn refused(url: &str, bearer: Option<&str>) -> u16 {
+    let mut req = url.into_client_request().unwrap();
+    if let Some(t) = bearer {
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    match tokio_tungstenite::connect_async(req).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("upgrade was accepted"),
+    }
+}
+
+async fn connect_as(server: &Server, token: &str) -> Client {
+    let mut req = server.ws_url().into_client_request().unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    Client::from_stream(ws)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_credentials_get_401_before_the_upgrade() {
+    let server = jwt_server().await;
+    let url = server.ws_url();
+    assert_eq!(refused(&url, None).await, 401);
+    assert_eq!(
+        refused(
+            &url,
+            Some(&token("alice", 60, "some-other-secret-entirely"))
+        )
+        .await,
+        401
+    );
+    assert_eq!(
+        refused(&url, Some(&token("alice", -3600, SECRET))).await,
+        401
+    );
+    assert_eq!(refused(&url, Some("garbage")).await, 401);
+    assert_eq!(
+        refused(&format!("{url}?access_token=garbage"), None).await,
+        401
+    );
+
+    // A good token, by header and by query parameter.
+    let mut c = connect_as(&server, &token("alice", 60, SECRET)).await;
+    c.send(json!({"type": "ping"})).await;
+    assert_eq!(c.recv().await["type"], "pong");
+    let mut c = Client::connect(&format!(
+        "{url}?access_token={}",
+        token("alice", 60, SECRET)
+    ))
+    .await;
+    c.send(json!({"type": "ping"})).await;
+    assert_eq!(c.recv().await["type"], "pong");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_cannot_reach_another_users_chat() {
+    let server = jwt_server().await;
+    let mut alice = connect_as(&server, &token("alice", 60, SECRET)).await;
+    let mut bob = connect_as(&server, &token("bob", 60, SECRET)).await;
+    let chat = Uuid::new_v4();
+    alice.start(chat, "private").await;
+    alice.until_complete(chat).await;
+
+    let missing = Uuid::new_v4();
+    for (target, msg) in [
+        (
+            chat,
+            json!({"type": "client.resume", "chat_id": chat, "lastClientIndex": 0}),
+        ),
+        (
+            chat,
+            json!({"type": "chat.start", "chat_id": chat, "agent": "demo", "message": "mine now"}),
+        ),
+        (
+            chat,
+            json!({"type": "user.message", "chat_id": chat, "text": "hi"}),
+        ),
+        (chat, json!({"type": "chat.cancel", "chat_id": chat})),
+        (
+            missing,
+            json!({"type": "client.resume", "chat_id": missing}),
+        ),
+    ] {
+        bob.send(msg).await;
+        let err = bob.expect("chat.error").await;
+        assert_eq!(err["error_code"], "RESUME_FAILED", "{err}");
+        assert_eq!(err["chat_id"], target.to_string());
+        // The same words for someone else's chat and for no chat at all.
+        assert_eq!(err["message"], "no chat with that id belongs to you");
+    }
+
+    // Alice's chat is untouched.
+    alice.resume(chat, 0).await;
+    let log = alice
+        .recv_until(|m| m["type"] == "chat.resume_boundary")
+        .await;
+    assert!(log.iter().all(|m| !m.to_string().contains("mine now")));
+}

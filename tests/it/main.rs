@@ -1,0 +1,12 @@
+//! Integration tests: the real server on a loopback port, a real WebSocket
+//! client, a temporary SQLite file per test. Every message the client receives
+//! is validated against `protocol/outbound/`.
+
+mod auth;
+mod bad_input;
+mod crash;
+mod demo;
+mod fanout;
+mod input;
+mod resume;
+mod support;

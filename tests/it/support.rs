@@ -1,0 +1,313 @@
+//! The test harness: start a server, connect clients, read envelopes.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use agentwire::config::Settings;
+use futures_util::{SinkExt, StreamExt};
+use jsonschema::Validator;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use uuid::Uuid;
+
+/// How long a test waits for any one message before failing.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+static OUTBOUND: LazyLock<HashMap<String, Validator>> = LazyLock::new(|| {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol/outbound");
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
+            let schema: Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let v = jsonschema::options()
+                .should_validate_formats(true)
+                .build(&schema)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, v)
+        })
+        .collect()
+});
+
+/// Panics unless `msg` is valid against its outbound schema.
+pub fn assert_outbound_valid(msg: &Value) {
+    let ty = msg["type"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no type: {msg}"));
+    let validator = OUTBOUND
+        .get(ty)
+        .unwrap_or_else(|| panic!("no outbound schema for {ty}: {msg}"));
+    let errors: Vec<String> = validator.iter_errors(msg).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "{ty} violates its schema: {errors:?}\n{msg}"
+    );
+}
+
+/// Options of a test server.
+#[derive(Default, Clone)]
+pub struct Opts {
+    pub settings: Settings,
+}
+
+/// A server running inside the test process.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Server {
+    pub async fn start() -> Self {
+        Self::start_with(Opts::default()).await
+    }
+
+    pub async fn start_with(opts: Opts) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(dir, opts).await
+    }
+
+    /// Starts on an existing data folder (to reopen a database).
+    pub async fn start_in(dir: tempfile::TempDir, opts: Opts) -> Self {
+        let mut settings = opts.settings;
+        settings.database_url = Some(format!(
+            "sqlite://{}",
+            dir.path().join("data/agentwire.db").display()
+        ));
+        let agents = settings
+            .agents_dir
+            .get_or_insert_with(|| dir.path().join("agents"));
+        std::fs::create_dir_all(agents).unwrap();
+        settings.shutdown_grace_seconds.get_or_insert(5);
+        let config = settings.resolve().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(agentwire::run(config, listener, async move {
+            let _ = stopped.await;
+        }));
+        // Serving once /healthz answers; a server that failed to start says why.
+        loop {
+            if task.is_finished() {
+                panic!("server failed to start: {:?}", task.await.unwrap());
+            }
+            if let Ok(Ok((200, _))) =
+                tokio::time::timeout(WAIT, http_get_checked(addr, "/healthz")).await
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Self {
+            addr,
+            dir,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    pub fn ws_url(&self) -> String {
+        format!("ws://{}/v1/ws", self.addr)
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.ws_url()).await
+    }
+
+    /// Graceful shutdown; returns the data folder for a restart.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(WAIT, self.task.take().unwrap())
+            .await
+            .expect("server stops in time")
+            .unwrap()
+            .unwrap();
+        self.dir
+    }
+}
+
+/// A WebSocket client that validates everything it receives.
+pub struct Client {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+/// What a read saw besides a text message.
+#[derive(Debug, PartialEq)]
+pub enum Ended {
+    Closed(Option<u16>),
+    Error(String),
+}
+
+impl Client {
+    pub async fn connect(url: &str) -> Self {
+        let (ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("connect");
+        Self { ws }
+    }
+
+    pub fn from_stream(ws: WebSocketStream<MaybeTlsStream<TcpStream>>) -> Self {
+        Self { ws }
+    }
+
+    /// A client whose socket receive buffer is tiny, to be a slow reader.
+    pub async fn connect_small_buffer(addr: SocketAddr) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let stream = socket.connect(addr).await.unwrap();
+        let url = format!("ws://{addr}/v1/ws");
+        let (ws, _) = tokio_tungstenite::client_async(url, MaybeTlsStream::Plain(stream))
+            .await
+            .expect("connect");
+        Self { ws }
+    }
+
+    pub async fn send(&mut self, msg: Value) {
+        self.ws.send(Message::text(msg.to_string())).await.unwrap();
+    }
+
+    pub async fn send_raw(&mut self, msg: Message) {
+        self.ws.send(msg).await.unwrap();
+    }
+
+    /// The next text message, or how the connection ended.
+    pub async fn next(&mut self) -> Result<Value, Ended> {
+        loop {
+            let msg = tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("a message within the wait");
+            match msg {
+                Some(Ok(Message::Text(t))) => {
+                    let v: Value = serde_json::from_str(&t).expect("server sends JSON");
+                    assert_outbound_valid(&v);
+                    return Ok(v);
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    return Err(Ended::Closed(frame.map(|f| f.code.into())));
+                }
+                Some(Ok(Message::Binary(_))) => panic!("server sent a binary frame"),
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => return Err(Ended::Error(e.to_string())),
+                None => return Err(Ended::Closed(None)),
+            }
+        }
+    }
+
+    /// The next text message; panics if the connection ends.
+    pub async fn recv(&mut self) -> Value {
+        self.next()
+            .await
+            .unwrap_or_else(|e| panic!("connection ended: {e:?}"))
+    }
+
+    /// Reads until a message matches; returns everything read, the match last.
+    pub async fn recv_until(&mut self, mut pred: impl FnMut(&Value) -> bool) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let v = self.recv().await;
+            let done = pred(&v);
+            seen.push(v);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    /// Reads the chat's envelopes up to and including its `chat.run_complete`.
+    pub async fn until_complete(&mut self, chat: Uuid) -> Vec<Value> {
+        self.recv_until(|v| v["type"] == "chat.run_complete" && v["chat_id"] == chat.to_string())
+            .await
+    }
+
+    /// The next message of a type; panics on anything else first.
+    pub async fn expect(&mut self, ty: &str) -> Value {
+        let v = self.recv().await;
+        assert_eq!(v["type"], ty, "expected {ty}, got {v}");
+        v
+    }
+
+    pub async fn start(&mut self, chat: Uuid, message: &str) {
+        self.send(
+            json!({"type": "chat.start", "chat_id": chat, "agent": "demo", "message": message}),
+        )
+        .await;
+    }
+
+    pub async fn say(&mut self, chat: Uuid, text: &str) {
+        self.send(json!({"type": "user.message", "chat_id": chat, "text": text}))
+            .await;
+    }
+
+    pub async fn resume(&mut self, chat: Uuid, last: u64) {
+        self.send(json!({"type": "client.resume", "chat_id": chat, "lastClientIndex": last}))
+            .await;
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.ws.close(None).await;
+    }
+}
+
+/// The `type`s of a list of messages.
+pub fn types(msgs: &[Value]) -> Vec<&str> {
+    msgs.iter().map(|m| m["type"].as_str().unwrap()).collect()
+}
+
+/// The `seq`s of a list of messages (those that have one).
+pub fn seqs(msgs: &[Value]) -> Vec<u64> {
+    msgs.iter().filter_map(|m| m["seq"].as_u64()).collect()
+}
+
+/// The last `chat.text` of a list of messages.
+pub fn last_text(msgs: &[Value]) -> String {
+    msgs.iter()
+        .rev()
+        .find(|m| m["type"] == "chat.text")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+/// Asserts that `seqs` is exactly `1..=n`.
+pub fn assert_gap_free(seqs: &[u64]) {
+    let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert_eq!(
+        seqs,
+        expected.as_slice(),
+        "seqs are not 1..=N without gaps or duplicates"
+    );
+}
+
+async fn http_get_checked(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    TcpStream::connect(addr).await?;
+    Ok(http_get(addr, path, &[]).await)
+}
+
+/// A plain HTTP GET; returns the status code and body.
+pub async fn http_get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.unwrap();
+    let status = out.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+    (status, body)
+}
