@@ -88,3 +88,6 @@ impl SessionError {
         !matches!(self, Self::UnknownAgent(_) | Self::AgentMissing(_))
     }
 }
+
+#[cfg(test)]
+mod tests;
