@@ -6,7 +6,15 @@ use tracing_subscriber::EnvFilter;
 use agentwire::config::{Cli, Command, LogFormat};
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() {
+    if let Err(e) = serve().await {
+        // `{:#}` prints the whole chain on one line, without a backtrace.
+        eprintln!("agentwire: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn serve() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let config = match cli.settings.resolve() {
         Ok(config) => config,

@@ -170,7 +170,8 @@ impl Agent {
             )),
             other => {
                 return Err(format!(
-                    "model.provider: `{other:?}` is not available in this version (only scripted)"
+                    "model.provider: `{}` is not available in this version (only scripted)",
+                    format!("{other:?}").to_lowercase()
                 ));
             }
         };

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -134,7 +135,13 @@ impl Actor {
         let mut orphaned = false;
         loop {
             let deadline = self.next_deadline();
-            let idle_at = self.is_idle().then(|| self.idle_since + self.ctx.idle);
+            // A chat that does not exist (a resume of a random id) leaves at once.
+            let linger = if self.chat.is_some() {
+                self.ctx.idle
+            } else {
+                Duration::ZERO
+            };
+            let idle_at = self.is_idle().then(|| self.idle_since + linger);
             tokio::select! {
                 biased;
                 _ = self.ctx.shutdown.cancelled(), if !shutting_down => {

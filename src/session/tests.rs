@@ -13,7 +13,7 @@ use super::*;
 use crate::agent::AgentRegistry;
 use crate::store::{LogWriter, SqliteStore};
 
-async fn registry(dir: &std::path::Path) -> Registry {
+async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
     let store: Arc<dyn crate::store::Store> =
         Arc::new(SqliteStore::open(&dir.join("db")).await.unwrap());
     let (writer, _task) = LogWriter::spawn(store.clone());
@@ -23,7 +23,7 @@ async fn registry(dir: &std::path::Path) -> Registry {
         agents: AgentRegistry::load(&dir.join("none"), false).unwrap(),
         input_timeout: Duration::from_secs(60),
         ui_timeout: Duration::from_secs(60),
-        idle: Duration::from_secs(60),
+        idle,
         shutdown: CancellationToken::new(),
         tracker: TaskTracker::new(),
     }))
@@ -63,7 +63,7 @@ async fn until(rx: &mut mpsc::Receiver<Outbound>, pred: impl Fn(&Value) -> bool)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_events_and_inbound_commands_interleave_without_gaps() {
     let dir = tempfile::tempdir().unwrap();
-    let reg = registry(dir.path()).await;
+    let reg = registry(dir.path(), Duration::from_secs(60)).await;
     let chat = Uuid::new_v4();
     let (sub, mut rx) = subscriber(1);
 
@@ -125,19 +125,7 @@ async fn run_events_and_inbound_commands_interleave_without_gaps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_chat_is_rebuilt_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn crate::store::Store> =
-        Arc::new(SqliteStore::open(&dir.path().join("db")).await.unwrap());
-    let (writer, _task) = LogWriter::spawn(store.clone());
-    let reg = Registry::new(Arc::new(SessionContext {
-        store,
-        writer,
-        agents: AgentRegistry::load(&dir.path().join("none"), false).unwrap(),
-        input_timeout: Duration::from_secs(60),
-        ui_timeout: Duration::from_secs(60),
-        idle: Duration::from_millis(50),
-        shutdown: CancellationToken::new(),
-        tracker: TaskTracker::new(),
-    }));
+    let reg = registry(dir.path(), Duration::from_millis(50)).await;
     let chat = Uuid::new_v4();
     let (sub, mut rx) = subscriber(1);
     reg.start(chat, "dev", "demo", Some("one".into()), None, sub)

@@ -132,3 +132,33 @@ async fn a_user_cannot_reach_another_users_chat() {
         .await;
     assert!(log.iter().all(|m| !m.to_string().contains("mine now")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rs256_public_key_mode() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            auth: Some(agentwire::config::AuthMode::Jwt),
+            jwt_public_key: Some(fixtures.join("jwt_rs256_test_public.pem")),
+            ..Default::default()
+        },
+    })
+    .await;
+    let private = std::fs::read(fixtures.join("jwt_rs256_test_private.pem")).unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let good = encode(
+        &Header::new(jsonwebtoken::Algorithm::RS256),
+        &json!({"sub": "carol", "exp": now + 60}),
+        &EncodingKey::from_rsa_pem(&private).unwrap(),
+    )
+    .unwrap();
+    let mut c = connect_as(&server, &good).await;
+    let chat = Uuid::new_v4();
+    c.start(chat, "hi").await;
+    assert_eq!(last_text(&c.until_complete(chat).await), "You said: hi");
+    // An HS256 token is refused, whatever its secret.
+    assert_eq!(
+        refused(&server.ws_url(), Some(&token("carol", 60, SECRET))).await,
+        401
+    );
+}

@@ -6,7 +6,6 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::process::{Child, Command};
 use uuid::Uuid;
 
@@ -48,12 +47,6 @@ async fn spawn_server(dir: &Path) -> (Child, SocketAddr) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("agentwire did not become healthy on {addr}");
-}
-
-fn without_replay(m: &Value) -> Value {
-    let mut m = m.clone();
-    m.as_object_mut().unwrap().remove("replay");
-    m
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,12 +7,6 @@ use uuid::Uuid;
 
 use crate::support::*;
 
-fn without_replay(m: &Value) -> Value {
-    let mut m = m.clone();
-    m.as_object_mut().unwrap().remove("replay");
-    m
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_connections_see_the_same_sequence() {
     let server = Server::start().await;

@@ -261,6 +261,13 @@ impl Client {
     }
 }
 
+/// A message as stored: without its `replay` mark.
+pub fn without_replay(m: &Value) -> Value {
+    let mut m = m.clone();
+    m.as_object_mut().unwrap().remove("replay");
+    m
+}
+
 /// The `type`s of a list of messages.
 pub fn types(msgs: &[Value]) -> Vec<&str> {
     msgs.iter().map(|m| m["type"].as_str().unwrap()).collect()
