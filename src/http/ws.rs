@@ -284,15 +284,19 @@ async fn write_loop(
                                 break;
                             }
                             Err(e) => {
+                                // Live events of the chat follow in the queue:
+                                // delivering them would leave a gap, so the
+                                // connection closes and the client resumes.
                                 tracing::error!(error = %e, "replay failed");
                                 let frame = connection_error(
                                     Some(replay.chat_id()),
                                     ErrorCode::ResumeFailed,
-                                    "the chat log could not be read; resume again",
+                                    "the chat log could not be read; reconnect and resume",
                                     None,
                                     true,
                                 );
                                 result = sink.feed(Message::Text(frame.into())).await;
+                                closer.close(1011, "replay failed: resume again");
                                 break;
                             }
                         }

@@ -146,9 +146,7 @@ impl Actor {
                 biased;
                 _ = self.ctx.shutdown.cancelled(), if !shutting_down => {
                     shutting_down = true;
-                    if let Some(run) = &self.run {
-                        run.control.cancel(RunEndReason::Interrupted);
-                    }
+                    self.cancel_run(RunEndReason::Interrupted);
                 }
                 msg = recv_run(&mut self.run) => self.on_run_msg(msg).await,
                 cmd = self.rx.recv(), if !orphaned => match cmd {
@@ -356,11 +354,10 @@ impl Actor {
                 reply,
             } => (self.artifact_patch(&user, corr, patch).await, reply),
             Command::Cancel { user, reply } => {
-                let r = self.owned(&user).map(|_| {
-                    if let Some(run) = &self.run {
-                        run.control.cancel(RunEndReason::Cancelled);
-                    }
-                });
+                let r = self.owned(&user).map(|_| ());
+                if r.is_ok() {
+                    self.cancel_run(RunEndReason::Cancelled);
+                }
                 (r, reply)
             }
             Command::Unsubscribe { reply, .. } => (Ok(()), reply),
@@ -636,6 +633,16 @@ impl Actor {
 
     // ----- the run -------------------------------------------------------
 
+    /// Asks the run to end. Its open requests close now: an answer arriving
+    /// before the run logs its end gets `INPUT_REQUEST_NOT_FOUND`, not an ack.
+    fn cancel_run(&mut self, reason: RunEndReason) {
+        if let Some(run) = &self.run {
+            run.control.cancel(reason);
+            self.inputs.clear();
+            self.components.clear();
+        }
+    }
+
     /// Appends events of (or into) the run: the first marks the chat running,
     /// a `chat.run_complete` marks it idle.
     async fn append_run(
@@ -686,9 +693,7 @@ impl Actor {
         }
         if let Err(e) = self.append_run(events).await {
             self.deliver_transient_error(&e);
-            if let Some(run) = &self.run {
-                run.control.cancel(RunEndReason::Error);
-            }
+            self.cancel_run(RunEndReason::Error);
         }
         if let Some(msg) = next {
             self.on_run_request(msg).await;

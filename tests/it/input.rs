@@ -146,3 +146,46 @@ async fn a_secret_is_never_stored() {
         Vec::<String>::new()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_closes_open_requests_and_ui_calls_time_out() {
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            ui_timeout_seconds: Some(1),
+            ..Default::default()
+        },
+    })
+    .await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start(chat, "ask: Still there?").await;
+    let req = c
+        .recv_until(|m| m["type"] == "chat.input_request")
+        .await
+        .pop()
+        .unwrap();
+    c.send(json!({"type": "chat.cancel", "chat_id": chat}))
+        .await;
+    c.send(json!({"type": "user.input.submit", "chat_id": chat, "request_id": req["request_id"], "text": "yes"}))
+        .await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(msgs.last().unwrap()["reason"], "cancelled");
+    assert!(msgs.iter().all(|m| m["type"] != "chat.input_ack"));
+    let err = if let Some(e) = msgs.iter().find(|m| m["type"] == "chat.error") {
+        e.clone()
+    } else {
+        c.expect("chat.error").await
+    };
+    assert_eq!(err["error_code"], "INPUT_REQUEST_NOT_FOUND");
+
+    // A UI tool call nobody answers.
+    c.say(chat, "ui: form").await;
+    let msgs = c.until_complete(chat).await;
+    let err = msgs
+        .iter()
+        .find(|m| m["type"] == "chat.error")
+        .expect("a logged timeout");
+    assert_eq!(err["error_code"], "UI_TOOL_TIMEOUT");
+    assert!(err["seq"].is_u64());
+    assert_eq!(msgs.last().unwrap()["reason"], "timeout");
+}
