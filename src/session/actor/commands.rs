@@ -1,0 +1,287 @@
+//! The actor's answers to commands from connections.
+
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use super::{Actor, MAX_SUBSCRIBERS, REDACTED, reply_of};
+use crate::agent::runtime::{ComponentOutcome, InputOutcome};
+use crate::protocol::{Envelope, EventKind, RunEndReason};
+use crate::session::handle::{Command, Reply};
+use crate::session::{Outbound, Replay, SessionError, Subscriber};
+use crate::store::{ChatRecord, ChatState};
+
+impl Actor {
+    pub(super) async fn on_command(&mut self, cmd: Command) {
+        self.idle_since = Instant::now();
+        if let Command::Unsubscribe { conn_id, reply } = cmd {
+            self.subscribers.retain(|s| s.conn_id != conn_id);
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        let (result, reply) = if let Some(e) = &self.broken {
+            (Err(SessionError::Persistence(e.clone())), reply_of(cmd))
+        } else if self.ctx.shutdown.is_cancelled() {
+            (Err(SessionError::ShuttingDown), reply_of(cmd))
+        } else {
+            self.handle(cmd).await
+        };
+        let _ = reply.send(result);
+    }
+
+    pub(super) async fn handle(&mut self, cmd: Command) -> (Result<(), SessionError>, Reply) {
+        match cmd {
+            Command::Touch { reply } => (Ok(()), reply),
+            Command::Start {
+                user,
+                agent,
+                message,
+                context,
+                sub,
+                reply,
+            } => (self.start(user, agent, message, context, sub).await, reply),
+            Command::Resume {
+                user,
+                after,
+                sub,
+                reply,
+            } => {
+                let r = self.owned(&user).map(|_| ());
+                (r.and_then(|()| self.subscribe(sub, Some(after))), reply)
+            }
+            Command::UserMessage {
+                user,
+                text,
+                client_msg_id,
+                reply,
+            } => (self.user_message(&user, text, client_msg_id).await, reply),
+            Command::SubmitInput {
+                user,
+                request_id,
+                text,
+                reply,
+            } => (self.submit_input(&user, request_id, text).await, reply),
+            Command::ComponentResult {
+                user,
+                corr,
+                data,
+                reply,
+            } => (self.component_result(&user, &corr, data), reply),
+            Command::ArtifactPatch {
+                user,
+                corr,
+                patch,
+                reply,
+            } => (self.artifact_patch(&user, corr, patch).await, reply),
+            Command::Cancel { user, reply } => {
+                let r = self.owned(&user).map(|_| ());
+                if r.is_ok() {
+                    self.cancel_run(RunEndReason::Cancelled);
+                }
+                (r, reply)
+            }
+            Command::Unsubscribe { reply, .. } => (Ok(()), reply),
+        }
+    }
+
+    /// The chat, if it exists and is `user`'s. Another user's chat is reported
+    /// exactly as a missing one.
+    pub(super) fn owned(&self, user: &str) -> Result<&ChatRecord, SessionError> {
+        self.chat
+            .as_ref()
+            .filter(|c| c.owner == user)
+            .ok_or(SessionError::NotFound)
+    }
+
+    /// Subscribes a connection. With `replay_after`, the connection first gets
+    /// every envelope after that seq, then the boundary, then live events: the
+    /// replay marker goes into its queue before any live event can, so nothing
+    /// falls between the two.
+    pub(super) fn subscribe(
+        &mut self,
+        sub: Subscriber,
+        replay_after: Option<u64>,
+    ) -> Result<(), SessionError> {
+        self.subscribers
+            .retain(|s| s.conn_id != sub.conn_id && !s.tx.is_closed());
+        if self.subscribers.len() >= MAX_SUBSCRIBERS {
+            return Err(SessionError::TooManySubscriptions);
+        }
+        if let Some(after) = replay_after {
+            let last = self.next_seq - 1;
+            // A position beyond the log (a restored backup): replay it all.
+            let (from, recovered) = if after > last {
+                (0, false)
+            } else {
+                (after, true)
+            };
+            let replay = Replay::new(self.chat_id, from, last, recovered, self.ctx.store.clone());
+            if sub.tx.try_send(Outbound::Replay(replay)).is_err() {
+                sub.closer
+                    .close(1013, "too slow: resume from your last seq");
+                return Ok(());
+            }
+        }
+        self.subscribers.push(sub);
+        Ok(())
+    }
+
+    pub(super) async fn start(
+        &mut self,
+        user: String,
+        agent: String,
+        message: Option<String>,
+        context: Option<Map<String, Value>>,
+        sub: Subscriber,
+    ) -> Result<(), SessionError> {
+        if self.chat.is_some() {
+            // An existing chat of the caller's: a resume from the start.
+            self.owned(&user)?;
+            return self.subscribe(sub, Some(0));
+        }
+        let Some(definition) = self.ctx.agents.get(&agent) else {
+            return Err(SessionError::UnknownAgent(agent));
+        };
+        let record = ChatRecord {
+            id: self.chat_id,
+            owner: user.clone(),
+            agent,
+            state: ChatState::Idle,
+            context: context.map(|c| Value::Object(c).to_string()),
+            created_at: chrono::Utc::now().timestamp_millis(),
+        };
+        let stored = self.ctx.store.create_chat(&record).await?;
+        if stored.owner != user {
+            return Err(SessionError::NotFound);
+        }
+        let existed = stored != record;
+        self.chat = Some(stored);
+        self.subscribe(sub, existed.then_some(0))?;
+        if existed {
+            return Ok(());
+        }
+        match message {
+            Some(text) => self.start_run(Some((text, None))).await,
+            None if definition.starts_first => self.start_run(None).await,
+            None => Ok(()),
+        }
+    }
+
+    pub(super) async fn user_message(
+        &mut self,
+        user: &str,
+        text: String,
+        client_msg_id: Option<String>,
+    ) -> Result<(), SessionError> {
+        self.owned(user)?;
+        if let Some(id) = &client_msg_id
+            && self.ctx.store.has_client_msg_id(self.chat_id, id).await?
+        {
+            return Ok(()); // Already taken: no second effect.
+        }
+        if self.run.is_some() {
+            return Err(SessionError::RunInProgress);
+        }
+        self.start_run(Some((text, client_msg_id))).await
+    }
+
+    pub(super) async fn submit_input(
+        &mut self,
+        user: &str,
+        request_id: String,
+        text: String,
+    ) -> Result<(), SessionError> {
+        self.owned(user)?;
+        let Some(pending) = self.inputs.remove(&request_id) else {
+            return Err(SessionError::RequestNotFound(request_id));
+        };
+        let shown = if pending.password {
+            REDACTED.to_owned()
+        } else {
+            text.clone()
+        };
+        let events = vec![
+            (
+                EventKind::Text {
+                    agent: "user".into(),
+                    content: shown,
+                },
+                None,
+            ),
+            (
+                EventKind::InputAck {
+                    corr: request_id.clone(),
+                    request_id: request_id.clone(),
+                },
+                None,
+            ),
+        ];
+        if let Err(e) = self.append_run(events).await {
+            // Not acknowledged: the request stays open for another try.
+            self.inputs.insert(request_id, pending);
+            return Err(e.into());
+        }
+        let _ = pending.respond.send(InputOutcome::Answered(text));
+        Ok(())
+    }
+
+    pub(super) fn component_result(
+        &mut self,
+        user: &str,
+        corr: &str,
+        data: Value,
+    ) -> Result<(), SessionError> {
+        self.owned(user)?;
+        let pending = self
+            .components
+            .remove(corr)
+            .ok_or_else(|| SessionError::RequestNotFound(corr.to_owned()))?;
+        // The run logs the tool_response when it takes the result.
+        let _ = pending.respond.send(ComponentOutcome::Returned(data));
+        Ok(())
+    }
+
+    /// Applies an RFC 6902 patch to the state of the component of tool call
+    /// `corr`, and logs the new state as a `chat.tool_call` with the same corr.
+    pub(super) async fn artifact_patch(
+        &mut self,
+        user: &str,
+        corr: String,
+        patch: Value,
+    ) -> Result<(), SessionError> {
+        self.owned(user)?;
+        let patch: json_patch::Patch =
+            serde_json::from_value(patch).map_err(|e| SessionError::InvalidPatch(e.to_string()))?;
+        let stored = self
+            .ctx
+            .store
+            .last_tool_call(self.chat_id, &corr)
+            .await?
+            .ok_or_else(|| SessionError::RequestNotFound(corr.clone()))?;
+        let Ok(Envelope {
+            kind:
+                EventKind::ToolCall {
+                    tool_name,
+                    component_type: Some(component_type),
+                    mut payload,
+                    display,
+                    ..
+                },
+            ..
+        }) = serde_json::from_str::<Envelope>(&stored.json)
+        else {
+            return Err(SessionError::RequestNotFound(corr));
+        };
+        json_patch::patch(&mut payload, &patch)
+            .map_err(|e| SessionError::InvalidPatch(e.to_string()))?;
+        let event = EventKind::ToolCall {
+            tool_name,
+            component_type: Some(component_type),
+            awaiting_response: self.components.contains_key(&corr),
+            payload,
+            corr,
+            display,
+        };
+        self.append_run(vec![(event, None)]).await?;
+        Ok(())
+    }
+}

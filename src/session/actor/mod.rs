@@ -1,0 +1,306 @@
+//! The chat actor: the single writer of one chat's log.
+//!
+//! Everything that changes a chat passes through this task, one message at a
+//! time: commands from connections ([`Command`]) and requests from the run
+//! ([`RunMsg`]). It assigns `seq`, appends through the group-committing writer,
+//! and only after the commit hands the envelopes to subscribers, so a client
+//! never sees an envelope that a crash could take back.
+//!
+//! It never awaits a connection: subscribers get `try_send`, and one whose
+//! queue is full is closed with 1013 (it will resume by `seq`).
+
+mod commands;
+mod run;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::handle::{Command, Reply};
+use super::registry::Inner;
+use super::{Outbound, SessionContext, Subscriber};
+use crate::agent::runtime::{ComponentOutcome, InputOutcome, RunControl, RunMsg};
+use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason, now_ts};
+use crate::store::{AppendBatch, ChatRecord, ChatState, NewEnvelope, StoreError};
+
+/// Run requests buffered between the run and the actor.
+const RUN_QUEUE: usize = 256;
+/// Most run events folded into one append.
+const MAX_EMIT_BATCH: usize = 256;
+/// Most connections subscribed to one chat.
+const MAX_SUBSCRIBERS: usize = 256;
+/// What the log keeps of a password answer.
+const REDACTED: &str = "[redacted]";
+
+/// Spawns the actor of `chat_id` on the context's task tracker.
+pub(super) fn spawn(
+    chat_id: Uuid,
+    generation: u64,
+    rx: mpsc::Receiver<Command>,
+    ctx: Arc<SessionContext>,
+    registry: Weak<Inner>,
+) {
+    let tracker = ctx.tracker.clone();
+    tracker.spawn(async move {
+        let mut actor = Actor {
+            chat_id,
+            ctx,
+            rx,
+            chat: None,
+            broken: None,
+            next_seq: 1,
+            subscribers: Vec::new(),
+            run: None,
+            inputs: HashMap::new(),
+            components: HashMap::new(),
+            idle_since: Instant::now(),
+        };
+        actor.run().await;
+        if let Some(registry) = registry.upgrade() {
+            registry.remove(chat_id, generation);
+        }
+    });
+}
+
+/// The run in flight.
+struct ActiveRun {
+    control: RunControl,
+    rx: mpsc::Receiver<RunMsg>,
+    /// Whether the log says the chat is running (written with the run's first envelope).
+    state_written: bool,
+    /// Whether the run's `chat.run_complete` is in the log.
+    completed: bool,
+}
+
+struct PendingInput {
+    password: bool,
+    deadline: Instant,
+    respond: oneshot::Sender<InputOutcome>,
+}
+
+struct PendingComponent {
+    deadline: Instant,
+    respond: oneshot::Sender<ComponentOutcome>,
+}
+
+struct Actor {
+    chat_id: Uuid,
+    ctx: Arc<SessionContext>,
+    rx: mpsc::Receiver<Command>,
+    /// The chat's row; `None` while the chat does not exist.
+    chat: Option<ChatRecord>,
+    /// Set when loading failed: every command gets this error.
+    broken: Option<StoreError>,
+    /// The `seq` the next envelope gets.
+    next_seq: u64,
+    subscribers: Vec<Subscriber>,
+    run: Option<ActiveRun>,
+    /// Input requests awaiting `user.input.submit`, by `request_id`.
+    inputs: HashMap<String, PendingInput>,
+    /// UI tool calls awaiting `inline_component.result`, by `corr`.
+    components: HashMap<String, PendingComponent>,
+    idle_since: Instant,
+}
+
+/// The next run message, or never when no run is in flight.
+async fn recv_run(run: &mut Option<ActiveRun>) -> Option<RunMsg> {
+    match run {
+        Some(run) => run.rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Actor {
+    #[tracing::instrument(name = "chat", skip_all, fields(chat_id = %self.chat_id))]
+    async fn run(&mut self) {
+        if let Err(e) = self.load().await {
+            tracing::error!(error = %e, "cannot load chat");
+            self.broken = Some(e);
+        }
+        let mut shutting_down = false;
+        // Every handle gone (the registry was dropped at shutdown): no more
+        // commands, but a run in flight still gets to log its end.
+        let mut orphaned = false;
+        loop {
+            let deadline = self.next_deadline();
+            // A chat that does not exist (a resume of a random id) leaves at once.
+            let linger = if self.chat.is_some() {
+                self.ctx.idle
+            } else {
+                Duration::ZERO
+            };
+            let idle_at = self.is_idle().then(|| self.idle_since + linger);
+            tokio::select! {
+                biased;
+                _ = self.ctx.shutdown.cancelled(), if !shutting_down => {
+                    shutting_down = true;
+                    self.cancel_run(RunEndReason::Interrupted);
+                }
+                msg = recv_run(&mut self.run) => self.on_run_msg(msg).await,
+                cmd = self.rx.recv(), if !orphaned => match cmd {
+                    Some(cmd) => self.on_command(cmd).await,
+                    None => orphaned = true,
+                },
+                _ = sleep_until(deadline) => self.expire().await,
+                _ = sleep_until(idle_at) => break,
+            }
+            if (shutting_down || orphaned) && self.run.is_none() {
+                break;
+            }
+        }
+        self.rx.close();
+    }
+
+    /// Rebuilds the chat from the store: its row, its next `seq`, and the end
+    /// of a run that a crash cut off.
+    async fn load(&mut self) -> Result<(), StoreError> {
+        let Some(chat) = self.ctx.store.chat(self.chat_id).await? else {
+            return Ok(());
+        };
+        self.next_seq = self
+            .ctx
+            .store
+            .last(self.chat_id)
+            .await?
+            .map_or(1, |(s, _)| s + 1);
+        let interrupted = chat.state == ChatState::Running;
+        self.chat = Some(chat);
+        if interrupted {
+            tracing::info!("marking the run cut off by a restart as interrupted");
+            self.append(
+                vec![(
+                    EventKind::RunComplete {
+                        reason: RunEndReason::Interrupted,
+                    },
+                    None,
+                )],
+                Some(ChatState::Idle),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    fn is_idle(&self) -> bool {
+        self.run.is_none()
+            && self.inputs.is_empty()
+            && self.components.is_empty()
+            && self.subscribers.iter().all(|s| s.tx.is_closed())
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let inputs = self.inputs.values().map(|p| p.deadline);
+        let components = self.components.values().map(|p| p.deadline);
+        inputs.chain(components).min()
+    }
+
+    // ----- the log -------------------------------------------------------
+
+    /// Appends events, waits for the commit, then delivers them.
+    async fn append(
+        &mut self,
+        events: Vec<(EventKind, Option<String>)>,
+        state: Option<ChatState>,
+    ) -> Result<(), StoreError> {
+        let mut envelopes = Vec::with_capacity(events.len());
+        let ts_ms = chrono::Utc::now().timestamp_millis();
+        let ts = now_ts();
+        for (i, (kind, client_msg_id)) in events.into_iter().enumerate() {
+            let seq = self.next_seq + i as u64;
+            let type_name = kind.type_name();
+            let corr = kind.corr().map(str::to_owned);
+            let json: Arc<str> = Envelope {
+                kind,
+                chat_id: self.chat_id,
+                seq,
+                ts: ts.clone(),
+            }
+            .to_json()
+            .into();
+            envelopes.push(NewEnvelope {
+                seq,
+                kind: type_name,
+                ts_ms,
+                corr,
+                client_msg_id,
+                json,
+            });
+        }
+        let count = envelopes.len() as u64;
+        let batch = AppendBatch {
+            chat_id: self.chat_id,
+            envelopes,
+            state,
+        };
+        self.ctx.writer.append(batch.clone()).await?;
+        // Committed: the seqs are taken, whatever happens next.
+        self.next_seq += count;
+        if let Some(chat) = &mut self.chat
+            && let Some(state) = state
+        {
+            chat.state = state;
+        }
+        for env in batch.envelopes {
+            self.deliver(env.json);
+        }
+        Ok(())
+    }
+
+    /// Hands a committed envelope to every subscriber without waiting.
+    fn deliver(&mut self, json: Arc<str>) {
+        self.subscribers
+            .retain(|sub| match sub.tx.try_send(Outbound::Event(json.clone())) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    tracing::info!(
+                        conn_id = sub.conn_id,
+                        "subscriber too slow; closing with 1013"
+                    );
+                    sub.closer
+                        .close(1013, "too slow: resume from your last seq");
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            });
+    }
+
+    /// Sends a non-persisted error to every subscriber (the log could not take it).
+    fn deliver_transient_error(&mut self, e: &StoreError) {
+        let frame = crate::protocol::connection_error(
+            Some(self.chat_id),
+            ErrorCode::PersistenceError,
+            &format!("the chat log could not be written: {e}"),
+            None,
+            true,
+        );
+        for sub in &self.subscribers {
+            let _ = sub.tx.try_send(Outbound::Frame(frame.clone()));
+        }
+    }
+}
+
+/// The reply channel of any command.
+fn reply_of(cmd: Command) -> Reply {
+    match cmd {
+        Command::Touch { reply }
+        | Command::Start { reply, .. }
+        | Command::Resume { reply, .. }
+        | Command::UserMessage { reply, .. }
+        | Command::SubmitInput { reply, .. }
+        | Command::ComponentResult { reply, .. }
+        | Command::ArtifactPatch { reply, .. }
+        | Command::Cancel { reply, .. }
+        | Command::Unsubscribe { reply, .. } => reply,
+    }
+}

@@ -1,0 +1,293 @@
+//! The actor's side of a run: starting it, logging what it emits, answering
+//! its requests, timing them out, and closing it.
+
+use tokio::time::Instant;
+
+use super::{ActiveRun, Actor, MAX_EMIT_BATCH, PendingComponent, PendingInput, RUN_QUEUE};
+use crate::agent::provider::Message;
+use crate::agent::runtime::{
+    self, ComponentOutcome, InputOutcome, RunControl, RunLink, RunMsg, RunSpec,
+};
+use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason};
+use crate::session::SessionError;
+use crate::store::{ChatState, StoreError};
+
+impl Actor {
+    /// Starts a run: logs the user's message (marking the chat running in the
+    /// same commit), then spawns the agent.
+    pub(super) async fn start_run(
+        &mut self,
+        user_text: Option<(String, Option<String>)>,
+    ) -> Result<(), SessionError> {
+        let chat = self.chat.as_ref().ok_or(SessionError::NotFound)?;
+        let agent = self
+            .ctx
+            .agents
+            .get(&chat.agent)
+            .ok_or_else(|| SessionError::AgentMissing(chat.agent.clone()))?;
+        let context = chat.context.clone();
+        let mut history: Vec<Message> = self
+            .ctx
+            .store
+            .transcript(self.chat_id)
+            .await?
+            .iter()
+            .filter_map(
+                |stored| match serde_json::from_str::<Envelope>(&stored.json) {
+                    Ok(Envelope {
+                        kind: EventKind::Text { agent, content },
+                        ..
+                    }) => Some(if agent == "user" {
+                        Message::User { text: content }
+                    } else {
+                        Message::Assistant {
+                            text: content,
+                            tool_calls: Vec::new(),
+                        }
+                    }),
+                    _ => None,
+                },
+            )
+            .collect();
+
+        let (link, rx) = RunLink::channel(RUN_QUEUE);
+        let control = RunControl::default();
+        self.run = Some(ActiveRun {
+            control: control.clone(),
+            rx,
+            state_written: false,
+            completed: false,
+        });
+        if let Some((text, client_msg_id)) = user_text {
+            let event = EventKind::Text {
+                agent: "user".into(),
+                content: text.clone(),
+            };
+            if let Err(e) = self.append_run(vec![(event, client_msg_id)]).await {
+                self.run = None;
+                return Err(e.into());
+            }
+            history.push(Message::User { text });
+        }
+        let spec = RunSpec {
+            agent,
+            history,
+            context,
+        };
+        self.ctx.tracker.spawn(runtime::run(spec, link, control));
+        Ok(())
+    }
+
+    /// Asks the run to end. Its open requests close now: an answer arriving
+    /// before the run logs its end gets `INPUT_REQUEST_NOT_FOUND`, not an ack.
+    pub(super) fn cancel_run(&mut self, reason: RunEndReason) {
+        if let Some(run) = &self.run {
+            run.control.cancel(reason);
+            self.inputs.clear();
+            self.components.clear();
+        }
+    }
+
+    /// Appends events of (or into) the run: the first marks the chat running,
+    /// a `chat.run_complete` marks it idle.
+    pub(super) async fn append_run(
+        &mut self,
+        events: Vec<(EventKind, Option<String>)>,
+    ) -> Result<(), StoreError> {
+        let completes = events
+            .iter()
+            .any(|(k, _)| matches!(k, EventKind::RunComplete { .. }));
+        let starts = self.run.as_ref().is_some_and(|r| !r.state_written);
+        let state = if completes {
+            Some(ChatState::Idle)
+        } else if starts {
+            Some(ChatState::Running)
+        } else {
+            None
+        };
+        self.append(events, state).await?;
+        if let Some(run) = &mut self.run {
+            run.state_written |= starts;
+            run.completed |= completes;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn on_run_msg(&mut self, msg: Option<RunMsg>) {
+        self.idle_since = Instant::now();
+        let Some(msg) = msg else {
+            return self.finish_run().await;
+        };
+        let RunMsg::Emit(first) = msg else {
+            return self.on_run_request(msg).await;
+        };
+        // Fold whatever the run has already queued into the same commit.
+        let mut events = vec![(first, None)];
+        let mut next = None;
+        if let Some(run) = &mut self.run {
+            while events.len() < MAX_EMIT_BATCH {
+                match run.rx.try_recv() {
+                    Ok(RunMsg::Emit(kind)) => events.push((kind, None)),
+                    Ok(other) => {
+                        next = Some(other);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        if let Err(e) = self.append_run(events).await {
+            self.deliver_transient_error(&e);
+            self.cancel_run(RunEndReason::Error);
+        }
+        if let Some(msg) = next {
+            self.on_run_request(msg).await;
+        }
+    }
+
+    pub(super) async fn on_run_request(&mut self, msg: RunMsg) {
+        match msg {
+            RunMsg::Emit(kind) => {
+                if let Err(e) = self.append_run(vec![(kind, None)]).await {
+                    self.deliver_transient_error(&e);
+                }
+            }
+            RunMsg::AskInput {
+                request_id,
+                prompt,
+                password,
+                respond,
+            } => {
+                let timeout = self.ctx.input_timeout;
+                let event = EventKind::InputRequest {
+                    corr: request_id.clone(),
+                    request_id: request_id.clone(),
+                    prompt,
+                    password,
+                    timeout_seconds: Some(timeout.as_secs()),
+                };
+                match self.append_run(vec![(event, None)]).await {
+                    Ok(()) => {
+                        self.inputs.insert(
+                            request_id,
+                            PendingInput {
+                                password,
+                                deadline: Instant::now() + timeout,
+                                respond,
+                            },
+                        );
+                    }
+                    // Dropping `respond` ends the run's wait.
+                    Err(e) => self.deliver_transient_error(&e),
+                }
+            }
+            RunMsg::ShowComponent {
+                tool_name,
+                component_type,
+                payload,
+                corr,
+                display,
+                respond,
+            } => {
+                let event = EventKind::ToolCall {
+                    tool_name,
+                    component_type: Some(component_type),
+                    awaiting_response: true,
+                    payload,
+                    corr: corr.clone(),
+                    display,
+                };
+                match self.append_run(vec![(event, None)]).await {
+                    Ok(()) => {
+                        self.components.insert(
+                            corr,
+                            PendingComponent {
+                                deadline: Instant::now() + self.ctx.ui_timeout,
+                                respond,
+                            },
+                        );
+                    }
+                    Err(e) => self.deliver_transient_error(&e),
+                }
+            }
+        }
+    }
+
+    /// The run task ended. If it did not log its completion (it panicked, or
+    /// the log failed), log one for it.
+    pub(super) async fn finish_run(&mut self) {
+        let Some(run) = self.run.take() else { return };
+        self.inputs.clear();
+        self.components.clear();
+        if !run.completed {
+            tracing::warn!("run ended without chat.run_complete; completing it with error");
+            let events = vec![
+                (
+                    EventKind::Error {
+                        message: "the run stopped unexpectedly".into(),
+                        error_code: ErrorCode::AgentInitializationFailed,
+                        details: None,
+                        recoverable: true,
+                    },
+                    None,
+                ),
+                (
+                    EventKind::RunComplete {
+                        reason: RunEndReason::Error,
+                    },
+                    None,
+                ),
+            ];
+            if let Err(e) = self.append(events, Some(ChatState::Idle)).await {
+                self.deliver_transient_error(&e);
+            }
+        }
+    }
+
+    /// Times out the input requests and UI tool calls whose deadline passed.
+    pub(super) async fn expire(&mut self) {
+        let now = Instant::now();
+        let timeout = self.ctx.input_timeout.as_secs();
+        let expired: Vec<String> = self
+            .inputs
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for request_id in expired {
+            let Some(pending) = self.inputs.remove(&request_id) else {
+                continue;
+            };
+            let event = EventKind::InputTimeout {
+                corr: request_id.clone(),
+                request_id,
+                timeout_seconds: timeout,
+            };
+            if let Err(e) = self.append_run(vec![(event, None)]).await {
+                self.deliver_transient_error(&e);
+            }
+            let _ = pending.respond.send(InputOutcome::TimedOut);
+        }
+        let expired: Vec<String> = self
+            .components
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(corr, _)| corr.clone())
+            .collect();
+        for corr in expired {
+            let Some(pending) = self.components.remove(&corr) else {
+                continue;
+            };
+            let event = EventKind::Error {
+                message: format!("no result for UI tool call `{corr}` in time"),
+                error_code: ErrorCode::UiToolTimeout,
+                details: Some(serde_json::json!({ "corr": corr })),
+                recoverable: true,
+            };
+            if let Err(e) = self.append_run(vec![(event, None)]).await {
+                self.deliver_transient_error(&e);
+            }
+            let _ = pending.respond.send(ComponentOutcome::TimedOut);
+        }
+    }
+}
