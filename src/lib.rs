@@ -6,7 +6,8 @@
 //! - [`config`]: settings from file, environment and flags, validated once.
 //! - [`protocol`]: the wire types of `/v1/ws` and their JSON-Schema validation.
 //! - [`store`]: the durable session log (SQLite) and its group-committing writer.
-//! - [`agent`]: agent files, the model seam (`Provider`) and the run loop.
+//! - [`llm`]: the model seam (`Provider`) and the HTTP providers.
+//! - [`agent`]: agent files, tools and the run loop.
 //! - [`session`]: one actor per chat, the single writer of its log.
 //! - [`auth`]: bearer token → user.
 //! - [`http`]: the axum router, `/healthz` and `/v1/ws`.
@@ -17,6 +18,7 @@ pub mod agent;
 pub mod auth;
 pub mod config;
 pub mod http;
+pub mod llm;
 pub mod protocol;
 pub mod session;
 pub mod store;

@@ -23,12 +23,55 @@ pub struct AgentFile {
     pub max_turns: u32,
     #[serde(default)]
     pub agent_starts_first: bool,
+    /// A run taking longer ends with reason `timeout`.
+    #[serde(default = "default_run_timeout")]
+    pub run_timeout_seconds: u64,
+    /// The history sent to the model is cut to this estimate (oldest first).
+    #[serde(default = "default_prompt_budget")]
+    pub prompt_budget_tokens: u64,
+    /// Tool results longer than this reach the model cut, with a marker.
+    #[serde(default = "default_max_tool_result_chars")]
+    pub max_tool_result_chars: usize,
+    /// `native` (the provider's tool calling) or `json` (seed 002's text format).
+    #[serde(default)]
+    pub tool_call_format: ToolCallFormat,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
 }
 
 fn default_max_turns() -> u32 {
     20
+}
+
+fn default_run_timeout() -> u64 {
+    600
+}
+
+fn default_prompt_budget() -> u64 {
+    100_000
+}
+
+fn default_max_tool_result_chars() -> usize {
+    20_000
+}
+
+/// How the model calls tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolCallFormat {
+    /// The provider's own tool calling.
+    #[default]
+    Native,
+    /// `{"tool": …, "parameters": …, "terminate": …}` in the reply text.
+    Json,
+}
+
+/// What a model costs, per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub prompt_per_million: f64,
+    pub completion_per_million: f64,
 }
 
 /// Which model serves the agent.
@@ -45,6 +88,9 @@ pub struct ModelSpec {
     /// Rules of the `scripted` provider.
     #[serde(default)]
     pub script: Option<Script>,
+    /// Makes `chat.usage_summary` carry a `cost`.
+    #[serde(default)]
+    pub price: Option<Price>,
 }
 
 /// The providers an agent file may name.
@@ -80,7 +126,44 @@ pub struct ToolSpec {
     pub builtin: Option<String>,
     /// An HTTP endpoint.
     #[serde(default)]
-    pub http: Option<Value>,
+    pub http: Option<HttpSpec>,
+    /// Ask the user before running (seed 002's approval gate).
+    #[serde(default)]
+    pub requires_approval: bool,
+    /// Arguments filled from the chat's context when the model leaves them
+    /// out or gives them in the wrong form: `{workflow_id: context.workflow_id}`.
+    #[serde(default)]
+    pub inject: std::collections::BTreeMap<String, String>,
+}
+
+/// An HTTP tool: the input is the JSON body (the query string for GET and
+/// DELETE), the caller's bearer token is forwarded.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSpec {
+    #[serde(default = "default_method")]
+    pub method: String,
+    pub url: String,
+    #[serde(default = "default_http_timeout")]
+    pub timeout_seconds: u64,
+    /// Bytes of the response read at most; the rest is cut.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    /// Extra headers sent with every call.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
+fn default_method() -> String {
+    "POST".into()
+}
+
+fn default_http_timeout() -> u64 {
+    30
+}
+
+fn default_max_response_bytes() -> usize {
+    1 << 20
 }
 
 /// A UI tool.

@@ -7,9 +7,11 @@
 
 pub mod builtin;
 pub mod definition;
-pub mod provider;
+mod http_tool;
 pub mod runtime;
 mod scripted;
+mod tools;
+mod turn;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,12 +20,15 @@ use std::sync::Arc;
 use jsonschema::Validator;
 use serde_json::Value;
 
-pub use provider::Provider;
+pub use crate::llm::Provider;
+pub use http_tool::HttpTool;
 pub use scripted::ScriptedProvider;
+pub use tools::APPROVAL;
 
+use crate::llm::{Anthropic, Endpoint, Gemini, Ollama, OpenAi};
 use crate::protocol::Display;
 use builtin::Builtin;
-use definition::{AgentFile, ProviderKind, ToolSpec};
+use definition::{AgentFile, Price, ProviderKind, ToolCallFormat, ToolSpec};
 
 /// The `demo` agent, built into the binary.
 const DEMO: &str = include_str!("demo.yaml");
@@ -47,6 +52,7 @@ pub enum ToolKind {
         password: bool,
     },
     Builtin(Builtin),
+    Http(HttpTool),
 }
 
 /// A tool, ready to validate and run.
@@ -57,6 +63,10 @@ pub struct Tool {
     pub input_schema: Value,
     pub validator: Arc<Validator>,
     pub kind: ToolKind,
+    /// Ask the user before running.
+    pub requires_approval: bool,
+    /// `(argument, path in the chat context)` pairs filled before validation.
+    pub inject: Vec<(String, Vec<String>)>,
 }
 
 /// An agent, ready to run.
@@ -66,8 +76,15 @@ pub struct Agent {
     pub system_prompt: String,
     pub max_turns: u32,
     pub starts_first: bool,
+    pub run_timeout: std::time::Duration,
+    pub prompt_budget_tokens: u64,
+    pub max_tool_result_chars: usize,
+    pub tool_call_format: ToolCallFormat,
+    pub price: Option<Price>,
     pub tools: Vec<Tool>,
     pub provider: Arc<dyn Provider>,
+    /// The client of the agent's HTTP tools.
+    pub http: reqwest::Client,
 }
 
 impl std::fmt::Debug for Agent {
@@ -91,9 +108,16 @@ fn tool_from_spec(spec: ToolSpec, index: usize) -> Result<Tool, String> {
     if spec.name.is_empty() {
         return Err(format!("{}: must not be empty", at("name")));
     }
-    let schema = spec
-        .input_schema
-        .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+    let default_schema = if spec.builtin.as_deref() == Some("ask_user") {
+        serde_json::json!({
+            "type": "object",
+            "properties": {"prompt": {"type": "string", "description": "The question for the user"}},
+            "required": ["prompt"],
+        })
+    } else {
+        serde_json::json!({"type": "object"})
+    };
+    let schema = spec.input_schema.clone().unwrap_or(default_schema);
     let validator = jsonschema::options()
         .build(&schema)
         .map_err(|e| format!("{}: not a valid JSON Schema: {e}", at("input_schema")))?;
@@ -129,23 +153,39 @@ fn tool_from_spec(spec: ToolSpec, index: usize) -> Result<Tool, String> {
             prompt_field: input.prompt_field,
             password: input.password,
         }
+    } else if spec.builtin.as_deref() == Some("ask_user") {
+        ToolKind::InputRequest {
+            prompt_field: "prompt".into(),
+            password: false,
+        }
     } else if let Some(name) = spec.builtin {
         ToolKind::Builtin(
             Builtin::by_name(&name)
                 .ok_or_else(|| format!("{}: no built-in tool `{name}`", at("builtin")))?,
         )
+    } else if let Some(http) = spec.http {
+        ToolKind::Http(HttpTool::from_spec(http).map_err(|e| format!("{}.{e}", at("http")))?)
     } else {
-        return Err(format!(
-            "{}: HTTP tools are not available in this version",
-            at("http")
-        ));
+        return Err(format!("tools[{index}]: no kind"));
     };
+    let mut inject = Vec::new();
+    for (arg, path) in spec.inject {
+        let Some(rest) = path.strip_prefix("context.") else {
+            return Err(format!(
+                "{}: `{path}` must start with `context.`",
+                at(&format!("inject.{arg}"))
+            ));
+        };
+        inject.push((arg, rest.split('.').map(str::to_owned).collect()));
+    }
     Ok(Tool {
         name: spec.name,
         description: spec.description.unwrap_or_default(),
         input_schema: schema,
         validator: Arc::new(validator),
         kind,
+        requires_approval: spec.requires_approval,
+        inject,
     })
 }
 
@@ -154,7 +194,7 @@ impl Agent {
     ///
     /// # Errors
     /// A message naming the field at fault.
-    pub fn from_yaml(text: &str) -> Result<Self, String> {
+    pub fn from_yaml(text: &str, http: &reqwest::Client) -> Result<Self, String> {
         let file: AgentFile = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
         if file.id.is_empty() || file.id.len() > 128 {
             return Err("id: must be 1 to 128 characters".into());
@@ -162,18 +202,42 @@ impl Agent {
         if file.max_turns == 0 {
             return Err("max_turns: must be at least 1".into());
         }
-        let provider: Arc<dyn Provider> = match file.model.provider {
+        if file.run_timeout_seconds == 0 {
+            return Err("run_timeout_seconds: must be at least 1".into());
+        }
+        let model = file.model;
+        let endpoint = |default_base: &str| -> Result<Endpoint, String> {
+            let name = model
+                .name
+                .clone()
+                .ok_or("model.name: this provider needs a model name")?;
+            let base = model
+                .base_url
+                .clone()
+                .unwrap_or_else(|| default_base.to_owned());
+            reqwest::Url::parse(&base).map_err(|e| format!("model.base_url: {e}"))?;
+            Ok(Endpoint {
+                client: http.clone(),
+                base_url: base.trim_end_matches('/').to_owned(),
+                model: name,
+                api_key_env: model.api_key_env.clone(),
+            })
+        };
+        let provider: Arc<dyn Provider> = match model.provider {
             ProviderKind::Scripted => Arc::new(ScriptedProvider::new(
-                file.model
+                model
                     .script
+                    .clone()
                     .ok_or("model.script: the scripted provider needs rules")?,
             )),
-            other => {
-                return Err(format!(
-                    "model.provider: `{}` is not available in this version (only scripted)",
-                    format!("{other:?}").to_lowercase()
-                ));
+            ProviderKind::Openai => Arc::new(OpenAi::new(endpoint("https://api.openai.com/v1")?)),
+            ProviderKind::Anthropic => {
+                Arc::new(Anthropic::new(endpoint("https://api.anthropic.com")?))
             }
+            ProviderKind::Gemini => Arc::new(Gemini::new(endpoint(
+                "https://generativelanguage.googleapis.com",
+            )?)),
+            ProviderKind::Ollama => Arc::new(Ollama::new(endpoint("http://127.0.0.1:11434")?)),
         };
         let mut tools = Vec::with_capacity(file.tools.len());
         for (i, spec) in file.tools.into_iter().enumerate() {
@@ -189,8 +253,14 @@ impl Agent {
             system_prompt: file.system_prompt.unwrap_or_default(),
             max_turns: file.max_turns,
             starts_first: file.agent_starts_first,
+            run_timeout: std::time::Duration::from_secs(file.run_timeout_seconds),
+            prompt_budget_tokens: file.prompt_budget_tokens,
+            max_tool_result_chars: file.max_tool_result_chars,
+            tool_call_format: file.tool_call_format,
+            price: model.price,
             tools,
             provider,
+            http: http.clone(),
         })
     }
 
@@ -214,7 +284,8 @@ impl AgentRegistry {
     /// folder. A missing folder is an error only when `required`.
     pub fn load(dir: &Path, required: bool) -> Result<Self, AgentFileError> {
         let mut agents = HashMap::new();
-        let demo = Agent::from_yaml(DEMO).map_err(|message| AgentFileError {
+        let http = crate::llm::http_client();
+        let demo = Agent::from_yaml(DEMO, &http).map_err(|message| AgentFileError {
             file: "<built-in demo>".into(),
             message,
         })?;
@@ -242,7 +313,7 @@ impl AgentRegistry {
                 message,
             };
             let text = std::fs::read_to_string(&path).map_err(|e| fail(e.to_string()))?;
-            let agent = Agent::from_yaml(&text).map_err(fail)?;
+            let agent = Agent::from_yaml(&text, &http).map_err(fail)?;
             if agents.contains_key(&agent.id) {
                 return Err(fail(format!("id: `{}` is already defined", agent.id)));
             }

@@ -1,8 +1,9 @@
-//! One run of an agent: the agentic loop.
+//! One run of an agent: the agentic loop (seed 000 §3, seed 002).
 //!
 //! Each model turn starts with `chat.select_speaker`, streams the model's text
 //! as `chat.print` and closes it with `chat.text`, then runs the tools the
-//! model called and loops, up to the agent's `max_turns`. Every run ends with
+//! model called (concurrently; results go back in the model's order) and
+//! loops, up to the agent's `max_turns`. Every run ends with
 //! `chat.usage_summary` then `chat.run_complete`.
 //!
 //! The run never touches the chat's state: it sends [`RunMsg`]s over a bounded
@@ -12,13 +13,15 @@
 
 use std::sync::{Arc, OnceLock};
 
-use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::provider::{ChatRequest, Message, ToolCall, ToolDefinition, Usage};
-use super::{Agent, ComponentType, ToolKind};
+use super::Agent;
+use super::definition::ToolCallFormat;
+use super::tools::execute;
+use super::turn::{TurnOutput, stream_turn};
+use crate::llm::{ChatRequest, Message, ToolCall, ToolDefinition, Usage};
 use crate::protocol::{Display, ErrorCode, EventKind, RunEndReason};
 
 /// What a run asks of its chat.
@@ -76,11 +79,11 @@ impl RunLink {
         (Self { tx }, rx)
     }
 
-    async fn send(&self, msg: RunMsg) -> Result<(), Gone> {
+    pub(super) async fn send(&self, msg: RunMsg) -> Result<(), Gone> {
         self.tx.send(msg).await.map_err(|_| Gone)
     }
 
-    async fn emit(&self, kind: EventKind) -> Result<(), Gone> {
+    pub(super) async fn emit(&self, kind: EventKind) -> Result<(), Gone> {
         self.send(RunMsg::Emit(kind)).await
     }
 }
@@ -113,43 +116,52 @@ pub struct RunSpec {
     pub agent: Arc<Agent>,
     /// The conversation so far, the new user message last.
     pub history: Vec<Message>,
-    /// The chat's `context` object as JSON text, appended to the system prompt.
-    pub context: Option<String>,
+    /// The chat's `context` object (given to the model, and to tool `inject`).
+    pub context: Option<Value>,
+    /// The bearer token of the connection that started the run, forwarded to
+    /// HTTP tools verbatim. Never logged or stored.
+    pub bearer: Option<String>,
 }
 
-/// Runs the agent until it finishes, fails, runs out of turns or is stopped.
+/// Runs the agent until it finishes, fails, runs out of turns or time, or is
+/// stopped.
 #[tracing::instrument(skip_all, fields(agent = %spec.agent.id))]
 pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
     let mut usage = Usage::default();
     let reason = tokio::select! {
         biased;
         _ = control.token.cancelled() => control.reason(),
-        r = turns(&spec, &link, &mut usage) => match r {
-            Ok(reason) => reason,
-            Err(Gone) => return,
+        r = tokio::time::timeout(spec.agent.run_timeout, turns(&spec, &link, &mut usage)) => match r {
+            Ok(Ok(reason)) => reason,
+            Ok(Err(Gone)) => return,
+            Err(_) => RunEndReason::Timeout,
         },
     };
+    let cost = spec.agent.price.map(|p| {
+        let cost = (usage.prompt_tokens as f64 * p.prompt_per_million
+            + usage.completion_tokens as f64 * p.completion_per_million)
+            / 1_000_000.0;
+        (cost * 1e9).round() / 1e9
+    });
     let _ = link
         .emit(EventKind::UsageSummary {
             total_tokens: usage.prompt_tokens + usage.completion_tokens,
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
-            cost: None,
+            cost,
         })
         .await;
     let _ = link.emit(EventKind::RunComplete { reason }).await;
 }
 
-/// The result of one tool call: back to the model, or the end of the run.
-enum ToolOutcome {
-    Result { content: String, is_error: bool },
-    End(RunEndReason),
-}
+/// Most consecutive unparsable JSON tool calls sent back to the model.
+const MAX_JSON_RETRIES: u32 = 3;
 
 async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunEndReason, Gone> {
     let agent = &spec.agent;
+    let json_mode = agent.tool_call_format == ToolCallFormat::Json;
     let mut messages = spec.history.clone();
-    let tools: Vec<ToolDefinition> = agent
+    let definitions: Vec<ToolDefinition> = agent
         .tools
         .iter()
         .map(|t| ToolDefinition {
@@ -158,10 +170,9 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
             input_schema: t.input_schema.clone(),
         })
         .collect();
-    let system_prompt = match &spec.context {
-        Some(ctx) => format!("{}\n\nContext: {ctx}", agent.system_prompt),
-        None => agent.system_prompt.clone(),
-    };
+    let system_prompt = system_prompt(agent, spec.context.as_ref(), json_mode, &definitions);
+    let tools = if json_mode { Vec::new() } else { definitions };
+    let mut bad_json = 0;
 
     for _ in 0..agent.max_turns {
         link.emit(EventKind::SelectSpeaker {
@@ -170,96 +181,108 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
         .await?;
         let request = ChatRequest {
             system_prompt: system_prompt.clone(),
-            messages: messages.clone(),
+            messages: fit_budget(&messages, agent.prompt_budget_tokens, &system_prompt),
             tools: tools.clone(),
             max_tokens: 4096,
         };
-        let mut stream = match agent.provider.stream_chat(request).await {
-            Ok(stream) => stream,
+        let turn = match agent.provider.stream_chat(request).await {
+            Ok(stream) => stream_turn(agent, link, stream, usage, json_mode).await?,
             Err(e) => return fail(link, e.code, e.message, e.recoverable).await,
         };
-        let mut text = String::new();
-        let mut calls: Vec<(String, String, String)> = Vec::new();
-        let mut failure = None;
-        while let Some(event) = stream.next().await {
-            use super::provider::StreamEvent as E;
-            match event {
-                E::MessageStart => {}
-                E::ContentDelta(delta) if delta.is_empty() => {}
-                E::ContentDelta(delta) => {
-                    text.push_str(&delta);
-                    link.emit(EventKind::Print {
-                        agent: agent.id.clone(),
-                        content: delta,
-                        corr: None,
-                    })
-                    .await?;
-                }
-                E::ThinkingDelta(t) => tracing::trace!(thinking = %t),
-                E::ToolUseStart { id, name } => calls.push((id, name, String::new())),
-                E::ToolInputDelta(json) => {
-                    if let Some(call) = calls.last_mut() {
-                        call.2.push_str(&json);
-                    }
-                }
-                E::MessageComplete { usage: u, .. } => {
-                    usage.prompt_tokens += u.prompt_tokens;
-                    usage.completion_tokens += u.completion_tokens;
-                }
-                E::Error(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
-        if !text.is_empty() {
-            link.emit(EventKind::Text {
-                agent: agent.id.clone(),
-                content: text.clone(),
-            })
-            .await?;
-        }
+        let TurnOutput {
+            text,
+            calls,
+            failure,
+            json_call,
+        } = turn;
         if let Some(e) = failure {
             return fail(link, e.code, e.message, e.recoverable).await;
+        }
+        if json_mode {
+            match json_call {
+                None => return Ok(RunEndReason::Completed),
+                Some(Err((raw, why))) => {
+                    bad_json += 1;
+                    if bad_json > MAX_JSON_RETRIES {
+                        return fail(
+                            link,
+                            ErrorCode::ToolExecutionError,
+                            format!("the model's tool call could not be parsed {bad_json} times in a row: {why}"),
+                            true,
+                        )
+                        .await;
+                    }
+                    messages.push(Message::Assistant {
+                        text: raw,
+                        tool_calls: Vec::new(),
+                    });
+                    messages.push(Message::User {
+                        text: format!(
+                            "Your tool call could not be parsed: {why}. Reply with ONLY one JSON object: \
+                             {{\"tool\": \"tool_name\", \"parameters\": {{...}}, \"terminate\": false}}"
+                        ),
+                    });
+                    continue;
+                }
+                Some(Ok((raw, call, terminate))) => {
+                    bad_json = 0;
+                    messages.push(Message::Assistant {
+                        text: raw,
+                        tool_calls: Vec::new(),
+                    });
+                    let outcome = execute(agent, link, &call, spec).await?;
+                    let (content, is_error) = match outcome {
+                        ToolOutcome::End(reason) => return Ok(reason),
+                        ToolOutcome::Result { content, is_error } => (content, is_error),
+                    };
+                    if terminate {
+                        return Ok(RunEndReason::Completed);
+                    }
+                    let label = if is_error { "Error from" } else { "Result of" };
+                    messages.push(Message::User {
+                        text: format!(
+                            "{label} {}:\n{}",
+                            call.name,
+                            cap(&content, agent.max_tool_result_chars)
+                        ),
+                    });
+                    continue;
+                }
+            }
         }
         if calls.is_empty() {
             return Ok(RunEndReason::Completed);
         }
-        let calls: Vec<ToolCall> = calls
-            .into_iter()
-            .map(|(id, name, json)| ToolCall {
-                id,
-                name,
-                // A model that streams broken JSON gets it back as a tool error
-                // below: the input is kept as the raw text.
-                input: if json.trim().is_empty() {
-                    Value::Object(Default::default())
-                } else {
-                    serde_json::from_str(&json).unwrap_or(Value::String(json))
-                },
-            })
-            .collect();
         messages.push(Message::Assistant {
             text,
             tool_calls: calls.clone(),
         });
-        for call in &calls {
-            match execute(agent, link, call).await? {
+        // The calls of one turn run concurrently; results keep the model's order.
+        let outcomes = futures_util::future::join_all(
+            calls.iter().map(|call| execute(agent, link, call, spec)),
+        )
+        .await;
+        let mut end = None;
+        for (call, outcome) in calls.iter().zip(outcomes) {
+            match outcome? {
                 ToolOutcome::Result { content, is_error } => messages.push(Message::ToolResult {
                     id: call.id.clone(),
                     name: call.name.clone(),
-                    content,
+                    content: cap(&content, agent.max_tool_result_chars),
                     is_error,
                 }),
-                ToolOutcome::End(reason) => return Ok(reason),
+                ToolOutcome::End(reason) => end = end.or(Some(reason)),
             }
+        }
+        if let Some(reason) = end {
+            return Ok(reason);
         }
     }
     fail(
         link,
         ErrorCode::ToolExecutionError,
         format!(
-            "the agent reached its limit of {} model turns",
+            "Maximum tool-call rounds exceeded ({} model turns)",
             agent.max_turns
         ),
         true,
@@ -268,8 +291,87 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
     Ok(RunEndReason::MaxTurns)
 }
 
+/// The system prompt: the agent's, the chat context, and in `json` mode the
+/// tool list with seed 002's format instruction.
+fn system_prompt(
+    agent: &Agent,
+    context: Option<&Value>,
+    json_mode: bool,
+    tools: &[ToolDefinition],
+) -> String {
+    let mut prompt = agent.system_prompt.clone();
+    if let Some(ctx) = context {
+        prompt.push_str(&format!("\n\nContext: {ctx}"));
+    }
+    if json_mode && !tools.is_empty() {
+        prompt.push_str("\n\nYou can use these tools:\n");
+        for t in tools {
+            prompt.push_str(&format!(
+                "- {}: {} Parameters (JSON Schema): {}\n",
+                t.name, t.description, t.input_schema
+            ));
+        }
+        prompt.push_str(concat!(
+            "\nWhen you need to use a tool, output ONLY a JSON object in this exact format:\n",
+            "{\n  \"tool\": \"tool_name\",\n  \"parameters\": { \"param1\": \"value1\" },\n  \"terminate\": false\n}\n",
+            "Set \"terminate\" to false if you need to continue working after the tool result.\n",
+            "Set \"terminate\" to true if this is your final action or you want to return a response to the user.\n",
+            "Otherwise answer in plain text.",
+        ));
+    }
+    prompt
+}
+
+/// A rough token estimate: four characters a token, plus a little per message.
+fn estimate(text: &str) -> u64 {
+    text.chars().count() as u64 / 4 + 4
+}
+
+fn message_cost(m: &Message) -> u64 {
+    match m {
+        Message::User { text } => estimate(text),
+        Message::Assistant { text, tool_calls } => {
+            estimate(text)
+                + tool_calls
+                    .iter()
+                    .map(|c| estimate(&c.input.to_string()))
+                    .sum::<u64>()
+        }
+        Message::ToolResult { content, .. } => estimate(content),
+    }
+}
+
+/// The history cut to the prompt budget: oldest messages go first, the last
+/// one always stays, and the kept part starts at a user message (so no tool
+/// result is sent without its call).
+pub(super) fn fit_budget(messages: &[Message], budget: u64, system_prompt: &str) -> Vec<Message> {
+    let mut total = estimate(system_prompt) + messages.iter().map(message_cost).sum::<u64>();
+    let mut start = 0;
+    while total > budget && start + 1 < messages.len() {
+        total -= message_cost(&messages[start]);
+        start += 1;
+    }
+    while start + 1 < messages.len() && !matches!(messages[start], Message::User { .. }) {
+        start += 1;
+    }
+    messages[start..].to_vec()
+}
+
+/// Cuts a tool result for the model, with a visible marker.
+pub(super) fn cap(content: &str, max_chars: usize) -> String {
+    let total = content.chars().count();
+    if total <= max_chars {
+        return content.to_owned();
+    }
+    let kept: String = content.chars().take(max_chars).collect();
+    format!(
+        "{kept}\n[truncated: {} of {total} characters omitted]",
+        total - max_chars
+    )
+}
+
 /// Emits a run error; the run ends with `error`.
-async fn fail(
+pub(super) async fn fail(
     link: &RunLink,
     code: ErrorCode,
     message: String,
@@ -285,140 +387,15 @@ async fn fail(
     Ok(RunEndReason::Error)
 }
 
-/// Logs a backend tool call and its (failed) response in one go.
-async fn refuse(link: &RunLink, call: &ToolCall, why: String) -> Result<ToolOutcome, Gone> {
-    link.emit(backend_call(call)).await?;
-    link.emit(EventKind::ToolResponse {
-        tool_name: call.name.clone(),
-        content: Value::String(why.clone()),
-        success: false,
-        corr: call.id.clone(),
-    })
-    .await?;
-    Ok(ToolOutcome::Result {
-        content: why,
-        is_error: true,
-    })
+/// The result of one tool call: back to the model, or the end of the run.
+pub(super) enum ToolOutcome {
+    Result { content: String, is_error: bool },
+    End(RunEndReason),
 }
 
-fn backend_call(call: &ToolCall) -> EventKind {
-    EventKind::ToolCall {
-        tool_name: call.name.clone(),
-        component_type: None,
-        awaiting_response: false,
-        payload: call.input.clone(),
-        corr: call.id.clone(),
-        display: Display::Inline,
-    }
-}
+/// A parsed JSON-format tool call: the raw text, the call, and `terminate`.
+pub(super) type JsonCall = Result<(String, ToolCall, bool), (String, String)>;
 
-async fn execute(agent: &Agent, link: &RunLink, call: &ToolCall) -> Result<ToolOutcome, Gone> {
-    let Some(tool) = agent.tool(&call.name) else {
-        return refuse(link, call, format!("there is no tool `{}`", call.name)).await;
-    };
-    let errors: Vec<String> = tool
-        .validator
-        .iter_errors(&call.input)
-        .map(|e| format!("{}: {e}", e.instance_path()))
-        .collect();
-    if !errors.is_empty() {
-        return refuse(link, call, format!("invalid input: {}", errors.join("; "))).await;
-    }
-    match &tool.kind {
-        ToolKind::Ui {
-            component_type,
-            display,
-        } => {
-            let component_type = match component_type {
-                ComponentType::Fixed(c) => c.clone(),
-                ComponentType::FromInput(field) => match call.input[field].as_str() {
-                    Some(c) if !c.is_empty() => c.to_owned(),
-                    _ => {
-                        return refuse(
-                            link,
-                            call,
-                            format!("input field `{field}` must name the component"),
-                        )
-                        .await;
-                    }
-                },
-            };
-            let (respond, answer) = oneshot::channel();
-            link.send(RunMsg::ShowComponent {
-                tool_name: call.name.clone(),
-                component_type,
-                payload: call.input.clone(),
-                corr: call.id.clone(),
-                display: *display,
-                respond,
-            })
-            .await?;
-            match answer.await.map_err(|_| Gone)? {
-                ComponentOutcome::Returned(data) => {
-                    link.emit(EventKind::ToolResponse {
-                        tool_name: call.name.clone(),
-                        content: data.clone(),
-                        success: true,
-                        corr: call.id.clone(),
-                    })
-                    .await?;
-                    Ok(ToolOutcome::Result {
-                        content: data.to_string(),
-                        is_error: false,
-                    })
-                }
-                ComponentOutcome::TimedOut => Ok(ToolOutcome::End(RunEndReason::Timeout)),
-            }
-        }
-        ToolKind::InputRequest {
-            prompt_field,
-            password,
-        } => {
-            let (respond, answer) = oneshot::channel();
-            link.send(RunMsg::AskInput {
-                request_id: call.id.clone(),
-                prompt: call.input[prompt_field]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                password: *password,
-                respond,
-            })
-            .await?;
-            match answer.await.map_err(|_| Gone)? {
-                InputOutcome::Answered(text) => Ok(ToolOutcome::Result {
-                    content: text,
-                    is_error: false,
-                }),
-                InputOutcome::TimedOut => Ok(ToolOutcome::End(RunEndReason::Timeout)),
-            }
-        }
-        ToolKind::Builtin(builtin) => {
-            link.emit(backend_call(call)).await?;
-            let result = builtin
-                .call(&call.input, |percent, status_message| {
-                    let link = link.clone();
-                    let progress = EventKind::ToolProgress {
-                        tool_name: call.name.clone(),
-                        progress_percent: percent,
-                        status_message,
-                        corr: call.id.clone(),
-                    };
-                    async move { link.emit(progress).await.is_ok() }
-                })
-                .await;
-            let (content, is_error) = match result {
-                Ok(content) => (content, false),
-                Err(content) => (content, true),
-            };
-            link.emit(EventKind::ToolResponse {
-                tool_name: call.name.clone(),
-                content: Value::String(content.clone()),
-                success: !is_error,
-                corr: call.id.clone(),
-            })
-            .await?;
-            Ok(ToolOutcome::Result { content, is_error })
-        }
-    }
-}
+#[cfg(test)]
+#[path = "runtime_tests.rs"]
+mod tests;

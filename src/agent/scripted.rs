@@ -15,9 +15,7 @@ use futures_util::stream::{self, BoxStream};
 use serde_json::Value;
 
 use super::definition::{ArgKind, Rule, Script};
-use super::provider::{
-    ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, Usage,
-};
+use crate::llm::{ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, Usage};
 
 /// A provider driven by a [`Script`].
 #[derive(Debug, Clone)]
@@ -149,13 +147,17 @@ impl ScriptedProvider {
                             out.push_back((
                                 Duration::ZERO,
                                 StreamEvent::ToolUseStart {
+                                    index: 0,
                                     id,
                                     name: call.tool.clone(),
                                 },
                             ));
                             out.push_back((
                                 Duration::ZERO,
-                                StreamEvent::ToolInputDelta(input.to_string()),
+                                StreamEvent::ToolInputDelta {
+                                    index: 0,
+                                    json: input.to_string(),
+                                },
                             ));
                             stop = StopReason::ToolUse;
                         } else if let Some(err) = &rule.error {
@@ -211,7 +213,7 @@ impl ScriptedProvider {
             .iter()
             .map(|(_, e)| match e {
                 StreamEvent::ContentDelta(t) => words(t),
-                StreamEvent::ToolInputDelta(_) => 1,
+                StreamEvent::ToolInputDelta { .. } => 1,
                 _ => 0,
             })
             .sum();

@@ -65,13 +65,16 @@ async fn answers_by_rule() {
     assert_eq!(text_of(&collect(&p, user("n: x")).await), "You said: n: x");
 
     let events = collect(&p, user("ask: Your name?")).await;
-    let StreamEvent::ToolUseStart { id, name } = &events[1] else {
+    let StreamEvent::ToolUseStart { id, name, .. } = &events[1] else {
         panic!("{events:?}")
     };
     assert_eq!(name, "ask_user");
     assert_eq!(
         events[2],
-        StreamEvent::ToolInputDelta(r#"{"prompt":"Your name?"}"#.into())
+        StreamEvent::ToolInputDelta {
+            index: 0,
+            json: r#"{"prompt":"Your name?"}"#.into()
+        }
     );
 
     let mut history = user("ask: Your name?");

@@ -9,8 +9,12 @@ use axum::response::{IntoResponse, Json, Response};
 use super::AppState;
 use crate::protocol::ErrorCode;
 
-/// The caller. Rejects with 401 and a JSON error in `jwt` mode.
-pub struct AuthUser(pub String);
+/// The caller, and the bearer token they presented (forwarded to HTTP tools).
+/// Rejects with 401 and a JSON error in `jwt` mode.
+pub struct AuthUser {
+    pub user: String,
+    pub token: Option<String>,
+}
 
 fn bearer(parts: &Parts) -> Option<String> {
     if let Some(value) = parts.headers.get(header::AUTHORIZATION) {
@@ -38,8 +42,9 @@ impl FromRequestParts<AppState> for AuthUser {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        match state.auth.authenticate(bearer(parts).as_deref()) {
-            Ok(user) => Ok(Self(user)),
+        let token = bearer(parts);
+        match state.auth.authenticate(token.as_deref()) {
+            Ok(user) => Ok(Self { user, token }),
             Err(e) => {
                 tracing::info!(error = %e, "refused unauthenticated request");
                 Err((

@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::AppState;
 use super::auth::AuthUser;
 use crate::protocol::{ClientFrame, ErrorCode, connection_error, parse_client_frame, pong};
-use crate::session::{Closer, Outbound, Registry, SessionError, Subscriber};
+use crate::session::{Caller, Closer, Outbound, Registry, SessionError, Subscriber};
 
 /// Most chats one connection may follow at once.
 const MAX_CHATS_PER_CONNECTION: usize = 1024;
@@ -38,7 +38,7 @@ fn hard_cap(limit: usize) -> usize {
 /// The upgrade handler: authentication happens before the upgrade (401).
 pub async fn upgrade(
     State(state): State<AppState>,
-    AuthUser(user): AuthUser,
+    AuthUser { user, token }: AuthUser,
     ws: WebSocketUpgrade,
 ) -> Response {
     // The WebSocket layer reads messages up to a hard cap; `on_text` refuses
@@ -50,12 +50,12 @@ pub async fn upgrade(
         .max_frame_size(cap)
         .on_upgrade(move |socket| {
             let tracker = state.tracker.clone();
-            tracker.track_future(serve(socket, state, user))
+            tracker.track_future(serve(socket, state, user, token))
         })
 }
 
 #[tracing::instrument(skip_all, fields(conn_id, user = %user))]
-async fn serve(socket: WebSocket, state: AppState, user: String) {
+async fn serve(socket: WebSocket, state: AppState, user: String, bearer: Option<String>) {
     let conn_id = state.next_conn_id.fetch_add(1, Ordering::Relaxed);
     tracing::Span::current().record("conn_id", conn_id);
     let (tx, rx) = mpsc::channel(state.config.outbound_queue);
@@ -65,6 +65,7 @@ async fn serve(socket: WebSocket, state: AppState, user: String) {
     let mut conn = Connection {
         registry: state.registry.clone(),
         user,
+        bearer,
         sub: Subscriber {
             conn_id,
             tx,
@@ -90,6 +91,9 @@ async fn serve(socket: WebSocket, state: AppState, user: String) {
 struct Connection {
     registry: Registry,
     user: String,
+    /// The token the connection presented, forwarded to HTTP tools of the
+    /// runs it starts.
+    bearer: Option<String>,
     sub: Subscriber,
     /// Chats this connection is subscribed to.
     chats: HashSet<Uuid>,
@@ -194,7 +198,11 @@ impl Connection {
                 context,
             } => {
                 self.admit(chat_id)?;
-                reg.start(chat_id, user, &agent, message, context, self.sub.clone())
+                let caller = Caller {
+                    user,
+                    bearer: self.bearer.as_deref(),
+                };
+                reg.start(chat_id, caller, &agent, message, context, self.sub.clone())
                     .await?;
                 self.chats.insert(chat_id);
                 Ok(())
@@ -218,7 +226,13 @@ impl Connection {
                 chat_id,
                 text,
                 client_msg_id,
-            } => reg.user_message(chat_id, user, text, client_msg_id).await,
+            } => {
+                let caller = Caller {
+                    user,
+                    bearer: self.bearer.as_deref(),
+                };
+                reg.user_message(chat_id, caller, text, client_msg_id).await
+            }
             ClientFrame::UserInputSubmit {
                 chat_id,
                 request_id,

@@ -22,6 +22,8 @@ pub(super) enum Command {
         agent: String,
         message: Option<String>,
         context: Option<Map<String, Value>>,
+        /// Forwarded to the run's HTTP tools; never stored.
+        bearer: Option<String>,
         sub: Subscriber,
         reply: Reply,
     },
@@ -35,6 +37,7 @@ pub(super) enum Command {
         user: String,
         text: String,
         client_msg_id: Option<String>,
+        bearer: Option<String>,
         reply: Reply,
     },
     SubmitInput {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use registry::Registry;
+pub use registry::{Caller, Registry};
 pub use subscriber::{Closer, Outbound, Replay, Subscriber};
 
 use crate::agent::AgentRegistry;

@@ -44,6 +44,22 @@ impl Inner {
     }
 }
 
+/// Who sends a command that may start a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    /// The authenticated user.
+    pub user: &'a str,
+    /// Their bearer token, forwarded to the run's HTTP tools (never stored).
+    pub bearer: Option<&'a str>,
+}
+
+impl<'a> Caller<'a> {
+    /// A caller without a token.
+    pub fn user(user: &'a str) -> Self {
+        Self { user, bearer: None }
+    }
+}
+
 /// The chats in memory. Cheap to clone.
 #[derive(Clone)]
 pub struct Registry {
@@ -113,17 +129,18 @@ impl Registry {
     pub async fn start(
         &self,
         chat_id: Uuid,
-        user: &str,
+        caller: Caller<'_>,
         agent: &str,
         message: Option<String>,
         context: Option<Map<String, Value>>,
         sub: Subscriber,
     ) -> Result<(), SessionError> {
         self.call(chat_id, |reply| Command::Start {
-            user: user.to_owned(),
+            user: caller.user.to_owned(),
             agent: agent.to_owned(),
             message: message.clone(),
             context: context.clone(),
+            bearer: caller.bearer.map(str::to_owned),
             sub: sub.clone(),
             reply,
         })
@@ -151,14 +168,15 @@ impl Registry {
     pub async fn user_message(
         &self,
         chat_id: Uuid,
-        user: &str,
+        caller: Caller<'_>,
         text: String,
         client_msg_id: Option<String>,
     ) -> Result<(), SessionError> {
         self.call(chat_id, |reply| Command::UserMessage {
-            user: user.to_owned(),
+            user: caller.user.to_owned(),
             text: text.clone(),
             client_msg_id: client_msg_id.clone(),
+            bearer: caller.bearer.map(str::to_owned),
             reply,
         })
         .await

@@ -68,9 +68,16 @@ async fn run_events_and_inbound_commands_interleave_without_gaps() {
     let (sub, mut rx) = subscriber(1);
 
     // A component to patch: its tool call is answered, so it stays patchable.
-    reg.start(chat, "dev", "demo", Some("ui: board".into()), None, sub)
-        .await
-        .unwrap();
+    reg.start(
+        chat,
+        Caller::user("dev"),
+        "demo",
+        Some("ui: board".into()),
+        None,
+        sub,
+    )
+    .await
+    .unwrap();
     let first = until(&mut rx, |v| v["type"] == "chat.tool_call").await;
     let corr = first.last().unwrap()["corr"].as_str().unwrap().to_owned();
     reg.component_result(chat, "dev", corr.clone(), json!({"ok": true}))
@@ -80,7 +87,7 @@ async fn run_events_and_inbound_commands_interleave_without_gaps() {
     log.extend(until(&mut rx, |v| v["type"] == "chat.run_complete").await);
 
     // While a run streams, 40 patches arrive from 4 concurrent clients.
-    reg.user_message(chat, "dev", "slow: 60".into(), None)
+    reg.user_message(chat, Caller::user("dev"), "slow: 60".into(), None)
         .await
         .unwrap();
     let mut patchers = Vec::new();
@@ -128,9 +135,16 @@ async fn an_idle_chat_is_rebuilt_from_the_store() {
     let reg = registry(dir.path(), Duration::from_millis(50)).await;
     let chat = Uuid::new_v4();
     let (sub, mut rx) = subscriber(1);
-    reg.start(chat, "dev", "demo", Some("one".into()), None, sub)
-        .await
-        .unwrap();
+    reg.start(
+        chat,
+        Caller::user("dev"),
+        "demo",
+        Some("one".into()),
+        None,
+        sub,
+    )
+    .await
+    .unwrap();
     let first = until(&mut rx, |v| v["type"] == "chat.run_complete").await;
     reg.unsubscribe(chat, 1).await;
     drop(rx);
@@ -148,7 +162,7 @@ async fn an_idle_chat_is_rebuilt_from_the_store() {
     reg.resume(chat, "dev", first.len() as u64, sub)
         .await
         .unwrap();
-    reg.user_message(chat, "dev", "two".into(), None)
+    reg.user_message(chat, Caller::user("dev"), "two".into(), None)
         .await
         .unwrap();
     let next = until(&mut rx, |v| v["type"] == "chat.run_complete").await;

@@ -36,9 +36,13 @@ impl Actor {
                 agent,
                 message,
                 context,
+                bearer,
                 sub,
                 reply,
-            } => (self.start(user, agent, message, context, sub).await, reply),
+            } => (
+                self.start(user, agent, message, context, bearer, sub).await,
+                reply,
+            ),
             Command::Resume {
                 user,
                 after,
@@ -52,8 +56,12 @@ impl Actor {
                 user,
                 text,
                 client_msg_id,
+                bearer,
                 reply,
-            } => (self.user_message(&user, text, client_msg_id).await, reply),
+            } => (
+                self.user_message(&user, text, client_msg_id, bearer).await,
+                reply,
+            ),
             Command::SubmitInput {
                 user,
                 request_id,
@@ -131,6 +139,7 @@ impl Actor {
         agent: String,
         message: Option<String>,
         context: Option<Map<String, Value>>,
+        bearer: Option<String>,
         sub: Subscriber,
     ) -> Result<(), SessionError> {
         if self.chat.is_some() {
@@ -160,8 +169,8 @@ impl Actor {
             return Ok(());
         }
         match message {
-            Some(text) => self.start_run(Some((text, None))).await,
-            None if definition.starts_first => self.start_run(None).await,
+            Some(text) => self.start_run(Some((text, None)), bearer).await,
+            None if definition.starts_first => self.start_run(None, bearer).await,
             None => Ok(()),
         }
     }
@@ -171,6 +180,7 @@ impl Actor {
         user: &str,
         text: String,
         client_msg_id: Option<String>,
+        bearer: Option<String>,
     ) -> Result<(), SessionError> {
         self.owned(user)?;
         if let Some(id) = &client_msg_id
@@ -181,7 +191,7 @@ impl Actor {
         if self.run.is_some() {
             return Err(SessionError::RunInProgress);
         }
-        self.start_run(Some((text, client_msg_id))).await
+        self.start_run(Some((text, client_msg_id)), bearer).await
     }
 
     pub(super) async fn submit_input(
@@ -235,6 +245,20 @@ impl Actor {
             .components
             .remove(corr)
             .ok_or_else(|| SessionError::RequestNotFound(corr.to_owned()))?;
+        // `{"approved": …, "all": true}` answers every open approval of the run.
+        if pending.approval && data["all"].as_bool() == Some(true) {
+            let others: Vec<String> = self
+                .components
+                .iter()
+                .filter(|(_, p)| p.approval)
+                .map(|(c, _)| c.clone())
+                .collect();
+            for corr in others {
+                if let Some(other) = self.components.remove(&corr) {
+                    let _ = other.respond.send(ComponentOutcome::Returned(data.clone()));
+                }
+            }
+        }
         // The run logs the tool_response when it takes the result.
         let _ = pending.respond.send(ComponentOutcome::Returned(data));
         Ok(())

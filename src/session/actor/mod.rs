@@ -84,6 +84,8 @@ struct PendingInput {
 
 struct PendingComponent {
     deadline: Instant,
+    /// An approval gate (`component_type: "approval"`): answerable in a batch.
+    approval: bool,
     respond: oneshot::Sender<ComponentOutcome>,
 }
 

@@ -4,10 +4,10 @@
 use tokio::time::Instant;
 
 use super::{ActiveRun, Actor, MAX_EMIT_BATCH, PendingComponent, PendingInput, RUN_QUEUE};
-use crate::agent::provider::Message;
 use crate::agent::runtime::{
     self, ComponentOutcome, InputOutcome, RunControl, RunLink, RunMsg, RunSpec,
 };
+use crate::llm::Message;
 use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason};
 use crate::session::SessionError;
 use crate::store::{ChatState, StoreError};
@@ -18,6 +18,7 @@ impl Actor {
     pub(super) async fn start_run(
         &mut self,
         user_text: Option<(String, Option<String>)>,
+        bearer: Option<String>,
     ) -> Result<(), SessionError> {
         let chat = self.chat.as_ref().ok_or(SessionError::NotFound)?;
         let agent = self
@@ -25,7 +26,10 @@ impl Actor {
             .agents
             .get(&chat.agent)
             .ok_or_else(|| SessionError::AgentMissing(chat.agent.clone()))?;
-        let context = chat.context.clone();
+        let context = chat
+            .context
+            .as_deref()
+            .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok());
         let mut history: Vec<Message> = self
             .ctx
             .store
@@ -73,6 +77,7 @@ impl Actor {
             agent,
             history,
             context,
+            bearer,
         };
         self.ctx.tracker.spawn(runtime::run(spec, link, control));
         Ok(())
@@ -189,6 +194,7 @@ impl Actor {
                 display,
                 respond,
             } => {
+                let approval = component_type == crate::agent::APPROVAL;
                 let event = EventKind::ToolCall {
                     tool_name,
                     component_type: Some(component_type),
@@ -203,6 +209,7 @@ impl Actor {
                             corr,
                             PendingComponent {
                                 deadline: Instant::now() + self.ctx.ui_timeout,
+                                approval,
                                 respond,
                             },
                         );

@@ -1,6 +1,25 @@
-//! The model seam, shaped like seed 000's `StreamChat`: a request in, a stream
-//! of events out. Every provider (scripted here; OpenAI-compatible, Anthropic
-//! and Gemini next) implements [`Provider`]; the runtime knows no other.
+//! Models: the seam every provider implements, and the HTTP providers.
+//!
+//! [`Provider`] is shaped like seed 000's `StreamChat`: a [`ChatRequest`] in, a
+//! stream of [`StreamEvent`]s out. One file per vendor wire format
+//! (`openai`, `anthropic`, `gemini`, `ollama`), each a request encoder and a
+//! stream decoder; `transport` holds what they share (the HTTP client,
+//! retries, error mapping, stream plumbing). The scripted provider lives with
+//! the agents (its rules are part of the agent file).
+//!
+//! Uses `protocol` (for error codes) only.
+
+mod anthropic;
+mod gemini;
+mod ollama;
+mod openai;
+mod transport;
+
+pub use anthropic::Anthropic;
+pub use gemini::Gemini;
+pub use ollama::Ollama;
+pub use openai::OpenAi;
+pub use transport::{Endpoint, http_client};
 
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
@@ -88,10 +107,15 @@ pub enum StreamEvent {
     ContentDelta(String),
     /// A fragment of reasoning (logged, not shown).
     ThinkingDelta(String),
-    /// The model calls a tool; input deltas that follow belong to it.
-    ToolUseStart { id: String, name: String },
-    /// A fragment of the current tool call's JSON input.
-    ToolInputDelta(String),
+    /// The model calls a tool. `index` orders the calls of one turn and ties
+    /// input deltas to their call (calls may interleave).
+    ToolUseStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    /// A fragment of the JSON input of tool call `index`.
+    ToolInputDelta { index: usize, json: String },
     /// The model finished this turn.
     MessageComplete { stop: StopReason, usage: Usage },
     /// The call failed.
