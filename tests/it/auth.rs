@@ -26,6 +26,7 @@ async fn jwt_server() -> Server {
             jwt_secret: Some(SECRET.into()),
             ..Default::default()
         },
+        ..Default::default()
     })
     .await
 }
@@ -142,6 +143,7 @@ async fn rs256_public_key_mode() {
             jwt_public_key: Some(fixtures.join("jwt_rs256_test_public.pem")),
             ..Default::default()
         },
+        ..Default::default()
     })
     .await;
     let private = std::fs::read(fixtures.join("jwt_rs256_test_private.pem")).unwrap();

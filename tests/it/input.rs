@@ -14,6 +14,7 @@ async fn an_unanswered_request_times_out() {
             input_timeout_seconds: Some(1),
             ..Default::default()
         },
+        ..Default::default()
     })
     .await;
     let mut c = server.client().await;
@@ -154,6 +155,7 @@ async fn cancel_closes_open_requests_and_ui_calls_time_out() {
             ui_timeout_seconds: Some(1),
             ..Default::default()
         },
+        ..Default::default()
     })
     .await;
     let mut c = server.client().await;

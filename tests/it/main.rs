@@ -8,5 +8,8 @@ mod crash;
 mod demo;
 mod fanout;
 mod input;
+mod mock_llm;
+mod providers;
 mod resume;
 mod support;
+mod vendors;

@@ -109,6 +109,7 @@ async fn a_slow_client_is_closed_with_1013_and_resumes() {
             outbound_queue: Some(16),
             ..Default::default()
         },
+        ..Default::default()
     })
     .await;
     let chat = Uuid::new_v4();

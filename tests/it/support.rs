@@ -56,6 +56,8 @@ pub fn assert_outbound_valid(msg: &Value) {
 #[derive(Default, Clone)]
 pub struct Opts {
     pub settings: Settings,
+    /// Agent files to write into the agents folder: `(file name, YAML)`.
+    pub agents: Vec<(String, String)>,
 }
 
 /// A server running inside the test process.
@@ -86,7 +88,10 @@ impl Server {
         let agents = settings
             .agents_dir
             .get_or_insert_with(|| dir.path().join("agents"));
-        std::fs::create_dir_all(agents).unwrap();
+        std::fs::create_dir_all(&agents).unwrap();
+        for (name, yaml) in &opts.agents {
+            std::fs::write(agents.join(name), yaml).unwrap();
+        }
         settings.shutdown_grace_seconds.get_or_insert(5);
         let config = settings.resolve().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -240,8 +245,12 @@ impl Client {
     }
 
     pub async fn start(&mut self, chat: Uuid, message: &str) {
+        self.start_with(chat, "demo", message).await;
+    }
+
+    pub async fn start_with(&mut self, chat: Uuid, agent: &str, message: &str) {
         self.send(
-            json!({"type": "chat.start", "chat_id": chat, "agent": "demo", "message": message}),
+            json!({"type": "chat.start", "chat_id": chat, "agent": agent, "message": message}),
         )
         .await;
     }
