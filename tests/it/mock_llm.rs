@@ -145,7 +145,8 @@ async fn answer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let echo = body.to_string();
     shared.requests.lock().unwrap().push(Recorded {
         method: method.to_string(),
         uri: uri.to_string(),
