@@ -127,6 +127,28 @@ struct FileSettings {
     shutdown_grace_seconds: Option<u64>,
     default_agent: Option<String>,
     log_format: Option<LogFormat>,
+    #[serde(default)]
+    models: Vec<ModelConfig>,
+}
+
+/// A model a chat can switch to (`[[models]]` in `agentwire.toml`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The name clients use.
+    pub name: String,
+    /// `openai`, `anthropic`, `gemini` or `ollama`.
+    pub provider: String,
+    /// The vendor's model name [default: `name`].
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Other names for it (`qwen` for `qwen3-8b`).
+    #[serde(default)]
+    pub aliases: Vec<String>,
 }
 
 /// The key that carries a JWT verification key.
@@ -178,6 +200,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub default_agent: String,
     pub log_format: LogFormat,
+    /// Models chats may switch to (file only).
+    pub models: Vec<ModelConfig>,
 }
 
 impl Default for Config {
@@ -300,8 +324,36 @@ impl Settings {
             shutdown_grace: Duration::from_secs(shutdown_grace),
             default_agent,
             log_format: pick!(log_format).unwrap_or_default(),
+            models: validate_models(file.models)?,
         })
     }
+}
+
+fn validate_models(models: Vec<ModelConfig>) -> Result<Vec<ModelConfig>, ConfigError> {
+    let mut names = std::collections::HashSet::new();
+    for m in &models {
+        if !matches!(
+            m.provider.as_str(),
+            "openai" | "anthropic" | "gemini" | "ollama"
+        ) {
+            return Err(bad(
+                "models",
+                format!(
+                    "model `{}`: provider `{}` is not openai, anthropic, gemini or ollama",
+                    m.name, m.provider
+                ),
+            ));
+        }
+        for name in std::iter::once(&m.name).chain(&m.aliases) {
+            if name.is_empty() || !names.insert(name.clone()) {
+                return Err(bad(
+                    "models",
+                    format!("the name `{name}` is empty or used twice"),
+                ));
+            }
+        }
+    }
+    Ok(models)
 }
 
 fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {

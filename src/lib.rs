@@ -54,7 +54,11 @@ pub async fn run(
             .await
             .with_context(|| format!("opening {}", config.sqlite_path.display()))?,
     );
-    let agents = AgentRegistry::load(&config.agents_dir, config.agents_dir_explicit)?;
+    let agents = AgentRegistry::load(
+        &config.agents_dir,
+        config.agents_dir_explicit,
+        &config.models,
+    )?;
     let auth = Authenticator::new(&config.auth).context("configuration key `jwt_public_key`")?;
     if matches!(config.auth, AuthConfig::None) {
         tracing::warn!(

@@ -2,7 +2,7 @@ use super::*;
 
 #[test]
 fn demo_loads_with_its_tools() {
-    let reg = AgentRegistry::load(Path::new("/nonexistent-agents-dir"), false).unwrap();
+    let reg = AgentRegistry::load(Path::new("/nonexistent-agents-dir"), false, &[]).unwrap();
     let demo = reg.get("demo").unwrap();
     assert_eq!(demo.max_turns, 20);
     assert!(demo.tool("ask_secret").is_some());
@@ -14,7 +14,7 @@ fn demo_loads_with_its_tools() {
 
 #[test]
 fn a_required_missing_folder_is_an_error() {
-    let err = AgentRegistry::load(Path::new("/nonexistent-agents-dir"), true).unwrap_err();
+    let err = AgentRegistry::load(Path::new("/nonexistent-agents-dir"), true, &[]).unwrap_err();
     assert!(err.to_string().contains("agents folder"), "{err}");
 }
 
@@ -27,7 +27,7 @@ fn bad_files_name_the_file_and_field() {
         "id: x\nmodel: {provider: scripted, script: {rules: []}}\nmax_turnz: 3\n",
     )
     .unwrap();
-    let err = AgentRegistry::load(dir.path(), true)
+    let err = AgentRegistry::load(dir.path(), true, &[])
         .unwrap_err()
         .to_string();
     assert!(
@@ -40,7 +40,7 @@ fn bad_files_name_the_file_and_field() {
         "id: x\nmodel: {provider: scripted, script: {rules: []}}\ntools:\n  - {name: t, builtin: nope}\n",
     )
     .unwrap();
-    let err = AgentRegistry::load(dir.path(), true)
+    let err = AgentRegistry::load(dir.path(), true, &[])
         .unwrap_err()
         .to_string();
     assert!(err.contains("tools[0].builtin"), "{err}");
@@ -50,7 +50,7 @@ fn bad_files_name_the_file_and_field() {
         "id: demo\nmodel: {provider: scripted, script: {rules: []}}\n",
     )
     .unwrap();
-    let err = AgentRegistry::load(dir.path(), true)
+    let err = AgentRegistry::load(dir.path(), true, &[])
         .unwrap_err()
         .to_string();
     assert!(err.contains("already defined"), "{err}");
@@ -60,6 +60,6 @@ fn bad_files_name_the_file_and_field() {
         "id: helper\nmodel: {provider: scripted, script: {rules: [{reply: hi}]}}\n",
     )
     .unwrap();
-    let reg = AgentRegistry::load(dir.path(), true).unwrap();
+    let reg = AgentRegistry::load(dir.path(), true, &[]).unwrap();
     assert_eq!(reg.ids(), vec!["demo", "helper"]);
 }

@@ -8,6 +8,7 @@
 pub mod builtin;
 pub mod definition;
 mod http_tool;
+mod models;
 pub mod runtime;
 mod scripted;
 mod tools;
@@ -22,9 +23,11 @@ use serde_json::Value;
 
 pub use crate::llm::Provider;
 pub use http_tool::HttpTool;
+pub use models::{ModelEntry, ModelRegistry};
 pub use scripted::ScriptedProvider;
 pub use tools::APPROVAL;
 
+use crate::config::ModelConfig;
 use crate::llm::{Anthropic, Endpoint, Gemini, Ollama, OpenAi};
 use crate::protocol::Display;
 use builtin::Builtin;
@@ -206,23 +209,6 @@ impl Agent {
             return Err("run_timeout_seconds: must be at least 1".into());
         }
         let model = file.model;
-        let endpoint = |default_base: &str| -> Result<Endpoint, String> {
-            let name = model
-                .name
-                .clone()
-                .ok_or("model.name: this provider needs a model name")?;
-            let base = model
-                .base_url
-                .clone()
-                .unwrap_or_else(|| default_base.to_owned());
-            reqwest::Url::parse(&base).map_err(|e| format!("model.base_url: {e}"))?;
-            Ok(Endpoint {
-                client: http.clone(),
-                base_url: base.trim_end_matches('/').to_owned(),
-                model: name,
-                api_key_env: model.api_key_env.clone(),
-            })
-        };
         let provider: Arc<dyn Provider> = match model.provider {
             ProviderKind::Scripted => Arc::new(ScriptedProvider::new(
                 model
@@ -230,14 +216,17 @@ impl Agent {
                     .clone()
                     .ok_or("model.script: the scripted provider needs rules")?,
             )),
-            ProviderKind::Openai => Arc::new(OpenAi::new(endpoint("https://api.openai.com/v1")?)),
-            ProviderKind::Anthropic => {
-                Arc::new(Anthropic::new(endpoint("https://api.anthropic.com")?))
-            }
-            ProviderKind::Gemini => Arc::new(Gemini::new(endpoint(
-                "https://generativelanguage.googleapis.com",
-            )?)),
-            ProviderKind::Ollama => Arc::new(Ollama::new(endpoint("http://127.0.0.1:11434")?)),
+            kind => build_provider(
+                kind,
+                model
+                    .name
+                    .clone()
+                    .ok_or("model.name: this provider needs a model name")?,
+                model.base_url.clone(),
+                model.api_key_env.clone(),
+                http,
+            )
+            .map_err(|e| format!("model.{e}"))?,
         };
         let mut tools = Vec::with_capacity(file.tools.len());
         for (i, spec) in file.tools.into_iter().enumerate() {
@@ -270,10 +259,51 @@ impl Agent {
     }
 }
 
+/// The default endpoint of each HTTP provider.
+fn default_base_url(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Openai => "https://api.openai.com/v1",
+        ProviderKind::Anthropic => "https://api.anthropic.com",
+        ProviderKind::Gemini => "https://generativelanguage.googleapis.com",
+        ProviderKind::Ollama | ProviderKind::Scripted => "http://127.0.0.1:11434",
+    }
+}
+
+/// An HTTP provider of `kind` for model `name`.
+///
+/// # Errors
+/// A message naming the field (`base_url: …`).
+pub fn build_provider(
+    kind: ProviderKind,
+    name: String,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    http: &reqwest::Client,
+) -> Result<Arc<dyn Provider>, String> {
+    let base = base_url.unwrap_or_else(|| default_base_url(kind).to_owned());
+    reqwest::Url::parse(&base).map_err(|e| format!("base_url: {e}"))?;
+    let endpoint = Endpoint {
+        client: http.clone(),
+        base_url: base.trim_end_matches('/').to_owned(),
+        model: name,
+        api_key_env,
+    };
+    Ok(match kind {
+        ProviderKind::Openai => Arc::new(OpenAi::new(endpoint)),
+        ProviderKind::Anthropic => Arc::new(Anthropic::new(endpoint)),
+        ProviderKind::Gemini => Arc::new(Gemini::new(endpoint)),
+        ProviderKind::Ollama => Arc::new(Ollama::new(endpoint)),
+        ProviderKind::Scripted => {
+            return Err("provider: scripted needs an agent file's script".into());
+        }
+    })
+}
+
 /// Every agent the server knows, by id.
 #[derive(Debug, Clone, Default)]
 pub struct AgentRegistry {
     agents: HashMap<String, Arc<Agent>>,
+    models: ModelRegistry,
 }
 
 impl AgentRegistry {
@@ -282,9 +312,18 @@ impl AgentRegistry {
     /// # Errors
     /// A bad file (named, with the field), a duplicate id, or an unreadable
     /// folder. A missing folder is an error only when `required`.
-    pub fn load(dir: &Path, required: bool) -> Result<Self, AgentFileError> {
+    pub fn load(
+        dir: &Path,
+        required: bool,
+        models: &[ModelConfig],
+    ) -> Result<Self, AgentFileError> {
         let mut agents = HashMap::new();
         let http = crate::llm::http_client();
+        let models =
+            ModelRegistry::from_config(models, &http).map_err(|message| AgentFileError {
+                file: "agentwire.toml".into(),
+                message: format!("models: {message}"),
+            })?;
         let demo = Agent::from_yaml(DEMO, &http).map_err(|message| AgentFileError {
             file: "<built-in demo>".into(),
             message,
@@ -293,7 +332,7 @@ impl AgentRegistry {
         let entries = match std::fs::read_dir(dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
-                return Ok(Self { agents });
+                return Ok(Self { agents, models });
             }
             Err(e) => {
                 return Err(AgentFileError {
@@ -319,12 +358,17 @@ impl AgentRegistry {
             }
             agents.insert(agent.id.clone(), Arc::new(agent));
         }
-        Ok(Self { agents })
+        Ok(Self { agents, models })
     }
 
     /// The agent with that id.
     pub fn get(&self, id: &str) -> Option<Arc<Agent>> {
         self.agents.get(id).cloned()
+    }
+
+    /// The models chats may switch to.
+    pub fn models(&self) -> &ModelRegistry {
+        &self.models
     }
 
     /// Every agent id, sorted.

@@ -110,8 +110,8 @@ impl RunControl {
     }
 }
 
-/// What one run starts from.
-#[derive(Debug, Clone)]
+/// What one run starts from. (No `Debug`: it holds the caller's token.)
+#[derive(Clone)]
 pub struct RunSpec {
     pub agent: Arc<Agent>,
     /// The conversation so far, the new user message last.
@@ -121,6 +121,8 @@ pub struct RunSpec {
     /// The bearer token of the connection that started the run, forwarded to
     /// HTTP tools verbatim. Never logged or stored.
     pub bearer: Option<String>,
+    /// The chat's own model, overriding the agent's.
+    pub provider: Option<Arc<dyn crate::llm::Provider>>,
 }
 
 /// Runs the agent until it finishes, fails, runs out of turns or time, or is
@@ -185,7 +187,8 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
             tools: tools.clone(),
             max_tokens: 4096,
         };
-        let turn = match agent.provider.stream_chat(request).await {
+        let provider = spec.provider.as_ref().unwrap_or(&agent.provider);
+        let turn = match provider.stream_chat(request).await {
             Ok(stream) => stream_turn(agent, link, stream, usage, json_mode).await?,
             Err(e) => return fail(link, e.code, e.message, e.recoverable).await,
         };

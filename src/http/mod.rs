@@ -1,10 +1,12 @@
-//! HTTP: the router, authentication at the edge, `/healthz` and the WebSocket
-//! endpoint `/v1/ws`.
+//! HTTP: the router, authentication at the edge, `/healthz`, the WebSocket
+//! endpoint `/v1/ws` and the REST routes of a chat (`chats`).
 //!
 //! The only module that knows axum. Transports translate frames to and from
 //! [`Registry`] calls and never touch the store.
 
 mod auth;
+mod chats;
+mod error;
 mod ws;
 
 use std::sync::Arc;
@@ -42,6 +44,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/v1/ws", get(ws::upgrade))
+        .merge(chats::router())
         .with_state(state)
 }
 

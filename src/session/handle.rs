@@ -62,6 +62,12 @@ pub(super) enum Command {
         user: String,
         reply: Reply,
     },
+    /// Switch the chat's model (already resolved from an alias).
+    SetModel {
+        user: String,
+        model: String,
+        reply: Reply,
+    },
     Unsubscribe {
         conn_id: u64,
         reply: Reply,

@@ -51,6 +51,8 @@ pub enum SessionError {
     NotFound,
     #[error("no agent `{0}`")]
     UnknownAgent(String),
+    #[error("no model `{0}`")]
+    UnknownModel(String),
     #[error("the agent `{0}` of this chat is no longer configured")]
     AgentMissing(String),
     #[error("a run is in progress; wait for chat.run_complete or send chat.cancel")]
@@ -72,7 +74,7 @@ impl SessionError {
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::NotFound => ErrorCode::ResumeFailed,
-            Self::UnknownAgent(_) => ErrorCode::WorkflowNotFound,
+            Self::UnknownAgent(_) | Self::UnknownModel(_) => ErrorCode::WorkflowNotFound,
             Self::AgentMissing(_) => ErrorCode::AgentInitializationFailed,
             Self::RunInProgress => ErrorCode::RunInProgress,
             Self::RequestNotFound(_) => ErrorCode::InputRequestNotFound,
@@ -85,7 +87,10 @@ impl SessionError {
 
     /// Whether the same request may succeed later.
     pub fn recoverable(&self) -> bool {
-        !matches!(self, Self::UnknownAgent(_) | Self::AgentMissing(_))
+        !matches!(
+            self,
+            Self::UnknownAgent(_) | Self::UnknownModel(_) | Self::AgentMissing(_)
+        )
     }
 }
 

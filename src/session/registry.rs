@@ -77,6 +77,11 @@ impl Registry {
         }
     }
 
+    /// The models chats may switch to.
+    pub fn models(&self) -> &crate::agent::ModelRegistry {
+        self.inner.ctx.agents.models()
+    }
+
     /// How many chats have an actor in memory.
     pub fn active_chats(&self) -> usize {
         self.inner.chats.lock().expect("registry lock").len()
@@ -240,6 +245,50 @@ impl Registry {
             reply,
         })
         .await
+    }
+
+    /// The chat's model (`None`: the agent's own), if the chat is `user`'s.
+    ///
+    /// # Errors
+    /// `NotFound` for a chat that is not the user's.
+    pub async fn chat_model(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+    ) -> Result<Option<String>, SessionError> {
+        match self.inner.ctx.store.chat(chat_id).await? {
+            Some(chat) if chat.owner == user => Ok(chat.model),
+            _ => Err(SessionError::NotFound),
+        }
+    }
+
+    /// Switches the chat's model to `name` (a model or an alias).
+    ///
+    /// # Returns
+    /// The model's name.
+    ///
+    /// # Errors
+    /// `UnknownModel`, or `NotFound` for a chat that is not the user's.
+    pub async fn set_model(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        name: &str,
+    ) -> Result<String, SessionError> {
+        let model = self
+            .inner
+            .ctx
+            .agents
+            .models()
+            .resolve(name)
+            .ok_or_else(|| SessionError::UnknownModel(name.to_owned()))?;
+        self.call(chat_id, |reply| Command::SetModel {
+            user: user.to_owned(),
+            model: model.name.clone(),
+            reply,
+        })
+        .await?;
+        Ok(model.name.clone())
     }
 
     /// Stops delivering the chat to connection `conn_id`. Does not wake a chat

@@ -20,7 +20,7 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
     Registry::new(Arc::new(SessionContext {
         store,
         writer,
-        agents: AgentRegistry::load(&dir.join("none"), false).unwrap(),
+        agents: AgentRegistry::load(&dir.join("none"), false, &[]).unwrap(),
         input_timeout: Duration::from_secs(60),
         ui_timeout: Duration::from_secs(60),
         idle,

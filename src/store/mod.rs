@@ -52,6 +52,8 @@ pub struct ChatRecord {
     pub state: ChatState,
     /// The `context` object given at `chat.start`, as JSON text.
     pub context: Option<String>,
+    /// The model the chat switched to; `None`: the agent's own.
+    pub model: Option<String>,
     /// Unix milliseconds.
     pub created_at: i64,
 }
@@ -124,6 +126,9 @@ pub trait Store: Send + Sync + 'static {
     /// The chat as stored: the new one, or the existing one (which may belong to
     /// someone else; the caller checks).
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError>;
+
+    /// Sets (or clears) the chat's model.
+    async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError>;
 
     /// The chat with that id.
     async fn chat(&self, id: Uuid) -> Result<Option<ChatRecord>, StoreError>;

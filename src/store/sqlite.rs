@@ -28,11 +28,18 @@ const ROWS_PER_INSERT: usize = 1000;
 /// The migrations of `migrations/sqlite/`, compiled in so the binary runs from
 /// any folder.
 fn migrator() -> Migrator {
-    let files: &[(i64, &str, &'static str)] = &[(
-        1,
-        "init",
-        include_str!("../../migrations/sqlite/0001_init.sql"),
-    )];
+    let files: &[(i64, &str, &'static str)] = &[
+        (
+            1,
+            "init",
+            include_str!("../../migrations/sqlite/0001_init.sql"),
+        ),
+        (
+            2,
+            "chat_model",
+            include_str!("../../migrations/sqlite/0002_chat_model.sql"),
+        ),
+    ];
     Migrator::with_migrations(
         files
             .iter()
@@ -92,6 +99,7 @@ fn chat_from_row(row: &SqliteRow) -> Result<ChatRecord, StoreError> {
         agent: row.try_get("agent")?,
         state: ChatState::parse(&state),
         context: row.try_get("context")?,
+        model: row.try_get("model")?,
         created_at: row.try_get("created_at")?,
     })
 }
@@ -134,6 +142,16 @@ impl Store for SqliteStore {
         self.chat(chat.id)
             .await?
             .ok_or_else(|| sqlx::Error::RowNotFound.into())
+    }
+
+    async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE chats SET model = ?, updated_at = ? WHERE id = ?")
+            .bind(model)
+            .bind(now_ms())
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn chat(&self, id: Uuid) -> Result<Option<ChatRecord>, StoreError> {

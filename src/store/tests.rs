@@ -11,6 +11,7 @@ fn chat(owner: &str) -> ChatRecord {
         agent: "demo".into(),
         state: ChatState::Idle,
         context: None,
+        model: None,
         created_at: 1,
     }
 }

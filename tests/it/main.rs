@@ -10,6 +10,7 @@ mod demo;
 mod fanout;
 mod input;
 mod mock_llm;
+mod models;
 mod providers;
 mod resume;
 mod support;

@@ -145,6 +145,11 @@ async fn answer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    // Scripted replies answer POSTs; anything else (an availability probe)
+    // gets a 404 and leaves the script alone.
+    if method != Method::POST {
+        return Response::builder().status(404).body(Body::empty()).unwrap();
+    }
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let echo = body.to_string();
     shared.requests.lock().unwrap().push(Recorded {
@@ -174,17 +179,7 @@ async fn answer(
         .into_iter()
         .map(|(pause, c)| {
             if c == "<echo>" {
-                (
-                    pause,
-                    shared
-                        .requests
-                        .lock()
-                        .unwrap()
-                        .last()
-                        .unwrap()
-                        .body
-                        .to_string(),
-                )
+                (pause, echo.clone())
             } else {
                 (pause, c)
             }

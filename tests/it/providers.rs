@@ -11,7 +11,7 @@ use crate::vendors::*;
 const KEY: &str = "sk-test-not-a-real-key";
 const SYSTEM: &str = "You help with the weather.";
 
-fn set_key() {
+pub fn set_key() {
     // SAFETY: every test sets the same value, so concurrent writers agree;
     // nothing in this process reads the variable while it is missing.
     unsafe { std::env::set_var("AGENTWIRE_TEST_KEY", KEY) };

@@ -162,7 +162,11 @@ impl Wire for OpenAiWire {
             let m = &messages[n - results.len() + i];
             assert_eq!(m["role"], "tool");
             assert_eq!(m["tool_call_id"], calls[i].0);
-            assert!(m["content"].as_str().unwrap().contains(result), "{m}");
+            assert!(
+                m["content"].as_str().unwrap().contains(result),
+                "{m} in {}",
+                body["messages"]
+            );
         }
     }
 }
@@ -545,7 +549,11 @@ impl Wire for OllamaWire {
             let m = &messages[n - results.len() + i];
             assert_eq!(m["role"], "tool");
             assert_eq!(m["tool_name"], calls[i].1);
-            assert!(m["content"].as_str().unwrap().contains(result), "{m}");
+            assert!(
+                m["content"].as_str().unwrap().contains(result),
+                "{m} in {}",
+                body["messages"]
+            );
         }
     }
 }

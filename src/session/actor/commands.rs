@@ -87,6 +87,7 @@ impl Actor {
                 }
                 (r, reply)
             }
+            Command::SetModel { user, model, reply } => (self.set_model(&user, model).await, reply),
             Command::Unsubscribe { reply, .. } => (Ok(()), reply),
         }
     }
@@ -156,6 +157,7 @@ impl Actor {
             agent,
             state: ChatState::Idle,
             context: context.map(|c| Value::Object(c).to_string()),
+            model: None,
             created_at: chrono::Utc::now().timestamp_millis(),
         };
         let stored = self.ctx.store.create_chat(&record).await?;
@@ -192,6 +194,23 @@ impl Actor {
             return Err(SessionError::RunInProgress);
         }
         self.start_run(Some((text, client_msg_id)), bearer).await
+    }
+
+    /// Persists the chat's model; the next run uses it.
+    pub(super) async fn set_model(
+        &mut self,
+        user: &str,
+        model: String,
+    ) -> Result<(), SessionError> {
+        self.owned(user)?;
+        self.ctx
+            .store
+            .set_chat_model(self.chat_id, Some(&model))
+            .await?;
+        if let Some(chat) = &mut self.chat {
+            chat.model = Some(model);
+        }
+        Ok(())
     }
 
     pub(super) async fn submit_input(

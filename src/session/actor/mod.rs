@@ -303,6 +303,7 @@ fn reply_of(cmd: Command) -> Reply {
         | Command::ComponentResult { reply, .. }
         | Command::ArtifactPatch { reply, .. }
         | Command::Cancel { reply, .. }
+        | Command::SetModel { reply, .. }
         | Command::Unsubscribe { reply, .. } => reply,
     }
 }

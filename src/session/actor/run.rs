@@ -26,6 +26,7 @@ impl Actor {
             .agents
             .get(&chat.agent)
             .ok_or_else(|| SessionError::AgentMissing(chat.agent.clone()))?;
+        let model = chat.model.clone();
         let context = chat
             .context
             .as_deref()
@@ -73,11 +74,16 @@ impl Actor {
             }
             history.push(Message::User { text });
         }
+        // A model the chat switched to overrides the agent's.
+        let provider = model
+            .and_then(|m| self.ctx.agents.models().resolve(&m))
+            .map(|m| m.provider.clone());
         let spec = RunSpec {
             agent,
             history,
             context,
             bearer,
+            provider,
         };
         self.ctx.tracker.spawn(runtime::run(spec, link, control));
         Ok(())

@@ -1,0 +1,52 @@
+//! Errors of the REST routes: one JSON shape, `{"error", "error_code"}`, and a
+//! status per cause. Internal causes are logged and answered generically.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Json, Response};
+
+use crate::protocol::ErrorCode;
+use crate::session::SessionError;
+
+/// A failed REST request.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request itself is malformed.
+    #[error("{0}")]
+    BadRequest(String),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, message) = match &self {
+            Self::BadRequest(m) => (
+                StatusCode::BAD_REQUEST,
+                ErrorCode::SchemaValidationFailed,
+                m.clone(),
+            ),
+            Self::Session(e) => {
+                let status = match e {
+                    SessionError::NotFound => StatusCode::NOT_FOUND,
+                    SessionError::RunInProgress => StatusCode::CONFLICT,
+                    SessionError::Persistence(_) | SessionError::ShuttingDown => {
+                        StatusCode::SERVICE_UNAVAILABLE
+                    }
+                    _ => StatusCode::BAD_REQUEST,
+                };
+                let message = if status == StatusCode::SERVICE_UNAVAILABLE {
+                    tracing::error!(error = %e, "request failed");
+                    "the server cannot answer now; try again".to_owned()
+                } else {
+                    e.to_string()
+                };
+                (status, e.code(), message)
+            }
+        };
+        (
+            status,
+            Json(serde_json::json!({"error": message, "error_code": code})),
+        )
+            .into_response()
+    }
+}

@@ -1,0 +1,139 @@
+//! Models per chat: list with availability, switch by name or alias, persisted.
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::mock_llm::MockServer;
+use crate::providers::agent_yaml;
+use crate::support::*;
+use crate::vendors::{OpenAiWire, Wire};
+
+async fn model_server(dir: tempfile::TempDir, agent: &str, qwen: &MockServer) -> Server {
+    let config = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[models]]
+name = "qwen3-8b"
+provider = "openai"
+base_url = "{}/v1"
+aliases = ["qwen"]
+
+[[models]]
+name = "offline"
+provider = "openai"
+base_url = "http://127.0.0.1:9/v1"
+"#,
+            qwen.url()
+        ),
+    )
+    .unwrap();
+    Server::start_in(
+        dir,
+        Opts {
+            settings: agentwire::config::Settings {
+                config: Some(config),
+                ..Default::default()
+            },
+            agents: vec![("real.yaml".into(), agent.to_owned())],
+        },
+    )
+    .await
+}
+
+async fn json_request(server: &Server, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let (status, text) = http_request(
+        server.addr,
+        method,
+        path,
+        &[("content-type", "application/json")],
+        body,
+    )
+    .await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_switches_models_and_keeps_the_choice() {
+    let w = OpenAiWire;
+    let agent_llm = MockServer::start(vec![w.text(&["from the agent's model"], (1, 1))]).await;
+    let qwen = MockServer::start(vec![
+        w.text(&["from qwen"], (1, 1)),
+        w.text(&["qwen again"], (1, 1)),
+    ])
+    .await;
+    let tool = MockServer::start(vec![]).await;
+    let agent = agent_yaml(&w, &agent_llm, &tool, "");
+    crate::providers::set_key();
+    let server = model_server(tempfile::tempdir().unwrap(), &agent, &qwen).await;
+
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "real", "first").await;
+    assert_eq!(
+        last_text(&c.until_complete(chat).await),
+        "from the agent's model"
+    );
+
+    let path = format!("/v1/chats/{chat}/model");
+    let (status, listed) = json_request(&server, "GET", &path, "").await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["model"], Value::Null);
+    assert_eq!(
+        listed["models"][0],
+        json!({"name": "qwen3-8b", "provider": "openai", "aliases": ["qwen"], "available": true})
+    );
+    assert_eq!(listed["models"][1]["available"], false);
+
+    let (status, set) = json_request(&server, "POST", &path, r#"{"name": "qwen"}"#).await;
+    assert_eq!((status, &set["model"]), (200, &json!("qwen3-8b")));
+    c.say(chat, "second").await;
+    let second = c.until_complete(chat).await;
+    assert_eq!(last_text(&second), "from qwen");
+    assert_eq!(qwen.requests()[0].body["model"], "qwen3-8b");
+    // The history travels with the chat to the new model.
+    let history = qwen.requests()[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        history
+            .iter()
+            .any(|m| m["content"] == "from the agent's model")
+    );
+
+    // Errors.
+    let (status, err) = json_request(&server, "POST", &path, r#"{"name": "nope"}"#).await;
+    assert_eq!(
+        (status, &err["error_code"]),
+        (400, &json!("WORKFLOW_NOT_FOUND"))
+    );
+    let (status, err) = json_request(&server, "POST", &path, r#"{"model": "qwen"}"#).await;
+    assert_eq!(
+        (status, &err["error_code"]),
+        (400, &json!("SCHEMA_VALIDATION_FAILED"))
+    );
+    let (status, _) = json_request(
+        &server,
+        "GET",
+        &format!("/v1/chats/{}/model", Uuid::new_v4()),
+        "",
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, _) = json_request(&server, "GET", "/v1/chats/not-a-uuid/model", "").await;
+    assert_eq!(status, 400);
+
+    // Persisted across a restart.
+    c.close().await;
+    let dir = server.stop().await;
+    let server = model_server(dir, &agent, &qwen).await;
+    let (_, listed) = json_request(&server, "GET", &path, "").await;
+    assert_eq!(listed["model"], "qwen3-8b");
+    let mut c = server.client().await;
+    c.resume(chat, 0).await;
+    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    c.say(chat, "third").await;
+    assert_eq!(last_text(&c.until_complete(chat).await), "qwen again");
+}
