@@ -10,7 +10,7 @@
 //! - [`agent`]: agent files, tools and the run loop.
 //! - [`session`]: one actor per chat, the single writer of its log.
 //! - [`auth`]: bearer token → user.
-//! - [`http`]: the axum router, `/healthz` and `/v1/ws`.
+//! - [`http`]: the axum router, `/healthz`, `/v1/ws` and the REST routes.
 //!
 //! [`run`] wires them together; `main.rs` only parses the command line.
 

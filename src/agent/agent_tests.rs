@@ -63,3 +63,22 @@ fn bad_files_name_the_file_and_field() {
     let reg = AgentRegistry::load(dir.path(), true, &[]).unwrap();
     assert_eq!(reg.ids(), vec!["demo", "helper"]);
 }
+
+#[test]
+fn the_example_agents_load() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents");
+    let reg = AgentRegistry::load(&dir, true, &[]).unwrap();
+    assert_eq!(
+        reg.ids(),
+        vec!["demo", "local-weather", "local-weather-json"]
+    );
+    let agent = reg.get("local-weather").unwrap();
+    assert!(matches!(
+        agent.tool("get_weather").unwrap().kind,
+        ToolKind::Http(_)
+    ));
+    assert!(matches!(
+        agent.tool("pick_city").unwrap().kind,
+        ToolKind::Ui { .. }
+    ));
+}
