@@ -392,3 +392,30 @@ async fn json_format_bad_replies_go_back_then_fail() {
         "no tool JSON shown"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_over_its_time_ends_with_timeout_and_usage_has_a_cost() {
+    let words: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    let llm = MockServer::start(vec![
+        W.text(&["quick"], (1000, 500)),
+        W.text(&refs, (1, 1)).paced(Duration::from_millis(50)),
+    ])
+    .await;
+    let tool = MockServer::start(vec![]).await;
+    let yaml = agent_yaml(&W, &llm, &tool, "run_timeout_seconds: 1").replace(
+        "  api_key_env: AGENTWIRE_TEST_KEY\n",
+        "  api_key_env: AGENTWIRE_TEST_KEY\n  price: {prompt_per_million: 2.0, completion_per_million: 8.0}\n",
+    );
+    let server = server_with(yaml).await;
+    let (mut c, chat, msgs) = chat(&server, "Quick one").await;
+    let usage = &msgs[msgs.len() - 2];
+    assert_eq!(usage["type"], "chat.usage_summary");
+    // 1000 × 2 / 1e6 + 500 × 8 / 1e6
+    assert_eq!(usage["cost"], 0.006);
+
+    c.say(chat, "Slow one").await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(msgs.last().unwrap()["reason"], "timeout");
+    assert!(msgs.iter().filter(|m| m["type"] == "chat.print").count() < 100);
+}
