@@ -9,11 +9,18 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
-use super::transport::{self, Decoder, Endpoint, Framing, cut_short, malformed};
+use super::transport::{Decoder, Endpoint, Framing, KeyHeader, Wire, cut_short, malformed};
 use super::{ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, Usage};
 use crate::protocol::ErrorCode;
 
 const VENDOR: &str = "anthropic";
+const WIRE: Wire = Wire {
+    vendor: VENDOR,
+    key: KeyHeader::Named("x-api-key"),
+    headers: &[("anthropic-version", API_VERSION)],
+    framing: Framing::Sse,
+};
+
 /// The API version header sent with every request.
 pub const API_VERSION: &str = "2023-06-01";
 
@@ -88,28 +95,11 @@ impl Provider for Anthropic {
         &self,
         request: ChatRequest,
     ) -> Result<BoxStream<'static, StreamEvent>, ProviderError> {
-        let key = self.endpoint.api_key(VENDOR)?;
         let url = format!("{}/v1/messages", self.endpoint.base_url);
         let body = self.body(&request);
-        let response = transport::send(VENDOR, || {
-            let mut req = self
-                .endpoint
-                .client
-                .post(&url)
-                .header("anthropic-version", API_VERSION)
-                .json(&body);
-            if let Some(key) = &key {
-                req = req.header("x-api-key", key);
-            }
-            req
-        })
-        .await?;
-        Ok(transport::decode(
-            VENDOR,
-            response,
-            Framing::Sse,
-            EventDecoder::default(),
-        ))
+        self.endpoint
+            .stream(&WIRE, &url, &body, EventDecoder::default())
+            .await
     }
 }
 

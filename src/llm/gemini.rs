@@ -8,11 +8,17 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
-use super::transport::{self, Decoder, Endpoint, Framing, cut_short, malformed};
+use super::transport::{Decoder, Endpoint, Framing, KeyHeader, Wire, cut_short, malformed};
 use super::{ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, Usage};
 use crate::protocol::ErrorCode;
 
 const VENDOR: &str = "gemini";
+const WIRE: Wire = Wire {
+    vendor: VENDOR,
+    key: KeyHeader::Named("x-goog-api-key"),
+    headers: &[],
+    framing: Framing::Sse,
+};
 
 /// The Gemini API.
 #[derive(Debug, Clone)]
@@ -91,26 +97,14 @@ impl Provider for Gemini {
         &self,
         request: ChatRequest,
     ) -> Result<BoxStream<'static, StreamEvent>, ProviderError> {
-        let key = self.endpoint.api_key(VENDOR)?;
         let url = format!(
             "{}/v1beta/models/{}:streamGenerateContent?alt=sse",
             self.endpoint.base_url, self.endpoint.model
         );
         let body = self.body(&request);
-        let response = transport::send(VENDOR, || {
-            let mut req = self.endpoint.client.post(&url).json(&body);
-            if let Some(key) = &key {
-                req = req.header("x-goog-api-key", key);
-            }
-            req
-        })
-        .await?;
-        Ok(transport::decode(
-            VENDOR,
-            response,
-            Framing::Sse,
-            ResponseDecoder::default(),
-        ))
+        self.endpoint
+            .stream(&WIRE, &url, &body, ResponseDecoder::default())
+            .await
     }
 }
 

@@ -8,11 +8,17 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
-use super::transport::{self, Decoder, Endpoint, Framing, cut_short, malformed};
+use super::transport::{Decoder, Endpoint, Framing, KeyHeader, Wire, cut_short, malformed};
 use super::{ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, Usage};
 use crate::protocol::ErrorCode;
 
 const VENDOR: &str = "ollama";
+const WIRE: Wire = Wire {
+    vendor: VENDOR,
+    key: KeyHeader::Bearer,
+    headers: &[],
+    framing: Framing::NdJson,
+};
 
 /// An Ollama server.
 #[derive(Debug, Clone)]
@@ -57,16 +63,7 @@ impl Ollama {
             "options": {"num_predict": request.max_tokens},
         });
         if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({
-                        "type": "function",
-                        "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-                    })
-                })
-                .collect();
+            body["tools"] = super::openai::function_tools(&request.tools);
         }
         body
     }
@@ -78,23 +75,11 @@ impl Provider for Ollama {
         &self,
         request: ChatRequest,
     ) -> Result<BoxStream<'static, StreamEvent>, ProviderError> {
-        let key = self.endpoint.api_key(VENDOR)?;
         let url = format!("{}/api/chat", self.endpoint.base_url);
         let body = self.body(&request);
-        let response = transport::send(VENDOR, || {
-            let mut req = self.endpoint.client.post(&url).json(&body);
-            if let Some(key) = &key {
-                req = req.bearer_auth(key);
-            }
-            req
-        })
-        .await?;
-        Ok(transport::decode(
-            VENDOR,
-            response,
-            Framing::NdJson,
-            LineDecoder::default(),
-        ))
+        self.endpoint
+            .stream(&WIRE, &url, &body, LineDecoder::default())
+            .await
     }
 }
 

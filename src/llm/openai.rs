@@ -14,11 +14,19 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
-use super::transport::{self, Decoder, Endpoint, Framing, cut_short, malformed};
-use super::{ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, Usage};
+use super::transport::{Decoder, Endpoint, Framing, KeyHeader, Wire, cut_short, malformed};
+use super::{
+    ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, ToolDefinition, Usage,
+};
 use crate::protocol::ErrorCode;
 
 const VENDOR: &str = "openai";
+const WIRE: Wire = Wire {
+    vendor: VENDOR,
+    key: KeyHeader::Bearer,
+    headers: &[],
+    framing: Framing::Sse,
+};
 
 /// An OpenAI-compatible server.
 #[derive(Debug, Clone)]
@@ -72,19 +80,24 @@ impl OpenAi {
             "stream_options": {"include_usage": true},
         });
         if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({
-                        "type": "function",
-                        "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-                    })
-                })
-                .collect();
+            body["tools"] = function_tools(&request.tools);
         }
         body
     }
+}
+
+/// Tools in the OpenAI `{"type": "function", "function": {…}}` shape (Ollama
+/// takes the same).
+pub(super) fn function_tools(tools: &[ToolDefinition]) -> Value {
+    tools
+        .iter()
+        .map(|t| {
+            json!({
+                "type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+            })
+        })
+        .collect()
 }
 
 #[async_trait]
@@ -93,23 +106,11 @@ impl Provider for OpenAi {
         &self,
         request: ChatRequest,
     ) -> Result<BoxStream<'static, StreamEvent>, ProviderError> {
-        let key = self.endpoint.api_key(VENDOR)?;
         let url = format!("{}/chat/completions", self.endpoint.base_url);
         let body = self.body(&request);
-        let response = transport::send(VENDOR, || {
-            let mut req = self.endpoint.client.post(&url).json(&body);
-            if let Some(key) = &key {
-                req = req.bearer_auth(key);
-            }
-            req
-        })
-        .await?;
-        Ok(transport::decode(
-            VENDOR,
-            response,
-            Framing::Sse,
-            ChunkDecoder::default(),
-        ))
+        self.endpoint
+            .stream(&WIRE, &url, &body, ChunkDecoder::default())
+            .await
     }
 }
 

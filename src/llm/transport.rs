@@ -84,6 +84,56 @@ impl Endpoint {
     }
 }
 
+/// What a vendor's HTTP exchange looks like, apart from its bodies.
+pub(super) struct Wire {
+    /// The name in errors and logs.
+    pub vendor: &'static str,
+    pub key: KeyHeader,
+    /// Headers sent with every request (`anthropic-version`).
+    pub headers: &'static [(&'static str, &'static str)],
+    pub framing: Framing,
+}
+
+/// How a vendor wants its API key.
+pub(super) enum KeyHeader {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// A header of its own (`x-api-key`, `x-goog-api-key`).
+    Named(&'static str),
+}
+
+impl Endpoint {
+    /// POSTs `body` to `url` (with the key, extra headers and retries) and
+    /// decodes the streamed answer.
+    ///
+    /// # Errors
+    /// A missing key variable, or a request that failed before its stream
+    /// started (see [`send`]).
+    pub(super) async fn stream<D: Decoder>(
+        &self,
+        wire: &Wire,
+        url: &str,
+        body: &serde_json::Value,
+        decoder: D,
+    ) -> Result<BoxStream<'static, StreamEvent>, ProviderError> {
+        let vendor = wire.vendor;
+        let key = self.api_key(vendor)?;
+        let response = send(vendor, || {
+            let mut req = self.client.post(url).json(body);
+            for (name, value) in wire.headers {
+                req = req.header(*name, *value);
+            }
+            match (&key, &wire.key) {
+                (Some(key), KeyHeader::Bearer) => req.bearer_auth(key),
+                (Some(key), KeyHeader::Named(name)) => req.header(*name, key),
+                (None, _) => req,
+            }
+        })
+        .await?;
+        Ok(decode(vendor, response, wire.framing, decoder))
+    }
+}
+
 /// Sends a request, retrying 429 and 5xx answers (before any token) with
 /// exponential backoff and jitter, honouring `Retry-After`.
 ///
@@ -235,6 +285,7 @@ struct State<D> {
 }
 
 /// How a response body is framed.
+#[derive(Clone, Copy)]
 pub(super) enum Framing {
     /// Server-sent events.
     Sse,
