@@ -88,6 +88,10 @@ async fn resume_positions() {
     // Unsubscribed: no more live events of that chat.
     c.send(json!({"type": "client.unsubscribe", "chat_id": chat}))
         .await;
+    // A connection's messages are handled in order: the pong means the
+    // unsubscribe is done.
+    c.send(json!({"type": "ping"})).await;
+    assert_eq!(c.recv().await["type"], "pong");
     let mut other = server.client().await;
     other.resume(chat, n).await;
     other.expect("chat.resume_boundary").await;
