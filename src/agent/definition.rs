@@ -130,6 +130,9 @@ pub struct ToolSpec {
     /// Ask the user before running (seed 002's approval gate).
     #[serde(default)]
     pub requires_approval: bool,
+    /// The `context_type`s (seed 000) this tool is offered for; empty: all.
+    #[serde(default)]
+    pub context_types: Vec<String>,
     /// Arguments filled from the chat's context when the model leaves them
     /// out or gives them in the wrong form: `{workflow_id: context.workflow_id}`.
     #[serde(default)]

@@ -70,6 +70,16 @@ pub struct Tool {
     pub requires_approval: bool,
     /// `(argument, path in the chat context)` pairs filled before validation.
     pub inject: Vec<(String, Vec<String>)>,
+    /// The `context_type`s it is offered for; empty: all.
+    pub context_types: Vec<String>,
+}
+
+impl Tool {
+    /// Whether a run with this `context_type` may use the tool.
+    pub fn offered_for(&self, context_type: Option<&str>) -> bool {
+        self.context_types.is_empty()
+            || context_type.is_some_and(|ct| self.context_types.iter().any(|t| t == ct))
+    }
 }
 
 /// An agent, ready to run.
@@ -189,6 +199,7 @@ fn tool_from_spec(spec: ToolSpec, index: usize) -> Result<Tool, String> {
         kind,
         requires_approval: spec.requires_approval,
         inject,
+        context_types: spec.context_types,
     })
 }
 

@@ -118,6 +118,8 @@ pub struct RunSpec {
     pub history: Vec<Message>,
     /// The chat's `context` object (given to the model, and to tool `inject`).
     pub context: Option<Value>,
+    /// Seed 000's `context_type`: only tools declared for it are offered.
+    pub context_type: Option<String>,
     /// The bearer token of the connection that started the run, forwarded to
     /// HTTP tools verbatim. Never logged or stored.
     pub bearer: Option<String>,
@@ -166,13 +168,20 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
     let definitions: Vec<ToolDefinition> = agent
         .tools
         .iter()
+        .filter(|t| t.offered_for(spec.context_type.as_deref()))
         .map(|t| ToolDefinition {
             name: t.name.clone(),
             description: t.description.clone(),
             input_schema: t.input_schema.clone(),
         })
         .collect();
-    let system_prompt = system_prompt(agent, spec.context.as_ref(), json_mode, &definitions);
+    let system_prompt = system_prompt(
+        agent,
+        spec.context.as_ref(),
+        spec.context_type.as_deref(),
+        json_mode,
+        &definitions,
+    );
     let tools = if json_mode { Vec::new() } else { definitions };
     let mut bad_json = 0;
 
@@ -299,12 +308,13 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
 fn system_prompt(
     agent: &Agent,
     context: Option<&Value>,
+    context_type: Option<&str>,
     json_mode: bool,
     tools: &[ToolDefinition],
 ) -> String {
     let mut prompt = agent.system_prompt.clone();
     if let Some(ctx) = context {
-        prompt.push_str(&format!("\n\nContext: {ctx}"));
+        prompt.push_str(&context_block(ctx, context_type));
     }
     if json_mode && !tools.is_empty() {
         prompt.push_str("\n\nYou can use these tools:\n");
@@ -323,6 +333,25 @@ fn system_prompt(
         ));
     }
     prompt
+}
+
+/// Seed 000 §6's context block: a preamble, every `*_id` field pulled out for
+/// easy reference, then the compact context JSON.
+pub(super) fn context_block(context: &Value, context_type: Option<&str>) -> String {
+    let mut block = match context_type {
+        Some(ct) => format!("\n\nCurrent context (`{ct}`) of the user's screen:\n"),
+        None => "\n\nCurrent context of the user's screen:\n".to_owned(),
+    };
+    for (key, value) in context.as_object().into_iter().flatten() {
+        if let (Some(name), Some(id)) = (key.strip_suffix("_id"), value.as_str()) {
+            block.push_str(&format!(
+                "**Current {} ID: `{id}`**\n",
+                name.replace('_', " ")
+            ));
+        }
+    }
+    block.push_str(&format!("```json\n{context}\n```"));
+    block
 }
 
 /// A rough token estimate: four characters a token, plus a little per message.

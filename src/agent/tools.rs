@@ -20,7 +20,10 @@ pub(super) async fn execute(
     call: &ToolCall,
     spec: &RunSpec,
 ) -> Result<ToolOutcome, Gone> {
-    let Some(tool) = agent.tool(&call.name) else {
+    let offered = agent
+        .tool(&call.name)
+        .filter(|t| t.offered_for(spec.context_type.as_deref()));
+    let Some(tool) = offered else {
         return refuse(link, call, format!("there is no tool `{}`", call.name)).await;
     };
     let mut call = call.clone();

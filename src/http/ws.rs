@@ -201,8 +201,10 @@ impl Connection {
                 let caller = Caller {
                     user,
                     bearer: self.bearer.as_deref(),
+                    context_type: None,
+                    context: context.as_ref(),
                 };
-                reg.start(chat_id, caller, &agent, message, context, self.sub.clone())
+                reg.start(chat_id, caller, &agent, message, self.sub.clone())
                     .await?;
                 self.chats.insert(chat_id);
                 Ok(())
@@ -230,6 +232,8 @@ impl Connection {
                 let caller = Caller {
                     user,
                     bearer: self.bearer.as_deref(),
+                    context_type: None,
+                    context: None,
                 };
                 reg.user_message(chat_id, caller, text, client_msg_id).await
             }

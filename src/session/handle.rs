@@ -21,15 +21,14 @@ pub(super) enum Command {
         user: String,
         agent: String,
         message: Option<String>,
-        context: Option<Map<String, Value>>,
-        /// Forwarded to the run's HTTP tools; never stored.
-        bearer: Option<String>,
+        extras: RunExtras,
         sub: Subscriber,
         reply: Reply,
     },
+    /// Subscribe; with `after`, replay what follows it first.
     Resume {
         user: String,
-        after: u64,
+        after: Option<u64>,
         sub: Subscriber,
         reply: Reply,
     },
@@ -37,7 +36,7 @@ pub(super) enum Command {
         user: String,
         text: String,
         client_msg_id: Option<String>,
-        bearer: Option<String>,
+        extras: RunExtras,
         reply: Reply,
     },
     SubmitInput {
@@ -72,6 +71,25 @@ pub(super) enum Command {
         conn_id: u64,
         reply: Reply,
     },
+}
+
+/// What a request adds to the run it starts. Never stored, never logged.
+#[derive(Clone, Default)]
+pub struct RunExtras {
+    /// Forwarded to the run's HTTP tools.
+    pub bearer: Option<String>,
+    pub context_type: Option<String>,
+    /// The UI state for this run; at `chat.start` also kept with the chat.
+    pub context: Option<Map<String, Value>>,
+}
+
+impl std::fmt::Debug for RunExtras {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunExtras")
+            .field("bearer", &self.bearer.as_ref().map(|_| "<redacted>"))
+            .field("context_type", &self.context_type)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The actor stopped before answering; ask a fresh one.

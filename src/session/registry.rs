@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::handle::{Command, Handle, Reply};
+use super::handle::{Command, Handle, Reply, RunExtras};
 use super::{SessionContext, SessionError, Subscriber, actor};
 use crate::store::{ChatState, StoreError};
 
@@ -51,12 +51,29 @@ pub struct Caller<'a> {
     pub user: &'a str,
     /// Their bearer token, forwarded to the run's HTTP tools (never stored).
     pub bearer: Option<&'a str>,
+    /// Seed 000's `context_type`: selects the agent's tools for this run.
+    pub context_type: Option<&'a str>,
+    /// The UI state for this run (at `chat.start`, also kept with the chat).
+    pub context: Option<&'a Map<String, Value>>,
 }
 
 impl<'a> Caller<'a> {
     /// A caller without a token.
     pub fn user(user: &'a str) -> Self {
-        Self { user, bearer: None }
+        Self {
+            user,
+            bearer: None,
+            context_type: None,
+            context: None,
+        }
+    }
+
+    fn extras(&self) -> RunExtras {
+        RunExtras {
+            bearer: self.bearer.map(str::to_owned),
+            context_type: self.context_type.map(str::to_owned),
+            context: self.context.cloned(),
+        }
     }
 }
 
@@ -137,15 +154,13 @@ impl Registry {
         caller: Caller<'_>,
         agent: &str,
         message: Option<String>,
-        context: Option<Map<String, Value>>,
         sub: Subscriber,
     ) -> Result<(), SessionError> {
         self.call(chat_id, |reply| Command::Start {
             user: caller.user.to_owned(),
             agent: agent.to_owned(),
             message: message.clone(),
-            context: context.clone(),
-            bearer: caller.bearer.map(str::to_owned),
+            extras: caller.extras(),
             sub: sub.clone(),
             reply,
         })
@@ -162,7 +177,23 @@ impl Registry {
     ) -> Result<(), SessionError> {
         self.call(chat_id, |reply| Command::Resume {
             user: user.to_owned(),
-            after,
+            after: Some(after),
+            sub: sub.clone(),
+            reply,
+        })
+        .await
+    }
+
+    /// Subscribes to what the chat logs from now on, with no replay.
+    pub async fn follow(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        sub: Subscriber,
+    ) -> Result<(), SessionError> {
+        self.call(chat_id, |reply| Command::Resume {
+            user: user.to_owned(),
+            after: None,
             sub: sub.clone(),
             reply,
         })
@@ -181,7 +212,7 @@ impl Registry {
             user: caller.user.to_owned(),
             text: text.clone(),
             client_msg_id: client_msg_id.clone(),
-            bearer: caller.bearer.map(str::to_owned),
+            extras: caller.extras(),
             reply,
         })
         .await

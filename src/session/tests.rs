@@ -73,7 +73,6 @@ async fn run_events_and_inbound_commands_interleave_without_gaps() {
         Caller::user("dev"),
         "demo",
         Some("ui: board".into()),
-        None,
         sub,
     )
     .await
@@ -135,16 +134,9 @@ async fn an_idle_chat_is_rebuilt_from_the_store() {
     let reg = registry(dir.path(), Duration::from_millis(50)).await;
     let chat = Uuid::new_v4();
     let (sub, mut rx) = subscriber(1);
-    reg.start(
-        chat,
-        Caller::user("dev"),
-        "demo",
-        Some("one".into()),
-        None,
-        sub,
-    )
-    .await
-    .unwrap();
+    reg.start(chat, Caller::user("dev"), "demo", Some("one".into()), sub)
+        .await
+        .unwrap();
     let first = until(&mut rx, |v| v["type"] == "chat.run_complete").await;
     reg.unsubscribe(chat, 1).await;
     drop(rx);

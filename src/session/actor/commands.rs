@@ -1,12 +1,12 @@
 //! The actor's answers to commands from connections.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::time::Instant;
 
 use super::{Actor, MAX_SUBSCRIBERS, REDACTED, reply_of};
 use crate::agent::runtime::{ComponentOutcome, InputOutcome};
 use crate::protocol::{Envelope, EventKind, RunEndReason};
-use crate::session::handle::{Command, Reply};
+use crate::session::handle::{Command, Reply, RunExtras};
 use crate::session::{Outbound, Replay, SessionError, Subscriber};
 use crate::store::{ChatRecord, ChatState};
 
@@ -35,14 +35,10 @@ impl Actor {
                 user,
                 agent,
                 message,
-                context,
-                bearer,
+                extras,
                 sub,
                 reply,
-            } => (
-                self.start(user, agent, message, context, bearer, sub).await,
-                reply,
-            ),
+            } => (self.start(user, agent, message, extras, sub).await, reply),
             Command::Resume {
                 user,
                 after,
@@ -50,16 +46,16 @@ impl Actor {
                 reply,
             } => {
                 let r = self.owned(&user).map(|_| ());
-                (r.and_then(|()| self.subscribe(sub, Some(after))), reply)
+                (r.and_then(|()| self.subscribe(sub, after)), reply)
             }
             Command::UserMessage {
                 user,
                 text,
                 client_msg_id,
-                bearer,
+                extras,
                 reply,
             } => (
-                self.user_message(&user, text, client_msg_id, bearer).await,
+                self.user_message(&user, text, client_msg_id, extras).await,
                 reply,
             ),
             Command::SubmitInput {
@@ -139,8 +135,7 @@ impl Actor {
         user: String,
         agent: String,
         message: Option<String>,
-        context: Option<Map<String, Value>>,
-        bearer: Option<String>,
+        extras: RunExtras,
         sub: Subscriber,
     ) -> Result<(), SessionError> {
         if self.chat.is_some() {
@@ -156,7 +151,7 @@ impl Actor {
             owner: user.clone(),
             agent,
             state: ChatState::Idle,
-            context: context.map(|c| Value::Object(c).to_string()),
+            context: extras.context.clone().map(|c| Value::Object(c).to_string()),
             model: None,
             created_at: chrono::Utc::now().timestamp_millis(),
         };
@@ -171,8 +166,8 @@ impl Actor {
             return Ok(());
         }
         match message {
-            Some(text) => self.start_run(Some((text, None)), bearer).await,
-            None if definition.starts_first => self.start_run(None, bearer).await,
+            Some(text) => self.start_run(Some((text, None)), extras).await,
+            None if definition.starts_first => self.start_run(None, extras).await,
             None => Ok(()),
         }
     }
@@ -182,7 +177,7 @@ impl Actor {
         user: &str,
         text: String,
         client_msg_id: Option<String>,
-        bearer: Option<String>,
+        extras: RunExtras,
     ) -> Result<(), SessionError> {
         self.owned(user)?;
         if let Some(id) = &client_msg_id
@@ -193,7 +188,7 @@ impl Actor {
         if self.run.is_some() {
             return Err(SessionError::RunInProgress);
         }
-        self.start_run(Some((text, client_msg_id)), bearer).await
+        self.start_run(Some((text, client_msg_id)), extras).await
     }
 
     /// Persists the chat's model; the next run uses it.

@@ -10,6 +10,7 @@ use crate::agent::runtime::{
 use crate::llm::Message;
 use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason};
 use crate::session::SessionError;
+use crate::session::handle::RunExtras;
 use crate::store::{ChatState, StoreError};
 
 impl Actor {
@@ -18,7 +19,7 @@ impl Actor {
     pub(super) async fn start_run(
         &mut self,
         user_text: Option<(String, Option<String>)>,
-        bearer: Option<String>,
+        extras: RunExtras,
     ) -> Result<(), SessionError> {
         let chat = self.chat.as_ref().ok_or(SessionError::NotFound)?;
         let agent = self
@@ -27,10 +28,14 @@ impl Actor {
             .get(&chat.agent)
             .ok_or_else(|| SessionError::AgentMissing(chat.agent.clone()))?;
         let model = chat.model.clone();
-        let context = chat
-            .context
-            .as_deref()
-            .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok());
+        // This request's context, else the one kept with the chat.
+        let context = match extras.context {
+            Some(map) => Some(serde_json::Value::Object(map)),
+            None => chat
+                .context
+                .as_deref()
+                .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok()),
+        };
         let mut history: Vec<Message> = self
             .ctx
             .store
@@ -82,7 +87,8 @@ impl Actor {
             agent,
             history,
             context,
-            bearer,
+            context_type: extras.context_type,
+            bearer: extras.bearer,
             provider,
         };
         self.ctx.tracker.spawn(runtime::run(spec, link, control));
