@@ -49,10 +49,10 @@ impl FromRequestParts<AppState> for AuthUser {
                 tracing::info!(error = %e, "refused unauthenticated request");
                 Err((
                     StatusCode::UNAUTHORIZED,
-                    Json(serde_json::json!({
-                        "error": e.to_string(),
-                        "error_code": ErrorCode::Unauthorized,
-                    })),
+                    Json(super::error::error_body(
+                        ErrorCode::Unauthorized,
+                        &e.to_string(),
+                    )),
                 )
                     .into_response())
             }

@@ -1,11 +1,16 @@
-//! Errors of the REST routes: one JSON shape, `{"error", "error_code"}`, and a
-//! status per cause. Internal causes are logged and answered generically.
+//! Errors of the HTTP routes: one JSON shape, `{"error": {"code", "message"}}`,
+//! and a status per cause. Internal causes are logged and answered generically.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
 
 use crate::protocol::ErrorCode;
 use crate::session::SessionError;
+
+/// The one error shape of every HTTP route: `{"error": {"code", "message"}}`.
+pub fn error_body(code: ErrorCode, message: &str) -> serde_json::Value {
+    serde_json::json!({"error": {"code": code, "message": message}})
+}
 
 /// A failed REST request.
 #[derive(Debug, thiserror::Error)]
@@ -43,10 +48,6 @@ impl IntoResponse for ApiError {
                 (status, e.code(), message)
             }
         };
-        (
-            status,
-            Json(serde_json::json!({"error": message, "error_code": code})),
-        )
-            .into_response()
+        (status, Json(error_body(code, &message))).into_response()
     }
 }

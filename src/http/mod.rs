@@ -7,6 +7,7 @@
 mod auth;
 mod chats;
 mod error;
+mod sse;
 mod ws;
 
 use std::sync::Arc;
@@ -45,6 +46,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/v1/ws", get(ws::upgrade))
         .merge(chats::router())
+        .merge(sse::router())
         .with_state(state)
 }
 

@@ -184,6 +184,20 @@ impl Registry {
         .await
     }
 
+    /// The chat's last seq (0 for an empty or unknown chat).
+    ///
+    /// # Errors
+    /// The store could not be read.
+    pub async fn last_seq(&self, chat_id: Uuid) -> Result<u64, SessionError> {
+        Ok(self
+            .inner
+            .ctx
+            .store
+            .last(chat_id)
+            .await?
+            .map_or(0, |(seq, _)| seq))
+    }
+
     /// Subscribes to what the chat logs from now on, with no replay.
     pub async fn follow(
         &self,

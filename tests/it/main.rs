@@ -13,5 +13,6 @@ mod mock_llm;
 mod models;
 mod providers;
 mod resume;
+mod sse;
 mod support;
 mod vendors;

@@ -106,12 +106,12 @@ async fn a_chat_switches_models_and_keeps_the_choice() {
     // Errors.
     let (status, err) = json_request(&server, "POST", &path, r#"{"name": "nope"}"#).await;
     assert_eq!(
-        (status, &err["error_code"]),
+        (status, &err["error"]["code"]),
         (400, &json!("WORKFLOW_NOT_FOUND"))
     );
     let (status, err) = json_request(&server, "POST", &path, r#"{"model": "qwen"}"#).await;
     assert_eq!(
-        (status, &err["error_code"]),
+        (status, &err["error"]["code"]),
         (400, &json!("SCHEMA_VALIDATION_FAILED"))
     );
     let (status, _) = json_request(

@@ -1,0 +1,502 @@
+//! SSE: the chat log served as the event streams of the systems agentwire
+//! replaces (contract §4). Every dialect is an [`dialects::Encoder`] over the
+//! same log; this module is the shared streaming core and the routes.
+//!
+//! A stream subscribes to its chat like a WebSocket connection does (a bounded
+//! queue, replay first when rejoining), so it is resumable with
+//! `Last-Event-ID` (every event's `id` is its envelope's `seq`). A client that
+//! goes away does not cancel the run. Streams that belong to a run end after
+//! its completion; the `chat` dialect stays open.
+
+pub mod dialects;
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::post;
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::AppState;
+use super::auth::AuthUser;
+use super::error::ApiError;
+use crate::protocol::{Envelope, EventKind};
+use crate::session::{Caller, Closer, Outbound, Replay, SessionError, Subscriber};
+use dialects::{Dialect, Encoder};
+
+/// Comment lines keep idle streams (and proxies) alive this often.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/agent/chat", post(agent_chat))
+        .route("/api/chat/send", post(agent_host))
+        .route("/v1/chats/{id}/events", axum::routing::get(rejoin))
+        .route("/v1/chats/{id}/cancel", post(cancel))
+        .route("/chat", post(thread_create))
+        .route("/chat/{id}/message", post(thread_message))
+        .route(
+            "/chat/{id}/model",
+            axum::routing::get(thread_model).post(thread_set_model),
+        )
+}
+
+/// The chat a `conversation_id` names: the UUID itself, or for any other
+/// string a stable chat of the caller's (UUID v5 of user and id).
+pub fn conversation_chat(user: &str, conversation_id: Option<&str>) -> Uuid {
+    match conversation_id {
+        None => Uuid::new_v4(),
+        Some(id) => Uuid::parse_str(id).unwrap_or_else(|_| {
+            Uuid::new_v5(
+                &Uuid::NAMESPACE_OID,
+                format!("agentwire\0{user}\0{id}").as_bytes(),
+            )
+        }),
+    }
+}
+
+fn parse_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid request body: {e}")))
+}
+
+/// A new subscriber with its own bounded queue.
+fn subscriber(state: &AppState) -> (Subscriber, mpsc::Receiver<Outbound>) {
+    let (tx, rx) = mpsc::channel(state.config.outbound_queue);
+    let sub = Subscriber {
+        conn_id: state.next_conn_id.fetch_add(1, Ordering::Relaxed),
+        tx,
+        closer: Closer::default(),
+    };
+    (sub, rx)
+}
+
+/// What a POST that starts a turn carries.
+struct Turn<'a> {
+    user: &'a str,
+    bearer: Option<&'a str>,
+    chat_id: Uuid,
+    agent: &'a str,
+    message: String,
+    context_type: Option<&'a str>,
+    context: Option<&'a Map<String, Value>>,
+    model: Option<&'a str>,
+}
+
+/// Follows (or creates) the chat, sets its model if asked, and sends the
+/// user's message: the stream then carries exactly that run.
+///
+/// # Returns
+/// The subscription's queue and the chat's last seq before the turn.
+async fn begin_turn(
+    state: &AppState,
+    turn: Turn<'_>,
+) -> Result<(mpsc::Receiver<Outbound>, u64), ApiError> {
+    let registry = &state.registry;
+    let (sub, rx) = subscriber(state);
+    let caller = Caller {
+        user: turn.user,
+        bearer: turn.bearer,
+        context_type: turn.context_type,
+        context: turn.context,
+    };
+    let before = registry.last_seq(turn.chat_id).await?;
+    match registry.follow(turn.chat_id, turn.user, sub.clone()).await {
+        Ok(()) => {}
+        Err(SessionError::NotFound) => {
+            registry
+                .start(turn.chat_id, caller, turn.agent, None, sub.clone())
+                .await?;
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let sent = async {
+        if let Some(model) = turn.model {
+            registry.set_model(turn.chat_id, turn.user, model).await?;
+        }
+        registry
+            .user_message(turn.chat_id, caller, turn.message, None)
+            .await
+    }
+    .await;
+    if let Err(e) = sent {
+        registry.unsubscribe(turn.chat_id, sub.conn_id).await;
+        return Err(e.into());
+    }
+    Ok((rx, before))
+}
+
+/// The SSE response: contract §4's headers and keep-alive comments.
+fn respond(
+    chat_id: Uuid,
+    prelude: Vec<Event>,
+    rx: mpsc::Receiver<Outbound>,
+    encoder: Box<dyn Encoder>,
+) -> Response {
+    let stream = event_stream(prelude, rx, encoder);
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    if let Ok(v) = HeaderValue::from_str(&chat_id.to_string()) {
+        headers.insert("x-conversation-id", v);
+    }
+    response
+}
+
+struct StreamState {
+    pending: VecDeque<Event>,
+    rx: mpsc::Receiver<Outbound>,
+    encoder: Box<dyn Encoder>,
+    replay: Option<Replay>,
+    /// The last envelope handled was a `chat.run_complete`.
+    after_complete: bool,
+    done: bool,
+}
+
+impl StreamState {
+    fn handle(&mut self, raw: &str) {
+        let Ok(env) = serde_json::from_str::<Envelope>(raw) else {
+            tracing::error!("unreadable envelope in the log");
+            return;
+        };
+        self.after_complete = matches!(env.kind, EventKind::RunComplete { .. });
+        let mut outs = Vec::new();
+        self.encoder.encode(&env, raw, &mut outs);
+        for o in outs {
+            let mut event = Event::default().id(env.seq.to_string()).data(o.data);
+            if let Some(name) = o.event {
+                event = event.event(name);
+            }
+            self.pending.push_back(event);
+        }
+    }
+
+    fn run_over(&self) -> bool {
+        self.encoder.ends_with_run() && self.after_complete
+    }
+}
+
+/// Replay (if any), then live events, each encoded by the dialect.
+fn event_stream(
+    prelude: Vec<Event>,
+    rx: mpsc::Receiver<Outbound>,
+    encoder: Box<dyn Encoder>,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let state = StreamState {
+        pending: prelude.into(),
+        rx,
+        encoder,
+        replay: None,
+        after_complete: false,
+        done: false,
+    };
+    futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(event) = st.pending.pop_front() {
+                return Some((Ok(event), st));
+            }
+            if st.done {
+                return None;
+            }
+            if let Some(replay) = &mut st.replay {
+                match replay.next_page().await {
+                    Ok(Some(page)) => page.iter().for_each(|raw| st.handle(raw)),
+                    Ok(None) => {
+                        st.replay = None;
+                        // Caught up on a finished run: the stream is complete.
+                        st.done = st.run_over();
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "replay failed");
+                        st.done = true;
+                    }
+                }
+                continue;
+            }
+            match st.rx.recv().await {
+                Some(Outbound::Event(raw)) => {
+                    st.handle(&raw);
+                    st.done = st.run_over();
+                }
+                Some(Outbound::Replay(replay)) => st.replay = Some(replay),
+                // A per-connection error, or no more events (the chat closed
+                // this subscriber as too slow): end; the client rejoins.
+                Some(Outbound::Frame(_)) | None => st.done = true,
+            }
+        }
+    })
+}
+
+// ----- agent-chat (seed 000) ------------------------------------------------
+
+#[derive(Deserialize)]
+struct AgentChatBody {
+    message: String,
+    context_type: String,
+    #[serde(default)]
+    context: Option<Map<String, Value>>,
+    #[serde(default)]
+    conversation_id: Option<String>,
+    #[serde(default)]
+    agent: Option<String>,
+}
+
+/// `POST /v1/agent/chat`.
+async fn agent_chat(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body: AgentChatBody = parse_body(&body)?;
+    if body.message.trim().is_empty() {
+        return Err(ApiError::BadRequest("`message` must not be empty".into()));
+    }
+    let chat_id = conversation_chat(&auth.user, body.conversation_id.as_deref());
+    let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
+    let (rx, _) = begin_turn(
+        &state,
+        Turn {
+            user: &auth.user,
+            bearer: auth.token.as_deref(),
+            chat_id,
+            agent,
+            message: body.message,
+            context_type: Some(&body.context_type),
+            context: body.context.as_ref(),
+            model: None,
+        },
+    )
+    .await?;
+    let encoder = Dialect::AgentChat.encoder(Some(chat_id.to_string()));
+    Ok(respond(chat_id, Vec::new(), rx, encoder))
+}
+
+// ----- agent-host (seed 004) ------------------------------------------------
+
+#[derive(Deserialize)]
+struct AgentHostBody {
+    message: String,
+    #[serde(default)]
+    conversation_id: Option<String>,
+    #[serde(default)]
+    model_id: Option<String>,
+    #[serde(default)]
+    agent: Option<String>,
+}
+
+/// `POST /api/chat/send`.
+async fn agent_host(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body: AgentHostBody = parse_body(&body)?;
+    if body.message.trim().is_empty() {
+        return Err(ApiError::BadRequest("`message` must not be empty".into()));
+    }
+    let chat_id = conversation_chat(&auth.user, body.conversation_id.as_deref());
+    let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
+    let (rx, before) = begin_turn(
+        &state,
+        Turn {
+            user: &auth.user,
+            bearer: auth.token.as_deref(),
+            chat_id,
+            agent,
+            message: body.message,
+            context_type: None,
+            context: None,
+            model: body.model_id.as_deref(),
+        },
+    )
+    .await?;
+    let started = Event::default()
+        .id(before.to_string())
+        .event("stream_started")
+        .data(json!({"request_id": Uuid::new_v4(), "conversation_id": chat_id}).to_string());
+    let encoder = Dialect::AgentHost.encoder(None);
+    Ok(respond(chat_id, vec![started], rx, encoder))
+}
+
+// ----- rejoin and cancel ------------------------------------------------------
+
+#[derive(Deserialize)]
+struct RejoinQuery {
+    #[serde(default)]
+    dialect: Option<String>,
+    #[serde(default)]
+    after: Option<String>,
+}
+
+/// `GET /v1/chats/{id}/events?dialect=…`: replay after `Last-Event-ID` (or
+/// `?after=`), then live events.
+async fn rejoin(
+    State(state): State<AppState>,
+    AuthUser { user, .. }: AuthUser,
+    Path(id): Path<String>,
+    Query(query): Query<RejoinQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let chat_id = Uuid::parse_str(&id)
+        .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a chat id")))?;
+    let name = query.dialect.as_deref().unwrap_or("chat");
+    let dialect = Dialect::parse(name).ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "unknown dialect `{name}`: chat, agent-chat, agent-host or threads"
+        ))
+    })?;
+    let position = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or(query.after);
+    let after = match position.as_deref().map(str::trim) {
+        None | Some("") => 0,
+        Some(p) => p
+            .parse::<u64>()
+            .map_err(|_| ApiError::BadRequest(format!("`{p}` is not a seq")))?,
+    };
+    let (sub, rx) = subscriber(&state);
+    state.registry.resume(chat_id, &user, after, sub).await?;
+    Ok(respond(chat_id, Vec::new(), rx, dialect.encoder(None)))
+}
+
+/// `POST /v1/chats/{id}/cancel`.
+async fn cancel(
+    State(state): State<AppState>,
+    AuthUser { user, .. }: AuthUser,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let chat_id = Uuid::parse_str(&id)
+        .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a chat id")))?;
+    state.registry.cancel(chat_id, &user).await?;
+    Ok(Json(json!({"chat_id": chat_id, "cancelled": true})))
+}
+
+// ----- threads (seed 003) -----------------------------------------------------
+
+#[derive(Deserialize, Default)]
+struct ThreadCreate {
+    #[serde(default)]
+    agent: Option<String>,
+}
+
+/// `POST /chat` → `{thread_id}`: a new chat with the default agent.
+async fn thread_create(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let body: ThreadCreate = if body.is_empty() {
+        ThreadCreate::default()
+    } else {
+        parse_body(&body)?
+    };
+    let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
+    let chat_id = Uuid::new_v4();
+    let (sub, _rx) = subscriber(&state);
+    state
+        .registry
+        .start(chat_id, Caller::user(&auth.user), agent, None, sub.clone())
+        .await?;
+    state.registry.unsubscribe(chat_id, sub.conn_id).await;
+    Ok(Json(json!({"thread_id": chat_id})))
+}
+
+#[derive(Deserialize)]
+struct ThreadMessage {
+    message: String,
+}
+
+/// `POST /chat/{thread_id}/message` → data-only SSE.
+async fn thread_message(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let chat_id = Uuid::parse_str(&id)
+        .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a thread id")))?;
+    let body: ThreadMessage = parse_body(&body)?;
+    if body.message.trim().is_empty() {
+        return Err(ApiError::BadRequest("`message` must not be empty".into()));
+    }
+    let (rx, _) = begin_turn(
+        &state,
+        Turn {
+            user: &auth.user,
+            bearer: auth.token.as_deref(),
+            chat_id,
+            agent: &state.config.default_agent,
+            message: body.message,
+            context_type: None,
+            context: None,
+            model: None,
+        },
+    )
+    .await?;
+    Ok(respond(
+        chat_id,
+        Vec::new(),
+        rx,
+        Dialect::Threads.encoder(None),
+    ))
+}
+
+/// `GET /chat/{thread_id}/model` → `{thread_id, model, models: {name: available}}`.
+async fn thread_model(
+    State(state): State<AppState>,
+    AuthUser { user, .. }: AuthUser,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let chat_id = Uuid::parse_str(&id)
+        .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a thread id")))?;
+    let current = state.registry.chat_model(chat_id, &user).await?;
+    let models = state.registry.models();
+    let checks = models
+        .all()
+        .iter()
+        .map(|m| async move { (m.name.clone(), m.available().await) });
+    let listed: Map<String, Value> = futures_util::future::join_all(checks)
+        .await
+        .into_iter()
+        .map(|(name, ok)| (name, Value::Bool(ok)))
+        .collect();
+    Ok(Json(
+        json!({"thread_id": chat_id, "model": current, "models": listed}),
+    ))
+}
+
+#[derive(Deserialize)]
+struct SetModel {
+    name: String,
+}
+
+/// `POST /chat/{thread_id}/model` `{name}`.
+async fn thread_set_model(
+    State(state): State<AppState>,
+    AuthUser { user, .. }: AuthUser,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let chat_id = Uuid::parse_str(&id)
+        .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a thread id")))?;
+    let SetModel { name } = parse_body(&body)?;
+    let model = state.registry.set_model(chat_id, &user, &name).await?;
+    Ok(Json(json!({"thread_id": chat_id, "model": model})))
+}

@@ -1,0 +1,507 @@
+//! The SSE dialects, read by a real SSE client (eventsource-stream).
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::{Stream, StreamExt};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::support::*;
+
+/// One parsed SSE event.
+#[derive(Debug, Clone)]
+struct Ev {
+    id: String,
+    event: String,
+    data: Value,
+}
+
+struct Opened {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    events: std::pin::Pin<Box<dyn Stream<Item = Ev> + Send>>,
+}
+
+async fn open(
+    server: &Server,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    last_event_id: Option<&str>,
+) -> Opened {
+    let client = agentwire::llm::http_client();
+    let url = format!("http://{}{path}", server.addr);
+    let mut req = match method {
+        "POST" => client.post(&url),
+        _ => client.get(&url),
+    };
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    if let Some(id) = last_event_id {
+        req = req.header("last-event-id", id);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let events = resp
+        .bytes_stream()
+        .eventsource()
+        .filter_map(|e| async move {
+            let e = e.ok()?;
+            Some(Ev {
+                id: e.id,
+                event: e.event,
+                data: serde_json::from_str(&e.data).unwrap_or(Value::String(e.data)),
+            })
+        })
+        .boxed();
+    Opened {
+        status,
+        headers,
+        events,
+    }
+}
+
+/// Every event until the stream ends.
+async fn all(mut events: std::pin::Pin<Box<dyn Stream<Item = Ev> + Send>>) -> Vec<Ev> {
+    let mut out = Vec::new();
+    while let Some(e) = tokio::time::timeout(WAIT, events.next())
+        .await
+        .expect("an event in time")
+    {
+        out.push(e);
+    }
+    out
+}
+
+fn names(evs: &[Ev]) -> Vec<&str> {
+    evs.iter().map(|e| e.event.as_str()).collect()
+}
+
+fn chunks(evs: &[Ev], field: &str) -> String {
+    evs.iter()
+        .filter(|e| e.event == "content_chunk")
+        .map(|e| e.data[field].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_chat_plain_answer_with_headers() {
+    let server = Server::start().await;
+    let o = open(
+        &server,
+        "POST",
+        "/v1/agent/chat",
+        Some(json!({"message": "hello", "context_type": "workflow"})),
+        None,
+    )
+    .await;
+    assert_eq!(o.status, 200);
+    assert_eq!(o.headers["content-type"], "text/event-stream");
+    assert_eq!(o.headers["cache-control"], "no-cache");
+    assert_eq!(o.headers["x-accel-buffering"], "no");
+    let chat = o.headers["x-conversation-id"].to_str().unwrap().to_owned();
+    let evs = all(o.events).await;
+    assert_eq!(evs[0].event, "message_start");
+    assert_eq!(evs[0].data, json!({"turn": 0, "conversation_id": chat}));
+    assert_eq!(evs.last().unwrap().event, "message_complete");
+    assert_eq!(evs.last().unwrap().data, json!({}));
+    assert_eq!(chunks(&evs, "chunk"), "You said: hello");
+    // Every event carries the seq of its envelope, increasing.
+    let ids: Vec<u64> = evs.iter().map(|e| e.id.parse().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_chat_tool_call_error_and_max_turns() {
+    let looping = r#"id: looper
+model:
+  provider: scripted
+  script:
+    rules:
+      - call: {tool: progress, input: {steps: 1}}
+max_turns: 1
+tools:
+  - name: progress
+    builtin: progress
+"#;
+    let server = Server::start_with(Opts {
+        agents: vec![("looper.yaml".into(), looping.into())],
+        ..Default::default()
+    })
+    .await;
+    let o = open(
+        &server,
+        "POST",
+        "/v1/agent/chat",
+        Some(json!({"message": "progress: 2", "context_type": "tables"})),
+        None,
+    )
+    .await;
+    let evs = all(o.events).await;
+    assert_eq!(
+        names(&evs),
+        [
+            "message_start",
+            "tool_call_start",
+            "tool_call_result",
+            "message_start",
+            "content_chunk",
+            "message_complete"
+        ]
+    );
+    assert_eq!(evs[1].data["name"], "progress");
+    assert_eq!(evs[2].data["tool_use_id"], evs[1].data["tool_use_id"]);
+    assert_eq!(evs[2].data["is_error"], false);
+    assert_eq!(evs[3].data, json!({"turn": 1}));
+
+    let o = open(
+        &server,
+        "POST",
+        "/v1/agent/chat",
+        Some(json!({"message": "fail", "context_type": "workflow"})),
+        None,
+    )
+    .await;
+    let evs = all(o.events).await;
+    assert_eq!(names(&evs), ["message_start", "error", "message_complete"]);
+    assert_eq!(
+        evs[1].data,
+        json!({"message": "The demo tool failed, as asked."})
+    );
+
+    let o = open(
+        &server,
+        "POST",
+        "/v1/agent/chat",
+        Some(json!({"message": "go", "context_type": "workflow", "agent": "looper"})),
+        None,
+    )
+    .await;
+    let evs = all(o.events).await;
+    let err = evs.iter().find(|e| e.event == "error").expect("an error");
+    assert!(
+        err.data["message"]
+            .as_str()
+            .unwrap()
+            .contains("Maximum tool-call rounds exceeded")
+    );
+    assert_eq!(evs.last().unwrap().event, "message_complete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_host_answer_and_cancel() {
+    let server = Server::start().await;
+    let o = open(
+        &server,
+        "POST",
+        "/api/chat/send",
+        Some(json!({"message": "hi there"})),
+        None,
+    )
+    .await;
+    let chat = o.headers["x-conversation-id"].to_str().unwrap().to_owned();
+    let evs = all(o.events).await;
+    assert_eq!(evs[0].event, "stream_started");
+    assert_eq!(evs[0].data["conversation_id"], chat.as_str());
+    assert!(evs[0].data["request_id"].is_string());
+    assert_eq!(evs[1].event, "message_added");
+    assert_eq!(
+        (&evs[1].data["role"], &evs[1].data["content"]),
+        (&json!("user"), &json!("hi there"))
+    );
+    assert_eq!(chunks(&evs, "content"), "You said: hi there");
+    let n = evs.len();
+    assert_eq!(evs[n - 2].event, "message_complete");
+    assert_eq!(
+        evs[n - 2].data,
+        json!({"role": "assistant", "content": "You said: hi there"})
+    );
+    assert_eq!(evs[n - 1].event, "stream_complete");
+
+    // The same conversation, then a cancel from outside.
+    let mut o = open(
+        &server,
+        "POST",
+        "/api/chat/send",
+        Some(json!({"message": "slow: 300", "conversation_id": chat})),
+        None,
+    )
+    .await;
+    assert_eq!(o.headers["x-conversation-id"].to_str().unwrap(), chat);
+    while let Some(e) = o.events.next().await {
+        if e.event == "content_chunk" {
+            break;
+        }
+    }
+    let (status, body) = http_request(
+        server.addr,
+        "POST",
+        &format!("/v1/chats/{chat}/cancel"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let rest = all(o.events).await;
+    assert_eq!(rest.last().unwrap().event, "cancelled");
+    assert!(rest.iter().filter(|e| e.event == "content_chunk").count() < 299);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejoin_with_last_event_id_gives_exactly_the_missing_events() {
+    let server = Server::start().await;
+    let mut o = open(
+        &server,
+        "POST",
+        "/v1/agent/chat",
+        Some(json!({"message": "slow: 40", "context_type": "workflow"})),
+        None,
+    )
+    .await;
+    let chat = o.headers["x-conversation-id"].to_str().unwrap().to_owned();
+    let mut first = Vec::new();
+    while first.len() < 10 {
+        first.push(o.events.next().await.unwrap());
+    }
+    drop(o); // the client goes away; the run goes on
+    let last = first.last().unwrap().id.clone();
+    let o = open(
+        &server,
+        "GET",
+        &format!("/v1/chats/{chat}/events?dialect=agent-chat"),
+        None,
+        Some(&last),
+    )
+    .await;
+    assert_eq!(o.status, 200);
+    let rest = all(o.events).await;
+    let mut every = first.clone();
+    every.extend(rest);
+    let words: Vec<String> = (1..=40).map(|i| format!("w{i}")).collect();
+    assert_eq!(
+        chunks(&every, "chunk"),
+        words.join(" "),
+        "nothing lost, nothing twice"
+    );
+    assert_eq!(every.last().unwrap().event, "message_complete");
+
+    // `?after=` works the same; a rejoin after the end replays nothing but ends.
+    let end = every.last().unwrap().id.clone();
+    let o = open(
+        &server,
+        "GET",
+        &format!("/v1/chats/{chat}/events?dialect=agent-chat&after={end}"),
+        None,
+        None,
+    )
+    .await;
+    let tail = tokio::time::timeout(Duration::from_secs(2), async {
+        let mut events = o.events;
+        events.next().await
+    })
+    .await;
+    // Nothing after the end: the stream stays open for the chat's next run.
+    assert!(tail.is_err(), "no event after the end: {tail:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_post_still_completes_and_rejoins_whole() {
+    let server = Server::start().await;
+    let mut o = open(
+        &server,
+        "POST",
+        "/api/chat/send",
+        Some(json!({"message": "slow: 30"})),
+        None,
+    )
+    .await;
+    let chat = o.headers["x-conversation-id"].to_str().unwrap().to_owned();
+    while let Some(e) = o.events.next().await {
+        if e.event == "content_chunk" {
+            break;
+        }
+    }
+    drop(o);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let o = open(
+        &server,
+        "GET",
+        &format!("/v1/chats/{chat}/events?dialect=agent-host"),
+        None,
+        None,
+    )
+    .await;
+    let evs = all(o.events).await;
+    let words: Vec<String> = (1..=30).map(|i| format!("w{i}")).collect();
+    assert_eq!(chunks(&evs, "content"), words.join(" "));
+    assert_eq!(evs.last().unwrap().event, "stream_complete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_dialect_and_models() {
+    let server = Server::start().await;
+    let (status, body) = http_request(server.addr, "POST", "/chat", &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    let thread: Value = serde_json::from_str(&body).unwrap();
+    let id = thread["thread_id"].as_str().unwrap().to_owned();
+    let o = open(
+        &server,
+        "POST",
+        &format!("/chat/{id}/message"),
+        Some(json!({"message": "hey"})),
+        None,
+    )
+    .await;
+    let evs = all(o.events).await;
+    assert!(evs.iter().all(|e| e.event == "message"), "data-only events");
+    assert_eq!(
+        evs.last().unwrap().data,
+        json!({"type": "end", "full_response": "You said: hey"})
+    );
+    let text: String = evs
+        .iter()
+        .filter(|e| e.data["type"] == "chunk")
+        .map(|e| e.data["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "You said: hey");
+    let (status, body) =
+        http_request(server.addr, "GET", &format!("/chat/{id}/model"), &[], "").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        json!({"thread_id": id, "model": null, "models": {}})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_dialect_replays_then_stays_live() {
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start(chat, "hello").await;
+    let log = c.until_complete(chat).await;
+    let mut o = open(
+        &server,
+        "GET",
+        &format!("/v1/chats/{chat}/events"),
+        None,
+        None,
+    )
+    .await;
+    for env in &log {
+        let e = o.events.next().await.unwrap();
+        assert_eq!(e.event, env["type"].as_str().unwrap());
+        assert_eq!(e.id, env["seq"].to_string());
+        assert_eq!(without_replay(&e.data), *env);
+    }
+    // Live: the next turn arrives on the same stream.
+    c.say(chat, "again").await;
+    let e = o.events.next().await.unwrap();
+    assert_eq!(
+        (e.event.as_str(), &e.data["content"]),
+        ("chat.text", &json!("again"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_the_error_shape() {
+    let server = Server::start().await;
+    for (method, path, body, status, code) in [
+        (
+            "POST",
+            "/v1/agent/chat",
+            r#"{"context_type": "x"}"#,
+            400,
+            "SCHEMA_VALIDATION_FAILED",
+        ),
+        (
+            "POST",
+            "/v1/agent/chat",
+            "not json",
+            400,
+            "SCHEMA_VALIDATION_FAILED",
+        ),
+        (
+            "POST",
+            "/api/chat/send",
+            r#"{"message": ""}"#,
+            400,
+            "SCHEMA_VALIDATION_FAILED",
+        ),
+        (
+            "POST",
+            "/api/chat/send",
+            r#"{"message": "x", "agent": "nobody"}"#,
+            400,
+            "WORKFLOW_NOT_FOUND",
+        ),
+        (
+            "GET",
+            "/v1/chats/not-a-uuid/events",
+            "",
+            400,
+            "SCHEMA_VALIDATION_FAILED",
+        ),
+        (
+            "GET",
+            &format!("/v1/chats/{}/events?dialect=klingon", Uuid::new_v4()),
+            "",
+            400,
+            "SCHEMA_VALIDATION_FAILED",
+        ),
+        (
+            "GET",
+            &format!("/v1/chats/{}/events", Uuid::new_v4()),
+            "",
+            404,
+            "RESUME_FAILED",
+        ),
+        (
+            "POST",
+            &format!("/v1/chats/{}/cancel", Uuid::new_v4()),
+            "",
+            404,
+            "RESUME_FAILED",
+        ),
+    ] {
+        let (got, text) = http_request(
+            server.addr,
+            method,
+            path,
+            &[("content-type", "application/json")],
+            body,
+        )
+        .await;
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        assert_eq!(
+            (got, v["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{method} {path}: {text}"
+        );
+        assert!(v["error"]["message"].is_string());
+    }
+    // A turn while a run is active.
+    let mut o = open(
+        &server,
+        "POST",
+        "/api/chat/send",
+        Some(json!({"message": "slow: 50"})),
+        None,
+    )
+    .await;
+    let chat = o.headers["x-conversation-id"].to_str().unwrap().to_owned();
+    o.events.next().await.unwrap();
+    let body = json!({"message": "again", "conversation_id": chat}).to_string();
+    let (got, text) = http_request(
+        server.addr,
+        "POST",
+        "/api/chat/send",
+        &[("content-type", "application/json")],
+        &body,
+    )
+    .await;
+    assert_eq!(got, 409, "{text}");
+}
