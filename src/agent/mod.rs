@@ -86,6 +86,7 @@ impl Tool {
 pub struct Agent {
     pub id: String,
     pub name: String,
+    pub description: String,
     pub system_prompt: String,
     pub max_turns: u32,
     pub starts_first: bool,
@@ -249,6 +250,7 @@ impl Agent {
         }
         Ok(Agent {
             name: file.name.unwrap_or_else(|| file.id.clone()),
+            description: file.description.unwrap_or_default(),
             id: file.id,
             system_prompt: file.system_prompt.unwrap_or_default(),
             max_turns: file.max_turns,
@@ -380,6 +382,13 @@ impl AgentRegistry {
     /// The models chats may switch to.
     pub fn models(&self) -> &ModelRegistry {
         &self.models
+    }
+
+    /// Every agent, sorted by id.
+    pub fn all(&self) -> Vec<Arc<Agent>> {
+        let mut all: Vec<_> = self.agents.values().cloned().collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
     }
 
     /// Every agent id, sorted.

@@ -18,6 +18,9 @@ pub enum ApiError {
     /// The request itself is malformed.
     #[error("{0}")]
     BadRequest(String),
+    /// The request conflicts with what exists.
+    #[error("{0}")]
+    Conflict(String),
     #[error(transparent)]
     Session(#[from] SessionError),
 }
@@ -30,10 +33,16 @@ impl IntoResponse for ApiError {
                 ErrorCode::SchemaValidationFailed,
                 m.clone(),
             ),
+            Self::Conflict(m) => (
+                StatusCode::CONFLICT,
+                ErrorCode::SchemaValidationFailed,
+                m.clone(),
+            ),
             Self::Session(e) => {
                 let status = match e {
                     SessionError::NotFound => StatusCode::NOT_FOUND,
-                    SessionError::RunInProgress => StatusCode::CONFLICT,
+                    SessionError::RunInProgress | SessionError::Archived => StatusCode::CONFLICT,
+                    SessionError::TooManySubscriptions => StatusCode::TOO_MANY_REQUESTS,
                     SessionError::Persistence(_) | SessionError::ShuttingDown => {
                         StatusCode::SERVICE_UNAVAILABLE
                     }

@@ -61,6 +61,11 @@ pub(super) enum Command {
         user: String,
         reply: Reply,
     },
+    /// Archive the chat.
+    Archive {
+        user: String,
+        reply: Reply,
+    },
     /// Switch the chat's model (already resolved from an alias).
     SetModel {
         user: String,

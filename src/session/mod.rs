@@ -57,6 +57,8 @@ pub enum SessionError {
     AgentMissing(String),
     #[error("a run is in progress; wait for chat.run_complete or send chat.cancel")]
     RunInProgress,
+    #[error("the chat is archived: its history stays readable, new turns are refused")]
+    Archived,
     #[error("no pending request `{0}`")]
     RequestNotFound(String),
     #[error("invalid patch: {0}")]
@@ -74,7 +76,9 @@ impl SessionError {
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::NotFound => ErrorCode::ResumeFailed,
-            Self::UnknownAgent(_) | Self::UnknownModel(_) => ErrorCode::WorkflowNotFound,
+            Self::UnknownAgent(_) | Self::UnknownModel(_) | Self::Archived => {
+                ErrorCode::WorkflowNotFound
+            }
             Self::AgentMissing(_) => ErrorCode::AgentInitializationFailed,
             Self::RunInProgress => ErrorCode::RunInProgress,
             Self::RequestNotFound(_) => ErrorCode::InputRequestNotFound,
@@ -89,7 +93,7 @@ impl SessionError {
     pub fn recoverable(&self) -> bool {
         !matches!(
             self,
-            Self::UnknownAgent(_) | Self::UnknownModel(_) | Self::AgentMissing(_)
+            Self::UnknownAgent(_) | Self::UnknownModel(_) | Self::AgentMissing(_) | Self::Archived
         )
     }
 }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::handle::{Command, Handle, Reply, RunExtras};
 use super::{SessionContext, SessionError, Subscriber, actor};
-use crate::store::{ChatState, StoreError};
+use crate::store::{ChatRecord, ChatState, StoreError};
 
 /// Commands waiting for one actor; senders wait when it is full.
 const MAILBOX: usize = 64;
@@ -182,6 +182,72 @@ impl Registry {
             reply,
         })
         .await
+    }
+
+    /// Archives the chat (its log stays; new turns are refused).
+    ///
+    /// # Errors
+    /// `NotFound` for a chat that is not the user's.
+    pub async fn archive(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
+        self.call(chat_id, |reply| Command::Archive {
+            user: user.to_owned(),
+            reply,
+        })
+        .await
+    }
+
+    /// The chat, if it is `user`'s, with its last seq.
+    ///
+    /// # Errors
+    /// `NotFound` for a chat that is not the user's.
+    pub async fn chat(&self, chat_id: Uuid, user: &str) -> Result<(ChatRecord, u64), SessionError> {
+        let store = &self.inner.ctx.store;
+        match store.chat(chat_id).await? {
+            Some(chat) if chat.owner == user => {
+                let last = store.last(chat_id).await?.map_or(0, |(seq, _)| seq);
+                Ok((chat, last))
+            }
+            _ => Err(SessionError::NotFound),
+        }
+    }
+
+    /// A page of `user`'s chats, newest first, after the cursor.
+    ///
+    /// # Errors
+    /// The store could not be read.
+    pub async fn list(
+        &self,
+        user: &str,
+        before: Option<(i64, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<ChatRecord>, SessionError> {
+        Ok(self.inner.ctx.store.list_chats(user, before, limit).await?)
+    }
+
+    /// Up to `limit` envelopes of `user`'s chat after `after`, as stored.
+    ///
+    /// # Errors
+    /// `NotFound` for a chat that is not the user's.
+    pub async fn page(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<String>, SessionError> {
+        self.chat(chat_id, user).await?;
+        let page = self
+            .inner
+            .ctx
+            .store
+            .load_after(chat_id, after, limit)
+            .await?;
+        Ok(page.into_iter().map(|e| e.json).collect())
+    }
+
+    /// The agents the server knows.
+    pub fn agents(&self) -> &crate::agent::AgentRegistry {
+        &self.inner.ctx.agents
     }
 
     /// The chat's last seq (0 for an empty or unknown chat).

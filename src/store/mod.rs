@@ -54,8 +54,12 @@ pub struct ChatRecord {
     pub context: Option<String>,
     /// The model the chat switched to; `None`: the agent's own.
     pub model: Option<String>,
+    /// Archived chats keep their log but take no new turns.
+    pub archived: bool,
     /// Unix milliseconds.
     pub created_at: i64,
+    /// Unix milliseconds.
+    pub updated_at: i64,
 }
 
 /// One envelope to append.
@@ -126,6 +130,18 @@ pub trait Store: Send + Sync + 'static {
     /// The chat as stored: the new one, or the existing one (which may belong to
     /// someone else; the caller checks).
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError>;
+
+    /// Marks the chat archived.
+    async fn archive_chat(&self, id: Uuid) -> Result<(), StoreError>;
+
+    /// Up to `limit` chats of `owner`, newest first, strictly before the
+    /// `(created_at, id)` cursor if one is given.
+    async fn list_chats(
+        &self,
+        owner: &str,
+        before: Option<(i64, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<ChatRecord>, StoreError>;
 
     /// Sets (or clears) the chat's model.
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError>;

@@ -39,6 +39,11 @@ fn migrator() -> Migrator {
             "chat_model",
             include_str!("../../migrations/sqlite/0002_chat_model.sql"),
         ),
+        (
+            3,
+            "chat_listing",
+            include_str!("../../migrations/sqlite/0003_chat_listing.sql"),
+        ),
     ];
     Migrator::with_migrations(
         files
@@ -100,7 +105,9 @@ fn chat_from_row(row: &SqliteRow) -> Result<ChatRecord, StoreError> {
         state: ChatState::parse(&state),
         context: row.try_get("context")?,
         model: row.try_get("model")?,
+        archived: row.try_get::<i64, _>("archived")? != 0,
         created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
     })
 }
 
@@ -142,6 +149,41 @@ impl Store for SqliteStore {
         self.chat(chat.id)
             .await?
             .ok_or_else(|| sqlx::Error::RowNotFound.into())
+    }
+
+    async fn archive_chat(&self, id: Uuid) -> Result<(), StoreError> {
+        sqlx::query("UPDATE chats SET archived = 1, updated_at = ? WHERE id = ?")
+            .bind(now_ms())
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn list_chats(
+        &self,
+        owner: &str,
+        before: Option<(i64, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<ChatRecord>, StoreError> {
+        // Keyset pagination on (created_at, id), newest first.
+        let (at, id) = before.map_or((i64::MAX, String::new()), |(at, id)| (at, id.to_string()));
+        sqlx::query(
+            "SELECT * FROM chats WHERE owner = ?
+               AND (created_at < ? OR (created_at = ? AND (? = '' OR id < ?)))
+             ORDER BY created_at DESC, id DESC LIMIT ?",
+        )
+        .bind(owner)
+        .bind(at)
+        .bind(at)
+        .bind(&id)
+        .bind(&id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(chat_from_row)
+        .collect()
     }
 
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError> {

@@ -12,7 +12,9 @@ fn chat(owner: &str) -> ChatRecord {
         state: ChatState::Idle,
         context: None,
         model: None,
+        archived: false,
         created_at: 1,
+        updated_at: 1,
     }
 }
 

@@ -12,6 +12,7 @@ mod input;
 mod mock_llm;
 mod models;
 mod providers;
+mod rest;
 mod resume;
 mod sse;
 mod support;

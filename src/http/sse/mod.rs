@@ -341,6 +341,19 @@ struct RejoinQuery {
     dialect: Option<String>,
     #[serde(default)]
     after: Option<String>,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+/// Whether a request for `/events` wants a JSON page rather than a stream:
+/// it names a `limit`, or accepts JSON and not `text/event-stream`.
+fn wants_page(headers: &HeaderMap, limit: Option<u32>) -> bool {
+    let accept = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    limit.is_some()
+        || (accept.contains("application/json") && !accept.contains("text/event-stream"))
 }
 
 /// `GET /v1/chats/{id}/events?dialect=…`: replay after `Last-Event-ID` (or
@@ -371,6 +384,21 @@ async fn rejoin(
             .parse::<u64>()
             .map_err(|_| ApiError::BadRequest(format!("`{p}` is not a seq")))?,
     };
+    if wants_page(&headers, query.limit) {
+        let limit = query.limit.unwrap_or(100).clamp(1, 1000);
+        let page = state.registry.page(chat_id, &user, after, limit).await?;
+        let events: Vec<Value> = page
+            .iter()
+            .filter_map(|raw| serde_json::from_str(raw).ok())
+            .collect();
+        let next_after = (events.len() as u32 == limit)
+            .then(|| events.last().and_then(|e| e["seq"].as_u64()))
+            .flatten();
+        return Ok(
+            Json(json!({"chat_id": chat_id, "events": events, "next_after": next_after}))
+                .into_response(),
+        );
+    }
     let (sub, rx) = subscriber(&state);
     state.registry.resume(chat_id, &user, after, sub).await?;
     Ok(respond(chat_id, Vec::new(), rx, dialect.encoder(None)))

@@ -84,6 +84,7 @@ impl Actor {
                 (r, reply)
             }
             Command::SetModel { user, model, reply } => (self.set_model(&user, model).await, reply),
+            Command::Archive { user, reply } => (self.archive(&user).await, reply),
             Command::Unsubscribe { reply, .. } => (Ok(()), reply),
         }
     }
@@ -146,6 +147,7 @@ impl Actor {
         let Some(definition) = self.ctx.agents.get(&agent) else {
             return Err(SessionError::UnknownAgent(agent));
         };
+        let now = chrono::Utc::now().timestamp_millis();
         let record = ChatRecord {
             id: self.chat_id,
             owner: user.clone(),
@@ -153,7 +155,9 @@ impl Actor {
             state: ChatState::Idle,
             context: extras.context.clone().map(|c| Value::Object(c).to_string()),
             model: None,
-            created_at: chrono::Utc::now().timestamp_millis(),
+            archived: false,
+            created_at: now,
+            updated_at: now,
         };
         let stored = self.ctx.store.create_chat(&record).await?;
         if stored.owner != user {
@@ -189,6 +193,16 @@ impl Actor {
             return Err(SessionError::RunInProgress);
         }
         self.start_run(Some((text, client_msg_id)), extras).await
+    }
+
+    /// Archives the chat: its log stays readable, new turns are refused.
+    pub(super) async fn archive(&mut self, user: &str) -> Result<(), SessionError> {
+        self.owned(user)?;
+        self.ctx.store.archive_chat(self.chat_id).await?;
+        if let Some(chat) = &mut self.chat {
+            chat.archived = true;
+        }
+        Ok(())
     }
 
     /// Persists the chat's model; the next run uses it.

@@ -304,6 +304,7 @@ fn reply_of(cmd: Command) -> Reply {
         | Command::ArtifactPatch { reply, .. }
         | Command::Cancel { reply, .. }
         | Command::SetModel { reply, .. }
+        | Command::Archive { reply, .. }
         | Command::Unsubscribe { reply, .. } => reply,
     }
 }

@@ -22,6 +22,9 @@ impl Actor {
         extras: RunExtras,
     ) -> Result<(), SessionError> {
         let chat = self.chat.as_ref().ok_or(SessionError::NotFound)?;
+        if chat.archived {
+            return Err(SessionError::Archived);
+        }
         let agent = self
             .ctx
             .agents
