@@ -107,6 +107,14 @@ pub struct Settings {
     /// text or json [default: text].
     #[arg(long, env = "AGENTWIRE_LOG_FORMAT", global = true)]
     pub log_format: Option<LogFormat>,
+    /// Origins allowed by CORS, comma-separated [default: none].
+    #[arg(
+        long,
+        env = "AGENTWIRE_CORS_ORIGINS",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub cors_origins: Option<Vec<String>>,
 }
 
 /// `agentwire.toml`: the same keys as the flags, snake_case.
@@ -127,6 +135,7 @@ struct FileSettings {
     shutdown_grace_seconds: Option<u64>,
     default_agent: Option<String>,
     log_format: Option<LogFormat>,
+    cors_origins: Option<Vec<String>>,
     #[serde(default)]
     models: Vec<ModelConfig>,
 }
@@ -202,6 +211,8 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Models chats may switch to (file only).
     pub models: Vec<ModelConfig>,
+    /// Origins allowed by CORS (`*` for any); empty: no CORS headers.
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for Config {
@@ -324,9 +335,24 @@ impl Settings {
             shutdown_grace: Duration::from_secs(shutdown_grace),
             default_agent,
             log_format: pick!(log_format).unwrap_or_default(),
-            models: validate_models(file.models)?,
+            models: validate_models(file.models.clone())?,
+            cors_origins: validate_origins(pick!(cors_origins).unwrap_or_default())?,
         })
     }
+}
+
+fn validate_origins(origins: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    for o in &origins {
+        let ok = o == "*"
+            || ((o.starts_with("http://") || o.starts_with("https://")) && !o.ends_with('/'));
+        if !ok {
+            return Err(bad(
+                "cors_origins",
+                format!("`{o}` must be `*` or an origin like https://app.example.com (no path)"),
+            ));
+        }
+    }
+    Ok(origins)
 }
 
 fn validate_models(models: Vec<ModelConfig>) -> Result<Vec<ModelConfig>, ConfigError> {

@@ -18,8 +18,11 @@ pub struct ModelEntry {
     pub provider_name: String,
     pub aliases: Vec<String>,
     pub provider: Arc<dyn Provider>,
-    base_url: String,
-    api_key_env: Option<String>,
+    /// The vendor's name for the model.
+    pub vendor_model: String,
+    pub base_url: String,
+    /// The environment variable holding the API key, if any.
+    pub api_key_env: Option<String>,
     http: reqwest::Client,
 }
 
@@ -33,6 +36,35 @@ impl std::fmt::Debug for ModelEntry {
 }
 
 impl ModelEntry {
+    /// Forwards an OpenAI Chat Completions body, unchanged but for the model
+    /// name, to this model's server (seed 002's passthrough).
+    ///
+    /// # Errors
+    /// Not an OpenAI-compatible model, a missing key variable, or an
+    /// unreachable server (a message for the client).
+    pub async fn forward_chat_completions(
+        &self,
+        mut body: serde_json::Value,
+    ) -> Result<reqwest::Response, String> {
+        if self.provider_name != "openai" {
+            return Err(format!(
+                "model `{}` is not served by an OpenAI-compatible server",
+                self.name
+            ));
+        }
+        body["model"] = serde_json::Value::String(self.vendor_model.clone());
+        let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
+        let mut req = self.http.post(url).json(&body);
+        if let Some(var) = &self.api_key_env {
+            let key = std::env::var(var)
+                .map_err(|_| format!("the environment variable {var} is not set"))?;
+            req = req.bearer_auth(key);
+        }
+        req.send()
+            .await
+            .map_err(|_| format!("the server of model `{}` cannot be reached", self.name))
+    }
+
     /// Whether the model can be used now: its API key (if it names one) is in
     /// the environment and its server answers HTTP at all within two seconds.
     pub async fn available(&self) -> bool {
@@ -87,6 +119,7 @@ impl ModelRegistry {
                     .clone()
                     .unwrap_or_else(|| super::default_base_url(kind).to_owned()),
                 api_key_env: m.api_key_env.clone(),
+                vendor_model: m.model.clone().unwrap_or_else(|| m.name.clone()),
                 http: http.clone(),
             }));
         }

@@ -165,16 +165,7 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
     let agent = &spec.agent;
     let json_mode = agent.tool_call_format == ToolCallFormat::Json;
     let mut messages = spec.history.clone();
-    let definitions: Vec<ToolDefinition> = agent
-        .tools
-        .iter()
-        .filter(|t| t.offered_for(spec.context_type.as_deref()))
-        .map(|t| ToolDefinition {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            input_schema: t.input_schema.clone(),
-        })
-        .collect();
+    let definitions = definitions(agent, spec.context_type.as_deref());
     let system_prompt = system_prompt(
         agent,
         spec.context.as_ref(),
@@ -333,6 +324,26 @@ fn system_prompt(
         ));
     }
     prompt
+}
+
+/// The system prompt with its tool block, as seed 002's enhanced prompt: the
+/// tool definitions and the JSON call format, whatever the agent's own format.
+pub fn enhanced_system_prompt(agent: &Agent) -> String {
+    system_prompt(agent, None, None, true, &definitions(agent, None))
+}
+
+/// The tools a run with this `context_type` offers the model.
+fn definitions(agent: &Agent, context_type: Option<&str>) -> Vec<ToolDefinition> {
+    agent
+        .tools
+        .iter()
+        .filter(|t| t.offered_for(context_type))
+        .map(|t| ToolDefinition {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            input_schema: t.input_schema.clone(),
+        })
+        .collect()
 }
 
 /// Seed 000 §6's context block: a preamble, every `*_id` field pulled out for

@@ -21,6 +21,9 @@ pub enum ApiError {
     /// The request conflicts with what exists.
     #[error("{0}")]
     Conflict(String),
+    /// A server we forward to could not be used.
+    #[error("{0}")]
+    Upstream(String),
     #[error(transparent)]
     Session(#[from] SessionError),
 }
@@ -36,6 +39,11 @@ impl IntoResponse for ApiError {
             Self::Conflict(m) => (
                 StatusCode::CONFLICT,
                 ErrorCode::SchemaValidationFailed,
+                m.clone(),
+            ),
+            Self::Upstream(m) => (
+                StatusCode::BAD_GATEWAY,
+                ErrorCode::TransportError,
                 m.clone(),
             ),
             Self::Session(e) => {

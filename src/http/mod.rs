@@ -7,6 +7,7 @@
 mod auth;
 mod chats;
 mod error;
+mod openai;
 mod sse;
 mod ws;
 
@@ -20,6 +21,7 @@ use axum::response::{IntoResponse, Json};
 use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::auth::Authenticator;
 use crate::config::Config;
@@ -40,14 +42,42 @@ pub struct AppState {
     pub(crate) next_conn_id: Arc<AtomicU64>,
 }
 
+/// CORS for the configured origins (seed 000 §8): preflight on every route.
+fn cors(origins: &[String]) -> CorsLayer {
+    use axum::http::{HeaderName, Method, header};
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(origins.iter().filter_map(|o| o.parse().ok()))
+    };
+    CorsLayer::new()
+        .allow_origin(allow)
+        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            HeaderName::from_static("last-event-id"),
+        ])
+        .expose_headers([HeaderName::from_static("x-conversation-id")])
+        .max_age(std::time::Duration::from_secs(600))
+}
+
 /// The application's routes.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let origins = state.config.cors_origins.clone();
+    let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/v1/ws", get(ws::upgrade))
         .merge(chats::router())
         .merge(sse::router())
-        .with_state(state)
+        .merge(openai::router())
+        .with_state(state);
+    if origins.is_empty() {
+        app
+    } else {
+        app.layer(cors(&origins))
+    }
 }
 
 /// 200 `{"status":"ok"}` once the store answers.
