@@ -61,7 +61,7 @@ async fn chat_completions(
     let upstream = model
         .forward_chat_completions(body)
         .await
-        .map_err(|message| ApiError::Upstream(message))?;
+        .map_err(ApiError::Upstream)?;
     let status =
         StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let content_type = upstream
