@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Json};
+use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -40,6 +40,27 @@ pub struct AppState {
     /// WebSocket tasks are tracked here (axum's graceful shutdown does not wait for them).
     pub tracker: TaskTracker,
     pub(crate) next_conn_id: Arc<AtomicU64>,
+}
+
+/// Gives the errors axum answers by itself (a body over the limit, an unknown
+/// route or method) the one JSON error shape.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !status.is_client_error() || is_json || status == StatusCode::UNAUTHORIZED {
+        return response;
+    }
+    let message = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "the request body is too large",
+        StatusCode::NOT_FOUND => "no such route",
+        StatusCode::METHOD_NOT_ALLOWED => "method not allowed on this route",
+        _ => "bad request",
+    };
+    let code = crate::protocol::ErrorCode::SchemaValidationFailed;
+    (status, Json(error::error_body(code, message))).into_response()
 }
 
 /// CORS for the configured origins (seed 000 §8): preflight on every route.
@@ -66,12 +87,15 @@ fn cors(origins: &[String]) -> CorsLayer {
 /// The application's routes.
 pub fn router(state: AppState) -> Router {
     let origins = state.config.cors_origins.clone();
+    let body_limit = state.config.max_message_bytes;
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/v1/ws", get(ws::upgrade))
         .merge(chats::router())
         .merge(sse::router())
         .merge(openai::router())
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::map_response(json_errors))
         .with_state(state);
     if origins.is_empty() {
         app

@@ -239,6 +239,19 @@ async fn rest_errors() {
             "{method} {path}: {v}"
         );
     }
+    // Errors axum answers by itself get the same shape.
+    let big = json!({"agent": "demo", "message": "x".repeat(2 << 20)}).to_string();
+    let (got, v) = call(&server, "POST", "/v1/chats", &big).await;
+    assert_eq!(
+        (got, v["error"]["code"].as_str()),
+        (413, Some("SCHEMA_VALIDATION_FAILED"))
+    );
+    let (got, v) = call(&server, "GET", "/v1/nothing-here", "").await;
+    assert_eq!(
+        (got, v["error"]["message"].as_str()),
+        (404, Some("no such route"))
+    );
+
     // Creating a chat twice.
     let body = json!({"agent": "demo", "chat_id": missing}).to_string();
     assert_eq!(call(&server, "POST", "/v1/chats", &body).await.0, 201);
