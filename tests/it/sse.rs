@@ -505,3 +505,158 @@ async fn bad_requests_get_the_error_shape() {
     .await;
     assert_eq!(got, 409, "{text}");
 }
+
+/// How each POST dialect starts a turn and what its events mean.
+struct PostDialect {
+    name: &'static str,
+    /// The route and body for a message (threads need a thread first).
+    start: fn(&str, Option<&str>) -> (String, Value),
+    /// The event kind of an item (the `type` field for data-only dialects).
+    kind: fn(&Ev) -> String,
+    text: &'static str,
+    tool_start: &'static str,
+    tool_end: &'static str,
+    error: &'static str,
+    last: &'static str,
+    cancelled: &'static str,
+}
+
+fn named(e: &Ev) -> String {
+    e.event.clone()
+}
+
+fn typed(e: &Ev) -> String {
+    e.data["type"].as_str().unwrap_or_default().to_owned()
+}
+
+const DIALECTS: [PostDialect; 3] = [
+    PostDialect {
+        name: "agent-chat",
+        start: |m, agent| {
+            let mut b = json!({"message": m, "context_type": "workflow"});
+            if let Some(a) = agent {
+                b["agent"] = json!(a);
+            }
+            ("/v1/agent/chat".into(), b)
+        },
+        kind: named,
+        text: "content_chunk",
+        tool_start: "tool_call_start",
+        tool_end: "tool_call_result",
+        error: "error",
+        last: "message_complete",
+        cancelled: "message_complete",
+    },
+    PostDialect {
+        name: "agent-host",
+        start: |m, agent| {
+            let mut b = json!({"message": m});
+            if let Some(a) = agent {
+                b["agent"] = json!(a);
+            }
+            ("/api/chat/send".into(), b)
+        },
+        kind: named,
+        text: "content_chunk",
+        tool_start: "tool_call",
+        tool_end: "tool_result",
+        error: "error",
+        last: "stream_complete",
+        cancelled: "cancelled",
+    },
+    PostDialect {
+        name: "threads",
+        start: |m, _| (String::new(), json!({"message": m})),
+        kind: typed,
+        text: "chunk",
+        tool_start: "",
+        tool_end: "tool_result",
+        error: "error",
+        last: "end",
+        cancelled: "end",
+    },
+];
+
+/// Opens a turn in dialect `d` (for threads, in a new thread of `agent`).
+async fn post_turn(server: &Server, d: &PostDialect, message: &str, agent: Option<&str>) -> Opened {
+    let (mut path, body) = (d.start)(message, agent);
+    if d.name == "threads" {
+        let create = match agent {
+            Some(a) => json!({"agent": a}).to_string(),
+            None => String::new(),
+        };
+        let (_, t) = http_request(
+            server.addr,
+            "POST",
+            "/chat",
+            &[("content-type", "application/json")],
+            &create,
+        )
+        .await;
+        let t: Value = serde_json::from_str(&t).unwrap();
+        path = format!("/chat/{}/message", t["thread_id"].as_str().unwrap());
+    }
+    open(server, "POST", &path, Some(body), None).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_post_dialect_through_answer_tool_error_max_turns_and_cancel() {
+    let looping = "id: looper\nmodel:\n  provider: scripted\n  script:\n    rules:\n      - call: {tool: progress, input: {steps: 1}}\nmax_turns: 1\ntools:\n  - name: progress\n    builtin: progress\n";
+    let server = Server::start_with(Opts {
+        agents: vec![("looper.yaml".into(), looping.into())],
+        ..Default::default()
+    })
+    .await;
+    for d in &DIALECTS {
+        let kinds = |evs: &[Ev]| evs.iter().map(|e| (d.kind)(e)).collect::<Vec<_>>();
+        // A plain answer.
+        let evs = all(post_turn(&server, d, "hello", None).await.events).await;
+        let k = kinds(&evs);
+        assert!(k.contains(&d.text.to_owned()), "{}: {k:?}", d.name);
+        assert_eq!(k.last().unwrap(), d.last, "{}", d.name);
+        // One tool call.
+        let k = kinds(&all(post_turn(&server, d, "progress: 2", None).await.events).await);
+        if !d.tool_start.is_empty() {
+            assert!(k.contains(&d.tool_start.to_owned()), "{}: {k:?}", d.name);
+        }
+        assert!(k.contains(&d.tool_end.to_owned()), "{}: {k:?}", d.name);
+        assert_eq!(k.last().unwrap(), d.last, "{}", d.name);
+        // An error.
+        let k = kinds(&all(post_turn(&server, d, "fail", None).await.events).await);
+        assert!(k.contains(&d.error.to_owned()), "{}: {k:?}", d.name);
+        assert_eq!(k.last().unwrap(), d.last, "{}", d.name);
+        // max_turns.
+        let evs = all(post_turn(&server, d, "go", Some("looper")).await.events).await;
+        let err = evs
+            .iter()
+            .find(|e| (d.kind)(e) == d.error)
+            .expect("an error event");
+        assert!(
+            err.data
+                .to_string()
+                .contains("Maximum tool-call rounds exceeded"),
+            "{}",
+            d.name
+        );
+        // Cancel.
+        let mut o = post_turn(&server, d, "slow: 300", None).await;
+        let chat = o.headers["x-conversation-id"].to_str().unwrap().to_owned();
+        o.events.next().await.unwrap();
+        let (status, _) = http_request(
+            server.addr,
+            "POST",
+            &format!("/v1/chats/{chat}/cancel"),
+            &[],
+            "",
+        )
+        .await;
+        assert_eq!(status, 200);
+        let k = kinds(&all(o.events).await);
+        assert_eq!(k.last().unwrap(), d.cancelled, "{}", d.name);
+        assert!(
+            k.iter().filter(|x| *x == d.text).count() < 300,
+            "{}",
+            d.name
+        );
+    }
+}
