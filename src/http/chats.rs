@@ -7,16 +7,19 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::AppState;
+use super::api::{
+    Accepted, AgentInfo, AgentList, ChatList, ChatModels, ChatView, CreateChat, ErrorBody,
+    ModelInfo, ModelSet, SendMessage, SetModel,
+};
 use super::auth::AuthUser;
 use super::error::ApiError;
 use crate::session::{Caller, Closer, Subscriber};
 use crate::store::{ChatRecord, ChatState};
 
-/// Most chats or envelopes in one page.
+/// Most chats in one page.
 const MAX_PAGE: u32 = 100;
 
 /// The routes of this module.
@@ -35,6 +38,7 @@ pub(super) fn chat_id(id: &str) -> Result<Uuid, ApiError> {
         .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a chat id (a UUID)")))
 }
 
+/// Parses a JSON body with the API's error shape for bad ones.
 pub(super) fn parse_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid request body: {e}")))
@@ -46,51 +50,47 @@ fn rfc3339(ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-fn chat_view(chat: &ChatRecord) -> Value {
-    json!({
-        "id": chat.id,
-        "agent": chat.agent,
-        "state": match chat.state { ChatState::Idle => "idle", ChatState::Running => "running" },
-        "archived": chat.archived,
-        "model": chat.model,
-        "created_at": rfc3339(chat.created_at),
-        "updated_at": rfc3339(chat.updated_at),
-    })
+fn chat_view(chat: &ChatRecord, last_seq: Option<u64>) -> ChatView {
+    ChatView {
+        id: chat.id,
+        agent: chat.agent.clone(),
+        state: match chat.state {
+            ChatState::Idle => "idle",
+            ChatState::Running => "running",
+        }
+        .to_owned(),
+        archived: chat.archived,
+        model: chat.model.clone(),
+        created_at: rfc3339(chat.created_at),
+        updated_at: rfc3339(chat.updated_at),
+        last_seq,
+    }
 }
 
-/// `GET /v1/agents`: the tiles of seed 004.
-async fn list_agents(State(state): State<AppState>, _: AuthUser) -> Json<Value> {
-    let agents: Vec<Value> = state
+/// The agents, as tiles (seed 004).
+#[utoipa::path(get, path = "/v1/agents", tag = "rest",
+    responses((status = 200, body = AgentList), (status = 401, body = ErrorBody)))]
+pub(super) async fn list_agents(State(state): State<AppState>, _: AuthUser) -> Json<AgentList> {
+    let agents = state
         .registry
         .agents()
         .all()
         .iter()
-        .map(|a| {
-            json!({
-                "id": a.id,
-                "name": a.name,
-                "description": a.description,
-                "agent_starts_first": a.starts_first,
-            })
+        .map(|a| AgentInfo {
+            id: a.id.clone(),
+            name: a.name.clone(),
+            description: a.description.clone(),
+            agent_starts_first: a.starts_first,
         })
         .collect();
-    Json(json!({ "agents": agents }))
+    Json(AgentList { agents })
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateChat {
-    agent: String,
-    #[serde(default)]
-    chat_id: Option<Uuid>,
-    #[serde(default)]
-    message: Option<String>,
-    #[serde(default)]
-    context: Option<Map<String, Value>>,
-}
-
-/// `POST /v1/chats` → 201 with the chat.
-async fn create_chat(
+/// Creates a chat (and starts its first turn if `message` is given).
+#[utoipa::path(post, path = "/v1/chats", tag = "rest", request_body = CreateChat,
+    responses((status = 201, body = ChatView), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 422, body = ErrorBody)))]
+pub(super) async fn create_chat(
     State(state): State<AppState>,
     auth: AuthUser,
     body: Bytes,
@@ -124,15 +124,15 @@ async fn create_chat(
         .await?;
     state.registry.unsubscribe(id, sub.conn_id).await;
     let (chat, last_seq) = state.registry.chat(id, &auth.user).await?;
-    let mut view = chat_view(&chat);
-    view["last_seq"] = json!(last_seq);
-    Ok((StatusCode::CREATED, Json(view)).into_response())
+    Ok((StatusCode::CREATED, Json(chat_view(&chat, Some(last_seq)))).into_response())
 }
 
-#[derive(Deserialize)]
-struct ListQuery {
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(super) struct ListQuery {
+    /// The `next_cursor` of the previous page.
     #[serde(default)]
     cursor: Option<String>,
+    /// Chats per page, 1 to 100 [default: 20].
     #[serde(default)]
     limit: Option<u32>,
 }
@@ -142,12 +142,14 @@ fn parse_cursor(cursor: &str) -> Option<(i64, Uuid)> {
     Some((at.parse().ok()?, Uuid::parse_str(id).ok()?))
 }
 
-/// `GET /v1/chats`: the caller's chats, newest first; `next_cursor` pages on.
-async fn list_chats(
+/// The caller's chats, newest first.
+#[utoipa::path(get, path = "/v1/chats", tag = "rest", params(ListQuery),
+    responses((status = 200, body = ChatList), (status = 400, body = ErrorBody)))]
+pub(super) async fn list_chats(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Query(q): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ChatList>, ApiError> {
     let limit = q.limit.unwrap_or(20).clamp(1, MAX_PAGE);
     let before = match q.cursor.as_deref() {
         None | Some("") => None,
@@ -156,29 +158,31 @@ async fn list_chats(
         }
     };
     let chats = state.registry.list(&user, before, limit).await?;
-    let next = (chats.len() as u32 == limit)
+    let next_cursor = (chats.len() as u32 == limit)
         .then(|| chats.last().map(|c| format!("{}.{}", c.created_at, c.id)))
         .flatten();
-    Ok(Json(json!({
-        "chats": chats.iter().map(chat_view).collect::<Vec<_>>(),
-        "next_cursor": next,
-    })))
+    Ok(Json(ChatList {
+        chats: chats.iter().map(|c| chat_view(c, None)).collect(),
+        next_cursor,
+    }))
 }
 
-/// `GET /v1/chats/{id}`.
-async fn get_chat(
+/// One chat, with its last seq.
+#[utoipa::path(get, path = "/v1/chats/{id}", tag = "rest", params(("id" = Uuid, Path)),
+    responses((status = 200, body = ChatView), (status = 404, body = ErrorBody)))]
+pub(super) async fn get_chat(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ChatView>, ApiError> {
     let (chat, last_seq) = state.registry.chat(chat_id(&id)?, &user).await?;
-    let mut view = chat_view(&chat);
-    view["last_seq"] = json!(last_seq);
-    Ok(Json(view))
+    Ok(Json(chat_view(&chat, Some(last_seq))))
 }
 
-/// `DELETE /v1/chats/{id}`: archive (history kept, new turns refused).
-async fn archive_chat(
+/// Archives a chat: history kept, new turns refused.
+#[utoipa::path(delete, path = "/v1/chats/{id}", tag = "rest", params(("id" = Uuid, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody)))]
+pub(super) async fn archive_chat(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
@@ -187,17 +191,12 @@ async fn archive_chat(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SendMessage {
-    text: String,
-    #[serde(default)]
-    client_msg_id: Option<String>,
-}
-
-/// `POST /v1/chats/{id}/messages` → 202: the run goes on in the background;
-/// follow it on the WebSocket or `GET /v1/chats/{id}/events`.
-async fn send_message(
+/// A new user turn; the run goes on in the background (follow it on the
+/// WebSocket or `GET /v1/chats/{id}/events`).
+#[utoipa::path(post, path = "/v1/chats/{id}/messages", tag = "rest", params(("id" = Uuid, Path)),
+    request_body = SendMessage,
+    responses((status = 202, body = Accepted), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub(super) async fn send_message(
     State(state): State<AppState>,
     auth: AuthUser,
     Path(id): Path<String>,
@@ -218,52 +217,56 @@ async fn send_message(
         .registry
         .user_message(id, caller, body.text, body.client_msg_id)
         .await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"chat_id": id, "accepted": true})),
-    )
-        .into_response())
+    let accepted = Accepted {
+        chat_id: id,
+        accepted: true,
+    };
+    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
 }
 
-/// The configured models with their availability, and the chat's current one
-/// (`null`: the agent's own).
-async fn list_models(
+/// The configured models (availability checked now) as `ModelInfo`s.
+pub(super) async fn model_infos(state: &AppState) -> Vec<ModelInfo> {
+    let checks = state.registry.models().all().iter().map(|m| async move {
+        ModelInfo {
+            name: m.name.clone(),
+            provider: m.provider_name.clone(),
+            aliases: m.aliases.clone(),
+            available: m.available().await,
+        }
+    });
+    futures_util::future::join_all(checks).await
+}
+
+/// The configured models and the chat's current one (`null`: the agent's own).
+#[utoipa::path(get, path = "/v1/chats/{id}/model", tag = "rest", params(("id" = Uuid, Path)),
+    responses((status = 200, body = ChatModels), (status = 404, body = ErrorBody)))]
+pub(super) async fn list_models(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ChatModels>, ApiError> {
     let id = chat_id(&id)?;
-    let current = state.registry.chat_model(id, &user).await?;
-    let models = state.registry.models();
-    let checks = models.all().iter().map(|m| async move {
-        json!({
-            "name": m.name,
-            "provider": m.provider_name,
-            "aliases": m.aliases,
-            "available": m.available().await,
-        })
-    });
-    let listed = futures_util::future::join_all(checks).await;
-    Ok(Json(
-        json!({"chat_id": id, "model": current, "models": listed}),
-    ))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct SetModel {
-    pub name: String,
+    let model = state.registry.chat_model(id, &user).await?;
+    Ok(Json(ChatModels {
+        chat_id: id,
+        model,
+        models: model_infos(&state).await,
+    }))
 }
 
 /// Switches the chat's model (a name or an alias); every later turn uses it.
-async fn set_model(
+#[utoipa::path(post, path = "/v1/chats/{id}/model", tag = "rest", params(("id" = Uuid, Path)),
+    request_body = SetModel,
+    responses((status = 200, body = ModelSet), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 422, body = ErrorBody)))]
+pub(super) async fn set_model(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ModelSet>, ApiError> {
     let id = chat_id(&id)?;
     let SetModel { name } = parse_body(&body)?;
     let model = state.registry.set_model(id, &user, &name).await?;
-    Ok(Json(json!({"chat_id": id, "model": model})))
+    Ok(Json(ModelSet { chat_id: id, model }))
 }

@@ -4,12 +4,18 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
 
+use super::api::{ErrorBody, ErrorDetail};
 use crate::protocol::ErrorCode;
 use crate::session::SessionError;
 
 /// The one error shape of every HTTP route: `{"error": {"code", "message"}}`.
-pub fn error_body(code: ErrorCode, message: &str) -> serde_json::Value {
-    serde_json::json!({"error": {"code": code, "message": message}})
+pub fn error_body(code: ErrorCode, message: &str) -> ErrorBody {
+    ErrorBody {
+        error: ErrorDetail {
+            code: code.as_str().to_owned(),
+            message: message.to_owned(),
+        },
+    }
 }
 
 /// A failed REST request.
@@ -53,6 +59,10 @@ impl IntoResponse for ApiError {
                     SessionError::TooManySubscriptions => StatusCode::TOO_MANY_REQUESTS,
                     SessionError::Persistence(_) | SessionError::ShuttingDown => {
                         StatusCode::SERVICE_UNAVAILABLE
+                    }
+                    // Well-formed, but naming what does not exist.
+                    SessionError::UnknownAgent(_) | SessionError::UnknownModel(_) => {
+                        StatusCode::UNPROCESSABLE_ENTITY
                     }
                     _ => StatusCode::BAD_REQUEST,
                 };

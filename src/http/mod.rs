@@ -4,10 +4,12 @@
 //! The only module that knows axum. Transports translate frames to and from
 //! [`Registry`] calls and never touch the store.
 
+mod api;
 mod auth;
 mod chats;
 mod error;
 mod openai;
+mod openapi;
 mod sse;
 mod ws;
 
@@ -91,6 +93,7 @@ pub fn router(state: AppState) -> Router {
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/v1/ws", get(ws::upgrade))
+        .route("/openapi.json", get(openapi::document))
         .merge(chats::router())
         .merge(sse::router())
         .merge(openai::router())
@@ -104,16 +107,23 @@ pub fn router(state: AppState) -> Router {
     }
 }
 
-/// 200 `{"status":"ok"}` once the store answers.
-async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+/// 200 `{"status":"ok"}` once the store answers, 503 otherwise.
+#[utoipa::path(get, path = "/healthz", tag = "ops",
+    responses((status = 200, body = api::Health), (status = 503, body = api::Health)))]
+async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<api::Health>) {
     match state.store.ping().await {
-        Ok(()) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))),
+        Ok(()) => (
+            StatusCode::OK,
+            Json(api::Health {
+                status: "ok".into(),
+            }),
+        ),
         Err(e) => {
             tracing::warn!(error = %e, "health check: store unreachable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(serde_json::json!({"status": "unavailable"})),
-            )
+            let down = api::Health {
+                status: "unavailable".into(),
+            };
+            (StatusCode::SERVICE_UNAVAILABLE, Json(down))
         }
     }
 }

@@ -10,9 +10,10 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Json, Response};
 use axum::routing::{get, post};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::AppState;
+use super::api::{EnhancedPrompt, ErrorBody, OpenAiModel, OpenAiModelList};
 use super::auth::AuthUser;
 use super::error::ApiError;
 use crate::agent::runtime::enhanced_system_prompt;
@@ -26,24 +27,35 @@ pub fn router() -> Router<AppState> {
         .route("/v1/system-prompts/{agent}/enhanced", get(enhanced))
 }
 
-/// `GET /v1/models` in OpenAI's list shape.
-async fn models(State(state): State<AppState>, _: AuthUser) -> Json<Value> {
-    let data: Vec<Value> = state
+/// The configured models, in OpenAI's list shape.
+#[utoipa::path(get, path = "/v1/models", tag = "openai", responses((status = 200, body = OpenAiModelList)))]
+pub(super) async fn models(State(state): State<AppState>, _: AuthUser) -> Json<OpenAiModelList> {
+    let data = state
         .registry
         .models()
         .all()
         .iter()
-        .map(
-            |m| json!({"id": m.name, "object": "model", "created": 0, "owned_by": m.provider_name}),
-        )
+        .map(|m| OpenAiModel {
+            id: m.name.clone(),
+            object: "model".into(),
+            created: 0,
+            owned_by: m.provider_name.clone(),
+        })
         .collect();
-    Json(json!({"object": "list", "data": data}))
+    Json(OpenAiModelList {
+        object: "list".into(),
+        data,
+    })
 }
 
-/// `POST /v1/chat/completions`: the body goes to the model's server with only
+/// The body goes to the model's server with only
 /// `model` mapped to the vendor's name; the answer (status, content type,
 /// streamed or not) comes back byte for byte.
-async fn chat_completions(
+#[utoipa::path(post, path = "/v1/chat/completions", tag = "openai",
+    request_body(content = Object, description = "an OpenAI Chat Completions request"),
+    responses((status = 200, description = "the model server's answer, byte for byte (JSON or text/event-stream)"),
+              (status = 400, body = ErrorBody), (status = 422, body = ErrorBody), (status = 502, body = ErrorBody)))]
+pub(super) async fn chat_completions(
     State(state): State<AppState>,
     _: AuthUser,
     body: Bytes,
@@ -79,22 +91,24 @@ async fn chat_completions(
     Ok(response)
 }
 
-/// `GET /v1/system-prompts/{agent}/enhanced`: the agent's system prompt with
-/// its tool block (tool definitions and seed 002's JSON call format).
-async fn enhanced(
+/// The agent's system prompt with its tool block (tool definitions and seed
+/// 002's JSON call format).
+#[utoipa::path(get, path = "/v1/system-prompts/{agent}/enhanced", tag = "openai", params(("agent" = String, Path)),
+    responses((status = 200, body = EnhancedPrompt), (status = 422, body = ErrorBody)))]
+pub(super) async fn enhanced(
     State(state): State<AppState>,
     _: AuthUser,
     Path(agent): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<EnhancedPrompt>, ApiError> {
     let agent = state
         .registry
         .agents()
         .get(&agent)
         .ok_or_else(|| ApiError::Session(SessionError::UnknownAgent(agent.clone())))?;
-    Ok(Json(json!({
-        "agent": agent.id,
-        "base": agent.system_prompt,
-        "enhanced": enhanced_system_prompt(&agent),
-        "tools": agent.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-    })))
+    Ok(Json(EnhancedPrompt {
+        agent: agent.id.clone(),
+        base: agent.system_prompt.clone(),
+        enhanced: enhanced_system_prompt(&agent),
+        tools: agent.tools.iter().map(|t| t.name.clone()).collect(),
+    }))
 }

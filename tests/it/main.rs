@@ -11,6 +11,7 @@ mod fanout;
 mod input;
 mod mock_llm;
 mod models;
+mod openapi;
 mod passthrough;
 mod providers;
 mod rest;

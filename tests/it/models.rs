@@ -107,7 +107,7 @@ async fn a_chat_switches_models_and_keeps_the_choice() {
     let (status, err) = json_request(&server, "POST", &path, r#"{"name": "nope"}"#).await;
     assert_eq!(
         (status, &err["error"]["code"]),
-        (400, &json!("WORKFLOW_NOT_FOUND"))
+        (422, &json!("WORKFLOW_NOT_FOUND"))
     );
     let (status, err) = json_request(&server, "POST", &path, r#"{"model": "qwen"}"#).await;
     assert_eq!(

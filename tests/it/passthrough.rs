@@ -107,7 +107,7 @@ async fn chat_completions_are_forwarded_byte_for_byte() {
         r#"{"model": "nope", "messages": []}"#,
     )
     .await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 422, "{body}");
 }
 
 /// The body of a chunked HTTP/1.1 response, de-chunked.
@@ -169,5 +169,5 @@ async fn cors_preflight_and_the_enhanced_prompt() {
         "{enhanced}"
     );
     let (status, _) = http_get(server.addr, "/v1/system-prompts/nobody/enhanced", &[]).await;
-    assert_eq!(status, 400);
+    assert_eq!(status, 422);
 }

@@ -179,7 +179,7 @@ async fn rest_errors() {
             "POST",
             "/v1/chats".to_owned(),
             r#"{"agent": "nobody"}"#,
-            400,
+            422,
             "WORKFLOW_NOT_FOUND",
         ),
         (

@@ -435,7 +435,7 @@ async fn bad_requests_get_the_error_shape() {
             "POST",
             "/api/chat/send",
             r#"{"message": "x", "agent": "nobody"}"#,
-            400,
+            422,
             "WORKFLOW_NOT_FOUND",
         ),
         (

@@ -29,7 +29,12 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::AppState;
+use super::api::{
+    AgentChatRequest, AgentHostRequest, Cancelled, ErrorBody, EventsPage, SetModel, ThreadCreate,
+    ThreadCreated, ThreadMessage, ThreadModelSet, ThreadModels,
+};
 use super::auth::AuthUser;
+use super::chats::{chat_id as parse_chat_id, model_infos, parse_body};
 use super::error::ApiError;
 use crate::protocol::{Envelope, EventKind};
 use crate::session::{Caller, Closer, Outbound, Replay, SessionError, Subscriber};
@@ -65,11 +70,6 @@ pub fn conversation_chat(user: &str, conversation_id: Option<&str>) -> Uuid {
             )
         }),
     }
-}
-
-fn parse_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::BadRequest(format!("invalid request body: {e}")))
 }
 
 /// A new subscriber with its own bounded queue.
@@ -244,25 +244,17 @@ fn event_stream(
 
 // ----- agent-chat (seed 000) ------------------------------------------------
 
-#[derive(Deserialize)]
-struct AgentChatBody {
-    message: String,
-    context_type: String,
-    #[serde(default)]
-    context: Option<Map<String, Value>>,
-    #[serde(default)]
-    conversation_id: Option<String>,
-    #[serde(default)]
-    agent: Option<String>,
-}
-
-/// `POST /v1/agent/chat`.
-async fn agent_chat(
+/// Seed 000's chat: an SSE stream of one turn (`message_start`, `content_chunk`,
+/// `tool_call_start`, `tool_call_result`, `error`, `message_complete`).
+#[utoipa::path(post, path = "/v1/agent/chat", tag = "sse", request_body = AgentChatRequest,
+    responses((status = 200, content_type = "text/event-stream", description = "the agent-chat dialect"),
+              (status = 400, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub(super) async fn agent_chat(
     State(state): State<AppState>,
     auth: AuthUser,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let body: AgentChatBody = parse_body(&body)?;
+    let body: AgentChatRequest = parse_body(&body)?;
     if body.message.trim().is_empty() {
         return Err(ApiError::BadRequest("`message` must not be empty".into()));
     }
@@ -288,24 +280,18 @@ async fn agent_chat(
 
 // ----- agent-host (seed 004) ------------------------------------------------
 
-#[derive(Deserialize)]
-struct AgentHostBody {
-    message: String,
-    #[serde(default)]
-    conversation_id: Option<String>,
-    #[serde(default)]
-    model_id: Option<String>,
-    #[serde(default)]
-    agent: Option<String>,
-}
-
-/// `POST /api/chat/send`.
-async fn agent_host(
+/// Seed 004's chat: an SSE stream of one turn (`stream_started`,
+/// `message_added`, `content_chunk`, `tool_call`, `tool_result`,
+/// `message_complete`, `stream_complete`, `error`, `cancelled`).
+#[utoipa::path(post, path = "/api/chat/send", tag = "sse", request_body = AgentHostRequest,
+    responses((status = 200, content_type = "text/event-stream", description = "the agent-host dialect"),
+              (status = 400, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub(super) async fn agent_host(
     State(state): State<AppState>,
     auth: AuthUser,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let body: AgentHostBody = parse_body(&body)?;
+    let body: AgentHostRequest = parse_body(&body)?;
     if body.message.trim().is_empty() {
         return Err(ApiError::BadRequest("`message` must not be empty".into()));
     }
@@ -335,12 +321,15 @@ async fn agent_host(
 
 // ----- rejoin and cancel ------------------------------------------------------
 
-#[derive(Deserialize)]
-struct RejoinQuery {
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(super) struct RejoinQuery {
+    /// `chat` (default), `agent-chat`, `agent-host` or `threads`.
     #[serde(default)]
     dialect: Option<String>,
+    /// Replay after this seq (as `Last-Event-ID`).
     #[serde(default)]
     after: Option<String>,
+    /// Ask for a JSON page of at most this many envelopes.
     #[serde(default)]
     limit: Option<u32>,
 }
@@ -356,17 +345,19 @@ fn wants_page(headers: &HeaderMap, limit: Option<u32>) -> bool {
         || (accept.contains("application/json") && !accept.contains("text/event-stream"))
 }
 
-/// `GET /v1/chats/{id}/events?dialect=…`: replay after `Last-Event-ID` (or
-/// `?after=`), then live events.
-async fn rejoin(
+/// Replays a chat after `Last-Event-ID` (or `?after=`), then follows it live,
+/// in any dialect; or, with `limit` or a JSON-only `Accept`, a JSON page.
+#[utoipa::path(get, path = "/v1/chats/{id}/events", tag = "sse", params(("id" = Uuid, Path), RejoinQuery),
+    responses((status = 200, body = EventsPage, description = "a JSON page, or the chosen dialect as text/event-stream"),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(super) async fn rejoin(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
     Query(query): Query<RejoinQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let chat_id = Uuid::parse_str(&id)
-        .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a chat id")))?;
+    let chat_id = parse_chat_id(&id)?;
     let name = query.dialect.as_deref().unwrap_or("chat");
     let dialect = Dialect::parse(name).ok_or_else(|| {
         ApiError::BadRequest(format!(
@@ -394,42 +385,44 @@ async fn rejoin(
         let next_after = (events.len() as u32 == limit)
             .then(|| events.last().and_then(|e| e["seq"].as_u64()))
             .flatten();
-        return Ok(
-            Json(json!({"chat_id": chat_id, "events": events, "next_after": next_after}))
-                .into_response(),
-        );
+        let page = EventsPage {
+            chat_id,
+            events,
+            next_after,
+        };
+        return Ok(Json(page).into_response());
     }
     let (sub, rx) = subscriber(&state);
     state.registry.resume(chat_id, &user, after, sub).await?;
     Ok(respond(chat_id, Vec::new(), rx, dialect.encoder(None)))
 }
 
-/// `POST /v1/chats/{id}/cancel`.
-async fn cancel(
+/// Ends the chat's active run (no effect when none is active).
+#[utoipa::path(post, path = "/v1/chats/{id}/cancel", tag = "rest", params(("id" = Uuid, Path)),
+    responses((status = 200, body = Cancelled), (status = 404, body = ErrorBody)))]
+pub(super) async fn cancel(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let chat_id = Uuid::parse_str(&id)
-        .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a chat id")))?;
+) -> Result<Json<Cancelled>, ApiError> {
+    let chat_id = parse_chat_id(&id)?;
     state.registry.cancel(chat_id, &user).await?;
-    Ok(Json(json!({"chat_id": chat_id, "cancelled": true})))
+    Ok(Json(Cancelled {
+        chat_id,
+        cancelled: true,
+    }))
 }
 
 // ----- threads (seed 003) -----------------------------------------------------
 
-#[derive(Deserialize, Default)]
-struct ThreadCreate {
-    #[serde(default)]
-    agent: Option<String>,
-}
-
-/// `POST /chat` → `{thread_id}`: a new chat with the default agent.
-async fn thread_create(
+/// Seed 003: a new thread (a chat of the default agent, or `agent`).
+#[utoipa::path(post, path = "/chat", tag = "threads", request_body(content = Option<ThreadCreate>),
+    responses((status = 200, body = ThreadCreated), (status = 400, body = ErrorBody)))]
+pub(super) async fn thread_create(
     State(state): State<AppState>,
     auth: AuthUser,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ThreadCreated>, ApiError> {
     let body: ThreadCreate = if body.is_empty() {
         ThreadCreate::default()
     } else {
@@ -443,23 +436,21 @@ async fn thread_create(
         .start(chat_id, Caller::user(&auth.user), agent, None, sub.clone())
         .await?;
     state.registry.unsubscribe(chat_id, sub.conn_id).await;
-    Ok(Json(json!({"thread_id": chat_id})))
+    Ok(Json(ThreadCreated { thread_id: chat_id }))
 }
 
-#[derive(Deserialize)]
-struct ThreadMessage {
-    message: String,
-}
-
-/// `POST /chat/{thread_id}/message` → data-only SSE.
-async fn thread_message(
+/// Seed 003: one turn as data-only SSE (`chunk`, `tool_result`, `end`, `error`).
+#[utoipa::path(post, path = "/chat/{thread_id}/message", tag = "threads", params(("thread_id" = Uuid, Path)),
+    request_body = ThreadMessage,
+    responses((status = 200, content_type = "text/event-stream", description = "the threads dialect"),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(super) async fn thread_message(
     State(state): State<AppState>,
     auth: AuthUser,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let chat_id = Uuid::parse_str(&id)
-        .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a thread id")))?;
+    let chat_id = parse_chat_id(&id)?;
     let body: ThreadMessage = parse_body(&body)?;
     if body.message.trim().is_empty() {
         return Err(ApiError::BadRequest("`message` must not be empty".into()));
@@ -486,45 +477,41 @@ async fn thread_message(
     ))
 }
 
-/// `GET /chat/{thread_id}/model` → `{thread_id, model, models: {name: available}}`.
-async fn thread_model(
+/// Seed 003: the thread's model and every configured model's availability.
+#[utoipa::path(get, path = "/chat/{thread_id}/model", tag = "threads", params(("thread_id" = Uuid, Path)),
+    responses((status = 200, body = ThreadModels), (status = 404, body = ErrorBody)))]
+pub(super) async fn thread_model(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let chat_id = Uuid::parse_str(&id)
-        .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a thread id")))?;
-    let current = state.registry.chat_model(chat_id, &user).await?;
-    let models = state.registry.models();
-    let checks = models
-        .all()
-        .iter()
-        .map(|m| async move { (m.name.clone(), m.available().await) });
-    let listed: Map<String, Value> = futures_util::future::join_all(checks)
+) -> Result<Json<ThreadModels>, ApiError> {
+    let thread_id = parse_chat_id(&id)?;
+    let model = state.registry.chat_model(thread_id, &user).await?;
+    let models = model_infos(&state)
         .await
         .into_iter()
-        .map(|(name, ok)| (name, Value::Bool(ok)))
+        .map(|m| (m.name, m.available))
         .collect();
-    Ok(Json(
-        json!({"thread_id": chat_id, "model": current, "models": listed}),
-    ))
+    Ok(Json(ThreadModels {
+        thread_id,
+        model,
+        models,
+    }))
 }
 
-#[derive(Deserialize)]
-struct SetModel {
-    name: String,
-}
-
-/// `POST /chat/{thread_id}/model` `{name}`.
-async fn thread_set_model(
+/// Seed 003: switches the thread's model (a name or an alias).
+#[utoipa::path(post, path = "/chat/{thread_id}/model", tag = "threads", params(("thread_id" = Uuid, Path)),
+    request_body = SetModel,
+    responses((status = 200, body = ThreadModelSet), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 422, body = ErrorBody)))]
+pub(super) async fn thread_set_model(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let chat_id = Uuid::parse_str(&id)
-        .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a thread id")))?;
+) -> Result<Json<ThreadModelSet>, ApiError> {
+    let thread_id = parse_chat_id(&id)?;
     let SetModel { name } = parse_body(&body)?;
-    let model = state.registry.set_model(chat_id, &user, &name).await?;
-    Ok(Json(json!({"thread_id": chat_id, "model": model})))
+    let model = state.registry.set_model(thread_id, &user, &name).await?;
+    Ok(Json(ThreadModelSet { thread_id, model }))
 }

@@ -1,0 +1,248 @@
+//! The shapes of the HTTP API's JSON bodies. Every handler answers with these
+//! types, and `/openapi.json` is generated from them (`utoipa`), so the
+//! description cannot drift from the code.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// `GET /healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` once the store answers.
+    pub status: String,
+}
+
+/// The one error shape of every route.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A contract error code, e.g. `SCHEMA_VALIDATION_FAILED`.
+    pub code: String,
+    pub message: String,
+}
+
+/// An agent, as a tile (seed 004).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentInfo {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub agent_starts_first: bool,
+}
+
+/// `GET /v1/agents`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentList {
+    pub agents: Vec<AgentInfo>,
+}
+
+/// A chat.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatView {
+    pub id: Uuid,
+    pub agent: String,
+    /// `idle` or `running`.
+    pub state: String,
+    pub archived: bool,
+    /// The model the chat switched to; `null`: the agent's own.
+    pub model: Option<String>,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    /// RFC 3339, UTC.
+    pub updated_at: String,
+    /// The chat's last seq (single-chat answers only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<u64>,
+}
+
+/// `GET /v1/chats`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatList {
+    pub chats: Vec<ChatView>,
+    /// Pass as `cursor` for the next page; `null` on the last one.
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /v1/chats`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateChat {
+    pub agent: String,
+    #[serde(default)]
+    pub chat_id: Option<Uuid>,
+    /// The first user turn.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// UI state kept with the chat and given to the agent.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Map<String, Value>>,
+}
+
+/// `POST /v1/chats/{id}/messages`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendMessage {
+    pub text: String,
+    #[serde(default)]
+    pub client_msg_id: Option<String>,
+}
+
+/// `POST /v1/chats/{id}/messages` → 202.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Accepted {
+    pub chat_id: Uuid,
+    pub accepted: bool,
+}
+
+/// `POST /v1/chats/{id}/cancel`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Cancelled {
+    pub chat_id: Uuid,
+    pub cancelled: bool,
+}
+
+/// A JSON page of a chat's log.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventsPage {
+    pub chat_id: Uuid,
+    /// Envelopes as on the WebSocket (see `protocol/outbound/`).
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<Value>,
+    /// Pass as `after` for the next page; `null` on the last one.
+    pub next_after: Option<u64>,
+}
+
+/// A configured model.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelInfo {
+    pub name: String,
+    pub provider: String,
+    pub aliases: Vec<String>,
+    /// Its key is set and its server answers.
+    pub available: bool,
+}
+
+/// `GET /v1/chats/{id}/model`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatModels {
+    pub chat_id: Uuid,
+    pub model: Option<String>,
+    pub models: Vec<ModelInfo>,
+}
+
+/// `POST /v1/chats/{id}/model` and `POST /chat/{thread_id}/model`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetModel {
+    /// A model name or alias.
+    pub name: String,
+}
+
+/// `POST /v1/chats/{id}/model`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelSet {
+    pub chat_id: Uuid,
+    pub model: String,
+}
+
+/// `POST /chat` (seed 003).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ThreadCreated {
+    pub thread_id: Uuid,
+}
+
+/// `POST /chat` body (optional).
+#[derive(Debug, Deserialize, Default, ToSchema)]
+pub struct ThreadCreate {
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// `POST /chat/{thread_id}/message`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ThreadMessage {
+    pub message: String,
+}
+
+/// `GET /chat/{thread_id}/model` (seed 003).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ThreadModels {
+    pub thread_id: Uuid,
+    pub model: Option<String>,
+    /// Model name → available.
+    pub models: BTreeMap<String, bool>,
+}
+
+/// `POST /chat/{thread_id}/model`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ThreadModelSet {
+    pub thread_id: Uuid,
+    pub model: String,
+}
+
+/// `POST /v1/agent/chat` (seed 000).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AgentChatRequest {
+    pub message: String,
+    /// Selects the agent's tools (`context_types`).
+    pub context_type: String,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Map<String, Value>>,
+    /// A chat id, or any string naming a stable chat of the caller's.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+    /// The agent of a new conversation [default: the configured default].
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// `POST /api/chat/send` (seed 004).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AgentHostRequest {
+    pub message: String,
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+    /// Switches the chat's model first.
+    #[serde(default)]
+    pub model_id: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// An OpenAI model entry.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenAiModel {
+    pub id: String,
+    pub object: String,
+    pub created: u64,
+    pub owned_by: String,
+}
+
+/// `GET /v1/models`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenAiModelList {
+    pub object: String,
+    pub data: Vec<OpenAiModel>,
+}
+
+/// `GET /v1/system-prompts/{agent}/enhanced`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EnhancedPrompt {
+    pub agent: String,
+    /// The agent's own system prompt.
+    pub base: String,
+    /// With the tool definitions and the JSON tool-call format.
+    pub enhanced: String,
+    pub tools: Vec<String>,
+}

@@ -1,0 +1,237 @@
+//! `/openapi.json` describes what the routes really answer: every JSON
+//! response below is validated against the schema the document gives for its
+//! route, method and status.
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::mock_llm::MockServer;
+use crate::support::*;
+
+/// Replaces every `$ref` to a component schema with the schema itself.
+fn inline(v: &Value, doc: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            if let Some(r) = map.get("$ref").and_then(Value::as_str) {
+                let name = r.trim_start_matches("#/components/schemas/");
+                return inline(&doc["components"]["schemas"][name], doc);
+            }
+            Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), inline(v, doc)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|i| inline(i, doc)).collect()),
+        other => other.clone(),
+    }
+}
+
+fn check(doc: &Value, template: &str, method: &str, status: u16, body: &str) {
+    let response = &doc["paths"][template][method]["responses"][status.to_string()];
+    assert!(
+        response.is_object(),
+        "{method} {template} {status} is not documented"
+    );
+    let schema = &response["content"]["application/json"]["schema"];
+    if schema.is_null() {
+        assert!(
+            body.is_empty(),
+            "{method} {template} {status} documents no body, got {body}"
+        );
+        return;
+    }
+    let schema = inline(schema, doc);
+    let value: Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{method} {template}: {e}: {body}"));
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{method} {template} {status}: {errors:?}\n{value}\n{schema}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_json_answer_matches_the_document() {
+    let llm = MockServer::start(vec![]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[models]]\nname = \"m\"\nprovider = \"openai\"\nbase_url = \"{}/v1\"\n",
+            llm.url()
+        ),
+    )
+    .unwrap();
+    let server = Server::start_in(
+        dir,
+        Opts {
+            settings: agentwire::config::Settings {
+                config: Some(config),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .await;
+    let (status, text) = http_get(server.addr, "/openapi.json", &[]).await;
+    assert_eq!(status, 200);
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+
+    let ct = [("content-type", "application/json")];
+    let req = |method: &'static str, path: String, body: String| {
+        let addr = server.addr;
+        async move { http_request(addr, method, &path, &ct, &body).await }
+    };
+    let missing = Uuid::new_v4();
+
+    let (s, b) = req("GET", "/healthz".into(), String::new()).await;
+    check(&doc, "/healthz", "get", s, &b);
+    let (s, b) = req("GET", "/v1/agents".into(), String::new()).await;
+    check(&doc, "/v1/agents", "get", s, &b);
+    let (s, b) = req(
+        "POST",
+        "/v1/chats".into(),
+        json!({"agent": "demo", "message": "hi"}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats", "post", s, &b);
+    let id = serde_json::from_str::<Value>(&b).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = req(
+        "POST",
+        "/v1/chats".into(),
+        json!({"agent": "nobody"}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats", "post", s, &b);
+    let (s, b) = req("GET", "/v1/chats?limit=1".into(), String::new()).await;
+    check(&doc, "/v1/chats", "get", s, &b);
+    let (s, b) = req("GET", format!("/v1/chats/{id}"), String::new()).await;
+    check(&doc, "/v1/chats/{id}", "get", s, &b);
+    let (s, b) = req("GET", format!("/v1/chats/{missing}"), String::new()).await;
+    check(&doc, "/v1/chats/{id}", "get", s, &b);
+    let (s, b) = req(
+        "GET",
+        format!("/v1/chats/{id}/events?limit=3"),
+        String::new(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/events", "get", s, &b);
+    let (s, b) = req("GET", format!("/v1/chats/{id}/model"), String::new()).await;
+    check(&doc, "/v1/chats/{id}/model", "get", s, &b);
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{id}/model"),
+        json!({"name": "m"}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/model", "post", s, &b);
+    let (s, b) = req("POST", format!("/v1/chats/{id}/cancel"), String::new()).await;
+    check(&doc, "/v1/chats/{id}/cancel", "post", s, &b);
+    // Wait for the first run to end before the next turn.
+    for _ in 0..100 {
+        let (_, b) = req("GET", format!("/v1/chats/{id}"), String::new()).await;
+        if serde_json::from_str::<Value>(&b).unwrap()["state"] == "idle" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{id}/messages"),
+        json!({"text": "more"}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/messages", "post", s, &b);
+    let (s, b) = req("DELETE", format!("/v1/chats/{missing}"), String::new()).await;
+    check(&doc, "/v1/chats/{id}", "delete", s, &b);
+    let (s, b) = req("POST", "/chat".into(), String::new()).await;
+    check(&doc, "/chat", "post", s, &b);
+    let thread = serde_json::from_str::<Value>(&b).unwrap()["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = req("GET", format!("/chat/{thread}/model"), String::new()).await;
+    check(&doc, "/chat/{thread_id}/model", "get", s, &b);
+    let (s, b) = req(
+        "POST",
+        format!("/chat/{thread}/model"),
+        json!({"name": "m"}).to_string(),
+    )
+    .await;
+    check(&doc, "/chat/{thread_id}/model", "post", s, &b);
+    let (s, b) = req("GET", "/v1/models".into(), String::new()).await;
+    check(&doc, "/v1/models", "get", s, &b);
+    let (s, b) = req(
+        "GET",
+        "/v1/system-prompts/demo/enhanced".into(),
+        String::new(),
+    )
+    .await;
+    check(&doc, "/v1/system-prompts/{agent}/enhanced", "get", s, &b);
+    let (s, b) = req(
+        "POST",
+        "/v1/agent/chat".into(),
+        json!({"context_type": "x"}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/agent/chat", "post", s, &b);
+
+    // The schemas are real: a wrong body fails them.
+    let chat_schema = inline(
+        &doc["paths"]["/v1/chats/{id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"],
+        &doc,
+    );
+    assert!(
+        !jsonschema::validator_for(&chat_schema)
+            .unwrap()
+            .is_valid(&json!({"id": 1}))
+    );
+
+    // Every operation of the document was exercised here, but for the streams
+    // (tests/it/sse.rs) and the passthrough (tests/it/passthrough.rs).
+    let mut documented: Vec<String> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| format!("{m} {path}"))
+        })
+        .collect();
+    documented.sort();
+    let expected = [
+        "delete /v1/chats/{id}",
+        "get /chat/{thread_id}/model",
+        "get /healthz",
+        "get /v1/agents",
+        "get /v1/chats",
+        "get /v1/chats/{id}",
+        "get /v1/chats/{id}/events",
+        "get /v1/chats/{id}/model",
+        "get /v1/models",
+        "get /v1/system-prompts/{agent}/enhanced",
+        "post /api/chat/send",
+        "post /chat",
+        "post /chat/{thread_id}/message",
+        "post /chat/{thread_id}/model",
+        "post /v1/agent/chat",
+        "post /v1/chat/completions",
+        "post /v1/chats",
+        "post /v1/chats/{id}/cancel",
+        "post /v1/chats/{id}/messages",
+        "post /v1/chats/{id}/model",
+    ];
+    assert_eq!(documented, expected);
+}
