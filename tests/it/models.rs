@@ -42,18 +42,6 @@ base_url = "http://127.0.0.1:9/v1"
     .await
 }
 
-async fn json_request(server: &Server, method: &str, path: &str, body: &str) -> (u16, Value) {
-    let (status, text) = http_request(
-        server.addr,
-        method,
-        path,
-        &[("content-type", "application/json")],
-        body,
-    )
-    .await;
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_switches_models_and_keeps_the_choice() {
     let w = OpenAiWire;
@@ -77,7 +65,7 @@ async fn a_chat_switches_models_and_keeps_the_choice() {
     );
 
     let path = format!("/v1/chats/{chat}/model");
-    let (status, listed) = json_request(&server, "GET", &path, "").await;
+    let (status, listed) = http_json(&server, "GET", &path, "").await;
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["model"], Value::Null);
     assert_eq!(
@@ -86,7 +74,7 @@ async fn a_chat_switches_models_and_keeps_the_choice() {
     );
     assert_eq!(listed["models"][1]["available"], false);
 
-    let (status, set) = json_request(&server, "POST", &path, r#"{"name": "qwen"}"#).await;
+    let (status, set) = http_json(&server, "POST", &path, r#"{"name": "qwen"}"#).await;
     assert_eq!((status, &set["model"]), (200, &json!("qwen3-8b")));
     c.say(chat, "second").await;
     let second = c.until_complete(chat).await;
@@ -104,17 +92,17 @@ async fn a_chat_switches_models_and_keeps_the_choice() {
     );
 
     // Errors.
-    let (status, err) = json_request(&server, "POST", &path, r#"{"name": "nope"}"#).await;
+    let (status, err) = http_json(&server, "POST", &path, r#"{"name": "nope"}"#).await;
     assert_eq!(
         (status, &err["error"]["code"]),
         (422, &json!("WORKFLOW_NOT_FOUND"))
     );
-    let (status, err) = json_request(&server, "POST", &path, r#"{"model": "qwen"}"#).await;
+    let (status, err) = http_json(&server, "POST", &path, r#"{"model": "qwen"}"#).await;
     assert_eq!(
         (status, &err["error"]["code"]),
         (400, &json!("SCHEMA_VALIDATION_FAILED"))
     );
-    let (status, _) = json_request(
+    let (status, _) = http_json(
         &server,
         "GET",
         &format!("/v1/chats/{}/model", Uuid::new_v4()),
@@ -122,14 +110,14 @@ async fn a_chat_switches_models_and_keeps_the_choice() {
     )
     .await;
     assert_eq!(status, 404);
-    let (status, _) = json_request(&server, "GET", "/v1/chats/not-a-uuid/model", "").await;
+    let (status, _) = http_json(&server, "GET", "/v1/chats/not-a-uuid/model", "").await;
     assert_eq!(status, 400);
 
     // Persisted across a restart.
     c.close().await;
     let dir = server.stop().await;
     let server = model_server(dir, &agent, &qwen).await;
-    let (_, listed) = json_request(&server, "GET", &path, "").await;
+    let (_, listed) = http_json(&server, "GET", &path, "").await;
     assert_eq!(listed["model"], "qwen3-8b");
     let mut c = server.client().await;
     c.resume(chat, 0).await;

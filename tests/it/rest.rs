@@ -7,22 +7,10 @@ use uuid::Uuid;
 
 use crate::support::*;
 
-async fn call(server: &Server, method: &str, path: &str, body: &str) -> (u16, Value) {
-    let (status, text) = http_request(
-        server.addr,
-        method,
-        path,
-        &[("content-type", "application/json")],
-        body,
-    )
-    .await;
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
 /// Waits until the chat's run is over.
 async fn idle(server: &Server, id: &str) -> Value {
     for _ in 0..200 {
-        let (_, chat) = call(server, "GET", &format!("/v1/chats/{id}"), "").await;
+        let (_, chat) = http_json(server, "GET", &format!("/v1/chats/{id}"), "").await;
         if chat["state"] == "idle" {
             return chat;
         }
@@ -34,7 +22,7 @@ async fn idle(server: &Server, id: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_and_a_chat_lifecycle() {
     let server = Server::start().await;
-    let (status, agents) = call(&server, "GET", "/v1/agents", "").await;
+    let (status, agents) = http_json(&server, "GET", "/v1/agents", "").await;
     assert_eq!(status, 200);
     assert_eq!(agents["agents"][0]["id"], "demo");
     assert_eq!(agents["agents"][0]["agent_starts_first"], false);
@@ -45,7 +33,7 @@ async fn agents_and_a_chat_lifecycle() {
             .contains("scripted")
     );
 
-    let (status, chat) = call(
+    let (status, chat) = http_json(
         &server,
         "POST",
         "/v1/chats",
@@ -61,7 +49,7 @@ async fn agents_and_a_chat_lifecycle() {
     assert!(chat["created_at"].as_str().unwrap().ends_with('Z'));
 
     // The log as JSON pages.
-    let (status, page) = call(
+    let (status, page) = http_json(
         &server,
         "GET",
         &format!("/v1/chats/{id}/events?after=0&limit=4"),
@@ -77,7 +65,7 @@ async fn agents_and_a_chat_lifecycle() {
         .collect();
     assert_eq!(seqs, [1, 2, 3, 4]);
     assert_eq!(page["next_after"], 4);
-    let (_, page) = call(
+    let (_, page) = http_json(
         &server,
         "GET",
         &format!("/v1/chats/{id}/events?after=6&limit=4"),
@@ -88,7 +76,7 @@ async fn agents_and_a_chat_lifecycle() {
     assert_eq!(page["next_after"], Value::Null);
 
     // Another turn by REST; a second one while it runs is refused.
-    let (status, _) = call(
+    let (status, _) = http_json(
         &server,
         "POST",
         &format!("/v1/chats/{id}/messages"),
@@ -96,7 +84,7 @@ async fn agents_and_a_chat_lifecycle() {
     )
     .await;
     assert_eq!(status, 202);
-    let (status, err) = call(
+    let (status, err) = http_json(
         &server,
         "POST",
         &format!("/v1/chats/{id}/messages"),
@@ -107,16 +95,16 @@ async fn agents_and_a_chat_lifecycle() {
         (status, &err["error"]["code"]),
         (409, &json!("RUN_IN_PROGRESS"))
     );
-    let (status, _) = call(&server, "POST", &format!("/v1/chats/{id}/cancel"), "").await;
+    let (status, _) = http_json(&server, "POST", &format!("/v1/chats/{id}/cancel"), "").await;
     assert_eq!(status, 200);
     idle(&server, &id).await;
 
     // Archive: the history stays, new turns are refused.
-    let (status, _) = call(&server, "DELETE", &format!("/v1/chats/{id}"), "").await;
+    let (status, _) = http_json(&server, "DELETE", &format!("/v1/chats/{id}"), "").await;
     assert_eq!(status, 204);
-    let (_, chat) = call(&server, "GET", &format!("/v1/chats/{id}"), "").await;
+    let (_, chat) = http_json(&server, "GET", &format!("/v1/chats/{id}"), "").await;
     assert_eq!(chat["archived"], true);
-    let (status, err) = call(
+    let (status, err) = http_json(
         &server,
         "POST",
         &format!("/v1/chats/{id}/messages"),
@@ -124,7 +112,7 @@ async fn agents_and_a_chat_lifecycle() {
     )
     .await;
     assert_eq!(status, 409, "{err}");
-    let (_, page) = call(
+    let (_, page) = http_json(
         &server,
         "GET",
         &format!("/v1/chats/{id}/events?limit=1000"),
@@ -139,7 +127,7 @@ async fn chats_are_listed_newest_first_in_pages() {
     let server = Server::start().await;
     let mut made = Vec::new();
     for _ in 0..5 {
-        let (_, chat) = call(&server, "POST", "/v1/chats", r#"{"agent": "demo"}"#).await;
+        let (_, chat) = http_json(&server, "POST", "/v1/chats", r#"{"agent": "demo"}"#).await;
         made.push(chat["id"].as_str().unwrap().to_owned());
         tokio::time::sleep(Duration::from_millis(3)).await;
     }
@@ -147,7 +135,7 @@ async fn chats_are_listed_newest_first_in_pages() {
     let mut seen = Vec::new();
     let mut cursor = String::new();
     loop {
-        let (status, page) = call(
+        let (status, page) = http_json(
             &server,
             "GET",
             &format!("/v1/chats?limit=2&cursor={cursor}"),
@@ -232,7 +220,7 @@ async fn rest_errors() {
             "SCHEMA_VALIDATION_FAILED",
         ),
     ] {
-        let (got, v) = call(&server, method, &path, body).await;
+        let (got, v) = http_json(&server, method, &path, body).await;
         assert_eq!(
             (got, v["error"]["code"].as_str()),
             (status, Some(code)),
@@ -241,12 +229,12 @@ async fn rest_errors() {
     }
     // Errors axum answers by itself get the same shape.
     let big = json!({"agent": "demo", "message": "x".repeat(2 << 20)}).to_string();
-    let (got, v) = call(&server, "POST", "/v1/chats", &big).await;
+    let (got, v) = http_json(&server, "POST", "/v1/chats", &big).await;
     assert_eq!(
         (got, v["error"]["code"].as_str()),
         (413, Some("SCHEMA_VALIDATION_FAILED"))
     );
-    let (got, v) = call(&server, "GET", "/v1/nothing-here", "").await;
+    let (got, v) = http_json(&server, "GET", "/v1/nothing-here", "").await;
     assert_eq!(
         (got, v["error"]["message"].as_str()),
         (404, Some("no such route"))
@@ -254,6 +242,6 @@ async fn rest_errors() {
 
     // Creating a chat twice.
     let body = json!({"agent": "demo", "chat_id": missing}).to_string();
-    assert_eq!(call(&server, "POST", "/v1/chats", &body).await.0, 201);
-    assert_eq!(call(&server, "POST", "/v1/chats", &body).await.0, 409);
+    assert_eq!(http_json(&server, "POST", "/v1/chats", &body).await.0, 201);
+    assert_eq!(http_json(&server, "POST", "/v1/chats", &body).await.0, 409);
 }

@@ -311,6 +311,13 @@ async fn http_get_checked(addr: SocketAddr, path: &str) -> std::io::Result<(u16,
     Ok(http_get(addr, path, &[]).await)
 }
 
+/// A JSON request; returns the status and the parsed body (`null` if none).
+pub async fn http_json(server: &Server, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let headers = [("content-type", "application/json")];
+    let (status, text) = http_request(server.addr, method, path, &headers, body).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
 /// A plain HTTP GET; returns the status code and body.
 pub async fn http_get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
     http_request(addr, "GET", path, headers, "").await
