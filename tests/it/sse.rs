@@ -660,3 +660,33 @@ async fn every_post_dialect_through_answer_tool_error_max_turns_and_cancel() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_lines_come_before_data_lines() {
+    // Seed 004's client reads line by line and applies each `data:` to the last
+    // `event:` it saw: the name must come first in every block.
+    let server = Server::start().await;
+    let body = json!({"message": "hello"}).to_string();
+    let (status, raw) = http_request(
+        server.addr,
+        "POST",
+        "/api/chat/send",
+        &[("content-type", "application/json")],
+        &body,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let mut blocks = 0;
+    let mut current_event: Option<String> = None;
+    for line in raw.lines() {
+        if let Some(name) = line.strip_prefix("event: ") {
+            current_event = Some(name.to_owned());
+        } else if line.starts_with("data: ") {
+            assert!(current_event.is_some(), "data before its event in:\n{raw}");
+            blocks += 1;
+        } else if line.is_empty() {
+            current_event = None;
+        }
+    }
+    assert!(blocks >= 5, "{raw}");
+}

@@ -178,11 +178,14 @@ impl StreamState {
         let mut outs = Vec::new();
         self.encoder.encode(&env, raw, &mut outs);
         for o in outs {
-            let mut event = Event::default().id(env.seq.to_string()).data(o.data);
+            // Fields go out in call order, and line-by-line clients (seed 004's
+            // stream-handler.js) read `event:` before `data:`.
+            let mut event = Event::default();
             if let Some(name) = o.event {
                 event = event.event(name);
             }
-            self.pending.push_back(event);
+            self.pending
+                .push_back(event.id(env.seq.to_string()).data(o.data));
         }
     }
 
@@ -312,8 +315,8 @@ pub(super) async fn agent_host(
     )
     .await?;
     let started = Event::default()
-        .id(before.to_string())
         .event("stream_started")
+        .id(before.to_string())
         .data(json!({"request_id": Uuid::new_v4(), "conversation_id": chat_id}).to_string());
     let encoder = Dialect::AgentHost.encoder(None);
     Ok(respond(chat_id, vec![started], rx, encoder))
