@@ -11,6 +11,7 @@ mod error;
 mod openai;
 mod openapi;
 mod sse;
+mod web;
 mod ws;
 
 use std::sync::Arc;
@@ -97,6 +98,7 @@ pub fn router(state: AppState) -> Router {
         .merge(chats::router())
         .merge(sse::router())
         .merge(openai::router())
+        .merge(web::router())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::map_response(json_errors))
         .with_state(state);

@@ -1,0 +1,133 @@
+// The client against the real server: every seq reaches the app exactly once,
+// in order, across a dropped socket, a server restart and a dropped frame.
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+
+import { AgentwireClient } from '../agentwire.js';
+import { freePort, startProxy, startServer, tempDir, until } from './support/helpers.mjs';
+
+const cleanups = [];
+after(() => cleanups.forEach((f) => f()));
+
+async function setup() {
+  const dir = tempDir();
+  const port = await freePort();
+  let server = await startServer(dir, port);
+  const proxy = await startProxy(port);
+  cleanups.push(() => {
+    proxy.close();
+    server.kill('SIGKILL');
+  });
+  const client = new AgentwireClient(`ws://127.0.0.1:${proxy.port}/v1/ws`, { storage: null, initialBackoffMs: 50 });
+  cleanups.push(() => client.close());
+  const states = [];
+  client.on('state', (s, d) => states.push([s, d]));
+  return {
+    dir,
+    port,
+    proxy,
+    client,
+    states,
+    get server() {
+      return server;
+    },
+    async restart() {
+      server.kill('SIGKILL');
+      await new Promise((r) => server.once('exit', r));
+      server = await startServer(dir, port);
+    },
+  };
+}
+
+/** Collects what the app is given for one chat. */
+function record(chat) {
+  const got = [];
+  chat.on('envelope', (m) => got.push(m));
+  return got;
+}
+
+function assertExactlyOnce(got) {
+  const seqs = got.map((m) => m.seq);
+  assert.deepEqual(seqs, seqs.map((_, i) => i + 1), 'every seq once, in order');
+}
+
+const words = (n) => Array.from({ length: n }, (_, i) => `w${i + 1}`).join(' ');
+
+test('a dropped socket: the client reconnects, resumes and misses nothing', async () => {
+  const t = await setup();
+  const chat = t.client.startChat({ agent: 'demo', message: 'slow: 80' });
+  const got = record(chat);
+  await until(() => got.filter((m) => m.type === 'chat.print').length >= 15);
+  t.proxy.cutAll();
+  await until(() => got.some((m) => m.type === 'chat.run_complete'));
+  assertExactlyOnce(got);
+  assert.equal(got.filter((m) => m.type === 'chat.print').length, 80);
+  assert.equal(got.findLast((m) => m.type === 'chat.text').content, words(80));
+  const kinds = t.states.map(([s]) => s);
+  assert.ok(kinds.includes('reconnecting'), kinds.join());
+  assert.ok(kinds.includes('resumed'), kinds.join());
+});
+
+test('a server restart mid-stream: the run ends interrupted, nothing doubled', async () => {
+  const t = await setup();
+  const chat = t.client.startChat({ agent: 'demo', message: 'slow: 300' });
+  const got = record(chat);
+  await until(() => got.filter((m) => m.type === 'chat.print').length >= 20);
+  await t.restart();
+  await until(() => got.some((m) => m.type === 'chat.run_complete'));
+  assertExactlyOnce(got);
+  assert.equal(got.at(-1).reason, 'interrupted');
+  // The chat carries on.
+  chat.sendMessage('after');
+  await until(() => got.filter((m) => m.type === 'chat.run_complete').length === 2);
+  assertExactlyOnce(got);
+  assert.equal(got.findLast((m) => m.type === 'chat.text').content, 'You said: after');
+});
+
+test('a dropped frame: the gap is detected and filled', async () => {
+  const t = await setup();
+  const chat = t.client.startChat({ agent: 'demo', message: 'slow: 40' });
+  const got = record(chat);
+  await until(() => got.length >= 5);
+  t.proxy.dropFrame(3);
+  await until(() => got.some((m) => m.type === 'chat.run_complete'));
+  assertExactlyOnce(got);
+  assert.equal(got.findLast((m) => m.type === 'chat.text').content, words(40));
+  assert.ok(got.some((m) => m.replay), 'the gap came back as a replay');
+});
+
+test('input requests and components survive a reconnect', async () => {
+  const t = await setup();
+  const chat = t.client.startChat({ agent: 'demo', message: 'ask: Name?' });
+  const got = record(chat);
+  await until(() => got.some((m) => m.type === 'chat.input_request'));
+  const req = got.find((m) => m.type === 'chat.input_request');
+  // Answer while the connection is down: it is sent once it is back.
+  t.proxy.cutAll();
+  chat.submitInput(req.request_id, 'Ada');
+  await until(() => got.some((m) => m.type === 'chat.run_complete'));
+  assertExactlyOnce(got);
+  assert.equal(got.filter((m) => m.type === 'chat.input_ack').length, 1);
+  assert.equal(got.findLast((m) => m.type === 'chat.text').content, 'You answered: Ada');
+
+  chat.sendMessage('ui: color_picker');
+  await until(() => got.some((m) => m.type === 'chat.tool_call'));
+  const call = got.find((m) => m.type === 'chat.tool_call');
+  chat.sendComponentResult(call.corr, { color: 'teal' });
+  await until(() => got.filter((m) => m.type === 'chat.run_complete').length === 2);
+  assert.equal(got.findLast((m) => m.type === 'chat.text').content, 'Component returned: {"color":"teal"}');
+  assertExactlyOnce(got);
+});
+
+test('a second client opens the chat and gets it all', async () => {
+  const t = await setup();
+  const chat = t.client.startChat({ agent: 'demo', message: 'hello' });
+  const got = record(chat);
+  await until(() => got.some((m) => m.type === 'chat.run_complete'));
+  const other = new AgentwireClient(`ws://127.0.0.1:${t.port}/v1/ws`, { storage: null });
+  cleanups.push(() => other.close());
+  const again = record(other.openChat(chat.id));
+  await until(() => again.length === got.length);
+  assert.deepEqual(again.map((m) => m.seq), got.map((m) => m.seq));
+  assert.ok(again.every((m) => m.replay));
+});

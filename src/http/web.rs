@@ -1,0 +1,43 @@
+//! The web page at `/`: a chat UI on the JavaScript client, built into the
+//! binary (no build step, nothing fetched at run time).
+
+use axum::Router;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+
+use super::AppState;
+
+const INDEX: &str = include_str!("../../web/index.html");
+const APP: &str = include_str!("../../web/app.js");
+const STYLE: &str = include_str!("../../web/style.css");
+const CLIENT: &str = include_str!("../../clients/js/agentwire.js");
+
+/// The routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(|| asset("text/html; charset=utf-8", INDEX)))
+        .route(
+            "/assets/app.js",
+            get(|| asset("text/javascript; charset=utf-8", APP)),
+        )
+        .route(
+            "/assets/style.css",
+            get(|| asset("text/css; charset=utf-8", STYLE)),
+        )
+        .route(
+            "/assets/agentwire.js",
+            get(|| asset("text/javascript; charset=utf-8", CLIENT)),
+        )
+}
+
+async fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+}

@@ -1,0 +1,266 @@
+// The agentwire web page: a chat UI on the JavaScript client. Every piece of
+// model output goes into the page as text (textContent), never as HTML.
+import { AgentwireClient } from '/assets/agentwire.js';
+
+const params = new URLSearchParams(location.search);
+const token = params.get('access_token') || undefined;
+const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/ws`;
+// In memory only: a page load replays each chat it opens from the start.
+const client = new AgentwireClient(wsUrl, { token, storage: null });
+const $ = (id) => document.getElementById(id);
+
+/** Builds an element; `text` is set as text, never parsed as HTML. */
+function el(tag, { cls, text, attrs } = {}, ...children) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const c of children) if (c) e.append(c);
+  return e;
+}
+
+async function api(path, options = {}) {
+  const headers = { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) };
+  const r = await fetch(path, { ...options, headers });
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  return r.status === 204 ? null : r.json();
+}
+
+// ----- connection state -------------------------------------------------------
+
+client.on('state', (state, detail) => {
+  const badge = $('conn');
+  badge.dataset.state = state;
+  badge.textContent = {
+    connecting: 'connecting…',
+    open: 'connected',
+    reconnecting: 'reconnecting…',
+    resumed: `resumed ${detail.replayed ?? 0} events`,
+    closed: 'disconnected',
+  }[state];
+});
+
+// ----- the current chat ---------------------------------------------------------
+
+let current = null; // { chat, view }
+
+/** Everything one chat's log looks like on screen. */
+class ChatView {
+  constructor(chat) {
+    this.chat = chat;
+    this.turn = null; // the agent bubble being streamed
+    this.cards = new Map(); // corr → card element
+    this.progress = new Map(); // corr → <progress>
+    this.inputs = new Map(); // request_id → card
+    this.unsub = chat.on('envelope', (m) => this.render(m));
+    this.unsubErr = chat.on('error', (e) => this.add(el('li', { cls: 'note error', text: `${e.error_code}: ${e.message}` })));
+  }
+
+  close() {
+    this.unsub();
+    this.unsubErr();
+  }
+
+  add(li) {
+    const log = $('log');
+    const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
+    log.append(li);
+    if (atEnd) log.scrollTop = log.scrollHeight;
+    return li;
+  }
+
+  render(m) {
+    switch (m.type) {
+      case 'chat.text':
+        if (m.agent === 'user') {
+          this.add(el('li', { cls: 'user' }, el('div', { cls: 'msg', text: m.content })));
+        } else {
+          this.bubble(m.agent).textContent = m.content;
+          this.turn = null;
+        }
+        break;
+      case 'chat.select_speaker':
+        $('run').textContent = `${m.agent} is working…`;
+        this.turn = null;
+        break;
+      case 'chat.print':
+        this.bubble(m.agent).append(document.createTextNode(m.content));
+        break;
+      case 'chat.input_request':
+        this.inputRequest(m);
+        break;
+      case 'chat.input_ack':
+      case 'chat.input_timeout': {
+        const card = this.inputs.get(m.request_id);
+        if (card) this.done(card, m.type === 'chat.input_ack' ? 'answered' : 'timed out');
+        break;
+      }
+      case 'chat.tool_call':
+        this.toolCall(m);
+        break;
+      case 'chat.tool_response': {
+        const card = this.cards.get(m.corr);
+        if (card) this.done(card, m.success ? 'done' : `failed: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`);
+        break;
+      }
+      case 'chat.tool_progress': {
+        let bar = this.progress.get(m.corr);
+        if (!bar) {
+          bar = el('progress', { attrs: { max: '100' } });
+          this.progress.set(m.corr, bar);
+          this.add(el('li', {}, el('div', { cls: 'note', text: m.tool_name }), bar));
+        }
+        bar.value = m.progress_percent;
+        bar.title = m.status_message;
+        break;
+      }
+      case 'chat.usage_summary':
+        this.add(el('li', { cls: 'note', text: `tokens: ${m.total_tokens} (prompt ${m.prompt_tokens}, completion ${m.completion_tokens})${m.cost != null ? `, cost ${m.cost}` : ''}` }));
+        break;
+      case 'chat.run_complete':
+        $('run').textContent = m.reason === 'completed' ? '' : `run ended: ${m.reason}`;
+        this.turn = null;
+        break;
+      case 'chat.error':
+        this.add(el('li', { cls: 'note error', text: `${m.error_code}: ${m.message}` }));
+        break;
+    }
+  }
+
+  /** The agent bubble of the current turn (created on first use). */
+  bubble(agent) {
+    if (!this.turn) {
+      const msg = el('div', { cls: 'msg' });
+      this.add(el('li', { cls: 'agent' }, el('div', { cls: 'who', text: agent }), msg));
+      this.turn = msg;
+    }
+    return this.turn;
+  }
+
+  done(card, text) {
+    card.classList.add('done');
+    card.querySelectorAll('button, input, textarea').forEach((x) => (x.disabled = true));
+    card.append(el('div', { cls: 'note', text }));
+  }
+
+  inputRequest(m) {
+    const input = el('input', { attrs: { type: m.password ? 'password' : 'text', 'aria-label': m.prompt } });
+    const send = el('button', { text: 'Submit' });
+    const card = el('div', { cls: 'card' }, el('div', { cls: 'title', text: m.prompt }), input, send);
+    const submit = () => {
+      if (!input.value) return;
+      this.chat.submitInput(m.request_id, input.value);
+      input.value = '';
+      send.disabled = true;
+    };
+    send.onclick = submit;
+    input.onkeydown = (e) => e.key === 'Enter' && submit();
+    this.inputs.set(m.request_id, card);
+    this.add(el('li', {}, card));
+  }
+
+  toolCall(m) {
+    const known = this.cards.get(m.corr);
+    if (known) {
+      // A patched component: show its new state.
+      const pre = known.querySelector('pre');
+      if (pre) pre.textContent = JSON.stringify(m.payload, null, 2);
+      return;
+    }
+    const reply = (data) => this.chat.sendComponentResult(m.corr, data);
+    const title = m.component_type ? `${m.component_type} (${m.tool_name})` : `tool: ${m.tool_name}`;
+    const card = el('div', { cls: 'card' }, el('div', { cls: 'title', text: title }));
+    const p = m.payload || {};
+    const button = (text, data) => {
+      const b = el('button', { text });
+      b.onclick = () => reply(data);
+      return b;
+    };
+    if (!m.component_type) {
+      card.append(el('pre', { text: JSON.stringify(p) }));
+    } else if (m.component_type === 'approval') {
+      card.append(
+        el('pre', { text: `${p.tool_name} ${JSON.stringify(p.input)}` }),
+        button('Approve', { approved: true }),
+        button('Reject', { approved: false, reason: 'rejected in the web page' }),
+      );
+    } else if (m.component_type === 'multiple_choice' && Array.isArray(p.options)) {
+      for (const o of p.options) card.append(button(String(o), { choice: o }));
+    } else if (m.component_type === 'confirm') {
+      card.append(el('pre', { text: p.message ?? JSON.stringify(p) }), button('Yes', { confirmed: true }), button('No', { confirmed: false }));
+    } else {
+      // free_text and anything else: show the payload, answer with text.
+      const input = el('input', { attrs: { type: 'text', 'aria-label': 'answer' } });
+      const send = el('button', { text: 'Send' });
+      send.onclick = () => reply(m.component_type === 'free_text' ? { text: input.value } : { value: input.value });
+      card.append(el('pre', { text: JSON.stringify(p, null, 2) }), input, send);
+    }
+    if (!m.awaiting_response) card.querySelectorAll('button, input').forEach((x) => (x.disabled = true));
+    this.cards.set(m.corr, card);
+    this.add(el('li', {}, card));
+  }
+}
+
+function show(chat) {
+  if (current) current.view.close();
+  $('log').replaceChildren();
+  $('run').textContent = '';
+  $('empty').hidden = true;
+  $('composer').hidden = false;
+  current = { chat, view: new ChatView(chat) };
+  for (const li of $('chats').children) li.classList.toggle('current', li.dataset.id === chat.id);
+}
+
+function open(chatId) {
+  // A fresh replay from the start, into an empty log.
+  client.closeChat(chatId);
+  show(client.openChat(chatId));
+}
+
+$('composer').onsubmit = (e) => {
+  e.preventDefault();
+  const text = $('text').value.trim();
+  if (!text || !current) return;
+  current.chat.sendMessage(text);
+  $('text').value = '';
+};
+$('text').onkeydown = (e) => {
+  if (e.key === 'Enter' && !e.shiftKey) {
+    e.preventDefault();
+    $('composer').requestSubmit();
+  }
+};
+$('cancel').onclick = () => current && current.chat.cancel();
+
+// ----- agents and chats -----------------------------------------------------------
+
+async function loadChats() {
+  const { chats } = await api('/v1/chats?limit=50');
+  $('chats').replaceChildren(
+    ...chats.map((c) => {
+      const li = el('li', { text: `${c.agent} · ${new Date(c.created_at).toLocaleString()}`, attrs: { 'data-id': c.id } });
+      li.onclick = () => open(c.id);
+      if (current && current.chat.id === c.id) li.classList.add('current');
+      return li;
+    }),
+  );
+}
+
+async function loadAgents() {
+  const { agents } = await api('/v1/agents');
+  $('agents').replaceChildren(
+    ...agents.map((a) => {
+      const tile = el('button', { cls: 'tile', attrs: { 'data-agent': a.id } }, el('b', { text: a.name }), el('small', { text: a.description }));
+      tile.onclick = async () => {
+        show(client.startChat({ agent: a.id }));
+        setTimeout(loadChats, 300);
+        $('text').focus();
+      };
+      return tile;
+    }),
+  );
+}
+
+loadAgents().catch((e) => console.error(e));
+loadChats().catch((e) => console.error(e));
+window.agentwire = client; // for the console and for tests
