@@ -35,7 +35,7 @@ client.on('state', (state, detail) => {
     connecting: 'connecting…',
     open: 'connected',
     reconnecting: 'reconnecting…',
-    resumed: `resumed ${detail.replayed ?? 0} events`,
+    resumed: `resumed ${detail.replayed ?? 0} event${detail.replayed === 1 ? "" : "s"}`,
     closed: 'disconnected',
   }[state];
 });
