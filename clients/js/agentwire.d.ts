@@ -49,6 +49,8 @@ export declare class Chat extends Emitter {
   readonly id: string;
   /** The seq of the last envelope delivered. */
   lastSeq: number;
+  /** Every envelope delivered, in order. */
+  readonly log: Envelope[];
   on(type: 'envelope' | '*', fn: (envelope: Envelope) => void): () => void;
   on(type: 'error', fn: (error: ConnectionError) => void): () => void;
   on(type: 'resumed', fn: (detail: ResumedDetail) => void): () => void;
@@ -70,7 +72,7 @@ export declare class AgentwireClient extends Emitter {
   on(type: 'error', fn: (error: ConnectionError) => void): () => void;
   on(type: 'message', fn: (message: Record<string, unknown>) => void): () => void;
   startChat(options: { agent: string; chatId?: string; message?: string; context?: object }): Chat;
-  openChat(chatId: string): Chat;
+  openChat(chatId: string, options?: { fromStart?: boolean }): Chat;
   closeChat(chatId: string): void;
   sendMessage(chatId: string, text: string): string;
   submitInput(chatId: string, requestId: string, text: string): void;

@@ -108,6 +108,8 @@ export class Chat extends Emitter {
     this.replayed = 0;
     /** @type {Map<string, object>} messages sent and not yet answered, by key */
     this.unacked = new Map();
+    /** @type {Envelope[]} every envelope delivered, in order (for late subscribers such as UI hooks) */
+    this.log = [];
   }
 
   /** A new user turn. Sent again after a reconnect until the server logs it. */
@@ -160,6 +162,7 @@ export class Chat extends Emitter {
       if (m.recovered === false) {
         // The server's log is behind ours (a restored backup): start over.
         this.lastSeq = 0;
+        this.log = [];
         this.client.saveSeq(this.id, 0);
         this.emit('reset', m);
         this.resume();
@@ -193,6 +196,7 @@ export class Chat extends Emitter {
     this.lastSeq = m.seq;
     this.client.saveSeq(this.id, m.seq);
     if (m.replay) this.replayed += 1;
+    this.log.push(m);
     this.ack(m);
     this.emit(m.type, m);
     this.emit('envelope', m);
@@ -363,14 +367,17 @@ export class AgentwireClient extends Emitter {
   }
 
   /**
-   * Opens an existing chat: replays what this client has not seen, then follows it.
+   * Opens an existing chat: replays what this client has not seen (or, with
+   * `fromStart`, everything), then follows it.
    * @param {string} chatId
+   * @param {{fromStart?: boolean}} [options]
    * @returns {Chat}
    */
-  openChat(chatId) {
+  openChat(chatId, { fromStart = false } = {}) {
     const known = this.chats.get(chatId);
     if (known) return known;
     const chat = this.track(chatId);
+    if (fromStart) chat.lastSeq = 0;
     chat.resume();
     return chat;
   }

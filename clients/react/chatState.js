@@ -1,0 +1,123 @@
+// @ts-check
+/**
+ * The pure part of `useChat`: folds a chat's envelopes, in seq order, into what
+ * a UI renders. No React here, so it can be used with any framework.
+ */
+
+/**
+ * @typedef {object} Message
+ * @property {number} seq      The seq of the envelope that opened it.
+ * @property {'user' | 'agent'} role
+ * @property {string} agent
+ * @property {string} text     Streamed so far, or final.
+ * @property {boolean} streaming
+ *
+ * @typedef {object} ToolCall
+ * @property {string} corr
+ * @property {string} toolName
+ * @property {string | null} componentType  `null` for a backend tool.
+ * @property {'inline' | 'artifact'} display
+ * @property {unknown} payload
+ * @property {boolean} awaiting   Waits for `answer(corr, data)`.
+ * @property {unknown} [result]
+ * @property {boolean} [success]
+ * @property {{percent: number, status: string}} [progress]
+ *
+ * @typedef {object} InputRequest
+ * @property {string} requestId
+ * @property {string} prompt
+ * @property {boolean} password
+ * @property {'pending' | 'answered' | 'timed_out'} status
+ *
+ * @typedef {object} ChatState
+ * @property {Message[]} messages
+ * @property {ToolCall[]} toolCalls          In the order they were made.
+ * @property {InputRequest[]} inputRequests
+ * @property {'idle' | 'running'} run
+ * @property {string | null} lastRunEnd      The last `run_complete` reason.
+ * @property {{total: number, prompt: number, completion: number, cost?: number}[]} usage  One per run.
+ * @property {{code: string, message: string}[]} errors
+ * @property {number} lastSeq
+ */
+
+/** @returns {ChatState} */
+export function initialChatState() {
+  return { messages: [], toolCalls: [], inputRequests: [], run: 'idle', lastRunEnd: null, usage: [], errors: [], lastSeq: 0 };
+}
+
+/**
+ * The state after one envelope (pure: returns a new state).
+ * @param {ChatState} s
+ * @param {any} m an envelope
+ * @returns {ChatState}
+ */
+export function applyEnvelope(s, m) {
+  if (m.seq <= s.lastSeq) return s;
+  const next = { ...s, lastSeq: m.seq };
+  const lastMsg = s.messages[s.messages.length - 1];
+  const streamingAgent = lastMsg && lastMsg.role === 'agent' && lastMsg.streaming ? lastMsg : null;
+  const replaceLast = (/** @type {Message} */ msg) => [...s.messages.slice(0, -1), msg];
+  const updateCall = (/** @type {string} */ corr, /** @type {(c: ToolCall) => ToolCall} */ f) =>
+    s.toolCalls.map((c) => (c.corr === corr ? f(c) : c));
+  switch (m.type) {
+    case 'chat.text':
+      if (m.agent === 'user') {
+        next.messages = [...s.messages, { seq: m.seq, role: 'user', agent: 'user', text: m.content, streaming: false }];
+        next.run = 'running';
+      } else if (streamingAgent) {
+        next.messages = replaceLast({ ...streamingAgent, text: m.content, streaming: false });
+      } else {
+        next.messages = [...s.messages, { seq: m.seq, role: 'agent', agent: m.agent, text: m.content, streaming: false }];
+      }
+      break;
+    case 'chat.select_speaker':
+      next.run = 'running';
+      break;
+    case 'chat.print':
+      next.messages = streamingAgent
+        ? replaceLast({ ...streamingAgent, text: streamingAgent.text + m.content })
+        : [...s.messages, { seq: m.seq, role: 'agent', agent: m.agent, text: m.content, streaming: true }];
+      break;
+    case 'chat.tool_call':
+      if (s.toolCalls.some((c) => c.corr === m.corr)) {
+        // A component's new state (artifact_patch).
+        next.toolCalls = updateCall(m.corr, (c) => ({ ...c, payload: m.payload, awaiting: m.awaiting_response }));
+      } else {
+        next.toolCalls = [...s.toolCalls, {
+          corr: m.corr, toolName: m.tool_name, componentType: m.component_type, display: m.display,
+          payload: m.payload, awaiting: m.awaiting_response,
+        }];
+      }
+      break;
+    case 'chat.tool_response':
+      next.toolCalls = updateCall(m.corr, (c) => ({ ...c, awaiting: false, result: m.content, success: m.success }));
+      break;
+    case 'chat.tool_progress':
+      next.toolCalls = updateCall(m.corr, (c) => ({ ...c, progress: { percent: m.progress_percent, status: m.status_message } }));
+      break;
+    case 'chat.input_request':
+      next.inputRequests = [...s.inputRequests, { requestId: m.request_id, prompt: m.prompt, password: m.password, status: 'pending' }];
+      break;
+    case 'chat.input_ack':
+    case 'chat.input_timeout':
+      next.inputRequests = s.inputRequests.map((r) =>
+        r.requestId === m.request_id ? { ...r, status: m.type === 'chat.input_ack' ? 'answered' : 'timed_out' } : r,
+      );
+      break;
+    case 'chat.usage_summary':
+      next.usage = [...s.usage, { total: m.total_tokens, prompt: m.prompt_tokens, completion: m.completion_tokens, cost: m.cost }];
+      break;
+    case 'chat.run_complete':
+      next.run = 'idle';
+      next.lastRunEnd = m.reason;
+      // Nothing of a finished run waits any more.
+      next.toolCalls = s.toolCalls.map((c) => (c.awaiting ? { ...c, awaiting: false } : c));
+      next.inputRequests = s.inputRequests.map((r) => (r.status === 'pending' ? { ...r, status: 'timed_out' } : r));
+      if (streamingAgent) next.messages = replaceLast({ ...streamingAgent, streaming: false });
+      break;
+    case 'chat.error':
+      next.errors = [...s.errors, { code: m.error_code, message: m.message }];
+      break;
+  }
+  return next;
+}

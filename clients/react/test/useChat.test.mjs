@@ -1,0 +1,94 @@
+// useChat with React's test tooling (@testing-library/react on jsdom), against
+// the real server: a streamed answer, an input request, a UI component.
+import { NodeWebSocket } from './support/node-ws.mjs';
+import 'global-jsdom/register';
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { act, renderHook, waitFor } from '@testing-library/react';
+
+import { AgentwireClient } from '../../js/agentwire.js';
+import { freePort, startServer, tempDir } from '../../js/test/support/helpers.mjs';
+import { useChat } from '../useChat.js';
+
+globalThis.IS_REACT_ACT_ENVIRONMENT = true;
+
+let server;
+let client;
+before(async () => {
+  const port = await freePort();
+  server = await startServer(tempDir(), port);
+  client = new AgentwireClient(`ws://127.0.0.1:${port}/v1/ws`, { storage: null, WebSocket: NodeWebSocket });
+});
+after(() => {
+  client?.close();
+  server?.kill('SIGKILL');
+});
+
+const wait = (f) => waitFor(f, { timeout: 15000, interval: 20 });
+
+function mount() {
+  const chat = client.startChat({ agent: 'demo' });
+  const seen = [];
+  const hook = renderHook(() => {
+    const state = useChat(client, chat.id);
+    seen.push(state);
+    return state;
+  });
+  return { hook, seen };
+}
+
+test('a streamed answer', async () => {
+  const { hook, seen } = mount();
+  await act(async () => hook.result.current.send('slow: 12'));
+  await wait(() => assert.equal(hook.result.current.lastRunEnd, 'completed'));
+  const state = hook.result.current;
+  const words = Array.from({ length: 12 }, (_, i) => `w${i + 1}`).join(' ');
+  assert.deepEqual(state.messages.map((m) => [m.role, m.text, m.streaming]), [
+    ['user', 'slow: 12', false],
+    ['agent', words, false],
+  ]);
+  assert.ok(seen.some((s) => s.messages[1]?.streaming && s.messages[1].text.length < words.length), 'seen while streaming');
+  assert.equal(state.run, 'idle');
+  assert.equal(state.usage.length, 1);
+  hook.unmount();
+});
+
+test('an input request answered', async () => {
+  const { hook } = mount();
+  await act(async () => hook.result.current.send('ask: Your name?'));
+  await wait(() => assert.equal(hook.result.current.pendingInputs.length, 1));
+  const req = hook.result.current.pendingInputs[0];
+  assert.equal(req.prompt, 'Your name?');
+  assert.equal(req.password, false);
+  await act(async () => hook.result.current.submitInput(req.requestId, 'Ada'));
+  await wait(() => assert.equal(hook.result.current.messages.at(-1).text, 'You answered: Ada'));
+  assert.equal(hook.result.current.inputRequests[0].status, 'answered');
+  assert.equal(hook.result.current.pendingInputs.length, 0);
+  hook.unmount();
+});
+
+test('a UI component answered', async () => {
+  const { hook } = mount();
+  await act(async () => hook.result.current.send('ui: color_picker'));
+  await wait(() => assert.equal(hook.result.current.pendingComponents.length, 1));
+  const call = hook.result.current.pendingComponents[0];
+  assert.equal(call.componentType, 'color_picker');
+  await act(async () => hook.result.current.answer(call.corr, { color: 'teal' }));
+  await wait(() => assert.equal(hook.result.current.messages.at(-1).text, 'Component returned: {"color":"teal"}'));
+  const done = hook.result.current.toolCalls[0];
+  assert.deepEqual([done.awaiting, done.success, done.result], [false, true, { color: 'teal' }]);
+  hook.unmount();
+});
+
+test('a chat opened later is replayed from its start', async () => {
+  const chat = client.startChat({ agent: 'demo', message: 'hello' });
+  await wait(() => assert.ok(chat.log.some((m) => m.type === 'chat.run_complete')));
+  const other = new AgentwireClient(client.url, { storage: null, WebSocket: NodeWebSocket });
+  const hook = renderHook(() => useChat(other, chat.id));
+  await wait(() => assert.equal(hook.result.current.messages.at(-1)?.text, 'You said: hello'));
+  assert.equal(hook.result.current.messages.length, 2);
+  hook.unmount();
+  other.close();
+});

@@ -1,0 +1,71 @@
+// @ts-check
+/**
+ * `useChat`: a React hook over an agentwire chat. It folds the chat's
+ * envelopes (exactly once, in order, across reconnects — the client's job)
+ * into messages with streaming text, tool calls with their results and
+ * progress, pending input requests and components, usage and the run state.
+ */
+import { useCallback, useEffect, useReducer, useState } from 'react';
+
+import { applyEnvelope, initialChatState } from './chatState.js';
+
+export { applyEnvelope, initialChatState } from './chatState.js';
+
+/** @param {import('./chatState.js').ChatState} state @param {any} action */
+function reducer(state, action) {
+  if (action.reset) return initialChatState();
+  if (action.connectionError) {
+    const e = action.connectionError;
+    return { ...state, errors: [...state.errors, { code: e.error_code, message: e.message }] };
+  }
+  return applyEnvelope(state, action);
+}
+
+/**
+ * @param {import('../js/agentwire.js').AgentwireClient} client
+ * @param {string | null} chatId  The chat to follow (opened and replayed), or `null`.
+ */
+export function useChat(client, chatId) {
+  const [state, dispatch] = useReducer(reducer, undefined, initialChatState);
+  const [connection, setConnection] = useState(client.state);
+
+  useEffect(() => client.on('state', (/** @type {string} */ s) => setConnection(/** @type {any} */ (s))), [client]);
+
+  useEffect(() => {
+    dispatch({ reset: true });
+    if (!chatId) return undefined;
+    // A chat this client already follows (just started, say) is folded from
+    // what it delivered so far; any other is replayed from its first seq.
+    const known = client.chats.get(chatId);
+    const chat = known ?? client.openChat(chatId, { fromStart: true });
+    chat.log.forEach(dispatch);
+    const offEnvelope = chat.on('envelope', dispatch);
+    const offError = chat.on('error', (/** @type {any} */ e) => dispatch({ connectionError: e }));
+    const offReset = chat.on('reset', () => dispatch({ reset: true }));
+    return () => {
+      offEnvelope();
+      offError();
+      offReset();
+      if (!known) client.closeChat(chatId);
+    };
+  }, [client, chatId]);
+
+  const chat = chatId ? client.chats.get(chatId) : undefined;
+  const send = useCallback((/** @type {string} */ text) => chat?.sendMessage(text), [chat]);
+  const submitInput = useCallback((/** @type {string} */ id, /** @type {string} */ text) => chat?.submitInput(id, text), [chat]);
+  const answer = useCallback((/** @type {string} */ corr, /** @type {unknown} */ data) => chat?.sendComponentResult(corr, data), [chat]);
+  const cancel = useCallback(() => chat?.cancel(), [chat]);
+
+  return {
+    ...state,
+    connection,
+    /** Tool calls waiting for the user. */
+    pendingComponents: state.toolCalls.filter((c) => c.awaiting && c.componentType),
+    /** Input requests waiting for the user. */
+    pendingInputs: state.inputRequests.filter((r) => r.status === 'pending'),
+    send,
+    submitInput,
+    answer,
+    cancel,
+  };
+}
