@@ -63,9 +63,17 @@ pub struct Settings {
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long, env = "AGENTWIRE_LISTEN", global = true)]
     pub listen: Option<String>,
-    /// sqlite://PATH [default: sqlite://./data/agentwire.db].
-    #[arg(long, env = "AGENTWIRE_DATABASE_URL", global = true)]
+    /// sqlite://PATH or postgres://… [default: sqlite://./data/agentwire.db].
+    #[arg(
+        long,
+        env = "AGENTWIRE_DATABASE_URL",
+        global = true,
+        hide_env_values = true
+    )]
     pub database_url: Option<String>,
+    /// PostgreSQL connections per node [default: 10].
+    #[arg(long, env = "AGENTWIRE_DATABASE_POOL_SIZE", global = true)]
+    pub database_pool_size: Option<u32>,
     /// Folder of agent YAML files [default: ./agents].
     #[arg(long = "agents", env = "AGENTWIRE_AGENTS_DIR", global = true)]
     pub agents_dir: Option<PathBuf>,
@@ -123,6 +131,7 @@ pub struct Settings {
 struct FileSettings {
     listen: Option<String>,
     database_url: Option<String>,
+    database_pool_size: Option<u32>,
     agents_dir: Option<PathBuf>,
     auth: Option<AuthMode>,
     jwt_secret: Option<String>,
@@ -191,12 +200,33 @@ fn bad(key: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// Where the log lives.
+#[derive(Clone)]
+pub enum Database {
+    /// An SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL server (the URL may hold a password: never logged).
+    Postgres { url: String, pool_size: u32 },
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            Self::Postgres { pool_size, .. } => f
+                .debug_struct("Postgres")
+                .field("pool_size", pool_size)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
 /// The validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
-    /// Path of the SQLite database file.
-    pub sqlite_path: PathBuf,
+    /// Where the log lives.
+    pub database: Database,
     pub agents_dir: PathBuf,
     /// Whether `agents_dir` was set explicitly (then it must exist).
     pub agents_dir_explicit: bool,
@@ -247,21 +277,22 @@ impl Settings {
             .map_err(|e| bad("listen", format!("`{listen_text}` is not an address: {e}")))?;
 
         let url = pick!(database_url).unwrap_or_else(|| "sqlite://./data/agentwire.db".into());
-        let sqlite_path = if let Some(path) = url.strip_prefix("sqlite://") {
+        let pool_size = pick!(database_pool_size).unwrap_or(10);
+        if !(1..=1000).contains(&pool_size) {
+            return Err(bad("database_pool_size", "must be between 1 and 1000"));
+        }
+        let database = if let Some(path) = url.strip_prefix("sqlite://") {
             let path = path.split('?').next().unwrap_or_default();
             if path.is_empty() {
                 return Err(bad("database_url", "sqlite:// needs a file path"));
             }
-            PathBuf::from(path)
+            Database::Sqlite(PathBuf::from(path))
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            return Err(bad(
-                "database_url",
-                "PostgreSQL is not built into this version yet; use sqlite://PATH",
-            ));
+            Database::Postgres { url, pool_size }
         } else {
             return Err(bad(
                 "database_url",
-                format!("`{url}` must start with sqlite://"),
+                "must start with sqlite:// or postgres:// (the value is not shown: it may hold a password)",
             ));
         };
 
@@ -323,7 +354,7 @@ impl Settings {
 
         Ok(Config {
             listen,
-            sqlite_path,
+            database,
             agents_dir,
             agents_dir_explicit,
             auth,

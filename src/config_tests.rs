@@ -4,7 +4,9 @@ use super::*;
 fn defaults_are_the_contract() {
     let c = Config::default();
     assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
-    assert_eq!(c.sqlite_path, PathBuf::from("./data/agentwire.db"));
+    assert!(
+        matches!(c.database, Database::Sqlite(ref p) if p == &PathBuf::from("./data/agentwire.db"))
+    );
     assert!(matches!(c.auth, AuthConfig::None));
     assert_eq!(c.default_agent, "demo");
 }

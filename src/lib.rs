@@ -22,6 +22,8 @@ pub mod llm;
 pub mod protocol;
 pub mod session;
 pub mod store;
+#[doc(hidden)]
+pub mod testing;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -33,9 +35,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::agent::AgentRegistry;
 use crate::auth::Authenticator;
-use crate::config::{AuthConfig, Config};
+use crate::config::{AuthConfig, Config, Database};
 use crate::session::{Registry, SessionContext};
-use crate::store::{LogWriter, SqliteStore, Store};
+use crate::store::{LogWriter, PgStore, SqliteStore, Store};
 
 /// Runs the server on `listener` until `shutdown` resolves, then shuts down
 /// gracefully: stop accepting, close sockets with 1001, let runs log their
@@ -49,11 +51,18 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&config.sqlite_path)
-            .await
-            .with_context(|| format!("opening {}", config.sqlite_path.display()))?,
-    );
+    let store: Arc<dyn Store> = match &config.database {
+        Database::Sqlite(path) => Arc::new(
+            SqliteStore::open(path)
+                .await
+                .with_context(|| format!("opening {}", path.display()))?,
+        ),
+        Database::Postgres { url, pool_size } => Arc::new(
+            PgStore::open(url, *pool_size)
+                .await
+                .context("opening the PostgreSQL database (database_url)")?,
+        ),
+    };
     let agents = AgentRegistry::load(
         &config.agents_dir,
         config.agents_dir_explicit,

@@ -1,12 +1,13 @@
 //! The durable session log.
 //!
 //! Owns the [`Store`] trait (chats and their append-only envelope logs), its
-//! SQLite implementation, and the group-committing [`LogWriter`]. Only this
-//! module speaks SQL or knows sqlx; SQL that only SQLite understands stays in
-//! `sqlite.rs`, so a PostgreSQL store can implement the same trait.
+//! SQLite and PostgreSQL implementations, and the group-committing
+//! [`LogWriter`]. Only this module speaks SQL or knows sqlx; each backend's SQL
+//! stays in its own file.
 //!
 //! Depends on nothing else in the crate: envelopes arrive already serialized.
 
+mod postgres;
 mod sqlite;
 mod writer;
 
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use writer::LogWriter;
 

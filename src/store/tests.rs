@@ -1,8 +1,57 @@
+//! The store conformance suite: every test runs unchanged against SQLite and
+//! PostgreSQL (a throwaway server, see `crate::testing`).
+
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use uuid::Uuid;
 
 use super::*;
+
+/// Opens the store under test on its data (again, for reopen tests).
+type Opener = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Arc<dyn Store>> + Send>> + Send + Sync>;
+
+fn sqlite() -> (Opener, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested/db.sqlite");
+    let open: Opener = Arc::new(move || {
+        let path = path.clone();
+        Box::pin(async move { Arc::new(SqliteStore::open(&path).await.unwrap()) as Arc<dyn Store> })
+    });
+    (open, dir)
+}
+
+async fn postgres() -> Option<Opener> {
+    let server = crate::testing::postgres()?;
+    let url = server.fresh_database().await;
+    Some(Arc::new(move || {
+        let url = url.clone();
+        Box::pin(async move { Arc::new(PgStore::open(&url, 5).await.unwrap()) as Arc<dyn Store> })
+    }))
+}
+
+/// Runs a conformance test on both backends.
+macro_rules! conformance {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let (open, _dir) = super::sqlite();
+                $body(open).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if let Some(open) = super::postgres().await {
+                    $body(open).await;
+                }
+            }
+        }
+    };
+}
 
 fn chat(owner: &str) -> ChatRecord {
     ChatRecord {
@@ -10,11 +59,11 @@ fn chat(owner: &str) -> ChatRecord {
         owner: owner.into(),
         agent: "demo".into(),
         state: ChatState::Idle,
-        context: None,
+        context: Some(r#"{"k":1}"#.into()),
         model: None,
         archived: false,
-        created_at: 1,
-        updated_at: 1,
+        created_at: chrono::Utc::now().timestamp_millis(),
+        updated_at: chrono::Utc::now().timestamp_millis(),
     }
 }
 
@@ -34,13 +83,13 @@ fn env(
     }
 }
 
-#[tokio::test]
-async fn append_load_and_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("nested/db.sqlite");
-    let store = SqliteStore::open(&path).await.unwrap();
+conformance!(append_load_and_reopen, append_load_and_reopen_on);
+async fn append_load_and_reopen_on(open: Opener) {
+    let store = open().await;
+    store.ping().await.unwrap();
     let a = store.create_chat(&chat("alice")).await.unwrap();
     let b = store.create_chat(&chat("bob")).await.unwrap();
+    assert_eq!(a.context.as_deref(), Some(r#"{"k":1}"#));
 
     // A second create of the same id keeps the first owner.
     let again = store
@@ -52,8 +101,8 @@ async fn append_load_and_reopen() {
         .unwrap();
     assert_eq!(again.owner, "alice");
 
-    // Two chats in one transaction; 2,500 rows crosses the multi-row chunk size.
-    let many: Vec<_> = (1..=2500)
+    // Two chats in one transaction; 6,500 rows crosses both backends' chunk sizes.
+    let many: Vec<_> = (1..=6500)
         .map(|s| env(s, "chat.print", None, None))
         .collect();
     store
@@ -79,6 +128,10 @@ async fn append_load_and_reopen() {
     let page = store.load_after(a.id, 100, 50).await.unwrap();
     assert_eq!(page.len(), 50);
     assert_eq!(page[0].seq, 101);
+    assert_eq!(
+        page[0].json, r#"{"type":"chat.print","seq":101}"#,
+        "the JSON text as written"
+    );
     assert_eq!(page[49].seq, 150);
     assert!(page.windows(2).all(|w| w[1].seq == w[0].seq + 1));
 
@@ -97,6 +150,7 @@ async fn append_load_and_reopen() {
             .seq,
         3
     );
+    assert!(store.last_tool_call(b.id, "c-2").await.unwrap().is_none());
     assert_eq!(store.transcript(b.id).await.unwrap().len(), 1);
 
     // A duplicate seq fails the whole transaction: nothing of it is stored.
@@ -113,20 +167,51 @@ async fn append_load_and_reopen() {
     assert!(err.is_err());
     assert_eq!(store.last(b.id).await.unwrap().unwrap().0, 3);
 
+    // Models and archiving.
+    store.set_chat_model(b.id, Some("qwen")).await.unwrap();
+    store.archive_chat(b.id).await.unwrap();
+    let b_now = store.chat(b.id).await.unwrap().unwrap();
+    assert_eq!(
+        (b_now.model.as_deref(), b_now.archived),
+        (Some("qwen"), true)
+    );
+
     drop(store);
-    let store = SqliteStore::open(&path).await.unwrap();
+    let store = open().await;
     assert_eq!(
         store.last(a.id).await.unwrap(),
-        Some((2500, "chat.print".to_owned()))
+        Some((6500, "chat.print".to_owned()))
     );
     assert_eq!(store.chat(b.id).await.unwrap().unwrap().owner, "bob");
     assert_eq!(store.last(Uuid::new_v4()).await.unwrap(), None);
+    assert_eq!(store.chat(Uuid::new_v4()).await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn writer_isolates_a_failing_batch() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(&dir.path().join("db")).await.unwrap());
+conformance!(chats_are_listed_newest_first, list_chats_on);
+async fn list_chats_on(open: Opener) {
+    let store = open().await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let mut c = chat("carol");
+        c.created_at = 1000 + i / 2; // ties on created_at are ordered by id
+        ids.push((c.created_at, store.create_chat(&c).await.unwrap().id));
+    }
+    store.create_chat(&chat("dave")).await.unwrap();
+    ids.sort_by(|x, y| y.cmp(x));
+    let first = store.list_chats("carol", None, 2).await.unwrap();
+    let cursor = first.last().map(|c| (c.created_at, c.id));
+    let rest = store.list_chats("carol", cursor, 10).await.unwrap();
+    let got: Vec<(i64, Uuid)> = first
+        .iter()
+        .chain(&rest)
+        .map(|c| (c.created_at, c.id))
+        .collect();
+    assert_eq!(got, ids);
+}
+
+conformance!(the_writer_isolates_a_failing_batch, writer_on);
+async fn writer_on(open: Opener) {
+    let store = open().await;
     let good = store.create_chat(&chat("a")).await.unwrap();
     let (writer, task) = LogWriter::spawn(store.clone());
 

@@ -1,0 +1,315 @@
+//! The production store: PostgreSQL.
+//!
+//! Same trait, same group commit as SQLite: one transaction per batch of
+//! appends, each chunk of rows one `INSERT … SELECT * FROM UNNEST(…)` (a single
+//! statement whatever the row count, so no bind-parameter limit). Payloads are
+//! `TEXT`, not `JSONB`, so a replay sends the bytes that were sent live.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::{AssertSqlSafe, Row, SqlSafeStr};
+use uuid::Uuid;
+
+use super::{AppendBatch, ChatRecord, ChatState, Store, StoreError, StoredEnvelope};
+
+/// Most rows in one `UNNEST` insert.
+const ROWS_PER_INSERT: usize = 5000;
+
+fn migrator() -> Migrator {
+    let files: &[(i64, &str, &'static str)] = &[(
+        1,
+        "init",
+        include_str!("../../migrations/postgres/0001_init.sql"),
+    )];
+    Migrator::with_migrations(
+        files
+            .iter()
+            .map(|(version, name, sql)| {
+                Migration::new(
+                    *version,
+                    Cow::Borrowed(*name),
+                    MigrationType::Simple,
+                    AssertSqlSafe(*sql).into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
+}
+
+/// The PostgreSQL store. Cheap to clone (a pool handle).
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects (a pool of `pool_size`) and migrates.
+    ///
+    /// # Errors
+    /// The server cannot be reached, or a migration fails.
+    pub async fn open(url: &str, pool_size: u32) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(pool_size)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(url)
+            .await?;
+        migrator()
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Migration(e.into()))?;
+        Ok(Self { pool })
+    }
+
+    /// The connection pool (for coordination beyond the `Store` trait).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+fn chat_from_row(row: &PgRow) -> Result<ChatRecord, StoreError> {
+    let state: String = row.try_get("state")?;
+    Ok(ChatRecord {
+        id: row.try_get("id")?,
+        owner: row.try_get("owner")?,
+        agent: row.try_get("agent")?,
+        state: ChatState::parse(&state),
+        context: row.try_get("context")?,
+        model: row.try_get("model")?,
+        archived: row.try_get("archived")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn envelope_from_row(row: &PgRow) -> Result<StoredEnvelope, StoreError> {
+    let seq: i64 = row.try_get("seq")?;
+    Ok(StoredEnvelope {
+        seq: seq as u64,
+        kind: row.try_get("type")?,
+        json: row.try_get("payload")?,
+    })
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError> {
+        sqlx::query(
+            "INSERT INTO chats (id, owner, agent, state, context, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(chat.id)
+        .bind(&chat.owner)
+        .bind(&chat.agent)
+        .bind(chat.state.as_str())
+        .bind(&chat.context)
+        .bind(chat.created_at)
+        .execute(&self.pool)
+        .await?;
+        self.chat(chat.id)
+            .await?
+            .ok_or_else(|| sqlx::Error::RowNotFound.into())
+    }
+
+    async fn archive_chat(&self, id: Uuid) -> Result<(), StoreError> {
+        sqlx::query("UPDATE chats SET archived = TRUE, updated_at = $1 WHERE id = $2")
+            .bind(now_ms())
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn list_chats(
+        &self,
+        owner: &str,
+        before: Option<(i64, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<ChatRecord>, StoreError> {
+        let rows = match before {
+            None => sqlx::query(
+                "SELECT * FROM chats WHERE owner = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+            )
+            .bind(owner)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?,
+            Some((at, id)) => {
+                sqlx::query(
+                    "SELECT * FROM chats WHERE owner = $1 AND (created_at, id) < ($2, $3)
+                     ORDER BY created_at DESC, id DESC LIMIT $4",
+                )
+                .bind(owner)
+                .bind(at)
+                .bind(id)
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?
+            }
+        };
+        rows.iter().map(chat_from_row).collect()
+    }
+
+    async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE chats SET model = $1, updated_at = $2 WHERE id = $3")
+            .bind(model)
+            .bind(now_ms())
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn chat(&self, id: Uuid) -> Result<Option<ChatRecord>, StoreError> {
+        sqlx::query("SELECT * FROM chats WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(chat_from_row)
+            .transpose()
+    }
+
+    async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<_> = batches
+            .iter()
+            .flat_map(|b| b.envelopes.iter().map(move |e| (b.chat_id, e)))
+            .collect();
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
+            let chat_ids: Vec<Uuid> = chunk.iter().map(|(c, _)| *c).collect();
+            let seqs: Vec<i64> = chunk.iter().map(|(_, e)| e.seq as i64).collect();
+            let kinds: Vec<&str> = chunk.iter().map(|(_, e)| e.kind).collect();
+            let ts: Vec<i64> = chunk.iter().map(|(_, e)| e.ts_ms).collect();
+            let corrs: Vec<Option<&str>> = chunk.iter().map(|(_, e)| e.corr.as_deref()).collect();
+            let client_ids: Vec<Option<&str>> = chunk
+                .iter()
+                .map(|(_, e)| e.client_msg_id.as_deref())
+                .collect();
+            let payloads: Vec<&str> = chunk.iter().map(|(_, e)| &*e.json).collect();
+            sqlx::query(
+                "INSERT INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload)
+                 SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::text[], $7::text[])",
+            )
+            .bind(&chat_ids)
+            .bind(&seqs)
+            .bind(&kinds)
+            .bind(&ts)
+            .bind(&corrs)
+            .bind(&client_ids)
+            .bind(&payloads)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let now = now_ms();
+        for b in batches {
+            if let Some(state) = b.state {
+                sqlx::query("UPDATE chats SET state = $1, updated_at = $2 WHERE id = $3")
+                    .bind(state.as_str())
+                    .bind(now)
+                    .bind(b.chat_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn load_after(
+        &self,
+        chat_id: Uuid,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<StoredEnvelope>, StoreError> {
+        sqlx::query(
+            "SELECT seq, type, payload FROM envelopes
+             WHERE chat_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        )
+        .bind(chat_id)
+        .bind(after.min(i64::MAX as u64) as i64)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(envelope_from_row)
+        .collect()
+    }
+
+    async fn last(&self, chat_id: Uuid) -> Result<Option<(u64, String)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT seq, type FROM envelopes WHERE chat_id = $1 ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(chat_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Ok((r.try_get::<i64, _>("seq")? as u64, r.try_get("type")?)))
+            .transpose()
+    }
+
+    async fn transcript(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError> {
+        sqlx::query(
+            "SELECT seq, type, payload FROM envelopes
+             WHERE chat_id = $1 AND type = 'chat.text' ORDER BY seq",
+        )
+        .bind(chat_id)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(envelope_from_row)
+        .collect()
+    }
+
+    async fn has_client_msg_id(&self, chat_id: Uuid, id: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT 1 FROM envelopes WHERE chat_id = $1 AND client_msg_id = $2 LIMIT 1",
+        )
+        .bind(chat_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
+    }
+
+    async fn last_tool_call(
+        &self,
+        chat_id: Uuid,
+        corr: &str,
+    ) -> Result<Option<StoredEnvelope>, StoreError> {
+        sqlx::query(
+            "SELECT seq, type, payload FROM envelopes
+             WHERE chat_id = $1 AND corr = $2 AND type = 'chat.tool_call'
+             ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(chat_id)
+        .bind(corr)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(envelope_from_row)
+        .transpose()
+    }
+
+    async fn chats_in_state(&self, state: ChatState) -> Result<Vec<Uuid>, StoreError> {
+        let rows = sqlx::query("SELECT id FROM chats WHERE state = $1")
+            .bind(state.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| r.try_get::<Uuid, _>("id").map_err(Into::into))
+            .collect()
+    }
+}
