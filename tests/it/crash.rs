@@ -26,10 +26,7 @@ async fn spawn_server(dir: &Path) -> (Child, SocketAddr) {
         .arg("--listen")
         .arg(addr.to_string())
         .arg("--database-url")
-        .arg(format!(
-            "sqlite://{}",
-            dir.join("data/agentwire.db").display()
-        ))
+        .arg(database_url(dir).await)
         .arg("--agents")
         .arg(dir.join("agents"))
         .env("RUST_LOG", "error")

@@ -52,6 +52,40 @@ pub fn assert_outbound_valid(msg: &Value) {
     );
 }
 
+/// Whether this run of the suite uses PostgreSQL (`AGENTWIRE_TEST_BACKEND=postgres`).
+pub fn on_postgres() -> bool {
+    std::env::var("AGENTWIRE_TEST_BACKEND").is_ok_and(|b| b == "postgres")
+}
+
+/// The database of a test's data folder: its SQLite file, or (on PostgreSQL)
+/// a fresh database whose URL is kept in the folder so a restart reopens it.
+pub async fn database_url(dir: &Path) -> String {
+    if !on_postgres() {
+        return format!("sqlite://{}", dir.join("data/agentwire.db").display());
+    }
+    let kept = dir.join("postgres_url");
+    if let Ok(url) = std::fs::read_to_string(&kept) {
+        return url;
+    }
+    let server =
+        agentwire::testing::postgres().expect("AGENTWIRE_TEST_BACKEND=postgres needs PostgreSQL");
+    let url = server.fresh_database().await;
+    std::fs::write(&kept, &url).unwrap();
+    url
+}
+
+/// Every folder where the server's data may land (the SQLite folder, or the
+/// test PostgreSQL's data directory).
+pub fn storage_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![dir.join("data")];
+    if on_postgres()
+        && let Some(pg) = agentwire::testing::postgres().and_then(|s| s.data_dir.clone())
+    {
+        dirs.push(pg);
+    }
+    dirs
+}
+
 /// Options of a test server.
 #[derive(Default, Clone)]
 pub struct Opts {
@@ -81,10 +115,7 @@ impl Server {
     /// Starts on an existing data folder (to reopen a database).
     pub async fn start_in(dir: tempfile::TempDir, opts: Opts) -> Self {
         let mut settings = opts.settings;
-        settings.database_url = Some(format!(
-            "sqlite://{}",
-            dir.path().join("data/agentwire.db").display()
-        ));
+        settings.database_url = Some(database_url(dir.path()).await);
         let agents = settings
             .agents_dir
             .get_or_insert_with(|| dir.path().join("agents"));
