@@ -109,6 +109,10 @@ pub enum StoreError {
     Io(Arc<std::io::Error>),
     #[error("the log writer has stopped")]
     WriterGone,
+    #[error(
+        "another agentwire node is using this database; running several nodes on one database is not supported yet"
+    )]
+    InUse,
 }
 
 impl From<sqlx::Error> for StoreError {

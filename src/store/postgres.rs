@@ -41,10 +41,15 @@ fn migrator() -> Migrator {
     )
 }
 
+/// The advisory lock a node holds on its database (the bytes of "agentwire").
+const NODE_LOCK: i64 = 0x6167_656e_7477_6972;
+
 /// The PostgreSQL store. Cheap to clone (a pool handle).
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// The session holding the node's advisory lock, for as long as the store lives.
+    _node_lock: std::sync::Arc<tokio::sync::Mutex<sqlx::PgConnection>>,
 }
 
 impl PgStore {
@@ -53,6 +58,18 @@ impl PgStore {
     /// # Errors
     /// The server cannot be reached, or a migration fails.
     pub async fn open(url: &str, pool_size: u32) -> Result<Self, StoreError> {
+        use sqlx::Connection;
+        // One node per database until several nodes coordinate their chats:
+        // a second node would append to chats the first one owns. The lock
+        // lives with this session, so a node that dies releases it.
+        let mut lock = sqlx::PgConnection::connect(url).await?;
+        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            .bind(NODE_LOCK)
+            .fetch_one(&mut lock)
+            .await?;
+        if !locked {
+            return Err(StoreError::InUse);
+        }
         let pool = PgPoolOptions::new()
             .max_connections(pool_size)
             .acquire_timeout(Duration::from_secs(10))
@@ -62,7 +79,10 @@ impl PgStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migration(e.into()))?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            _node_lock: std::sync::Arc::new(tokio::sync::Mutex::new(lock)),
+        })
     }
 
     /// The connection pool (for coordination beyond the `Store` trait).

@@ -244,3 +244,30 @@ async fn writer_on(open: Opener) {
     drop(writer);
     task.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_per_postgres_database() {
+    let Some(server) = crate::testing::postgres() else {
+        return;
+    };
+    let url = server.fresh_database().await;
+    let first = PgStore::open(&url, 2).await.unwrap();
+    assert!(matches!(
+        PgStore::open(&url, 2).await,
+        Err(StoreError::InUse)
+    ));
+    drop(first);
+    // The lock goes with the node.
+    let mut reopened = None;
+    for _ in 0..50 {
+        if let Ok(s) = PgStore::open(&url, 2).await {
+            reopened = Some(s);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        reopened.is_some(),
+        "a node that is gone releases the database"
+    );
+}
