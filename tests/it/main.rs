@@ -7,6 +7,7 @@ mod auth;
 mod bad_input;
 mod crash;
 mod demo;
+mod deploy;
 mod fanout;
 mod input;
 mod mock_llm;
