@@ -690,3 +690,64 @@ async fn event_lines_come_before_data_lines() {
     }
     assert!(blocks >= 5, "{raw}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_type_selects_tools_and_context_goes_into_the_prompt() {
+    use crate::mock_llm::MockServer;
+    use crate::vendors::{OpenAiWire, Wire};
+    let llm = MockServer::start(vec![OpenAiWire.text(&["ok"], (1, 1))]).await;
+    let agent = format!(
+        r#"id: scoped
+model: {{provider: openai, name: m, base_url: "{}/v1"}}
+system_prompt: You help with workflows and tables.
+tools:
+  - name: get_workflow_rule
+    context_types: [workflow]
+    http: {{url: "http://127.0.0.1:9/rule"}}
+  - name: list_tables
+    context_types: [tables]
+    http: {{url: "http://127.0.0.1:9/tables"}}
+  - name: everywhere
+    http: {{url: "http://127.0.0.1:9/any"}}
+"#,
+        llm.url()
+    );
+    let server = Server::start_with(Opts {
+        agents: vec![("scoped.yaml".into(), agent)],
+        ..Default::default()
+    })
+    .await;
+    let body = json!({
+        "message": "What does this do?",
+        "context_type": "workflow",
+        "agent": "scoped",
+        "context": {"workflow_id": "550e8400-e29b-41d4-a716-446655440000", "rule_name": "Low Stock Alert"},
+    });
+    let o = open(&server, "POST", "/v1/agent/chat", Some(body), None).await;
+    all(o.events).await;
+    let sent = &llm.requests()[0].body;
+    let tools: Vec<&str> = sent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        ["get_workflow_rule", "everywhere"],
+        "only the workflow tools"
+    );
+    let system = sent["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("You help with workflows and tables."),
+        "{system}"
+    );
+    assert!(
+        system.contains("**Current workflow ID: `550e8400-e29b-41d4-a716-446655440000`**"),
+        "{system}"
+    );
+    assert!(
+        system.contains(r#""rule_name":"Low Stock Alert""#),
+        "{system}"
+    );
+}
