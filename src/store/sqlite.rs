@@ -276,7 +276,7 @@ impl Store for SqliteStore {
     async fn transcript(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError> {
         sqlx::query(
             "SELECT seq, type, payload FROM envelopes
-             WHERE chat_id = ? AND type = 'chat.text' ORDER BY seq",
+             WHERE chat_id = ? AND type IN ('chat.text', 'chat.tool_call', 'chat.tool_response') ORDER BY seq",
         )
         .bind(chat_id.to_string())
         .fetch_all(&self.pool)

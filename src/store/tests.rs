@@ -151,7 +151,7 @@ async fn append_load_and_reopen_on(open: Opener) {
         3
     );
     assert!(store.last_tool_call(b.id, "c-2").await.unwrap().is_none());
-    assert_eq!(store.transcript(b.id).await.unwrap().len(), 1);
+    assert_eq!(store.transcript(b.id).await.unwrap().len(), 3);
 
     // A duplicate seq fails the whole transaction: nothing of it is stored.
     let err = store

@@ -419,3 +419,40 @@ async fn a_run_over_its_time_ends_with_timeout_and_usage_has_a_cost() {
     assert_eq!(msgs.last().unwrap()["reason"], "timeout");
     assert!(msgs.iter().filter(|m| m["type"] == "chat.print").count() < 100);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_run_sees_earlier_tool_calls_and_results() {
+    let llm = MockServer::start(vec![
+        W.tools(
+            Some("Checking."),
+            &[("call_1", "get_weather", r#"{"city":"Oslo"}"#)],
+            (1, 1),
+        ),
+        W.text(&["3 degrees."], (1, 1)),
+        W.text(&["Still 3."], (1, 1)),
+    ])
+    .await;
+    let tool = MockServer::start(vec![Reply::json(200, r#"{"temp":3}"#)]).await;
+    let server = server_with(agent_yaml(&W, &llm, &tool, "")).await;
+    let (mut c, chat, _) = chat(&server, "Weather in Oslo?").await;
+    c.say(chat, "And now?").await;
+    c.until_complete(chat).await;
+    let messages = llm.requests()[2].body["messages"].clone();
+    let roles: Vec<&str> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "assistant", "user"]
+    );
+    assert_eq!(messages[2]["content"], "Checking.");
+    assert_eq!(messages[2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(
+        messages[3],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": r#"{"temp":3}"#})
+    );
+    assert_eq!(messages[5]["content"], "And now?");
+}

@@ -10,6 +10,7 @@
 //! queue is full is closed with 1013 (it will resume by `seq`).
 
 mod commands;
+mod history;
 mod run;
 
 use std::collections::HashMap;

@@ -8,7 +8,7 @@ use crate::agent::runtime::{
     self, ComponentOutcome, InputOutcome, RunControl, RunLink, RunMsg, RunSpec,
 };
 use crate::llm::Message;
-use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason};
+use crate::protocol::{ErrorCode, EventKind, RunEndReason};
 use crate::session::SessionError;
 use crate::session::handle::RunExtras;
 use crate::store::{ChatState, StoreError};
@@ -39,29 +39,8 @@ impl Actor {
                 .as_deref()
                 .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok()),
         };
-        let mut history: Vec<Message> = self
-            .ctx
-            .store
-            .transcript(self.chat_id)
-            .await?
-            .iter()
-            .filter_map(
-                |stored| match serde_json::from_str::<Envelope>(&stored.json) {
-                    Ok(Envelope {
-                        kind: EventKind::Text { agent, content },
-                        ..
-                    }) => Some(if agent == "user" {
-                        Message::User { text: content }
-                    } else {
-                        Message::Assistant {
-                            text: content,
-                            tool_calls: Vec::new(),
-                        }
-                    }),
-                    _ => None,
-                },
-            )
-            .collect();
+        let transcript = self.ctx.store.transcript(self.chat_id).await?;
+        let mut history = super::history::from_log(transcript.iter().map(|e| e.json.as_str()));
 
         let (link, rx) = RunLink::channel(RUN_QUEUE);
         let control = RunControl::default();

@@ -1,0 +1,174 @@
+//! The conversation a new run starts from, rebuilt from the chat's log: the
+//! turns (`chat.text`), and the tool calls the model made with their results,
+//! so a model sees in a later run what its tools returned earlier.
+
+use serde_json::Value;
+
+use crate::agent::APPROVAL;
+use crate::llm::{Message, ToolCall};
+use crate::protocol::{Envelope, EventKind};
+
+/// The messages of a chat's log (`chat.text`, `chat.tool_call` and
+/// `chat.tool_response` envelopes, in seq order).
+///
+/// Approval gates are not tool calls of the model; a call logged again (a
+/// patched component) counts once; a call whose result never came (the run
+/// was cut off) is dropped, since providers refuse a call without its result.
+pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::new();
+    // The calls taken into the history, and those a result answered.
+    let mut seen_calls = std::collections::HashSet::new();
+    let mut answered = std::collections::HashSet::new();
+    for raw in envelopes {
+        let Ok(env) = serde_json::from_str::<Envelope>(raw) else {
+            continue;
+        };
+        match env.kind {
+            EventKind::Text { agent, content } if agent == "user" => {
+                out.push(Message::User { text: content })
+            }
+            EventKind::Text { content, .. } => out.push(Message::Assistant {
+                text: content,
+                tool_calls: Vec::new(),
+            }),
+            EventKind::ToolCall {
+                tool_name,
+                component_type,
+                payload,
+                corr,
+                ..
+            } => {
+                if component_type.as_deref() == Some(APPROVAL) || !seen_calls.insert(corr.clone()) {
+                    continue;
+                }
+                let call = ToolCall {
+                    id: corr,
+                    name: tool_name,
+                    input: payload,
+                };
+                // A call belongs to the assistant turn before it, if that turn
+                // has not been answered by tool results yet.
+                match out.last_mut() {
+                    Some(Message::Assistant { tool_calls, .. }) => tool_calls.push(call),
+                    _ => out.push(Message::Assistant {
+                        text: String::new(),
+                        tool_calls: vec![call],
+                    }),
+                }
+            }
+            EventKind::ToolResponse {
+                tool_name,
+                content,
+                success,
+                corr,
+            } => {
+                if !seen_calls.contains(&corr) || !answered.insert(corr.clone()) {
+                    continue;
+                }
+                out.push(Message::ToolResult {
+                    id: corr,
+                    name: tool_name,
+                    content: match content {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    },
+                    is_error: !success,
+                });
+            }
+            _ => {}
+        }
+    }
+    // Drop the calls that never got a result.
+    for m in &mut out {
+        if let Message::Assistant { tool_calls, .. } = m {
+            tool_calls.retain(|c| answered.contains(&c.id));
+        }
+    }
+    out.retain(|m| !matches!(m, Message::Assistant { text, tool_calls } if text.is_empty() && tool_calls.is_empty()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn env(seq: u64, kind: Value) -> String {
+        let mut v = kind;
+        v["chat_id"] = json!(uuid::Uuid::nil());
+        v["seq"] = json!(seq);
+        v["ts"] = json!("2026-11-21T00:00:00.000Z");
+        v.to_string()
+    }
+
+    #[test]
+    fn turns_calls_and_results() {
+        let call = |seq, corr: &str, ct: Value| {
+            env(
+                seq,
+                json!({"type": "chat.tool_call", "tool_name": "t", "component_type": ct, "awaiting_response": false,
+                            "payload": {"city": "Oslo"}, "corr": corr, "display": "inline"}),
+            )
+        };
+        let resp = |seq, corr: &str| {
+            env(
+                seq,
+                json!({"type": "chat.tool_response", "tool_name": "t", "content": {"temp": 3}, "success": true, "corr": corr}),
+            )
+        };
+        let log = [
+            env(
+                1,
+                json!({"type": "chat.text", "agent": "user", "content": "weather?"}),
+            ),
+            env(
+                2,
+                json!({"type": "chat.text", "agent": "a", "content": "Checking."}),
+            ),
+            call(3, "c1", Value::Null),
+            call(4, "c1.approval", json!("approval")),
+            resp(5, "c1.approval"),
+            resp(6, "c1"),
+            env(
+                7,
+                json!({"type": "chat.text", "agent": "a", "content": "3 degrees."}),
+            ),
+            env(
+                8,
+                json!({"type": "chat.text", "agent": "user", "content": "and now?"}),
+            ),
+            call(9, "c2", Value::Null), // cut off: no result
+        ];
+        let h = from_log(log.iter().map(String::as_str));
+        assert_eq!(
+            h,
+            vec![
+                Message::User {
+                    text: "weather?".into()
+                },
+                Message::Assistant {
+                    text: "Checking.".into(),
+                    tool_calls: vec![ToolCall {
+                        id: "c1".into(),
+                        name: "t".into(),
+                        input: json!({"city": "Oslo"})
+                    }],
+                },
+                Message::ToolResult {
+                    id: "c1".into(),
+                    name: "t".into(),
+                    content: r#"{"temp":3}"#.into(),
+                    is_error: false
+                },
+                Message::Assistant {
+                    text: "3 degrees.".into(),
+                    tool_calls: vec![]
+                },
+                Message::User {
+                    text: "and now?".into()
+                },
+            ]
+        );
+    }
+}
