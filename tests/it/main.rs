@@ -14,6 +14,7 @@ mod mock_llm;
 mod models;
 mod openapi;
 mod passthrough;
+mod pg_outage;
 mod providers;
 mod rest;
 mod resume;

@@ -115,7 +115,9 @@ impl Server {
     /// Starts on an existing data folder (to reopen a database).
     pub async fn start_in(dir: tempfile::TempDir, opts: Opts) -> Self {
         let mut settings = opts.settings;
-        settings.database_url = Some(database_url(dir.path()).await);
+        if settings.database_url.is_none() {
+            settings.database_url = Some(database_url(dir.path()).await);
+        }
         let agents = settings
             .agents_dir
             .get_or_insert_with(|| dir.path().join("agents"));
