@@ -27,7 +27,7 @@ use crate::session::{Caller, Closer, Outbound, Registry, SessionError, Subscribe
 /// Most chats one connection may follow at once.
 const MAX_CHATS_PER_CONNECTION: usize = 1024;
 /// How long a closing connection may take to send its close frame.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The largest message the WebSocket layer reads at all (beyond it, the
 /// connection is dropped mid-message).
