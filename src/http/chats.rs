@@ -16,7 +16,7 @@ use super::api::{
 };
 use super::auth::AuthUser;
 use super::error::ApiError;
-use crate::session::{Caller, Closer, Subscriber};
+use crate::session::Caller;
 use crate::store::{ChatRecord, ChatState};
 
 /// Most chats in one page.
@@ -103,15 +103,6 @@ pub(super) async fn create_chat(
     if state.registry.chat(id, &auth.user).await.is_ok() {
         return Err(ApiError::Conflict(format!("chat {id} exists already")));
     }
-    // `start` subscribes someone: a throwaway queue, dropped at once.
-    let (tx, _rx) = tokio::sync::mpsc::channel(1);
-    let sub = Subscriber {
-        conn_id: state
-            .next_conn_id
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        tx,
-        closer: Closer::default(),
-    };
     let caller = Caller {
         user: &auth.user,
         bearer: auth.token.as_deref(),
@@ -120,9 +111,8 @@ pub(super) async fn create_chat(
     };
     state
         .registry
-        .start(id, caller, &body.agent, body.message, sub.clone())
+        .start(id, caller, &body.agent, body.message, None)
         .await?;
-    state.registry.unsubscribe(id, sub.conn_id).await;
     let (chat, last_seq) = state.registry.chat(id, &auth.user).await?;
     Ok((StatusCode::CREATED, Json(chat_view(&chat, Some(last_seq)))).into_response())
 }

@@ -204,7 +204,7 @@ impl Connection {
                     context_type: None,
                     context: context.as_ref(),
                 };
-                reg.start(chat_id, caller, &agent, message, self.sub.clone())
+                reg.start(chat_id, caller, &agent, message, Some(self.sub.clone()))
                     .await?;
                 self.chats.insert(chat_id);
                 Ok(())

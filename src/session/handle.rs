@@ -22,7 +22,8 @@ pub(super) enum Command {
         agent: String,
         message: Option<String>,
         extras: RunExtras,
-        sub: Subscriber,
+        /// Who follows the chat from now on (`None`: nobody, as REST creates it).
+        sub: Option<Subscriber>,
         reply: Reply,
     },
     /// Subscribe; with `after`, replay what follows it first.

@@ -154,7 +154,7 @@ impl Registry {
         caller: Caller<'_>,
         agent: &str,
         message: Option<String>,
-        sub: Subscriber,
+        sub: Option<Subscriber>,
     ) -> Result<(), SessionError> {
         self.call(chat_id, |reply| Command::Start {
             user: caller.user.to_owned(),

@@ -73,7 +73,7 @@ async fn run_events_and_inbound_commands_interleave_without_gaps() {
         Caller::user("dev"),
         "demo",
         Some("ui: board".into()),
-        sub,
+        Some(sub),
     )
     .await
     .unwrap();
@@ -134,9 +134,15 @@ async fn an_idle_chat_is_rebuilt_from_the_store() {
     let reg = registry(dir.path(), Duration::from_millis(50)).await;
     let chat = Uuid::new_v4();
     let (sub, mut rx) = subscriber(1);
-    reg.start(chat, Caller::user("dev"), "demo", Some("one".into()), sub)
-        .await
-        .unwrap();
+    reg.start(
+        chat,
+        Caller::user("dev"),
+        "demo",
+        Some("one".into()),
+        Some(sub),
+    )
+    .await
+    .unwrap();
     let first = until(&mut rx, |v| v["type"] == "chat.run_complete").await;
     reg.unsubscribe(chat, 1).await;
     drop(rx);

@@ -84,11 +84,6 @@ impl PgStore {
             _node_lock: std::sync::Arc::new(tokio::sync::Mutex::new(lock)),
         })
     }
-
-    /// The connection pool (for coordination beyond the `Store` trait).
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
 }
 
 fn chat_from_row(row: &PgRow) -> Result<ChatRecord, StoreError> {

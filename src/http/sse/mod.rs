@@ -117,7 +117,7 @@ async fn begin_turn(
         Ok(()) => {}
         Err(SessionError::NotFound) => {
             registry
-                .start(turn.chat_id, caller, turn.agent, None, sub.clone())
+                .start(turn.chat_id, caller, turn.agent, None, Some(sub.clone()))
                 .await?;
         }
         Err(e) => return Err(e.into()),
@@ -433,12 +433,10 @@ pub(super) async fn thread_create(
     };
     let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
     let chat_id = Uuid::new_v4();
-    let (sub, _rx) = subscriber(&state);
     state
         .registry
-        .start(chat_id, Caller::user(&auth.user), agent, None, sub.clone())
+        .start(chat_id, Caller::user(&auth.user), agent, None, None)
         .await?;
-    state.registry.unsubscribe(chat_id, sub.conn_id).await;
     Ok(Json(ThreadCreated { thread_id: chat_id }))
 }
 

@@ -137,12 +137,12 @@ impl Actor {
         agent: String,
         message: Option<String>,
         extras: RunExtras,
-        sub: Subscriber,
+        sub: Option<Subscriber>,
     ) -> Result<(), SessionError> {
         if self.chat.is_some() {
             // An existing chat of the caller's: a resume from the start.
             self.owned(&user)?;
-            return self.subscribe(sub, Some(0));
+            return sub.map_or(Ok(()), |sub| self.subscribe(sub, Some(0)));
         }
         let Some(definition) = self.ctx.agents.get(&agent) else {
             return Err(SessionError::UnknownAgent(agent));
@@ -165,7 +165,9 @@ impl Actor {
         }
         let existed = stored != record;
         self.chat = Some(stored);
-        self.subscribe(sub, existed.then_some(0))?;
+        if let Some(sub) = sub {
+            self.subscribe(sub, existed.then_some(0))?;
+        }
         if existed {
             return Ok(());
         }

@@ -246,7 +246,9 @@ impl Actor {
             envelopes,
             state,
         };
-        self.ctx.writer.append(batch.clone()).await?;
+        // The JSON texts outlive the batch the writer takes (cheap `Arc` clones).
+        let delivered: Vec<Arc<str>> = batch.envelopes.iter().map(|e| e.json.clone()).collect();
+        self.ctx.writer.append(batch).await?;
         // Committed: the seqs are taken, whatever happens next.
         self.next_seq += count;
         if let Some(chat) = &mut self.chat
@@ -254,8 +256,8 @@ impl Actor {
         {
             chat.state = state;
         }
-        for env in batch.envelopes {
-            self.deliver(env.json);
+        for json in delivered {
+            self.deliver(json);
         }
         Ok(())
     }
