@@ -36,8 +36,8 @@ use tokio_util::task::TaskTracker;
 use crate::agent::AgentRegistry;
 use crate::auth::Authenticator;
 use crate::config::{AuthConfig, Config, Database};
-use crate::session::{Registry, SessionContext};
-use crate::store::{LogWriter, PgStore, SqliteStore, Store};
+use crate::session::{Node, Registry, SessionContext};
+use crate::store::{LogWriter, PgCluster, PgStore, SqliteStore, Store};
 
 /// Runs the server on `listener` until `shutdown` resolves, then shuts down
 /// gracefully: stop accepting, close sockets with 1001, let runs log their
@@ -51,17 +51,26 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let store: Arc<dyn Store> = match &config.database {
-        Database::Sqlite(path) => Arc::new(
-            SqliteStore::open(path)
-                .await
-                .with_context(|| format!("opening {}", path.display()))?,
+    let (store, node): (Arc<dyn Store>, Option<Arc<Node>>) = match &config.database {
+        Database::Sqlite(path) => (
+            Arc::new(
+                SqliteStore::open(path)
+                    .await
+                    .with_context(|| format!("opening {}", path.display()))?,
+            ),
+            None,
         ),
-        Database::Postgres { url, pool_size } => Arc::new(
-            PgStore::open(url, *pool_size)
+        Database::Postgres { url, pool_size } => {
+            let pg = PgStore::open(url, *pool_size)
                 .await
-                .context("opening the PostgreSQL database (database_url)")?,
-        ),
+                .context("opening the PostgreSQL database (database_url)")?;
+            // On PostgreSQL every node is one of a cluster (perhaps of one).
+            let cluster = PgCluster::join(&pg)
+                .await
+                .context("joining the nodes on the PostgreSQL database")?;
+            tracing::info!(node = cluster.node(), "joined the cluster");
+            (Arc::new(pg), Some(Node::new(cluster)))
+        }
     };
     let agents = AgentRegistry::load(
         &config.agents_dir,
@@ -87,7 +96,14 @@ pub async fn run(
         idle: config.idle_chat,
         shutdown: token.clone(),
         tracker: tracker.clone(),
+        node: node.clone(),
     }));
+    if let Some(node) = node {
+        // Listening before serving: nothing committed by another node is missed.
+        session::start_node(node, registry.clone())
+            .await
+            .context("listening for the other nodes")?;
+    }
     let recovered = registry.recover_interrupted().await?;
     if recovered > 0 {
         tracing::info!(

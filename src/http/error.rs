@@ -57,9 +57,10 @@ impl IntoResponse for ApiError {
                     SessionError::NotFound => StatusCode::NOT_FOUND,
                     SessionError::RunInProgress | SessionError::Archived => StatusCode::CONFLICT,
                     SessionError::TooManySubscriptions => StatusCode::TOO_MANY_REQUESTS,
-                    SessionError::Persistence(_) | SessionError::ShuttingDown => {
-                        StatusCode::SERVICE_UNAVAILABLE
-                    }
+                    SessionError::Persistence(_)
+                    | SessionError::ShuttingDown
+                    | SessionError::Moved
+                    | SessionError::NodeLost => StatusCode::SERVICE_UNAVAILABLE,
                     // Well-formed, but naming what does not exist.
                     SessionError::UnknownAgent(_) | SessionError::UnknownModel(_) => {
                         StatusCode::UNPROCESSABLE_ENTITY

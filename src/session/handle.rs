@@ -13,10 +13,15 @@ pub(super) type Reply = oneshot::Sender<Result<(), SessionError>>;
 /// registry retries on a fresh actor.
 #[derive(Debug)]
 pub(super) enum Command {
-    /// Answer once loaded (start-up recovery of interrupted runs).
-    Touch {
+    /// A request that changes the chat: run by the node that owns the chat,
+    /// forwarded there from any other.
+    Op {
+        op: Op,
+        origin: Origin,
         reply: Reply,
     },
+    /// `chat.start`: a resume from 0 for a chat this node knows, else an
+    /// [`Op::Create`].
     Start {
         user: String,
         agent: String,
@@ -26,51 +31,12 @@ pub(super) enum Command {
         sub: Option<Subscriber>,
         reply: Reply,
     },
-    /// Subscribe; with `after`, replay what follows it first.
+    /// Subscribe; with `after`, replay what follows it first. Served by every
+    /// node from its own copy of the log.
     Resume {
         user: String,
         after: Option<u64>,
         sub: Subscriber,
-        reply: Reply,
-    },
-    UserMessage {
-        user: String,
-        text: String,
-        client_msg_id: Option<String>,
-        extras: RunExtras,
-        reply: Reply,
-    },
-    SubmitInput {
-        user: String,
-        request_id: String,
-        text: String,
-        reply: Reply,
-    },
-    ComponentResult {
-        user: String,
-        corr: String,
-        data: Value,
-        reply: Reply,
-    },
-    ArtifactPatch {
-        user: String,
-        corr: String,
-        patch: Value,
-        reply: Reply,
-    },
-    Cancel {
-        user: String,
-        reply: Reply,
-    },
-    /// Archive the chat.
-    Archive {
-        user: String,
-        reply: Reply,
-    },
-    /// Switch the chat's model (already resolved from an alias).
-    SetModel {
-        user: String,
-        model: String,
         reply: Reply,
     },
     Unsubscribe {
@@ -79,8 +45,85 @@ pub(super) enum Command {
     },
 }
 
-/// What a request adds to the run it starts. Never stored, never logged.
-#[derive(Clone, Default)]
+/// Where an [`Command::Op`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// A client of this node; `attempt` counts forwards that found the chat
+    /// had moved.
+    Local { attempt: u8 },
+    /// Another node forwarded it here, believing this node owns the chat.
+    Remote,
+}
+
+/// A request that changes a chat. Serializable: it may travel to the chat's
+/// owner through PostgreSQL (sealed, see `store::seal`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub(super) enum Op {
+    /// Answer once loaded (start-up recovery of interrupted runs).
+    Touch,
+    /// Create the chat (it was unknown to the node that got `chat.start`).
+    Create {
+        user: String,
+        agent: String,
+        message: Option<String>,
+        extras: RunExtras,
+    },
+    UserMessage {
+        user: String,
+        text: String,
+        client_msg_id: Option<String>,
+        extras: RunExtras,
+    },
+    SubmitInput {
+        user: String,
+        request_id: String,
+        text: String,
+    },
+    ComponentResult {
+        user: String,
+        corr: String,
+        data: Value,
+    },
+    ArtifactPatch {
+        user: String,
+        corr: String,
+        patch: Value,
+    },
+    Cancel {
+        user: String,
+    },
+    /// Archive the chat.
+    Archive {
+        user: String,
+    },
+    /// Switch the chat's model (already resolved from an alias).
+    SetModel {
+        user: String,
+        model: String,
+    },
+}
+
+impl Op {
+    /// The user the request is made for (none for `Touch`).
+    pub(super) fn user(&self) -> Option<&str> {
+        match self {
+            Self::Touch => None,
+            Self::Create { user, .. }
+            | Self::UserMessage { user, .. }
+            | Self::SubmitInput { user, .. }
+            | Self::ComponentResult { user, .. }
+            | Self::ArtifactPatch { user, .. }
+            | Self::Cancel { user }
+            | Self::Archive { user }
+            | Self::SetModel { user, .. } => Some(user),
+        }
+    }
+}
+
+/// What a request adds to the run it starts. Never stored, never logged (it
+/// crosses to another node only sealed).
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct RunExtras {
     /// Forwarded to the run's HTTP tools.
     pub bearer: Option<String>,
@@ -118,4 +161,18 @@ impl Handle {
         self.tx.send(make(reply)).await.map_err(|_| Gone)?;
         answer.await.map_err(|_| Gone)
     }
+}
+
+/// What the node tells a following actor without waiting on its mailbox:
+/// "the log moved on" and "the chat's owner died". Shared by the actor and
+/// its registry entry.
+#[derive(Debug, Default)]
+pub(super) struct Signal {
+    pub(super) wake: tokio::sync::Notify,
+    /// The actor follows another node (only followers are woken by commits).
+    pub(super) following: std::sync::atomic::AtomicBool,
+    /// The node the follower forwards to (0: unknown).
+    pub(super) holder: std::sync::atomic::AtomicI64,
+    /// Set when that node is gone: try to take the chat over.
+    pub(super) take_over: std::sync::atomic::AtomicBool,
 }

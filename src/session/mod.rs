@@ -11,6 +11,7 @@
 
 mod actor;
 mod handle;
+mod node;
 mod registry;
 mod subscriber;
 
@@ -19,6 +20,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use node::{Node, start as start_node};
 pub use registry::{Caller, Registry};
 pub use subscriber::{Closer, Outbound, Replay, Subscriber};
 
@@ -41,10 +43,15 @@ pub struct SessionContext {
     pub shutdown: CancellationToken,
     /// Every actor and run task is spawned on it, so shutdown can wait for them.
     pub tracker: TaskTracker,
+    /// This node's membership of a cluster (PostgreSQL); `None` on SQLite.
+    pub node: Option<std::sync::Arc<Node>>,
 }
 
 /// Why a request to a chat failed. Each maps to a contract error code.
-#[derive(Debug, Clone, thiserror::Error)]
+/// Serializable, so an answer from the node owning a chat reaches the
+/// client of another node unchanged.
+#[derive(Debug, Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "error", content = "detail", rename_all = "snake_case")]
 pub enum SessionError {
     /// No such chat, or not the caller's: the two are indistinguishable.
     #[error("no chat with that id belongs to you")]
@@ -66,9 +73,33 @@ pub enum SessionError {
     #[error("too many subscriptions")]
     TooManySubscriptions,
     #[error("the log could not be written: {0}")]
+    #[serde(with = "store_error_text")]
     Persistence(#[from] StoreError),
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// The chat's owner changed while the request travelled; the node that
+    /// took it from the client asks again.
+    #[error("the chat moved to another node; retry")]
+    Moved,
+    /// The node running the chat took the request but stopped (or did not
+    /// answer) before answering: whether it took effect is unknown.
+    #[error("the node running this chat did not answer; check the chat's log and retry")]
+    NodeLost,
+}
+
+/// A store error crosses nodes as its text.
+mod store_error_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::store::StoreError;
+
+    pub fn serialize<S: Serializer>(e: &StoreError, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&e.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<StoreError, D::Error> {
+        Ok(StoreError::Remote(String::deserialize(d)?.into()))
+    }
 }
 
 impl SessionError {
@@ -85,7 +116,7 @@ impl SessionError {
             Self::InvalidPatch(_) => ErrorCode::SchemaValidationFailed,
             Self::TooManySubscriptions => ErrorCode::RateLimitExceeded,
             Self::Persistence(_) => ErrorCode::PersistenceError,
-            Self::ShuttingDown => ErrorCode::TransportError,
+            Self::ShuttingDown | Self::Moved | Self::NodeLost => ErrorCode::TransportError,
         }
     }
 

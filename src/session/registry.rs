@@ -2,7 +2,7 @@
 //! when it has been idle long enough, and is rebuilt from the store when the
 //! chat is used again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::handle::{Command, Handle, Reply, RunExtras};
+use super::handle::{Command, Handle, Op, Origin, Reply, RunExtras, Signal};
 use super::{SessionContext, SessionError, Subscriber, actor};
 use crate::store::{ChatRecord, ChatState, StoreError};
 
@@ -22,6 +22,7 @@ const ATTEMPTS: usize = 3;
 struct Entry {
     generation: u64,
     handle: Handle,
+    signal: Arc<Signal>,
 }
 
 pub(super) struct Inner {
@@ -94,6 +95,45 @@ impl Registry {
         }
     }
 
+    pub(super) fn context(&self) -> &Arc<SessionContext> {
+        &self.inner.ctx
+    }
+
+    /// Another node committed to `chat_id`: wake its follower here, if any.
+    pub(super) fn on_commit(&self, chat_id: Uuid) {
+        let chats = self.inner.chats.lock().expect("registry lock");
+        if let Some(e) = chats.get(&chat_id)
+            && e.signal.following.load(Ordering::Acquire)
+        {
+            e.signal.wake.notify_one();
+        }
+    }
+
+    /// Wakes the followers whose owner is not among the `live` nodes, to take
+    /// their chats over.
+    pub(super) fn on_live_nodes(&self, live: &HashSet<i64>) {
+        let chats = self.inner.chats.lock().expect("registry lock");
+        for e in chats.values() {
+            let s = &e.signal;
+            if s.following.load(Ordering::Acquire)
+                && !live.contains(&s.holder.load(Ordering::Acquire))
+            {
+                s.take_over.store(true, Ordering::Release);
+                s.wake.notify_one();
+            }
+        }
+    }
+
+    /// Wakes every follower to read the store (notifications were lost).
+    pub(super) fn wake_followers(&self) {
+        let chats = self.inner.chats.lock().expect("registry lock");
+        for e in chats.values() {
+            if e.signal.following.load(Ordering::Acquire) {
+                e.signal.wake.notify_one();
+            }
+        }
+    }
+
     /// The models chats may switch to.
     pub fn models(&self) -> &crate::agent::ModelRegistry {
         self.inner.ctx.agents.models()
@@ -113,19 +153,23 @@ impl Registry {
         }
         let generation = self.inner.next_generation.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(MAILBOX);
-        actor::spawn(
+        let signal = Arc::new(Signal::default());
+        actor::spawn(actor::Spawn {
             chat_id,
             generation,
             rx,
-            self.inner.ctx.clone(),
-            Arc::downgrade(&self.inner) as Weak<Inner>,
-        );
+            me: tx.downgrade(),
+            signal: signal.clone(),
+            ctx: self.inner.ctx.clone(),
+            registry: Arc::downgrade(&self.inner) as Weak<Inner>,
+        });
         let handle = Handle { tx };
         chats.insert(
             chat_id,
             Entry {
                 generation,
                 handle: handle.clone(),
+                signal,
             },
         );
         handle
@@ -145,6 +189,22 @@ impl Registry {
             }
         }
         Err(SessionError::ShuttingDown)
+    }
+
+    /// Runs a request that changes the chat (on this node if it owns the
+    /// chat, else on its owner).
+    pub(super) async fn call_op(
+        &self,
+        chat_id: Uuid,
+        op: Op,
+        origin: Origin,
+    ) -> Result<(), SessionError> {
+        self.call(chat_id, |reply| Command::Op {
+            op: op.clone(),
+            origin,
+            reply,
+        })
+        .await
     }
 
     /// `chat.start`: create the chat (or resume it if it is already the caller's).
@@ -189,11 +249,11 @@ impl Registry {
     /// # Errors
     /// `NotFound` for a chat that is not the user's.
     pub async fn archive(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
-        self.call(chat_id, |reply| Command::Archive {
+        let op = Op::Archive {
             user: user.to_owned(),
-            reply,
-        })
-        .await
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
     }
 
     /// The chat, if it is `user`'s, with its last seq.
@@ -288,14 +348,14 @@ impl Registry {
         text: String,
         client_msg_id: Option<String>,
     ) -> Result<(), SessionError> {
-        self.call(chat_id, |reply| Command::UserMessage {
+        let op = Op::UserMessage {
             user: caller.user.to_owned(),
-            text: text.clone(),
-            client_msg_id: client_msg_id.clone(),
+            text,
+            client_msg_id,
             extras: caller.extras(),
-            reply,
-        })
-        .await
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
     }
 
     /// `user.input.submit`: answer a pending input request.
@@ -306,13 +366,13 @@ impl Registry {
         request_id: String,
         text: String,
     ) -> Result<(), SessionError> {
-        self.call(chat_id, |reply| Command::SubmitInput {
+        let op = Op::SubmitInput {
             user: user.to_owned(),
-            request_id: request_id.clone(),
-            text: text.clone(),
-            reply,
-        })
-        .await
+            request_id,
+            text,
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
     }
 
     /// `inline_component.result`: answer a pending UI tool call.
@@ -323,13 +383,13 @@ impl Registry {
         corr: String,
         data: Value,
     ) -> Result<(), SessionError> {
-        self.call(chat_id, |reply| Command::ComponentResult {
+        let op = Op::ComponentResult {
             user: user.to_owned(),
-            corr: corr.clone(),
-            data: data.clone(),
-            reply,
-        })
-        .await
+            corr,
+            data,
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
     }
 
     /// `artifact_patch`: patch a component's state.
@@ -340,22 +400,22 @@ impl Registry {
         corr: String,
         patch: Value,
     ) -> Result<(), SessionError> {
-        self.call(chat_id, |reply| Command::ArtifactPatch {
+        let op = Op::ArtifactPatch {
             user: user.to_owned(),
-            corr: corr.clone(),
-            patch: patch.clone(),
-            reply,
-        })
-        .await
+            corr,
+            patch,
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
     }
 
     /// `chat.cancel`: end the active run (no effect when none is active).
     pub async fn cancel(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
-        self.call(chat_id, |reply| Command::Cancel {
+        let op = Op::Cancel {
             user: user.to_owned(),
-            reply,
-        })
-        .await
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
     }
 
     /// The chat's model (`None`: the agent's own), if the chat is `user`'s.
@@ -393,12 +453,12 @@ impl Registry {
             .models()
             .resolve(name)
             .ok_or_else(|| SessionError::UnknownModel(name.to_owned()))?;
-        self.call(chat_id, |reply| Command::SetModel {
+        let op = Op::SetModel {
             user: user.to_owned(),
             model: model.name.clone(),
-            reply,
-        })
-        .await?;
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await?;
         Ok(model.name.clone())
     }
 
@@ -436,7 +496,10 @@ impl Registry {
             .await?;
         for id in &ids {
             // Loading the actor is what appends the completion.
-            if let Err(e) = self.call(*id, |reply| Command::Touch { reply }).await {
+            if let Err(e) = self
+                .call_op(*id, Op::Touch, Origin::Local { attempt: 0 })
+                .await
+            {
                 tracing::error!(chat_id = %id, error = %e, "could not recover an interrupted run");
             }
         }

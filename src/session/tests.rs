@@ -26,6 +26,7 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
         idle,
         shutdown: CancellationToken::new(),
         tracker: TaskTracker::new(),
+        node: None,
     }))
 }
 

@@ -7,7 +7,9 @@
 //!
 //! Depends on nothing else in the crate: envelopes arrive already serialized.
 
+mod cluster;
 mod postgres;
+mod seal;
 mod sqlite;
 mod writer;
 
@@ -16,7 +18,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+pub use cluster::{Lease, LogNotice, NodeMessage, PgCluster};
 pub use postgres::PgStore;
+pub use seal::SealError;
 pub use sqlite::SqliteStore;
 pub use writer::LogWriter;
 
@@ -87,6 +91,17 @@ pub struct AppendBatch {
     pub chat_id: Uuid,
     pub envelopes: Vec<NewEnvelope>,
     pub state: Option<ChatState>,
+    /// On several nodes: the lease the appending node holds. The append is
+    /// refused ([`StoreError::Fenced`]) unless the chat's lease is still
+    /// exactly this one. `None` on SQLite (one process, one writer).
+    pub fence: Option<Fence>,
+}
+
+/// A chat lease as granted to a node: the node and the lease's epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    pub node: i64,
+    pub epoch: i64,
 }
 
 /// A stored envelope, as read back.
@@ -109,10 +124,15 @@ pub enum StoreError {
     Io(Arc<std::io::Error>),
     #[error("the log writer has stopped")]
     WriterGone,
-    #[error(
-        "another agentwire node is using this database; running several nodes on one database is not supported yet"
-    )]
-    InUse,
+    /// These chats' leases moved to another node: this node may no longer
+    /// append to them. Nothing of the transaction was committed.
+    #[error("this node no longer owns the chat")]
+    Fenced(Arc<[Uuid]>),
+    #[error("a command from another node could not be read: {0}")]
+    Seal(#[from] SealError),
+    /// The answer of a request handled on another node, as that node reported it.
+    #[error("{0}")]
+    Remote(Arc<str>),
 }
 
 impl From<sqlx::Error> for StoreError {

@@ -20,11 +20,18 @@ use super::{AppendBatch, ChatRecord, ChatState, Store, StoreError, StoredEnvelop
 const ROWS_PER_INSERT: usize = 5000;
 
 fn migrator() -> Migrator {
-    let files: &[(i64, &str, &'static str)] = &[(
-        1,
-        "init",
-        include_str!("../../migrations/postgres/0001_init.sql"),
-    )];
+    let files: &[(i64, &str, &'static str)] = &[
+        (
+            1,
+            "init",
+            include_str!("../../migrations/postgres/0001_init.sql"),
+        ),
+        (
+            2,
+            "cluster",
+            include_str!("../../migrations/postgres/0002_cluster.sql"),
+        ),
+    ];
     Migrator::with_migrations(
         files
             .iter()
@@ -41,15 +48,14 @@ fn migrator() -> Migrator {
     )
 }
 
-/// The advisory lock a node holds on its database (the bytes of "agentwire").
-const NODE_LOCK: i64 = 0x6167_656e_7477_6972;
+/// The channel on which every commit announces, per chat, its highest seq.
+pub(super) const LOG_CHANNEL: &str = "agentwire_log";
 
 /// The PostgreSQL store. Cheap to clone (a pool handle).
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
-    /// The session holding the node's advisory lock, for as long as the store lives.
-    _node_lock: std::sync::Arc<tokio::sync::Mutex<sqlx::PgConnection>>,
+    url: String,
 }
 
 impl PgStore {
@@ -58,18 +64,6 @@ impl PgStore {
     /// # Errors
     /// The server cannot be reached, or a migration fails.
     pub async fn open(url: &str, pool_size: u32) -> Result<Self, StoreError> {
-        use sqlx::Connection;
-        // One node per database until several nodes coordinate their chats:
-        // a second node would append to chats the first one owns. The lock
-        // lives with this session, so a node that dies releases it.
-        let mut lock = sqlx::PgConnection::connect(url).await?;
-        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-            .bind(NODE_LOCK)
-            .fetch_one(&mut lock)
-            .await?;
-        if !locked {
-            return Err(StoreError::InUse);
-        }
         let pool = PgPoolOptions::new()
             .max_connections(pool_size)
             .acquire_timeout(Duration::from_secs(10))
@@ -81,8 +75,61 @@ impl PgStore {
             .map_err(|e| StoreError::Migration(e.into()))?;
         Ok(Self {
             pool,
-            _node_lock: std::sync::Arc::new(tokio::sync::Mutex::new(lock)),
+            url: url.to_owned(),
         })
+    }
+
+    pub(super) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub(super) fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// Refuses the transaction unless every fenced batch's chat is still leased
+/// to that node with that epoch. `FOR SHARE` holds the lease rows until the
+/// commit, so a takeover (an `UPDATE` of the row) waits for this append to
+/// land and then reads the log with it.
+async fn check_fences(
+    tx: &mut sqlx::PgConnection,
+    batches: &[AppendBatch],
+) -> Result<(), StoreError> {
+    let fenced: Vec<Uuid> = batches
+        .iter()
+        .filter(|b| b.fence.is_some())
+        .map(|b| b.chat_id)
+        .collect();
+    if fenced.is_empty() {
+        return Ok(());
+    }
+    let rows = sqlx::query(
+        "SELECT chat_id, node_id, epoch FROM chat_leases WHERE chat_id = ANY($1) FOR SHARE",
+    )
+    .bind(&fenced)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut held = std::collections::HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let id: Uuid = row.try_get("chat_id")?;
+        held.insert(
+            id,
+            super::Fence {
+                node: row.try_get("node_id")?,
+                epoch: row.try_get("epoch")?,
+            },
+        );
+    }
+    let lost: Vec<Uuid> = batches
+        .iter()
+        .filter(|b| b.fence.is_some_and(|f| held.get(&b.chat_id) != Some(&f)))
+        .map(|b| b.chat_id)
+        .collect();
+    if lost.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::Fenced(lost.into()))
     }
 }
 
@@ -200,6 +247,7 @@ impl Store for PgStore {
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
+        check_fences(&mut tx, batches).await?;
         let rows: Vec<_> = batches
             .iter()
             .flat_map(|b| b.envelopes.iter().map(move |e| (b.chat_id, e)))
@@ -228,6 +276,19 @@ impl Store for PgStore {
             .bind(&payloads)
             .execute(&mut *tx)
             .await?;
+        }
+        // One announcement per chat per commit, delivered by PostgreSQL only
+        // if the transaction commits: "<chat id> <highest seq>".
+        let notices: Vec<String> = batches
+            .iter()
+            .filter_map(|b| Some(format!("{} {}", b.chat_id, b.envelopes.last()?.seq)))
+            .collect();
+        if !notices.is_empty() {
+            sqlx::query("SELECT pg_notify($1, n) FROM UNNEST($2::text[]) AS t(n)")
+                .bind(LOG_CHANNEL)
+                .bind(&notices)
+                .execute(&mut *tx)
+                .await?;
         }
         let now = now_ms();
         for b in batches {

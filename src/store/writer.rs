@@ -52,7 +52,27 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
     while rx.recv_many(&mut requests, MAX_REQUESTS_PER_COMMIT).await > 0 {
         let (batches, waiters): (Vec<_>, Vec<_>) =
             requests.drain(..).map(|r| (r.batch, r.done)).unzip();
-        let result = store.append(&batches).await;
+        let mut result = store.append(&batches).await;
+        let (mut batches, mut waiters) = (batches, waiters);
+        // Chats whose lease moved fail alone; the rest commit without them.
+        if let Err(StoreError::Fenced(lost)) = &result {
+            let lost = lost.clone();
+            let (mut kept, mut kept_waiters) = (Vec::new(), Vec::new());
+            for (batch, done) in batches.into_iter().zip(waiters) {
+                if lost.contains(&batch.chat_id) {
+                    let _ = done.send(Err(StoreError::Fenced(lost.clone())));
+                } else {
+                    kept.push(batch);
+                    kept_waiters.push(done);
+                }
+            }
+            (batches, waiters) = (kept, kept_waiters);
+            result = if batches.is_empty() {
+                Ok(())
+            } else {
+                store.append(&batches).await
+            };
+        }
         match result {
             Ok(()) => {
                 for done in waiters {

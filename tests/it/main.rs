@@ -5,6 +5,7 @@
 mod agent_loop;
 mod auth;
 mod bad_input;
+mod cluster;
 mod crash;
 mod demo;
 mod deploy;

@@ -3,10 +3,10 @@
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{Actor, MAX_SUBSCRIBERS, REDACTED, reply_of};
+use super::{Actor, MAX_SUBSCRIBERS, REDACTED, Role, reply_of};
 use crate::agent::runtime::{ComponentOutcome, InputOutcome};
 use crate::protocol::{Envelope, EventKind, RunEndReason};
-use crate::session::handle::{Command, Reply, RunExtras};
+use crate::session::handle::{Command, Op, Origin, RunExtras};
 use crate::session::{Outbound, Replay, SessionError, Subscriber};
 use crate::store::{ChatRecord, ChatState};
 
@@ -18,19 +18,22 @@ impl Actor {
             let _ = reply.send(Ok(()));
             return;
         }
-        let (result, reply) = if let Some(e) = &self.broken {
-            (Err(SessionError::Persistence(e.clone())), reply_of(cmd))
-        } else if self.ctx.shutdown.is_cancelled() {
-            (Err(SessionError::ShuttingDown), reply_of(cmd))
-        } else {
-            self.handle(cmd).await
-        };
-        let _ = reply.send(result);
-    }
-
-    pub(super) async fn handle(&mut self, cmd: Command) -> (Result<(), SessionError>, Reply) {
+        if let Some(e) = &self.broken {
+            let _ = reply_of(cmd).send(Err(SessionError::Persistence(e.clone())));
+            return;
+        }
+        if self.ctx.shutdown.is_cancelled() {
+            let _ = reply_of(cmd).send(Err(SessionError::ShuttingDown));
+            return;
+        }
         match cmd {
-            Command::Touch { reply } => (Ok(()), reply),
+            Command::Op { op, origin, reply } => {
+                if self.role == Role::Follower {
+                    return self.forward(op, origin, reply).await;
+                }
+                let result = self.handle_op(op).await;
+                let _ = reply.send(result);
+            }
             Command::Start {
                 user,
                 agent,
@@ -38,54 +41,98 @@ impl Actor {
                 extras,
                 sub,
                 reply,
-            } => (self.start(user, agent, message, extras, sub).await, reply),
+            } => {
+                if self.chat.is_some() {
+                    // An existing chat of the caller's: a resume from the start.
+                    let result = self.resume(&user, sub, Some(0)).await;
+                    let _ = reply.send(result);
+                } else if self.role == Role::Follower {
+                    // Another node holds the (new) chat: follow it from its
+                    // first envelope, and have the holder create it.
+                    if let Some(sub) = sub
+                        && let Err(e) = self.subscribe(sub, None)
+                    {
+                        let _ = reply.send(Err(e));
+                        return;
+                    }
+                    let op = Op::Create {
+                        user,
+                        agent,
+                        message,
+                        extras,
+                    };
+                    self.forward(op, Origin::Local { attempt: 0 }, reply).await;
+                } else {
+                    let result = self.start(user, agent, message, extras, sub).await;
+                    let _ = reply.send(result);
+                }
+            }
             Command::Resume {
                 user,
                 after,
                 sub,
                 reply,
             } => {
-                let r = self.owned(&user).map(|_| ());
-                (r.and_then(|()| self.subscribe(sub, after)), reply)
+                let result = self.resume(&user, Some(sub), after).await;
+                let _ = reply.send(result);
             }
-            Command::UserMessage {
+            Command::Unsubscribe { reply, .. } => {
+                let _ = reply.send(Ok(()));
+            }
+        }
+    }
+
+    /// Runs a request that changes the chat, on the chat's writer.
+    pub(super) async fn handle_op(&mut self, op: Op) -> Result<(), SessionError> {
+        match op {
+            Op::Touch => Ok(()),
+            Op::Create {
+                user,
+                agent,
+                message,
+                extras,
+            } => self.start(user, agent, message, extras, None).await,
+            Op::UserMessage {
                 user,
                 text,
                 client_msg_id,
                 extras,
-                reply,
-            } => (
-                self.user_message(&user, text, client_msg_id, extras).await,
-                reply,
-            ),
-            Command::SubmitInput {
+            } => self.user_message(&user, text, client_msg_id, extras).await,
+            Op::SubmitInput {
                 user,
                 request_id,
                 text,
-                reply,
-            } => (self.submit_input(&user, request_id, text).await, reply),
-            Command::ComponentResult {
-                user,
-                corr,
-                data,
-                reply,
-            } => (self.component_result(&user, &corr, data), reply),
-            Command::ArtifactPatch {
-                user,
-                corr,
-                patch,
-                reply,
-            } => (self.artifact_patch(&user, corr, patch).await, reply),
-            Command::Cancel { user, reply } => {
-                let r = self.owned(&user).map(|_| ());
-                if r.is_ok() {
-                    self.cancel_run(RunEndReason::Cancelled);
-                }
-                (r, reply)
+            } => self.submit_input(&user, request_id, text).await,
+            Op::ComponentResult { user, corr, data } => self.component_result(&user, &corr, data),
+            Op::ArtifactPatch { user, corr, patch } => {
+                self.artifact_patch(&user, corr, patch).await
             }
-            Command::SetModel { user, model, reply } => (self.set_model(&user, model).await, reply),
-            Command::Archive { user, reply } => (self.archive(&user).await, reply),
-            Command::Unsubscribe { reply, .. } => (Ok(()), reply),
+            Op::Cancel { user } => {
+                self.owned(&user)?;
+                self.cancel_run(RunEndReason::Cancelled);
+                Ok(())
+            }
+            Op::SetModel { user, model } => self.set_model(&user, model).await,
+            Op::Archive { user } => self.archive(&user).await,
+        }
+    }
+
+    /// Subscribes a connection of the chat's owner (on a follower, after
+    /// reading what it has not delivered yet, so the replay reaches as far as
+    /// the log the client may have seen on another node).
+    async fn resume(
+        &mut self,
+        user: &str,
+        sub: Option<Subscriber>,
+        after: Option<u64>,
+    ) -> Result<(), SessionError> {
+        if self.role == Role::Follower {
+            self.catch_up().await?;
+        }
+        self.owned(user)?;
+        match sub {
+            Some(sub) => self.subscribe(sub, after),
+            None => Ok(()),
         }
     }
 
@@ -256,8 +303,11 @@ impl Actor {
             ),
         ];
         if let Err(e) = self.append_run(events).await {
-            // Not acknowledged: the request stays open for another try.
-            self.inputs.insert(request_id, pending);
+            // Not acknowledged: the request stays open for another try (unless
+            // the chat moved to another node, and its run with it).
+            if self.role != Role::Follower {
+                self.inputs.insert(request_id, pending);
+            }
             return Err(e.into());
         }
         let _ = pending.respond.send(InputOutcome::Answered(text));

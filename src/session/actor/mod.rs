@@ -8,7 +8,15 @@
 //!
 //! It never awaits a connection: subscribers get `try_send`, and one whose
 //! queue is full is closed with 1013 (it will resume by `seq`).
+//!
+//! On several nodes, each node that has a chat in use runs an actor for it,
+//! in one of two roles ([`Role`]): the **owner** (it holds the chat's lease and
+//! does all of the above, its appends fenced by the lease) or a **follower**
+//! (it serves its own subscribers from the store, woken by the owner's commit
+//! notifications, and forwards every change to the owner — or takes the chat
+//! over when the lease is free or its holder is dead).
 
+mod cluster;
 mod commands;
 mod history;
 mod run;
@@ -21,12 +29,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::handle::{Command, Reply};
+use super::handle::{Command, Reply, Signal};
 use super::registry::Inner;
 use super::{Outbound, SessionContext, Subscriber};
 use crate::agent::runtime::{ComponentOutcome, InputOutcome, RunControl, RunMsg};
 use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason, now_ts};
-use crate::store::{AppendBatch, ChatRecord, ChatState, NewEnvelope, StoreError};
+use crate::store::{AppendBatch, ChatRecord, ChatState, Fence, NewEnvelope, StoreError};
 
 /// Run requests buffered between the run and the actor.
 const RUN_QUEUE: usize = 256;
@@ -37,20 +45,36 @@ const MAX_SUBSCRIBERS: usize = 256;
 /// What the log keeps of a password answer.
 const REDACTED: &str = "[redacted]";
 
+/// What a new actor is made of.
+pub(super) struct Spawn {
+    pub(super) chat_id: Uuid,
+    /// Tells this actor from a later one of the same chat in the registry.
+    pub(super) generation: u64,
+    pub(super) rx: mpsc::Receiver<Command>,
+    /// The actor's own mailbox, to requeue a forward that found the chat moved.
+    pub(super) me: mpsc::WeakSender<Command>,
+    pub(super) signal: Arc<Signal>,
+    pub(super) ctx: Arc<SessionContext>,
+    pub(super) registry: Weak<Inner>,
+}
+
 /// Spawns the actor of `chat_id` on the context's task tracker.
-pub(super) fn spawn(
-    chat_id: Uuid,
-    generation: u64,
-    rx: mpsc::Receiver<Command>,
-    ctx: Arc<SessionContext>,
-    registry: Weak<Inner>,
-) {
-    let tracker = ctx.tracker.clone();
+pub(super) fn spawn(s: Spawn) {
+    let tracker = s.ctx.tracker.clone();
+    let (chat_id, generation, registry) = (s.chat_id, s.generation, s.registry);
     tracker.spawn(async move {
+        let role = if s.ctx.node.is_some() {
+            Role::Follower
+        } else {
+            Role::Single
+        };
         let mut actor = Actor {
             chat_id,
-            ctx,
-            rx,
+            ctx: s.ctx,
+            rx: s.rx,
+            me: s.me,
+            signal: s.signal,
+            role,
             chat: None,
             broken: None,
             next_seq: 1,
@@ -61,10 +85,22 @@ pub(super) fn spawn(
             idle_since: Instant::now(),
         };
         actor.run().await;
+        actor.release().await;
         if let Some(registry) = registry.upgrade() {
             registry.remove(chat_id, generation);
         }
     });
+}
+
+/// What this node's actor is to its chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The only node (SQLite): the actor owns the chat, no lease needed.
+    Single,
+    /// This node holds the chat's lease, granted with this epoch.
+    Owner { epoch: i64 },
+    /// Another node owns the chat (or nobody does yet).
+    Follower,
 }
 
 /// The run in flight.
@@ -94,11 +130,15 @@ struct Actor {
     chat_id: Uuid,
     ctx: Arc<SessionContext>,
     rx: mpsc::Receiver<Command>,
+    me: mpsc::WeakSender<Command>,
+    signal: Arc<Signal>,
+    role: Role,
     /// The chat's row; `None` while the chat does not exist.
     chat: Option<ChatRecord>,
     /// Set when loading failed: every command gets this error.
     broken: Option<StoreError>,
-    /// The `seq` the next envelope gets.
+    /// The `seq` the next envelope gets; on a follower, one past the last
+    /// envelope it delivered.
     next_seq: u64,
     subscribers: Vec<Subscriber>,
     run: Option<ActiveRun>,
@@ -151,6 +191,9 @@ impl Actor {
                     self.cancel_run(RunEndReason::Interrupted);
                 }
                 msg = recv_run(&mut self.run) => self.on_run_msg(msg).await,
+                () = self.signal.wake.notified(), if self.role == Role::Follower => {
+                    self.on_wake().await;
+                }
                 cmd = self.rx.recv(), if !orphaned => match cmd {
                     Some(cmd) => self.on_command(cmd).await,
                     None => orphaned = true,
@@ -166,8 +209,13 @@ impl Actor {
     }
 
     /// Rebuilds the chat from the store: its row, its next `seq`, and the end
-    /// of a run that a crash cut off.
+    /// of a run that a crash cut off. On several nodes it first asks for the
+    /// chat's lease, so that what it reads includes the last owner's appends.
     async fn load(&mut self) -> Result<(), StoreError> {
+        if let Some(node) = &self.ctx.node {
+            let lease = node.cluster().acquire(self.chat_id).await?;
+            self.set_lease(lease);
+        }
         let Some(chat) = self.ctx.store.chat(self.chat_id).await? else {
             return Ok(());
         };
@@ -177,9 +225,20 @@ impl Actor {
             .last(self.chat_id)
             .await?
             .map_or(1, |(s, _)| s + 1);
-        let interrupted = chat.state == ChatState::Running;
         self.chat = Some(chat);
-        if interrupted {
+        self.recover_cut_run().await
+    }
+
+    /// Logs the end of a run that the chat's last writer did not finish (a
+    /// crash, or a node that died). Only the chat's writer does this.
+    async fn recover_cut_run(&mut self) -> Result<(), StoreError> {
+        let cut = self
+            .chat
+            .as_ref()
+            .is_some_and(|c| c.state == ChatState::Running)
+            && self.run.is_none()
+            && self.role != Role::Follower;
+        if cut {
             tracing::info!("marking the run cut off by a restart as interrupted");
             self.append(
                 vec![(
@@ -241,14 +300,28 @@ impl Actor {
             });
         }
         let count = envelopes.len() as u64;
+        let fence = match self.role {
+            Role::Single => None,
+            Role::Owner { epoch } => Some(Fence {
+                node: self.ctx.node.as_ref().map_or(0, |n| n.id()),
+                epoch,
+            }),
+            Role::Follower => return Err(StoreError::Fenced(Arc::from([self.chat_id]))),
+        };
         let batch = AppendBatch {
             chat_id: self.chat_id,
             envelopes,
             state,
+            fence,
         };
         // The JSON texts outlive the batch the writer takes (cheap `Arc` clones).
         let delivered: Vec<Arc<str>> = batch.envelopes.iter().map(|e| e.json.clone()).collect();
-        self.ctx.writer.append(batch).await?;
+        if let Err(e) = self.ctx.writer.append(batch).await {
+            if let StoreError::Fenced(_) = e {
+                self.demote().await;
+            }
+            return Err(e);
+        }
         // Committed: the seqs are taken, whatever happens next.
         self.next_seq += count;
         if let Some(chat) = &mut self.chat
@@ -281,7 +354,12 @@ impl Actor {
     }
 
     /// Sends a non-persisted error to every subscriber (the log could not take it).
+    /// Not for a lost lease: the chat's new owner carries on, and this node
+    /// follows it.
     fn deliver_transient_error(&mut self, e: &StoreError) {
+        if let StoreError::Fenced(_) = e {
+            return;
+        }
         let frame = crate::protocol::connection_error(
             Some(self.chat_id),
             ErrorCode::PersistenceError,
@@ -298,16 +376,9 @@ impl Actor {
 /// The reply channel of any command.
 fn reply_of(cmd: Command) -> Reply {
     match cmd {
-        Command::Touch { reply }
+        Command::Op { reply, .. }
         | Command::Start { reply, .. }
         | Command::Resume { reply, .. }
-        | Command::UserMessage { reply, .. }
-        | Command::SubmitInput { reply, .. }
-        | Command::ComponentResult { reply, .. }
-        | Command::ArtifactPatch { reply, .. }
-        | Command::Cancel { reply, .. }
-        | Command::SetModel { reply, .. }
-        | Command::Archive { reply, .. }
         | Command::Unsubscribe { reply, .. } => reply,
     }
 }

@@ -1,0 +1,266 @@
+//! This node's part in a cluster of nodes on one PostgreSQL.
+//!
+//! - **Forwarding.** A request for a chat whose lease another node holds is
+//!   sent to that node ([`Node::forward`]): sealed into `node_commands`,
+//!   announced on its channel, run there by the chat's actor, answered on
+//!   ours. A node that dies with requests of ours in flight is noticed by the
+//!   liveness check: a request it never took is withdrawn and asked again
+//!   ([`SessionError::Moved`]); one it took is answered [`SessionError::NodeLost`].
+//! - **Listening** ([`start`]): commits of other nodes wake the chats this
+//!   node follows; commands for this node run on the registry; replies end
+//!   their forward. After a lost listener connection every follower reads the
+//!   store again, since notifications may have been lost.
+//! - **Liveness**, every [`TICK`]: keep this node's lock (take it again if
+//!   its session was lost), then wake the followers of chats whose owner died,
+//!   so they take them over.
+//!
+//! The session's invariants hold across nodes because of the store: only the
+//! lease holder can append (the fence), and a takeover waits for the last
+//! append of the previous holder, then reads the log.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use super::SessionError;
+use super::handle::{Op, Origin};
+use super::registry::Registry;
+use crate::store::{NodeMessage, PgCluster, StoreError};
+
+/// How often a node checks its own lock and the others' liveness.
+pub const TICK: Duration = Duration::from_secs(1);
+/// How long a forwarded request may take on the owner before the client
+/// gets [`SessionError::NodeLost`].
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Error texts crossing nodes are cut to this (a notification holds 8000 bytes).
+const MAX_REPLY_TEXT: usize = 2000;
+
+/// A request of ours another node is running.
+struct InFlight {
+    to: i64,
+    done: oneshot::Sender<Result<(), SessionError>>,
+}
+
+/// A request as it travels.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Forwarded {
+    chat_id: Uuid,
+    op: Op,
+}
+
+/// This node in the cluster. Shared by the registry, the actors and the
+/// node's two background tasks.
+pub struct Node {
+    cluster: PgCluster,
+    in_flight: Mutex<HashMap<Uuid, InFlight>>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.cluster.node())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    pub fn new(cluster: PgCluster) -> Arc<Self> {
+        Arc::new(Self {
+            cluster,
+            in_flight: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> i64 {
+        self.cluster.node()
+    }
+
+    pub(super) fn cluster(&self) -> &PgCluster {
+        &self.cluster
+    }
+
+    /// Runs `op` on node `to`, which holds the chat's lease, and returns its answer.
+    pub(super) async fn forward(&self, to: i64, chat_id: Uuid, op: Op) -> Result<(), SessionError> {
+        let id = Uuid::new_v4();
+        let body = serde_json::to_vec(&Forwarded { chat_id, op }).expect("ops serialize");
+        let (done, answer) = oneshot::channel();
+        self.in_flight
+            .lock()
+            .expect("in-flight lock")
+            .insert(id, InFlight { to, done });
+        if let Err(e) = self.cluster.send_command(id, to, &body).await {
+            self.in_flight.lock().expect("in-flight lock").remove(&id);
+            return Err(e.into());
+        }
+        match tokio::time::timeout(FORWARD_TIMEOUT, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(SessionError::ShuttingDown),
+            Err(_) => {
+                self.in_flight.lock().expect("in-flight lock").remove(&id);
+                let _ = self.cluster.withdraw_command(id).await;
+                tracing::warn!(%chat_id, node = to, "a forwarded request got no answer in time");
+                Err(SessionError::NodeLost)
+            }
+        }
+    }
+
+    fn on_reply(&self, id: Uuid, body: &str) {
+        let Some(flight) = self.in_flight.lock().expect("in-flight lock").remove(&id) else {
+            return; // Timed out already.
+        };
+        let result = match serde_json::from_str::<Result<(), SessionError>>(body) {
+            Ok(result) => result,
+            Err(e) => {
+                tracing::error!(error = %e, "unreadable answer from another node");
+                Err(SessionError::NodeLost)
+            }
+        };
+        let _ = flight.done.send(result);
+    }
+
+    /// Ends the requests in flight on nodes that are gone.
+    async fn on_live_nodes(&self, live: &HashSet<i64>) {
+        let lost: Vec<(Uuid, InFlight)> = {
+            let mut in_flight = self.in_flight.lock().expect("in-flight lock");
+            let ids: Vec<Uuid> = in_flight
+                .iter()
+                .filter(|(_, f)| !live.contains(&f.to))
+                .map(|(id, _)| *id)
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| Some((id, in_flight.remove(&id)?)))
+                .collect()
+        };
+        for (id, flight) in lost {
+            // Never taken: it never ran, so it can go to the new owner.
+            let result = match self.cluster.withdraw_command(id).await {
+                Ok(true) => Err(SessionError::Moved),
+                _ => Err(SessionError::NodeLost),
+            };
+            let _ = flight.done.send(result);
+        }
+    }
+
+    /// Runs a command another node sent here and answers it.
+    async fn run_command(&self, registry: &Registry, id: Uuid) {
+        let (sender, body) = match self.cluster.take_command(id).await {
+            Ok(Some(taken)) => taken,
+            Ok(None) => return, // Withdrawn by its sender.
+            Err(e) => {
+                tracing::error!(error = %e, "cannot take a forwarded command");
+                return;
+            }
+        };
+        let result = match serde_json::from_slice::<Forwarded>(&body) {
+            Ok(Forwarded { chat_id, op }) => registry.call_op(chat_id, op, Origin::Remote).await,
+            Err(e) => {
+                tracing::error!(error = %e, "unreadable command from another node");
+                Err(SessionError::NodeLost)
+            }
+        };
+        let mut text = serde_json::to_string(&result).expect("results serialize");
+        if text.len() > MAX_REPLY_TEXT {
+            // Only an error's detail text can be this long: keep its code.
+            let short = match result {
+                Err(e) => Err(SessionError::Persistence(StoreError::Remote(
+                    e.to_string()
+                        .chars()
+                        .take(MAX_REPLY_TEXT / 2)
+                        .collect::<String>()
+                        .into(),
+                ))),
+                ok => ok,
+            };
+            text = serde_json::to_string(&short).expect("results serialize");
+        }
+        if let Err(e) = self.cluster.reply(sender, id, &text).await {
+            tracing::warn!(error = %e, "cannot answer a forwarded command");
+        }
+    }
+}
+
+/// Starts the node's listener and liveness tasks. Returns once the listener
+/// is subscribed, so nothing committed after this is missed.
+///
+/// # Errors
+/// The database cannot be reached.
+pub async fn start(node: Arc<Node>, registry: Registry) -> Result<(), StoreError> {
+    let listener = node.cluster.listen().await?;
+    let tracker = registry.context().tracker.clone();
+    tracker.spawn(listen(node.clone(), registry.clone(), listener));
+    tracker.spawn(liveness(node, registry));
+    Ok(())
+}
+
+async fn listen(node: Arc<Node>, registry: Registry, mut listener: sqlx::postgres::PgListener) {
+    let shutdown = registry.context().shutdown.clone();
+    loop {
+        let received = tokio::select! {
+            () = shutdown.cancelled() => return,
+            r = listener.try_recv() => r,
+        };
+        match received {
+            Ok(Some(n)) => match PgCluster::parse(n.channel(), n.payload()) {
+                Some(NodeMessage::Log(notice)) => registry.on_commit(notice.chat_id),
+                Some(NodeMessage::Command(id)) => {
+                    let (node, on) = (node.clone(), registry.clone());
+                    registry
+                        .context()
+                        .tracker
+                        .spawn(async move { node.run_command(&on, id).await });
+                }
+                Some(NodeMessage::Reply { id, body }) => node.on_reply(id, &body),
+                None => tracing::warn!(channel = n.channel(), "unexpected notification"),
+            },
+            // The connection was lost, and notifications with it: listen
+            // again, then let every follower read the store.
+            Ok(None) | Err(_) => {
+                tracing::warn!("lost the notification connection; listening again");
+                listener = loop {
+                    match node.cluster.listen().await {
+                        Ok(l) => break l,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot listen yet");
+                            tokio::select! {
+                                () = shutdown.cancelled() => return,
+                                () = tokio::time::sleep(TICK) => {}
+                            }
+                        }
+                    }
+                };
+                registry.wake_followers();
+            }
+        }
+    }
+}
+
+async fn liveness(node: Arc<Node>, registry: Registry) {
+    let shutdown = registry.context().shutdown.clone();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match node.cluster.keep_alive().await {
+            Ok(true) => tracing::warn!(
+                node = node.id(),
+                "this node's lock session was lost and is back; chats taken over meanwhile moved"
+            ),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot keep this node's lock"),
+        }
+        match node.cluster.live_nodes().await {
+            Ok(live) => {
+                registry.on_live_nodes(&live);
+                node.on_live_nodes(&live).await;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read which nodes are alive"),
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! Several nodes on one PostgreSQL, each a server of its own (in this process,
+//! or the real binary when it has to be SIGKILLed): to a client they behave
+//! like one node.
+//!
+//! These tests need PostgreSQL whatever the suite's backend, so they run in
+//! the default (SQLite) pass of the suite only, not again in the PostgreSQL pass.
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+use uuid::Uuid;
+
+use crate::support::*;
+
+/// A fresh database for a cluster, or `None` when this pass skips them.
+async fn cluster_database() -> Option<String> {
+    if on_postgres() {
+        return None; // Run once, in the default pass.
+    }
+    Some(agentwire::testing::postgres()?.fresh_database().await)
+}
+
+async fn node(url: &str) -> Server {
+    Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            database_url: Some(url.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await
+}
+
+/// The real binary on `url`, ready.
+async fn binary_node(url: &str, agents: &std::path::Path) -> (Child, SocketAddr) {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "serve",
+            "--listen",
+            &addr.to_string(),
+            "--database-url",
+            url,
+        ])
+        .arg("--agents")
+        .arg(agents)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start agentwire");
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok()
+            && http_get(addr, "/healthz", &[]).await.0 == 200
+        {
+            return (child, addr);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("agentwire did not become healthy on {addr}");
+}
+
+/// Resumes `chat` from 0: the replayed envelopes (unmarked) and the boundary.
+async fn replay_all(c: &mut Client, chat: Uuid) -> (Vec<Value>, Value) {
+    c.resume(chat, 0).await;
+    let mut got = c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    let boundary = got.pop().unwrap();
+    (got.iter().map(without_replay).collect(), boundary)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_on_two_nodes_see_one_chat_identically() {
+    let Some(url) = cluster_database().await else {
+        return;
+    };
+    let (a, b) = (node(&url).await, node(&url).await);
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    let chat = Uuid::new_v4();
+    ca.start(chat, "hello").await;
+    let first = ca.until_complete(chat).await;
+
+    // A client of the other node catches up, then follows live.
+    let (replayed, boundary) = replay_all(&mut cb, chat).await;
+    assert_eq!(replayed, first);
+    assert_eq!(boundary["last_seq"], first.len());
+    ca.say(chat, "burst: 300").await;
+    let on_a = ca.until_complete(chat).await;
+    let on_b = cb.until_complete(chat).await;
+    assert_eq!(on_a.len(), 300 + 5, "{:?}", types(&on_a));
+    assert_eq!(on_b, on_a, "the same envelopes, in the same order, once");
+
+    // A turn taken on the node that does not run the chat works the same.
+    cb.say(chat, "from b").await;
+    let last_b = cb.until_complete(chat).await;
+    assert_eq!(ca.until_complete(chat).await, last_b);
+    assert_eq!(last_text(&last_b), "You said: from b");
+    let all: Vec<Value> = [first, on_a, last_b.clone()].concat();
+    assert_gap_free(&seqs(&all));
+
+    // A third node, just started, replays the whole log.
+    let c = node(&url).await;
+    let mut cc = c.client().await;
+    let (replayed, _) = replay_all(&mut cc, chat).await;
+    assert_eq!(
+        seqs(&replayed),
+        (1..=replayed.len() as u64).collect::<Vec<_>>()
+    );
+    assert_eq!(replayed, all);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_sent_to_the_other_node_reach_the_run() {
+    let Some(url) = cluster_database().await else {
+        return;
+    };
+    let (a, b) = (node(&url).await, node(&url).await);
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    let chat = Uuid::new_v4();
+    ca.start(chat, "ask: Your name?").await;
+    let asked = ca.recv_until(|m| m["type"] == "chat.input_request").await;
+    let req = asked.last().unwrap().clone();
+    let (replayed, _) = replay_all(&mut cb, chat).await;
+    assert_eq!(replayed, asked);
+
+    // Errors from the owner come back as they would locally.
+    cb.say(chat, "too early").await;
+    let err = cb.expect("chat.error").await;
+    assert_eq!(err["error_code"], "RUN_IN_PROGRESS");
+    cb.send(
+        json!({"type": "user.input.submit", "chat_id": chat, "request_id": "nope", "text": "x"}),
+    )
+    .await;
+    assert_eq!(
+        cb.expect("chat.error").await["error_code"],
+        "INPUT_REQUEST_NOT_FOUND"
+    );
+
+    cb.send(json!({"type": "user.input.submit", "chat_id": chat, "request_id": req["request_id"], "text": "Ada"}))
+        .await;
+    let on_b = cb.until_complete(chat).await;
+    let on_a = ca.until_complete(chat).await;
+    assert_eq!(on_a, on_b);
+    assert!(types(&on_b).contains(&"chat.input_ack"));
+    assert_eq!(last_text(&on_b), "You answered: Ada");
+
+    // A UI tool call answered through the other node.
+    ca.say(chat, "ui: date_picker").await;
+    let call = ca
+        .recv_until(|m| m["type"] == "chat.tool_call")
+        .await
+        .pop()
+        .unwrap();
+    cb.recv_until(|m| m["type"] == "chat.tool_call").await;
+    cb.send(json!({"type": "inline_component.result", "chat_id": chat, "corr": call["corr"], "data": {"date": "2026-01-02"}}))
+        .await;
+    let on_b = cb.until_complete(chat).await;
+    assert_eq!(ca.until_complete(chat).await, on_b);
+    assert_eq!(
+        last_text(&on_b),
+        r#"Component returned: {"date":"2026-01-02"}"#
+    );
+
+    // A cancel through the other node reaches the run.
+    ca.say(chat, "slow: 500").await;
+    ca.recv_until(|m| m["type"] == "chat.print").await;
+    let (status, _) = http_json(&b, "POST", &format!("/v1/chats/{chat}/cancel"), "{}").await;
+    assert!(status < 300, "{status}");
+    let end = ca.until_complete(chat).await;
+    assert_eq!(end.last().unwrap()["reason"], "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_the_owner_and_carry_on_from_another_node() {
+    let Some(url) = cluster_database().await else {
+        return;
+    };
+    let agents = tempfile::tempdir().unwrap();
+    let (mut owner, addr) = binary_node(&url, agents.path()).await;
+    // Two more nodes follow the chat; both will race to take it over.
+    let (b, c) = (node(&url).await, node(&url).await);
+    let chat = Uuid::new_v4();
+    let mut ca = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    ca.start(chat, "slow: 400").await;
+    let mut seen = Vec::new();
+    while seen.len() < 40 {
+        seen.push(ca.recv().await);
+    }
+    let mut cc = c.client().await;
+    cc.resume(chat, 0).await;
+    cc.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+
+    owner.start_kill().unwrap(); // SIGKILL
+    owner.wait().await.unwrap();
+
+    // The client resumes on another node: everything it saw, then the end.
+    let mut cb = b.client().await;
+    let last_seen = seen.last().unwrap()["seq"].as_u64().unwrap();
+    cb.resume(chat, 0).await;
+    let mut got = cb.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    got.pop();
+    // The takeover may come before the replay (in it) or after (live).
+    if !types(&got).contains(&"chat.run_complete") {
+        got.extend(cb.until_complete(chat).await);
+    }
+    let got: Vec<Value> = got.iter().map(without_replay).collect();
+    assert_eq!(
+        &got[..seen.len()],
+        &seen[..],
+        "every envelope the client saw"
+    );
+    let end = got.last().unwrap();
+    assert_eq!(end["reason"], "interrupted");
+    assert!(end["seq"].as_u64().unwrap() > last_seen);
+    assert_gap_free(&seqs(&got));
+
+    // The other follower saw the same end, once.
+    let mut on_c = cc.until_complete(chat).await;
+    on_c.retain(|m| m["seq"].is_u64());
+    assert_eq!(on_c.last().unwrap(), end);
+
+    // A new turn continues with the next seq, and each node logged one end.
+    cb.say(chat, "still there?").await;
+    let more = cb.until_complete(chat).await;
+    assert_eq!(seqs(&more)[0], end["seq"].as_u64().unwrap() + 1);
+    assert_eq!(last_text(&more), "You said: still there?");
+    assert_eq!(cc.until_complete(chat).await, more);
+    let (log, _) = replay_all(&mut cc, chat).await;
+    assert_gap_free(&seqs(&log));
+    assert_eq!(
+        log.iter()
+            .filter(|m| m["type"] == "chat.run_complete" && m["reason"] == "interrupted")
+            .count(),
+        1,
+        "one takeover, one interrupted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_database_connections_on_two_nodes_lose_and_double_nothing() {
+    let Some(url) = cluster_database().await else {
+        return;
+    };
+    let (a, b) = (node(&url).await, node(&url).await);
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    let chat = Uuid::new_v4();
+    ca.start(chat, "hello").await;
+    ca.until_complete(chat).await;
+    cb.resume(chat, 0).await;
+    let mut on_b: Vec<Value> = cb.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    on_b.pop();
+    ca.say(chat, "slow: 200").await;
+    while on_b.iter().filter(|m| m["type"] == "chat.print").count() < 20 {
+        on_b.push(cb.recv().await);
+    }
+    // Every session of both nodes goes away at once: pools, listeners, locks.
+    use sqlx::Connection;
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    // The run ends (completed, or interrupted if a node took it over while
+    // the owner's lock was gone); the follower saw each envelope once.
+    on_b.extend(cb.until_complete(chat).await);
+    let on_b: Vec<Value> = on_b.iter().map(without_replay).collect();
+    assert_gap_free(&seqs(&on_b));
+
+    // Both nodes still serve, and agree with the log.
+    cb.say(chat, "still there?").await;
+    let more = cb.until_complete(chat).await;
+    assert_eq!(seqs(&more)[0], on_b.len() as u64 + 1);
+    assert_eq!(last_text(&more), "You said: still there?");
+    let mut fresh = a.client().await;
+    let (log, _) = replay_all(&mut fresh, chat).await;
+    let live: Vec<Value> = on_b.into_iter().chain(more).collect();
+    assert_eq!(log, live, "the log is exactly what was delivered, once");
+}
