@@ -109,23 +109,28 @@ pub fn router(state: AppState) -> Router {
     }
 }
 
-/// 200 `{"status":"ok"}` once the store answers, 503 otherwise.
+/// 200 `{"status":"ok"}` once the store answers, 503 otherwise. On
+/// PostgreSQL the `X-Agentwire-Node` header names the node that answered.
 #[utoipa::path(get, path = "/healthz", tag = "ops",
     responses((status = 200, body = api::Health), (status = 503, body = api::Health)))]
-async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<api::Health>) {
+async fn healthz(State(state): State<AppState>) -> Response {
+    let node = state
+        .registry
+        .node_id()
+        .map(|id| [("x-agentwire-node", id.to_string())]);
     match state.store.ping().await {
-        Ok(()) => (
-            StatusCode::OK,
-            Json(api::Health {
+        Ok(()) => {
+            let up = api::Health {
                 status: "ok".into(),
-            }),
-        ),
+            };
+            (StatusCode::OK, node, Json(up)).into_response()
+        }
         Err(e) => {
             tracing::warn!(error = %e, "health check: store unreachable");
             let down = api::Health {
                 status: "unavailable".into(),
             };
-            (StatusCode::SERVICE_UNAVAILABLE, Json(down))
+            (StatusCode::SERVICE_UNAVAILABLE, node, Json(down)).into_response()
         }
     }
 }

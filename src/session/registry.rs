@@ -134,6 +134,11 @@ impl Registry {
         }
     }
 
+    /// This node's id in its cluster (PostgreSQL only).
+    pub fn node_id(&self) -> Option<i64> {
+        self.inner.ctx.node.as_ref().map(|n| n.id())
+    }
+
     /// The models chats may switch to.
     pub fn models(&self) -> &crate::agent::ModelRegistry {
         self.inner.ctx.agents.models()

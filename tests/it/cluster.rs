@@ -66,6 +66,20 @@ async fn binary_node(url: &str, agents: &std::path::Path) -> (Child, SocketAddr)
     panic!("agentwire did not become healthy on {addr}");
 }
 
+/// The `X-Agentwire-Node` header of the node's `/healthz`.
+async fn node_id(addr: SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.unwrap();
+    out.lines()
+        .find_map(|l| l.strip_prefix("x-agentwire-node: "))
+        .expect("the node names itself")
+        .to_owned()
+}
+
 /// Resumes `chat` from 0: the replayed envelopes (unmarked) and the boundary.
 async fn replay_all(c: &mut Client, chat: Uuid) -> (Vec<Value>, Value) {
     c.resume(chat, 0).await;
@@ -80,6 +94,7 @@ async fn clients_on_two_nodes_see_one_chat_identically() {
         return;
     };
     let (a, b) = (node(&url).await, node(&url).await);
+    assert_ne!(node_id(a.addr).await, node_id(b.addr).await);
     let (mut ca, mut cb) = (a.client().await, b.client().await);
     let chat = Uuid::new_v4();
     ca.start(chat, "hello").await;
@@ -283,4 +298,46 @@ async fn dropped_database_connections_on_two_nodes_lose_and_double_nothing() {
     let (log, _) = replay_all(&mut fresh, chat).await;
     let live: Vec<Value> = on_b.into_iter().chain(more).collect();
     assert_eq!(log, live, "the log is exactly what was delivered, once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_answered_through_the_other_node_is_never_stored() {
+    const SECRET: &str = "hunter3-Kp2Wd-forwarded-never-on-disk";
+    let Some(url) = cluster_database().await else {
+        return;
+    };
+    let (a, b) = (node(&url).await, node(&url).await);
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    let chat = Uuid::new_v4();
+    ca.start(chat, "secret: Your PIN?").await;
+    let req = ca
+        .recv_until(|m| m["type"] == "chat.input_request")
+        .await
+        .pop()
+        .unwrap();
+    cb.send(json!({"type": "user.input.submit", "chat_id": chat, "request_id": req["request_id"], "text": SECRET}))
+        .await;
+    let msgs = ca.until_complete(chat).await;
+    assert_eq!(
+        last_text(&msgs),
+        format!("Secret received ({} characters)", SECRET.len()),
+        "the run got the answer"
+    );
+    assert!(msgs.iter().all(|m| !m.to_string().contains(SECRET)));
+
+    // It crossed PostgreSQL sealed: not in a table, the WAL or any file.
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("CHECKPOINT").execute(&mut conn).await.unwrap();
+    let Some(data) = agentwire::testing::postgres().and_then(|p| p.data_dir.clone()) else {
+        return; // An external server: its files are not ours to read.
+    };
+    assert!(
+        !crate::input::files_containing(&data, b"Secret received").is_empty(),
+        "the scan reads the stored chat"
+    );
+    assert_eq!(
+        crate::input::files_containing(&data, SECRET.as_bytes()),
+        Vec::<String>::new()
+    );
 }

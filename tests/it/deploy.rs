@@ -24,22 +24,56 @@ fn the_compose_file_matches_the_dockerfile_and_the_readme() {
     );
     assert!(pg["healthcheck"]["test"].to_string().contains("pg_isready"));
 
-    let node = &services["agentwire"];
-    assert_eq!(node["build"], ".");
-    let env = &node["environment"];
-    assert_eq!(
-        env["AGENTWIRE_DATABASE_URL"].as_str().unwrap(),
-        format!("postgres://{user}:{password}@postgres:5432/{db}"),
-        "the node uses the compose file's database"
+    // Two nodes, the same image and settings, on that database.
+    for name in ["agentwire-1", "agentwire-2"] {
+        let node = &services[name];
+        assert_eq!(node["build"], ".", "{name}");
+        let env = &node["environment"];
+        assert_eq!(
+            env["AGENTWIRE_DATABASE_URL"].as_str().unwrap(),
+            format!("postgres://{user}:{password}@postgres:5432/{db}"),
+            "{name} uses the compose file's database"
+        );
+        assert_eq!(env["AGENTWIRE_LISTEN"], "0.0.0.0:8080");
+        assert!(
+            node.get("ports").is_none(),
+            "{name} is reached through the balancer"
+        );
+        assert_eq!(
+            node["depends_on"]["postgres"]["condition"],
+            "service_healthy"
+        );
+        let check = node["healthcheck"]["test"].to_string();
+        assert!(check.contains("http://127.0.0.1:8080/healthz"), "{check}");
+    }
+
+    // One port, on the load balancer, which waits for both nodes and checks them.
+    let lb = &services["lb"];
+    assert!(lb["image"].as_str().unwrap().starts_with("caddy:"));
+    assert_eq!(lb["ports"][0], "8080:8080");
+    for name in ["agentwire-1", "agentwire-2"] {
+        assert_eq!(lb["depends_on"][name]["condition"], "service_healthy");
+    }
+    assert!(
+        lb["healthcheck"]["test"]
+            .to_string()
+            .contains("http://127.0.0.1:8080/healthz")
     );
-    assert_eq!(env["AGENTWIRE_LISTEN"], "0.0.0.0:8080");
-    assert_eq!(node["ports"][0], "8080:8080");
-    assert_eq!(
-        node["depends_on"]["postgres"]["condition"],
-        "service_healthy"
+    let mount = lb["volumes"][0].as_str().unwrap();
+    let (from, to) = mount.split_once(':').unwrap();
+    assert!(to.starts_with("/etc/caddy/Caddyfile"));
+    let caddyfile = read(from.trim_start_matches("./"));
+    assert!(caddyfile.contains(":8080 {"));
+    assert!(
+        caddyfile.contains("reverse_proxy agentwire-1:8080 agentwire-2:8080"),
+        "the balancer sends to both nodes"
     );
-    let check = node["healthcheck"]["test"].to_string();
-    assert!(check.contains("http://127.0.0.1:8080/healthz"), "{check}");
+    assert!(caddyfile.contains("health_uri /healthz"));
+    assert_eq!(
+        services.as_object().unwrap().len(),
+        4,
+        "postgres, two nodes, the balancer"
+    );
 
     // The image the compose file builds listens and checks itself the same way.
     let dockerfile = read("Dockerfile");
@@ -64,5 +98,7 @@ fn the_compose_file_matches_the_dockerfile_and_the_readme() {
     // And the README says how to use them.
     let readme = read("README.md");
     assert!(readme.contains("docker compose up"));
+    assert!(readme.contains("## Running several nodes"));
+    assert!(readme.contains("deploy/Caddyfile"));
     assert!(readme.contains("docker build -t agentwire ."));
 }

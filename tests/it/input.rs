@@ -88,7 +88,7 @@ async fn a_second_submit_has_no_second_effect() {
 }
 
 /// Every file below `dir` that contains `needle`.
-fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
+pub(crate) fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
     let mut hits = Vec::new();
     // A folder that does not exist holds nothing; files may come and go while
     // a database runs.
