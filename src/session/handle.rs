@@ -175,4 +175,10 @@ pub(super) struct Signal {
     pub(super) holder: std::sync::atomic::AtomicI64,
     /// Set when that node is gone: try to take the chat over.
     pub(super) take_over: std::sync::atomic::AtomicBool,
+    /// The highest seq another node announced for the chat. An owner that
+    /// sees one at or past its own next seq has lost the chat.
+    pub(super) seen: std::sync::atomic::AtomicU64,
+    /// Set when this node's lock was lost for a while: an owner checks that
+    /// the lease is still its own.
+    pub(super) check_lease: std::sync::atomic::AtomicBool,
 }

@@ -200,12 +200,20 @@ async fn listen(node: Arc<Node>, registry: Registry, mut listener: sqlx::postgre
     let shutdown = registry.context().shutdown.clone();
     loop {
         let received = tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => {
+                // No answer can arrive any more.
+                node.on_live_nodes(&HashSet::new()).await;
+                return;
+            }
             r = listener.try_recv() => r,
         };
         match received {
             Ok(Some(n)) => match PgCluster::parse(n.channel(), n.payload()) {
-                Some(NodeMessage::Log(notice)) => registry.on_commit(notice.chat_id),
+                Some(NodeMessage::Log(notice)) => {
+                    if notice.node != node.id() {
+                        registry.on_commit(notice.chat_id, notice.seq);
+                    }
+                }
                 Some(NodeMessage::Command(id)) => {
                     let (node, on) = (node.clone(), registry.clone());
                     registry
@@ -248,10 +256,13 @@ async fn liveness(node: Arc<Node>, registry: Registry) {
             _ = tick.tick() => {}
         }
         match node.cluster.keep_alive().await {
-            Ok(true) => tracing::warn!(
-                node = node.id(),
-                "this node's lock session was lost and is back; chats taken over meanwhile moved"
-            ),
+            Ok(true) => {
+                tracing::warn!(
+                    node = node.id(),
+                    "this node's lock session was lost and is back; checking which chats moved"
+                );
+                registry.check_leases();
+            }
             Ok(false) => {}
             Err(e) => tracing::warn!(error = %e, "cannot keep this node's lock"),
         }

@@ -99,13 +99,24 @@ impl Registry {
         &self.inner.ctx
     }
 
-    /// Another node committed to `chat_id`: wake its follower here, if any.
-    pub(super) fn on_commit(&self, chat_id: Uuid) {
+    /// Another node committed to `chat_id` up to `seq`: wake the chat's
+    /// actor here, if any (a follower reads it; an owner learns it lost the chat).
+    pub(super) fn on_commit(&self, chat_id: Uuid, seq: u64) {
         let chats = self.inner.chats.lock().expect("registry lock");
-        if let Some(e) = chats.get(&chat_id)
-            && e.signal.following.load(Ordering::Acquire)
-        {
+        if let Some(e) = chats.get(&chat_id) {
+            e.signal.seen.fetch_max(seq, Ordering::AcqRel);
             e.signal.wake.notify_one();
+        }
+    }
+
+    /// This node's lock was lost for a while: every owner checks its lease.
+    pub(super) fn check_leases(&self) {
+        let chats = self.inner.chats.lock().expect("registry lock");
+        for e in chats.values() {
+            if !e.signal.following.load(Ordering::Acquire) {
+                e.signal.check_lease.store(true, Ordering::Release);
+                e.signal.wake.notify_one();
+            }
         }
     }
 

@@ -65,7 +65,10 @@ pub enum NodeMessage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogNotice {
     pub chat_id: Uuid,
+    /// The highest seq committed.
     pub seq: u64,
+    /// The node that appended (0 if the append was not fenced).
+    pub node: i64,
 }
 
 /// This node's membership of the cluster.
@@ -224,6 +227,19 @@ impl PgCluster {
         Err(sqlx::Error::Protocol("the chat's lease keeps changing hands".into()).into())
     }
 
+    /// The chat's lease as it stands: its node and epoch.
+    ///
+    /// # Errors
+    /// The database cannot be reached.
+    pub async fn lease(&self, chat_id: Uuid) -> Result<Option<(i64, i64)>, StoreError> {
+        let row = sqlx::query("SELECT node_id, epoch FROM chat_leases WHERE chat_id = $1")
+            .bind(chat_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Ok((r.try_get("node_id")?, r.try_get("epoch")?)))
+            .transpose()
+    }
+
     /// The node holding the chat's lease, if any.
     ///
     /// # Errors
@@ -358,11 +374,13 @@ impl PgCluster {
     /// Reads a notification received by [`listen`](Self::listen)'s listener.
     pub fn parse(channel: &str, payload: &str) -> Option<NodeMessage> {
         if channel == LOG_CHANNEL {
-            let (chat, seq) = payload.split_once(' ')?;
-            return Some(NodeMessage::Log(LogNotice {
-                chat_id: chat.parse().ok()?,
-                seq: seq.parse().ok()?,
-            }));
+            let mut parts = payload.split(' ');
+            let notice = LogNotice {
+                chat_id: parts.next()?.parse().ok()?,
+                seq: parts.next()?.parse().ok()?,
+                node: parts.next()?.parse().ok()?,
+            };
+            return Some(NodeMessage::Log(notice));
         }
         let (kind, rest) = payload.split_once(' ')?;
         match kind {

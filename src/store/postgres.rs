@@ -278,10 +278,15 @@ impl Store for PgStore {
             .await?;
         }
         // One announcement per chat per commit, delivered by PostgreSQL only
-        // if the transaction commits: "<chat id> <highest seq>".
+        // if the transaction commits: "<chat id> <highest seq> <node>" (node 0:
+        // an unfenced append).
         let notices: Vec<String> = batches
             .iter()
-            .filter_map(|b| Some(format!("{} {}", b.chat_id, b.envelopes.last()?.seq)))
+            .filter_map(|b| {
+                let seq = b.envelopes.last()?.seq;
+                let node = b.fence.map_or(0, |f| f.node);
+                Some(format!("{} {seq} {node}", b.chat_id))
+            })
             .collect();
         if !notices.is_empty() {
             sqlx::query("SELECT pg_notify($1, n) FROM UNNEST($2::text[]) AS t(n)")

@@ -428,7 +428,8 @@ async fn commands_travel_sealed_and_commits_are_announced() {
         PgCluster::parse(n.channel(), n.payload()),
         Some(NodeMessage::Log(LogNotice {
             chat_id: c.id,
-            seq: 2
+            seq: 2,
+            node: 0
         }))
     );
 }

@@ -341,3 +341,59 @@ async fn a_secret_answered_through_the_other_node_is_never_stored() {
         Vec::<String>::new()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_whose_lock_was_lost_follows_the_node_that_took_over() {
+    let Some(url) = cluster_database().await else {
+        return;
+    };
+    let (a, b) = (node(&url).await, node(&url).await);
+    let (id_a, id_b) = (node_id(a.addr).await, node_id(b.addr).await);
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    let chat = Uuid::new_v4();
+    ca.start(chat, "hello").await;
+    let first = ca.until_complete(chat).await;
+    let (replayed, _) = replay_all(&mut cb, chat).await;
+    assert_eq!(replayed, first);
+
+    // A's lock session goes (A lives on): B, which follows the chat, takes it.
+    use sqlx::Connection;
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    let holder = || {
+        sqlx::query_scalar::<_, i64>("SELECT node_id FROM chat_leases WHERE chat_id = $1")
+            .bind(chat)
+    };
+    for _ in 0..100 {
+        if holder().fetch_one(&mut admin).await.unwrap().to_string() == id_b {
+            break;
+        }
+        sqlx::query(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks
+             WHERE locktype = 'advisory' AND classid = 1634170740 AND objid = $1::int8::oid
+               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        .bind(id_a.parse::<i64>().unwrap())
+        .execute(&mut admin)
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        holder().fetch_one(&mut admin).await.unwrap().to_string(),
+        id_b
+    );
+
+    // A still believes nothing changed; a turn sent to it lands at B's, once.
+    ca.say(chat, "from a").await;
+    let on_a = ca.until_complete(chat).await;
+    assert_eq!(cb.until_complete(chat).await, on_a);
+    assert_eq!(last_text(&on_a), "You said: from a");
+    // And A's client follows what B runs.
+    cb.say(chat, "from b").await;
+    let on_b = cb.until_complete(chat).await;
+    assert_eq!(ca.until_complete(chat).await, on_b);
+    let all = [first, on_a, on_b].concat();
+    assert_gap_free(&seqs(&all));
+    let mut fresh = a.client().await;
+    assert_eq!(replay_all(&mut fresh, chat).await.0, all);
+}

@@ -33,8 +33,20 @@ impl Actor {
         self.signal.following.store(true, Ordering::Release);
     }
 
-    /// Woken by the node: the owner committed, or died.
+    /// Woken by the node: another node committed, the owner died, or this
+    /// node's lock came back after a loss.
     pub(super) async fn on_wake(&mut self) {
+        if let Role::Owner { epoch } = self.role {
+            let check = self.signal.check_lease.swap(false, Ordering::AcqRel);
+            // Another node wrote where this one would have: the chat moved.
+            let overtaken = self.signal.seen.load(Ordering::Acquire) >= self.next_seq;
+            if overtaken || (check && !self.lease_is(epoch).await) {
+                self.demote().await;
+            }
+        }
+        if self.role != Role::Follower {
+            return;
+        }
         if self.signal.take_over.swap(false, Ordering::AcqRel)
             && let Err(e) = self.try_take_over().await
         {
@@ -42,6 +54,18 @@ impl Actor {
         }
         if let Err(e) = self.catch_up().await {
             tracing::warn!(error = %e, "cannot read the owner's log");
+        }
+    }
+
+    /// Whether the chat's lease is still this node's, with `epoch` (assumed so
+    /// if the store cannot say: the next append will tell).
+    async fn lease_is(&self, epoch: i64) -> bool {
+        let Some(node) = &self.ctx.node else {
+            return true;
+        };
+        match node.cluster().lease(self.chat_id).await {
+            Ok(lease) => lease == Some((node.id(), epoch)),
+            Err(_) => true,
         }
     }
 

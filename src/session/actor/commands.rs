@@ -8,7 +8,7 @@ use crate::agent::runtime::{ComponentOutcome, InputOutcome};
 use crate::protocol::{Envelope, EventKind, RunEndReason};
 use crate::session::handle::{Command, Op, Origin, RunExtras};
 use crate::session::{Outbound, Replay, SessionError, Subscriber};
-use crate::store::{ChatRecord, ChatState};
+use crate::store::{ChatRecord, ChatState, StoreError};
 
 impl Actor {
     pub(super) async fn on_command(&mut self, cmd: Command) {
@@ -31,7 +31,15 @@ impl Actor {
                 if self.role == Role::Follower {
                     return self.forward(op, origin, reply).await;
                 }
+                let retry = op.clone();
                 let result = self.handle_op(op).await;
+                if let Err(SessionError::Persistence(StoreError::Fenced(_))) = result
+                    && self.role == Role::Follower
+                {
+                    // The chat moved under this request, before anything of
+                    // it was logged: it goes to the new owner.
+                    return self.forward(retry, origin, reply).await;
+                }
                 let _ = reply.send(result);
             }
             Command::Start {
@@ -49,6 +57,10 @@ impl Actor {
                 } else if self.role == Role::Follower {
                     // Another node holds the (new) chat: follow it from its
                     // first envelope, and have the holder create it.
+                    if self.ctx.agents.get(&agent).is_none() {
+                        let _ = reply.send(Err(SessionError::UnknownAgent(agent)));
+                        return;
+                    }
                     if let Some(sub) = sub
                         && let Err(e) = self.subscribe(sub, None)
                     {

@@ -191,7 +191,7 @@ impl Actor {
                     self.cancel_run(RunEndReason::Interrupted);
                 }
                 msg = recv_run(&mut self.run) => self.on_run_msg(msg).await,
-                () = self.signal.wake.notified(), if self.role == Role::Follower => {
+                () = self.signal.wake.notified(), if self.role != Role::Single => {
                     self.on_wake().await;
                 }
                 cmd = self.rx.recv(), if !orphaned => match cmd {
