@@ -5,7 +5,8 @@
 //!
 //! - [`config`]: settings from file, environment and flags, validated once.
 //! - [`protocol`]: the wire types of `/v1/ws` and their JSON-Schema validation.
-//! - [`store`]: the durable session log (SQLite) and its group-committing writer.
+//! - [`store`]: the durable session log (SQLite or PostgreSQL), its
+//!   group-committing writer, and the coordination of several nodes on PostgreSQL.
 //! - [`llm`]: the model seam (`Provider`) and the HTTP providers.
 //! - [`agent`]: agent files, tools and the run loop.
 //! - [`session`]: one actor per chat, the single writer of its log.
