@@ -364,7 +364,8 @@ impl PgCluster {
     /// # Errors
     /// The database cannot be reached.
     pub async fn listen(&self) -> Result<PgListener, StoreError> {
-        let mut listener = PgListener::connect_with(&self.pool).await?;
+        // A connection of its own, not one of the pool's: the pool stays whole.
+        let mut listener = PgListener::connect(&self.url).await?;
         listener
             .listen_all([LOG_CHANNEL, node_channel(self.node).as_str()])
             .await?;
