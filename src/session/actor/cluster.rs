@@ -52,6 +52,10 @@ impl Actor {
         {
             tracing::warn!(error = %e, "cannot take over the chat of a node that is gone");
         }
+        if self.role != Role::Follower || self.subscribers.iter().all(|s| s.tx.is_closed()) {
+            // Nobody to deliver to: a subscription reads the store first anyway.
+            return;
+        }
         if let Err(e) = self.catch_up().await {
             tracing::warn!(error = %e, "cannot read the owner's log");
         }
@@ -87,8 +91,18 @@ impl Actor {
     }
 
     /// Delivers what was committed after the last envelope this follower
-    /// delivered, in order, reading the store a page at a time.
+    /// delivered, in order, reading the store a page at a time. With nobody
+    /// to deliver to, it only moves its position to the end of the log.
     pub(super) async fn catch_up(&mut self) -> Result<(), StoreError> {
+        if self.subscribers.iter().all(|s| s.tx.is_closed()) {
+            if let Some((last, _)) = self.ctx.store.last(self.chat_id).await? {
+                self.next_seq = self.next_seq.max(last + 1);
+                if self.chat.is_none() {
+                    self.chat = self.ctx.store.chat(self.chat_id).await?;
+                }
+            }
+            return Ok(());
+        }
         loop {
             let page = self
                 .ctx
