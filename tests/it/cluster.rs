@@ -1,6 +1,6 @@
-//! Several nodes on one PostgreSQL, each a server of its own (in this process,
-//! or the real binary when it has to be SIGKILLed): to a client they behave
-//! like one node.
+//! Several nodes on one PostgreSQL, each a server of its own (the real binary
+//! as a process of its own, or a server in this test process where the test
+//! needs to reach into it): to a client they behave like one node.
 //!
 //! These tests need PostgreSQL whatever the suite's backend, so they run in
 //! the default (SQLite) pass of the suite only, not again in the PostgreSQL pass.
@@ -24,14 +24,9 @@ async fn cluster_database() -> Option<String> {
 }
 
 async fn node(url: &str) -> Server {
-    node_with_pool(url, None).await
-}
-
-async fn node_with_pool(url: &str, pool: Option<u32>) -> Server {
     Server::start_with(Opts {
         settings: agentwire::config::Settings {
             database_url: Some(url.to_owned()),
-            database_pool_size: pool,
             ..Default::default()
         },
         ..Default::default()
@@ -39,8 +34,31 @@ async fn node_with_pool(url: &str, pool: Option<u32>) -> Server {
     .await
 }
 
+/// A node as a process of its own (the real binary), killed when dropped.
+struct Process {
+    _child: Child,
+    addr: SocketAddr,
+    _agents: tempfile::TempDir,
+}
+
+impl Process {
+    async fn start(url: &str, extra: &[&str]) -> Self {
+        let agents = tempfile::tempdir().unwrap();
+        let (child, addr) = binary_node(url, agents.path(), extra).await;
+        Self {
+            _child: child,
+            addr,
+            _agents: agents,
+        }
+    }
+
+    async fn client(&self) -> Client {
+        Client::connect(&format!("ws://{}/v1/ws", self.addr)).await
+    }
+}
+
 /// The real binary on `url`, ready.
-async fn binary_node(url: &str, agents: &std::path::Path) -> (Child, SocketAddr) {
+async fn binary_node(url: &str, agents: &std::path::Path, extra: &[&str]) -> (Child, SocketAddr) {
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -55,6 +73,7 @@ async fn binary_node(url: &str, agents: &std::path::Path) -> (Child, SocketAddr)
         ])
         .arg("--agents")
         .arg(agents)
+        .args(extra)
         .env("RUST_LOG", "error")
         .stdin(Stdio::null())
         .kill_on_drop(true)
@@ -98,7 +117,10 @@ async fn clients_on_two_nodes_see_one_chat_identically() {
     let Some(url) = cluster_database().await else {
         return;
     };
-    let (a, b) = (node(&url).await, node(&url).await);
+    let (a, b) = (
+        Process::start(&url, &[]).await,
+        Process::start(&url, &[]).await,
+    );
     assert_ne!(node_id(a.addr).await, node_id(b.addr).await);
     let (mut ca, mut cb) = (a.client().await, b.client().await);
     let chat = Uuid::new_v4();
@@ -125,7 +147,7 @@ async fn clients_on_two_nodes_see_one_chat_identically() {
 
     // A third node, just started (on a pool of one connection: listening
     // and the node's lock take none of it), replays the whole log and works.
-    let c = node_with_pool(&url, Some(1)).await;
+    let c = Process::start(&url, &["--database-pool-size", "1"]).await;
     let mut cc = c.client().await;
     let (replayed, _) = replay_all(&mut cc, chat).await;
     assert_eq!(replayed, all);
@@ -140,7 +162,10 @@ async fn answers_sent_to_the_other_node_reach_the_run() {
     let Some(url) = cluster_database().await else {
         return;
     };
-    let (a, b) = (node(&url).await, node(&url).await);
+    let (a, b) = (
+        Process::start(&url, &[]).await,
+        Process::start(&url, &[]).await,
+    );
     let (mut ca, mut cb) = (a.client().await, b.client().await);
     let chat = Uuid::new_v4();
     ca.start(chat, "ask: Your name?").await;
@@ -190,7 +215,8 @@ async fn answers_sent_to_the_other_node_reach_the_run() {
     // A cancel through the other node reaches the run.
     ca.say(chat, "slow: 500").await;
     ca.recv_until(|m| m["type"] == "chat.print").await;
-    let (status, _) = http_json(&b, "POST", &format!("/v1/chats/{chat}/cancel"), "{}").await;
+    let path = format!("/v1/chats/{chat}/cancel");
+    let (status, _) = http_request(b.addr, "POST", &path, &[], "").await;
     assert!(status < 300, "{status}");
     let end = ca.until_complete(chat).await;
     assert_eq!(end.last().unwrap()["reason"], "cancelled");
@@ -202,7 +228,7 @@ async fn sigkill_the_owner_and_carry_on_from_another_node() {
         return;
     };
     let agents = tempfile::tempdir().unwrap();
-    let (mut owner, addr) = binary_node(&url, agents.path()).await;
+    let (mut owner, addr) = binary_node(&url, agents.path(), &[]).await;
     // Two more nodes follow the chat; both will race to take it over.
     let (b, c) = (node(&url).await, node(&url).await);
     let chat = Uuid::new_v4();
