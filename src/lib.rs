@@ -20,6 +20,7 @@ pub mod auth;
 pub mod config;
 pub mod http;
 pub mod llm;
+pub mod metrics;
 pub mod protocol;
 pub mod session;
 pub mod store;
@@ -85,6 +86,7 @@ pub async fn run(
         );
     }
 
+    metrics::install();
     let (writer, writer_task) = LogWriter::spawn(store.clone());
     let token = CancellationToken::new();
     let tracker = TaskTracker::new();

@@ -49,6 +49,26 @@ pub(super) async fn execute(
             Approval::TimedOut => return Ok(ToolOutcome::End(RunEndReason::Timeout)),
         }
     }
+    let kind = match &tool.kind {
+        ToolKind::Ui { .. } => "ui",
+        ToolKind::InputRequest { .. } => "input",
+        ToolKind::Builtin(_) => "builtin",
+        ToolKind::Http(_) => "http",
+    };
+    let started = std::time::Instant::now();
+    let outcome = run(agent, tool, link, &call, spec).await;
+    metrics::histogram!(crate::metrics::TOOL_SECONDS, "kind" => kind).record(started.elapsed());
+    outcome
+}
+
+/// The tool itself, once its call is valid and approved.
+async fn run(
+    agent: &Agent,
+    tool: &Tool,
+    link: &RunLink,
+    call: &ToolCall,
+    spec: &RunSpec,
+) -> Result<ToolOutcome, Gone> {
     match &tool.kind {
         ToolKind::Ui {
             component_type,
@@ -61,7 +81,7 @@ pub(super) async fn execute(
                     _ => {
                         return refuse(
                             link,
-                            &call,
+                            call,
                             format!("input field `{field}` must name the component"),
                         )
                         .await;
@@ -79,7 +99,7 @@ pub(super) async fn execute(
             .await?
             {
                 ComponentOutcome::Returned(data) => {
-                    respond(link, &call, data.clone(), true).await?;
+                    respond(link, call, data.clone(), true).await?;
                     Ok(ToolOutcome::Result {
                         content: data.to_string(),
                         is_error: false,
@@ -112,7 +132,7 @@ pub(super) async fn execute(
             }
         }
         ToolKind::Builtin(builtin) => {
-            link.emit(backend_call(&call)).await?;
+            link.emit(backend_call(call)).await?;
             let result = builtin
                 .call(&call.input, |percent, status_message| {
                     let link = link.clone();
@@ -125,14 +145,14 @@ pub(super) async fn execute(
                     async move { link.emit(progress).await.is_ok() }
                 })
                 .await;
-            finish(link, &call, result).await
+            finish(link, call, result).await
         }
         ToolKind::Http(http) => {
-            link.emit(backend_call(&call)).await?;
+            link.emit(backend_call(call)).await?;
             let result = http
                 .call(&agent.http, &call.input, spec.bearer.as_deref())
                 .await;
-            finish(link, &call, result).await
+            finish(link, call, result).await
         }
     }
 }

@@ -76,6 +76,7 @@ impl IntoResponse for ApiError {
                 (status, e.code(), message)
             }
         };
+        crate::metrics::error_sent(code.as_str());
         (status, Json(error_body(code, &message))).into_response()
     }
 }

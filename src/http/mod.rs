@@ -93,6 +93,7 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.config.max_message_bytes;
     let app = Router::new()
         .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
         .route("/v1/ws", get(ws::upgrade))
         .route("/openapi.json", get(openapi::document))
         .merge(chats::router())
@@ -107,6 +108,18 @@ pub fn router(state: AppState) -> Router {
     } else {
         app.layer(cors(&origins))
     }
+}
+
+/// The Prometheus metrics of this node (see `crate::metrics` for the names).
+#[utoipa::path(get, path = "/metrics", tag = "ops",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+async fn metrics(State(state): State<AppState>) -> Response {
+    ::metrics::gauge!(crate::metrics::CHAT_ACTORS).set(state.registry.active_chats() as f64);
+    (
+        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+        crate::metrics::render(),
+    )
+        .into_response()
 }
 
 /// 200 `{"status":"ok"}` once the store answers, 503 otherwise. On

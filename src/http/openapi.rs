@@ -13,6 +13,7 @@ use super::{api, chats, openai, sse};
     info(title = "agentwire", description = "A durable, resumable backend between AI agents and chat UIs. The WebSocket protocol (/v1/ws) is documented in protocol/README.md."),
     paths(
         super::healthz,
+        super::metrics,
         chats::list_agents,
         chats::create_chat,
         chats::list_chats,

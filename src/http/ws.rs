@@ -58,6 +58,7 @@ pub async fn upgrade(
 async fn serve(socket: WebSocket, state: AppState, user: String, bearer: Option<String>) {
     let conn_id = state.next_conn_id.fetch_add(1, Ordering::Relaxed);
     tracing::Span::current().record("conn_id", conn_id);
+    let _open = crate::metrics::ConnectionGauge::open("ws");
     let (tx, rx) = mpsc::channel(state.config.outbound_queue);
     let closer = Closer::default();
     let (sink, stream) = socket.split();
@@ -146,6 +147,7 @@ impl Connection {
         message: &str,
         details: Option<serde_json::Value>,
     ) {
+        crate::metrics::error_sent(code.as_str());
         self.send(connection_error(chat_id, code, message, details, true))
             .await;
     }
@@ -170,6 +172,7 @@ impl Connection {
         };
         let chat_id = frame.chat_id();
         if let Err(e) = self.dispatch(frame).await {
+            crate::metrics::error_sent(e.code().as_str());
             let frame = connection_error(chat_id, e.code(), &e.to_string(), None, e.recoverable());
             self.send(frame).await;
         }

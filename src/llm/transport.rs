@@ -144,6 +144,22 @@ pub async fn send(
     vendor: &str,
     build: impl Fn() -> RequestBuilder,
 ) -> Result<Response, ProviderError> {
+    let started = std::time::Instant::now();
+    let result = send_with_retries(vendor, build).await;
+    metrics::histogram!(crate::metrics::PROVIDER_SECONDS, "vendor" => vendor.to_owned())
+        .record(started.elapsed());
+    if let Err(e) = &result {
+        metrics::counter!(crate::metrics::PROVIDER_ERRORS,
+            "vendor" => vendor.to_owned(), "code" => e.code.as_str())
+        .increment(1);
+    }
+    result
+}
+
+async fn send_with_retries(
+    vendor: &str,
+    build: impl Fn() -> RequestBuilder,
+) -> Result<Response, ProviderError> {
     let mut attempt = 0;
     loop {
         let response = build().send().await.map_err(|e| ProviderError {

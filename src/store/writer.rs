@@ -52,6 +52,7 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
     while rx.recv_many(&mut requests, MAX_REQUESTS_PER_COMMIT).await > 0 {
         let (batches, waiters): (Vec<_>, Vec<_>) =
             requests.drain(..).map(|r| (r.batch, r.done)).unzip();
+        let started = std::time::Instant::now();
         let mut result = store.append(&batches).await;
         let (mut batches, mut waiters) = (batches, waiters);
         // Chats whose lease moved fail alone; the rest commit without them.
@@ -75,6 +76,8 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
         }
         match result {
             Ok(()) => {
+                let envelopes = batches.iter().map(|b| b.envelopes.len()).sum();
+                crate::metrics::committed(batches.len(), envelopes, started.elapsed());
                 for done in waiters {
                     // The asker may have gone away (its chat stopped): nothing to do.
                     let _ = done.send(Ok(()));
@@ -85,9 +88,15 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
                 // transaction: commit each on its own and report each result.
                 tracing::warn!(error = %e, batches = batches.len(), "group commit failed; retrying one by one");
                 for (batch, done) in batches.iter().zip(waiters) {
+                    let started = std::time::Instant::now();
                     let result = store.append(std::slice::from_ref(batch)).await;
-                    if let Err(e) = &result {
-                        tracing::error!(error = %e, chat_id = %batch.chat_id, "append failed");
+                    match &result {
+                        Ok(()) => {
+                            crate::metrics::committed(1, batch.envelopes.len(), started.elapsed());
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, chat_id = %batch.chat_id, "append failed");
+                        }
                     }
                     let _ = done.send(result);
                 }

@@ -11,6 +11,7 @@ mod demo;
 mod deploy;
 mod fanout;
 mod input;
+mod metrics;
 mod mock_llm;
 mod models;
 mod openapi;

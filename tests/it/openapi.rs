@@ -215,6 +215,7 @@ async fn every_json_answer_matches_the_document() {
         "delete /v1/chats/{id}",
         "get /chat/{thread_id}/model",
         "get /healthz",
+        "get /metrics",
         "get /v1/agents",
         "get /v1/chats",
         "get /v1/chats/{id}",

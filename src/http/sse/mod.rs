@@ -166,6 +166,7 @@ struct StreamState {
     /// The last envelope handled was a `chat.run_complete`.
     after_complete: bool,
     done: bool,
+    _open: crate::metrics::ConnectionGauge,
 }
 
 impl StreamState {
@@ -207,6 +208,7 @@ fn event_stream(
         replay: None,
         after_complete: false,
         done: false,
+        _open: crate::metrics::ConnectionGauge::open("sse"),
     };
     futures_util::stream::unfold(state, |mut st| async move {
         loop {

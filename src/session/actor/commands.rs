@@ -179,6 +179,8 @@ impl Actor {
             } else {
                 (after, true)
             };
+            metrics::counter!(crate::metrics::REPLAYS).increment(1);
+            metrics::histogram!(crate::metrics::REPLAY_ENVELOPES).record((last - from) as f64);
             let replay = Replay::new(self.chat_id, from, last, recovered, self.ctx.store.clone());
             if sub.tx.try_send(Outbound::Replay(replay)).is_err() {
                 sub.closer

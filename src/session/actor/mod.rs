@@ -109,6 +109,8 @@ struct ActiveRun {
     rx: mpsc::Receiver<RunMsg>,
     /// Whether the log says the chat is running (written with the run's first envelope).
     state_written: bool,
+    /// Counts the run in `agentwire_runs_active` while it lives.
+    _gauge: crate::metrics::RunGauge,
     /// Whether the run's `chat.run_complete` is in the log.
     completed: bool,
 }
@@ -275,6 +277,7 @@ impl Actor {
         events: Vec<(EventKind, Option<String>)>,
         state: Option<ChatState>,
     ) -> Result<(), StoreError> {
+        let started = std::time::Instant::now();
         let mut envelopes = Vec::with_capacity(events.len());
         let ts_ms = chrono::Utc::now().timestamp_millis();
         let ts = now_ts();
@@ -282,6 +285,9 @@ impl Actor {
             let seq = self.next_seq + i as u64;
             let type_name = kind.type_name();
             let corr = kind.corr().map(str::to_owned);
+            if let EventKind::Error { error_code, .. } = &kind {
+                crate::metrics::error_sent(error_code.as_str());
+            }
             let json: Arc<str> = Envelope {
                 kind,
                 chat_id: self.chat_id,
@@ -332,6 +338,7 @@ impl Actor {
         for json in delivered {
             self.deliver(json);
         }
+        metrics::histogram!(crate::metrics::DELIVERY_SECONDS).record(started.elapsed());
         Ok(())
     }
 
@@ -341,6 +348,7 @@ impl Actor {
             .retain(|sub| match sub.tx.try_send(Outbound::Event(json.clone())) {
                 Ok(()) => true,
                 Err(mpsc::error::TrySendError::Full(_)) => {
+                    metrics::counter!(crate::metrics::SLOW_DISCONNECTS).increment(1);
                     tracing::info!(
                         conn_id = sub.conn_id,
                         "subscriber too slow; closing with 1013"

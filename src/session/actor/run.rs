@@ -49,6 +49,7 @@ impl Actor {
             rx,
             state_written: false,
             completed: false,
+            _gauge: crate::metrics::RunGauge::start(),
         });
         if let Some((text, client_msg_id)) = user_text {
             let event = EventKind::Text {

@@ -1,0 +1,123 @@
+//! `/metrics` after a conversation: the counters move as they should. On the
+//! real binary, so no other test's traffic lands in the same recorder.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::process::Command;
+use uuid::Uuid;
+
+use crate::support::*;
+
+/// The value of a sample line `name{labels} value` (0 if absent).
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_follow_a_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let _child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args(["serve", "--listen", &addr.to_string(), "--database-url"])
+        .arg(database_url(dir.path()).await)
+        .arg("--agents")
+        .arg(dir.path().join("agents"))
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut up = false;
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up);
+    let scrape = || async {
+        let (status, text) = http_get(addr, "/metrics", &[]).await;
+        assert_eq!(status, 200);
+        text
+    };
+    let before = scrape().await;
+    assert_eq!(sample(&before, "agentwire_envelopes_appended_total"), 0.0);
+
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    let chat = Uuid::new_v4();
+    c.start(chat, "burst: 50").await;
+    let msgs = c.until_complete(chat).await;
+    let during = scrape().await;
+    assert_eq!(
+        sample(&during, r#"agentwire_connections{transport="ws"}"#),
+        1.0
+    );
+    assert_eq!(sample(&during, "agentwire_chat_actors"), 1.0);
+    // A resume is a replay of the whole chat.
+    c.resume(chat, 0).await;
+    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    // A tool call is timed by kind.
+    c.say(chat, "ask: Your name?").await;
+    let asked = c.recv_until(|m| m["type"] == "chat.input_request").await;
+    let req = asked.last().unwrap();
+    c.send(json!({"type": "user.input.submit", "chat_id": chat, "request_id": req["request_id"], "text": "Ada"}))
+        .await;
+    let answered = c.until_complete(chat).await;
+    let logged = msgs.len() + asked.len() + answered.len();
+    // A bad message is an error by code.
+    c.send(json!({"type": "user.message", "chat_id": chat}))
+        .await;
+    c.expect("chat.error").await;
+
+    let after = scrape().await;
+    assert_eq!(
+        sample(&after, "agentwire_envelopes_appended_total"),
+        logged as f64,
+        "every envelope of the chat, counted once"
+    );
+    assert!(sample(&after, "agentwire_commit_envelopes_count") >= 1.0);
+    assert_eq!(
+        sample(&after, "agentwire_commit_envelopes_sum"),
+        logged as f64
+    );
+    assert_eq!(
+        sample(&after, r#"agentwire_tool_seconds_count{kind="input"}"#),
+        1.0
+    );
+    assert!(sample(&after, "agentwire_commit_seconds_count") >= 1.0);
+    assert!(sample(&after, "agentwire_delivery_seconds_count") >= 1.0);
+    assert_eq!(sample(&after, "agentwire_replays_total"), 1.0);
+    assert_eq!(
+        sample(&after, "agentwire_replay_envelopes_sum"),
+        msgs.len() as f64
+    );
+    assert_eq!(
+        sample(
+            &after,
+            r#"agentwire_errors_total{code="SCHEMA_VALIDATION_FAILED"}"#
+        ),
+        1.0
+    );
+    assert_eq!(sample(&after, "agentwire_runs_active"), 0.0);
+    assert!(after.contains("# TYPE agentwire_commit_seconds histogram"));
+
+    c.close().await;
+    let mut closed = false;
+    for _ in 0..100 {
+        if sample(&scrape().await, r#"agentwire_connections{transport="ws"}"#) == 0.0 {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(closed, "a closed connection is no longer counted");
+}
