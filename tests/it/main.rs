@@ -5,6 +5,7 @@
 mod agent_loop;
 mod auth;
 mod bad_input;
+mod bench;
 mod cluster;
 mod crash;
 mod demo;

@@ -1,0 +1,238 @@
+//! `agentwire-bench`: a load generator for agentwire (and, for comparison, the
+//! raw ceiling server in `bench/` and a Socket.IO server), plus the storage
+//! ceiling and the report that turns runs into `docs/benchmarks.md`.
+//!
+//! Each run prints one JSON line on stdout (machine, commit, scenario,
+//! parameters, figures) and a table on stderr. See `bench/compare.sh`.
+
+mod report;
+mod scenarios;
+mod storage;
+mod summary;
+mod wire;
+
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use serde_json::json;
+
+use scenarios::Target;
+use wire::Protocol;
+
+#[derive(Parser)]
+#[command(
+    name = "agentwire-bench",
+    about = "Load generator and benchmarks for agentwire"
+)]
+struct Cli {
+    /// No progress line.
+    #[arg(long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(clap::Args, Clone)]
+struct Server {
+    /// The server's WebSocket address (agentwire: ws://HOST:PORT/v1/ws;
+    /// Socket.IO: ws://HOST:PORT).
+    #[arg(long, default_value = "ws://127.0.0.1:8080/v1/ws")]
+    url: String,
+    /// The protocol the server speaks.
+    #[arg(long, value_enum, default_value = "agentwire")]
+    protocol: Protocol,
+    /// The server's pid: CPU time and memory are read from /proc.
+    #[arg(long)]
+    pid: Option<u32>,
+    /// A name for the server in the output (agentwire, raw, socketio…).
+    #[arg(long, default_value = "agentwire")]
+    label: String,
+    #[arg(skip)]
+    quiet: bool,
+}
+
+impl Server {
+    fn target(&self) -> Target {
+        Target {
+            url: self.url.clone(),
+            protocol: self.protocol,
+            pid: self.pid,
+            quiet: self.quiet,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// C chats at once, each running `burst: N`: envelopes/s and latency.
+    Stream {
+        #[command(flatten)]
+        server: Server,
+        #[arg(long, default_value_t = 20)]
+        chats: usize,
+        #[arg(long, default_value_t = 5000)]
+        n: u64,
+        /// `slow: N` (a word every 20 ms) instead of `burst: N`: a fixed rate
+        /// of 50 envelopes/s per chat.
+        #[arg(long)]
+        paced: bool,
+    },
+    /// C idle connections, each subscribed to a chat: server memory per connection.
+    Idle {
+        #[command(flatten)]
+        server: Server,
+        #[arg(long, default_value_t = 1000)]
+        connections: usize,
+        /// Seconds to wait before reading the server's memory.
+        #[arg(long, default_value_t = 2)]
+        settle: u64,
+    },
+    /// A chat of E envelopes, then timed resumes from 0 and of the last 100.
+    Resume {
+        #[command(flatten)]
+        server: Server,
+        #[arg(long, default_value_t = 10_000)]
+        envelopes: u64,
+        #[arg(long, default_value_t = 20)]
+        repeats: usize,
+    },
+    /// S subscribers on one chat, one `burst: N` run.
+    Fanout {
+        #[command(flatten)]
+        server: Server,
+        #[arg(long, default_value_t = 100)]
+        subscribers: usize,
+        #[arg(long, default_value_t = 1000)]
+        n: u64,
+    },
+    /// Most connections idle, some streaming, some reconnecting, for a while.
+    Mixed {
+        #[command(flatten)]
+        server: Server,
+        #[arg(long, default_value_t = 500)]
+        connections: usize,
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Words per streamed turn.
+        #[arg(long, default_value_t = 200)]
+        n: u64,
+    },
+    /// The store alone: ROWS envelopes appended in batches of each size.
+    Storage {
+        /// sqlite://FILE or postgres://…
+        #[arg(long)]
+        database_url: String,
+        #[arg(long, default_value_t = 100_000)]
+        rows: u64,
+        #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000")]
+        batches: Vec<usize>,
+    },
+    /// Turns JSON lines (files or stdin) into the Markdown of docs/benchmarks.md.
+    Report {
+        /// Files of JSON lines; none: stdin.
+        files: Vec<std::path::PathBuf>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    report::raise_fd_limit();
+    let mut cli = Cli::parse();
+    if let Scenario::Stream { server, .. }
+    | Scenario::Idle { server, .. }
+    | Scenario::Resume { server, .. }
+    | Scenario::Fanout { server, .. }
+    | Scenario::Mixed { server, .. } = &mut cli.scenario
+    {
+        server.quiet = cli.quiet;
+    }
+    let (name, server, params, figures) = match cli.scenario {
+        Scenario::Stream {
+            server,
+            chats,
+            n,
+            paced,
+        } => {
+            let f = scenarios::stream(&server.target(), chats, n, paced).await?;
+            let params = json!({"chats": chats, "n": n, "paced": paced});
+            ("stream", server, params, f)
+        }
+        Scenario::Idle {
+            server,
+            connections,
+            settle,
+        } => {
+            let settle = Duration::from_secs(settle);
+            let f = scenarios::idle(&server.target(), connections, settle).await?;
+            ("idle", server, json!({"connections": connections}), f)
+        }
+        Scenario::Resume {
+            server,
+            envelopes,
+            repeats,
+        } => {
+            let f = scenarios::resume(&server.target(), envelopes, repeats).await?;
+            (
+                "resume",
+                server,
+                json!({"envelopes": envelopes, "repeats": repeats}),
+                f,
+            )
+        }
+        Scenario::Fanout {
+            server,
+            subscribers,
+            n,
+        } => {
+            let f = scenarios::fanout(&server.target(), subscribers, n).await?;
+            (
+                "fanout",
+                server,
+                json!({"subscribers": subscribers, "n": n}),
+                f,
+            )
+        }
+        Scenario::Mixed {
+            server,
+            connections,
+            seconds,
+            n,
+        } => {
+            let d = Duration::from_secs(seconds);
+            let f = scenarios::mixed(&server.target(), connections, d, n).await?;
+            (
+                "mixed",
+                server,
+                json!({"connections": connections, "seconds": seconds, "n": n}),
+                f,
+            )
+        }
+        Scenario::Storage {
+            database_url,
+            rows,
+            batches,
+        } => {
+            let f = storage::run(&database_url, rows, &batches).await?;
+            let backend = database_url
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            report::emit(
+                "storage",
+                json!({"server": backend, "rows": rows, "batches": batches}),
+                f,
+            );
+            return Ok(());
+        }
+        Scenario::Report { files } => {
+            print!("{}", summary::markdown(&files)?);
+            return Ok(());
+        }
+    };
+    let mut params = params;
+    params["server"] = json!(server.label);
+    params["protocol"] = json!(server.protocol);
+    report::emit(name, params, figures);
+    Ok(())
+}
