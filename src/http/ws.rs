@@ -29,6 +29,9 @@ const MAX_CHATS_PER_CONNECTION: usize = 1024;
 /// How long a closing connection may take to send its close frame.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The read buffer of a connection (see `upgrade`).
+const READ_BUFFER: usize = 2048;
+
 /// The largest message the WebSocket layer reads at all (beyond it, the
 /// connection is dropped mid-message).
 fn hard_cap(limit: usize) -> usize {
@@ -48,6 +51,10 @@ pub async fn upgrade(
     let cap = hard_cap(state.config.max_message_bytes);
     ws.max_message_size(cap)
         .max_frame_size(cap)
+        // tungstenite allocates its whole read buffer per connection up front
+        // (128 KiB by default): most of an idle connection's memory. Inbound
+        // messages are small; a large one is read in more calls.
+        .read_buffer_size(READ_BUFFER)
         .on_upgrade(move |socket| {
             let tracker = state.tracker.clone();
             tracker.track_future(serve(socket, state, user, token))
@@ -83,7 +90,7 @@ async fn serve(socket: WebSocket, state: AppState, user: String, bearer: Option<
     // The reader is done; let the writer say goodbye.
     closer.close(1000, "");
     for chat_id in conn.chats.drain() {
-        conn.registry.unsubscribe(chat_id, conn_id).await;
+        Box::pin(conn.registry.unsubscribe(chat_id, conn_id)).await;
     }
     let _ = writer.await;
 }
@@ -107,7 +114,8 @@ impl Connection {
         while let Some(msg) = stream.next().await {
             match msg {
                 Ok(Message::Text(text)) => {
-                    self.on_text(&text).await;
+                    // Boxed: only a message being handled needs its state.
+                    Box::pin(self.on_text(&text)).await;
                     if self.sub.closer.is_closed() {
                         return;
                     }
@@ -171,7 +179,8 @@ impl Connection {
             }
         };
         let chat_id = frame.chat_id();
-        if let Err(e) = self.dispatch(frame).await {
+        // Boxed: a dispatch's future is large and lives only while it runs.
+        if let Err(e) = Box::pin(self.dispatch(frame)).await {
             crate::metrics::error_sent(e.code().as_str());
             let frame = connection_error(chat_id, e.code(), &e.to_string(), None, e.recoverable());
             self.send(frame).await;

@@ -16,7 +16,8 @@ pub(super) enum Command {
     /// A request that changes the chat: run by the node that owns the chat,
     /// forwarded there from any other.
     Op {
-        op: Op,
+        /// Boxed: a mailbox's slots are as large as its largest command.
+        op: Box<Op>,
         origin: Origin,
         reply: Reply,
     },
@@ -26,7 +27,8 @@ pub(super) enum Command {
         user: String,
         agent: String,
         message: Option<String>,
-        extras: RunExtras,
+        /// Boxed, as `Op`'s: keeps the mailbox's slots small.
+        extras: Box<RunExtras>,
         /// Who follows the chat from now on (`None`: nobody, as REST creates it).
         sub: Option<Subscriber>,
         reply: Reply,

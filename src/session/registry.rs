@@ -216,7 +216,7 @@ impl Registry {
         origin: Origin,
     ) -> Result<(), SessionError> {
         self.call(chat_id, |reply| Command::Op {
-            op: op.clone(),
+            op: Box::new(op.clone()),
             origin,
             reply,
         })
@@ -236,7 +236,7 @@ impl Registry {
             user: caller.user.to_owned(),
             agent: agent.to_owned(),
             message: message.clone(),
-            extras: caller.extras(),
+            extras: Box::new(caller.extras()),
             sub: sub.clone(),
             reply,
         })

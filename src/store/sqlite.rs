@@ -20,7 +20,7 @@ use sqlx::sqlite::{
 use sqlx::{AssertSqlSafe, QueryBuilder, Row, SqlSafeStr, Sqlite};
 use uuid::Uuid;
 
-use super::{AppendBatch, ChatRecord, ChatState, Store, StoreError, StoredEnvelope};
+use super::{AppendBatch, ChatRecord, ChatState, NewEnvelope, Store, StoreError, StoredEnvelope};
 
 /// Most rows in one multi-row INSERT (7 variables a row; SQLite allows 32766).
 const ROWS_PER_INSERT: usize = 1000;
@@ -208,22 +208,25 @@ impl Store for SqliteStore {
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        let rows: Vec<_> = batches
+        // Every value is bound by reference: no copy per row.
+        let ids: Vec<String> = batches.iter().map(|b| b.chat_id.to_string()).collect();
+        let rows: Vec<(&str, &NewEnvelope)> = batches
             .iter()
-            .flat_map(|b| b.envelopes.iter().map(move |e| (b.chat_id.to_string(), e)))
+            .zip(&ids)
+            .flat_map(|(b, id)| b.envelopes.iter().map(move |e| (id.as_str(), e)))
             .collect();
         for chunk in rows.chunks(ROWS_PER_INSERT) {
             let mut q = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload) ",
             );
             q.push_values(chunk, |mut b, (chat_id, e)| {
-                b.push_bind(chat_id.clone())
+                b.push_bind(*chat_id)
                     .push_bind(e.seq as i64)
                     .push_bind(e.kind)
                     .push_bind(e.ts_ms)
-                    .push_bind(e.corr.clone())
-                    .push_bind(e.client_msg_id.clone())
-                    .push_bind(e.json.clone());
+                    .push_bind(e.corr.as_deref())
+                    .push_bind(e.client_msg_id.as_deref())
+                    .push_bind(&*e.json);
             });
             q.build().execute(&mut *tx).await?;
         }

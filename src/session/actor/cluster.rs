@@ -212,7 +212,7 @@ impl Actor {
                 Err(SessionError::Moved) if attempt + 1 < MAX_ATTEMPTS => {
                     // Ask this actor again: it looks the owner up afresh.
                     let again = Command::Op {
-                        op,
+                        op: Box::new(op),
                         origin: Origin::Local {
                             attempt: attempt + 1,
                         },

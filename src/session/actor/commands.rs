@@ -28,6 +28,7 @@ impl Actor {
         }
         match cmd {
             Command::Op { op, origin, reply } => {
+                let op = *op;
                 if self.role == Role::Follower {
                     return self.forward(op, origin, reply).await;
                 }
@@ -50,6 +51,7 @@ impl Actor {
                 sub,
                 reply,
             } => {
+                let extras = *extras;
                 if self.chat.is_some() {
                     // An existing chat of the caller's: a resume from the start.
                     let result = self.resume(&user, sub, Some(0)).await;

@@ -85,7 +85,7 @@ pub(super) fn spawn(s: Spawn) {
             idle_since: Instant::now(),
         };
         actor.run().await;
-        actor.release().await;
+        Box::pin(actor.release()).await;
         if let Some(registry) = registry.upgrade() {
             registry.remove(chat_id, generation);
         }
@@ -169,7 +169,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 impl Actor {
     #[tracing::instrument(name = "chat", skip_all, fields(chat_id = %self.chat_id))]
     async fn run(&mut self) {
-        if let Err(e) = self.load().await {
+        if let Err(e) = Box::pin(self.load()).await {
             tracing::error!(error = %e, "cannot load chat");
             self.broken = Some(e);
         }
@@ -192,15 +192,17 @@ impl Actor {
                     shutting_down = true;
                     self.cancel_run(RunEndReason::Interrupted);
                 }
-                msg = recv_run(&mut self.run) => self.on_run_msg(msg).await,
+                // The handlers are boxed: their futures are large and live
+                // only while they run, so an idle actor stays small.
+                msg = recv_run(&mut self.run) => Box::pin(self.on_run_msg(msg)).await,
                 () = self.signal.wake.notified(), if self.role != Role::Single => {
-                    self.on_wake().await;
+                    Box::pin(self.on_wake()).await;
                 }
                 cmd = self.rx.recv(), if !orphaned => match cmd {
-                    Some(cmd) => self.on_command(cmd).await,
+                    Some(cmd) => Box::pin(self.on_command(cmd)).await,
                     None => orphaned = true,
                 },
-                _ = sleep_until(deadline) => self.expire().await,
+                _ = sleep_until(deadline) => Box::pin(self.expire()).await,
                 _ = sleep_until(idle_at) => break,
             }
             if (shutting_down || orphaned) && self.run.is_none() {

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# One command for docs/benchmarks.md: agentwire side by side with the raw
+# ceiling (bench/raw_ceiling.rs), the storage ceilings (agentwire's store
+# alone, SQLite and PostgreSQL) and the Socket.IO 4 peer (bench/socketio),
+# each driven by the same load generator (agentwire-bench), one after the
+# other on this machine.
+#
+#   bench/compare.sh            # the full sizes (about 10 minutes on 2 cores)
+#   SIZE=quick bench/compare.sh # small sizes, to try the script
+#   CLEAN_BUILD=1 ...           # also time a clean release build of the server
+#
+# Writes bench/results.jsonl (the raw runs) and docs/benchmarks.md (the
+# report, then bench/notes.md: the analysis written by hand).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/agentwire/target}"
+size="${SIZE:-full}"
+work=$(mktemp -d)
+chmod 755 "$work" # PostgreSQL runs as its own user and must reach its folder
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
+  if [ -n "${pg_dir:-}" ]; then
+    runuser -u postgres -- /usr/lib/postgresql/*/bin/pg_ctl -D "$pg_dir/data" -m fast -w stop > /dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+results="$root/bench/results.jsonl"
+: > "$results"
+
+if [ "${CLEAN_BUILD:-0}" = 1 ]; then
+  echo "== a clean release build of the server (a fresh target folder)"
+  start=$(date +%s)
+  CARGO_TARGET_DIR="$work/clean-target" cargo build --release --locked --bin agentwire
+  secs=$(($(date +%s) - start))
+  echo "{\"scenario\":\"build\",\"params\":{\"server\":\"agentwire\",\"profile\":\"release\",\"cores\":$(nproc)},\"figures\":{\"seconds\":$secs},\"machine\":{\"cores\":$(nproc)},\"commit\":\"$(git rev-parse --short HEAD)\",\"at\":\"$(date -u +%FT%TZ)\"}" >> "$results"
+  rm -rf "$work/clean-target"
+fi
+
+echo "== building (release)"
+cargo build --release --locked --bin agentwire --bin agentwire-bench --bin raw-ceiling
+bin="$CARGO_TARGET_DIR/release"
+bench() { "$bin/agentwire-bench" "$@" | tee -a "$results" > /dev/null; }
+
+wait_port() {
+  for _ in $(seq 1 200); do
+    if (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null; then return 0; fi
+    sleep 0.05
+  done
+  echo "nothing listens on port $1" >&2
+  return 1
+}
+
+if [ "$size" = quick ]; then
+  chats=4 n=2000 subs=20 fan_n=500 idle=500 mixed=100 mixed_s=3 resume_big=20000 rows=20000
+else
+  chats=20 n=5000 subs=100 fan_n=1000 idle=10000 mixed=1000 mixed_s=20 resume_big=100000 rows=200000
+fi
+
+start_agentwire() { # port database-url
+  mkdir -p "$work/agents"
+  RUST_LOG=warn "$bin/agentwire" serve --listen "127.0.0.1:$1" --database-url "$2" \
+    --agents "$work/agents" > "$work/agentwire-$1.log" 2>&1 &
+  pids+=($!)
+  aw_pid=$!
+  wait_port "$1"
+}
+
+echo "== agentwire (SQLite, embedded defaults)"
+start_agentwire 18080 "sqlite://$work/agentwire.db"
+aw=(--url ws://127.0.0.1:18080/v1/ws --pid "$aw_pid" --label agentwire)
+bench stream "${aw[@]}" --chats "$chats" --n "$n"
+max_rate=$(tail -n 1 "$results" | grep -o '"envelopes_per_s":[0-9.]*' | cut -d: -f2 | cut -d. -f1)
+# Half the maximum rate, as chats of `slow:` (a word every 20 ms = 50/s each).
+paced_chats=$(( max_rate / 2 / 50 ))
+[ "$paced_chats" -lt 1 ] && paced_chats=1
+bench stream "${aw[@]}" --chats "$paced_chats" --n 150 --paced
+bench fanout "${aw[@]}" --subscribers "$subs" --n "$fan_n"
+bench resume "${aw[@]}" --envelopes 10000 --repeats 20
+bench resume "${aw[@]}" --envelopes "$resume_big" --repeats 5
+bench mixed "${aw[@]}" --connections "$mixed" --seconds "$mixed_s" --n 200
+bench idle "${aw[@]}" --connections "$idle"
+kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
+
+echo "== the raw ceiling"
+"$bin/raw-ceiling" 127.0.0.1:18090 2> /dev/null &
+pids+=($!); raw_pid=$!
+wait_port 18090
+raw=(--url ws://127.0.0.1:18090 --pid "$raw_pid" --label raw)
+bench stream "${raw[@]}" --chats "$chats" --n "$n"
+bench fanout "${raw[@]}" --subscribers "$subs" --n "$fan_n"
+kill "$raw_pid"
+
+echo "== Socket.IO 4 with connection state recovery"
+(cd bench/socketio && npm ci --no-audit --no-fund --loglevel=error)
+PORT=18091 node bench/socketio/server.mjs 2> /dev/null &
+pids+=($!); sio_pid=$!
+wait_port 18091
+sio=(--url ws://127.0.0.1:18091 --protocol socketio --pid "$sio_pid" --label socketio)
+bench stream "${sio[@]}" --chats "$chats" --n "$n"
+bench fanout "${sio[@]}" --subscribers "$subs" --n "$fan_n"
+kill "$sio_pid"
+
+echo "== the storage ceiling: SQLite"
+bench storage --database-url "sqlite://$work/ceiling.db" --rows "$rows" --batches 1,10,100,1000
+
+# PostgreSQL, when its server binaries are installed: a throwaway server with
+# fsync on (as a real deployment), agentwire on it, then its storage ceiling.
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2> /dev/null | tail -n 1 || true)
+if [ -n "$pg_bin" ] && [ "$(id -u)" = 0 ]; then
+  echo "== PostgreSQL"
+  pg_dir="$work/pg"
+  mkdir -p "$pg_dir" && chown postgres "$pg_dir"
+  runuser -u postgres -- "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 > /dev/null
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" \
+    -o "-c listen_addresses=127.0.0.1 -c port=15432 -c unix_socket_directories=$pg_dir -c max_connections=200" -w start > /dev/null
+  runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15432 -U postgres agentwire
+  runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15432 -U postgres ceiling
+  start_agentwire 18081 "postgres://postgres@127.0.0.1:15432/agentwire"
+  bench stream --url ws://127.0.0.1:18081/v1/ws --pid "$aw_pid" --label agentwire-postgres --chats "$chats" --n "$n"
+  bench resume --url ws://127.0.0.1:18081/v1/ws --label agentwire-postgres --envelopes 10000 --repeats 20
+  kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
+  bench storage --database-url "postgres://postgres@127.0.0.1:15432/ceiling" --rows "$rows" --batches 1,10,100,1000
+fi
+
+echo "== docs/benchmarks.md"
+{
+  "$bin/agentwire-bench" report "$results"
+  if [ -f bench/notes.md ]; then echo; cat bench/notes.md; fi
+} > docs/benchmarks.md
+echo "wrote docs/benchmarks.md and bench/results.jsonl"
