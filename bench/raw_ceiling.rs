@@ -13,13 +13,12 @@ use std::sync::{Arc, Mutex};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::mpsc::{UnboundedSender as Sender, unbounded_channel};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-type Subscribers = Arc<Mutex<HashMap<String, Vec<mpsc::Sender<Utf8Bytes>>>>>;
-
-/// Messages queued per connection before the burst waits for it.
-const QUEUE: usize = 4096;
+/// Each connection's queue is unbounded: the ceiling never waits for a
+/// subscriber and never drops one (agentwire bounds its queues).
+type Subscribers = Arc<Mutex<HashMap<String, Vec<Sender<Utf8Bytes>>>>>;
 
 fn ts() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -45,7 +44,7 @@ async fn serve(stream: TcpStream, subs: Subscribers) {
         return;
     };
     let (mut sink, mut source) = ws.split();
-    let (tx, mut rx) = mpsc::channel::<Utf8Bytes>(QUEUE);
+    let (tx, mut rx) = unbounded_channel::<Utf8Bytes>();
     let writer = tokio::spawn(async move {
         while let Some(text) = rx.recv().await {
             if sink.feed(Message::Text(text)).await.is_err() {
@@ -64,7 +63,7 @@ async fn serve(stream: TcpStream, subs: Subscribers) {
         let chat = v["chat_id"].as_str().unwrap_or_default().to_owned();
         match v["type"].as_str() {
             Some("ping") => {
-                let _ = tx.send(json!({"type": "pong"}).to_string().into()).await;
+                let _ = tx.send(json!({"type": "pong"}).to_string().into());
             }
             Some("chat.start") => {
                 subscribe(&subs, &chat, &tx);
@@ -75,7 +74,7 @@ async fn serve(stream: TcpStream, subs: Subscribers) {
             Some("client.resume") => {
                 subscribe(&subs, &chat, &tx);
                 let b = json!({"type": "chat.resume_boundary", "chat_id": chat, "last_seq": 0, "recovered": false, "ts": ts()});
-                let _ = tx.send(b.to_string().into()).await;
+                let _ = tx.send(b.to_string().into());
             }
             Some("user.message") => {
                 let m = v["text"].as_str().unwrap_or_default().to_owned();
@@ -88,7 +87,7 @@ async fn serve(stream: TcpStream, subs: Subscribers) {
     let _ = writer.await;
 }
 
-fn subscribe(subs: &Subscribers, chat: &str, tx: &mpsc::Sender<Utf8Bytes>) {
+fn subscribe(subs: &Subscribers, chat: &str, tx: &Sender<Utf8Bytes>) {
     let mut subs = subs.lock().expect("lock");
     let list = subs.entry(chat.to_owned()).or_default();
     list.retain(|s| !s.is_closed() && !s.same_channel(tx));
@@ -108,18 +107,18 @@ async fn burst(subs: Subscribers, chat: String, message: String) {
         .cloned()
         .unwrap_or_default();
     let mut seq = 0;
-    let mut send = async |mut v: Value| {
+    let mut send = |mut v: Value| {
         seq += 1;
         v["chat_id"] = json!(chat);
         v["seq"] = json!(seq);
         v["ts"] = json!(ts());
         let text: Utf8Bytes = v.to_string().into();
         for t in &targets {
-            let _ = t.send(text.clone()).await;
+            let _ = t.send(text.clone());
         }
     };
-    send(json!({"type": "chat.text", "agent": "user", "content": message})).await;
-    send(json!({"type": "chat.select_speaker", "agent": "demo"})).await;
+    send(json!({"type": "chat.text", "agent": "user", "content": message}));
+    send(json!({"type": "chat.select_speaker", "agent": "demo"}));
     let mut words = String::new();
     for i in 1..=n {
         let word = if i == n {
@@ -128,9 +127,11 @@ async fn burst(subs: Subscribers, chat: String, message: String) {
             format!("w{i} ")
         };
         words.push_str(&word);
-        send(json!({"type": "chat.print", "agent": "demo", "content": word})).await;
+        send(json!({"type": "chat.print", "agent": "demo", "content": word}));
     }
-    send(json!({"type": "chat.text", "agent": "demo", "content": words})).await;
-    send(json!({"type": "chat.usage_summary", "agent": "demo", "usage": {"input_tokens": 2, "output_tokens": n}, "cost": 0.0})).await;
-    send(json!({"type": "chat.run_complete", "reason": "completed"})).await;
+    send(json!({"type": "chat.text", "agent": "demo", "content": words}));
+    send(
+        json!({"type": "chat.usage_summary", "agent": "demo", "usage": {"input_tokens": 2, "output_tokens": n}, "cost": 0.0}),
+    );
+    send(json!({"type": "chat.run_complete", "reason": "completed"}));
 }

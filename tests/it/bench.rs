@@ -222,7 +222,7 @@ async fn every_scenario_runs_at_toy_size_and_reports() {
     }
     assert!(md.contains("| raw | 3 × 100 |"), "{md}");
     assert!(
-        md.contains("| agentwire (paced, `slow:`) | 2 × 5 |"),
+        md.contains("| agentwire (paced, `slow:`, 100 offered/s) | 2 × 5 |"),
         "{md}"
     );
 }
