@@ -82,3 +82,36 @@ fn the_example_agents_load() {
         ToolKind::Ui { .. }
     ));
 }
+
+#[test]
+fn a_bad_template_stops_start_up_naming_the_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("quiz.yaml");
+    std::fs::write(
+        &path,
+        "id: quiz\nagent_starts_first: true\nmodel: {provider: scripted, script: {rules: []}}\n\
+         template:\n  items:\n    - contents:\n        - {widget_type: multiple_choice, stem: Q, options: [a, b], correct_answer: c}\n",
+    )
+    .unwrap();
+    let err = AgentRegistry::load(dir.path(), true, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("quiz.yaml")
+            && err.contains("template.items[0].contents[0].correct_answer: `c` is not an option"),
+        "{err}"
+    );
+
+    // A sound template is checked, then refused: it is not served yet, and
+    // an agent must not silently run without it.
+    std::fs::write(
+        &path,
+        "id: quiz\nagent_starts_first: true\nmodel: {provider: scripted, script: {rules: []}}\n\
+         template:\n  items:\n    - contents:\n        - {widget_type: message, stem: Hello}\n",
+    )
+    .unwrap();
+    let err = AgentRegistry::load(dir.path(), true, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not served yet"), "{err}");
+}

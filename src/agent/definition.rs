@@ -37,6 +37,9 @@ pub struct AgentFile {
     pub tool_call_format: ToolCallFormat,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
+    /// A conversation template (seed 004), see `agent::template`.
+    #[serde(default)]
+    pub template: Option<super::template::TemplateSpec>,
 }
 
 fn default_max_turns() -> u32 {

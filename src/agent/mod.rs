@@ -11,6 +11,7 @@ mod http_tool;
 mod models;
 pub mod runtime;
 mod scripted;
+pub mod template;
 mod tools;
 mod turn;
 
@@ -240,6 +241,11 @@ impl Agent {
             )
             .map_err(|e| format!("model.{e}"))?,
         };
+        if let Some(spec) = file.template {
+            // Checked first, so a mistake is reported where it is.
+            template::Template::from_spec(spec)?;
+            return Err("template: conversation templates are checked but not served yet".into());
+        }
         let mut tools = Vec::with_capacity(file.tools.len());
         for (i, spec) in file.tools.into_iter().enumerate() {
             let tool = tool_from_spec(spec, i)?;
