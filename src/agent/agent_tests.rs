@@ -70,8 +70,16 @@ fn the_example_agents_load() {
     let reg = AgentRegistry::load(&dir, true, &[]).unwrap();
     assert_eq!(
         reg.ids(),
-        vec!["demo", "local-weather", "local-weather-json"]
+        vec![
+            "capitals-quiz",
+            "demo",
+            "local-weather",
+            "local-weather-json"
+        ]
     );
+    let quiz = reg.get("capitals-quiz").unwrap();
+    assert!(quiz.starts_first);
+    assert_eq!(quiz.template.as_ref().unwrap().questions(), 3);
     let agent = reg.get("local-weather").unwrap();
     assert!(matches!(
         agent.tool("get_weather").unwrap().kind,
@@ -102,16 +110,40 @@ fn a_bad_template_stops_start_up_naming_the_file_and_field() {
         "{err}"
     );
 
-    // A sound template is checked, then refused: it is not served yet, and
-    // an agent must not silently run without it.
+    // Generated contents are checked, then refused: the model does not write
+    // them yet, and an agent must not silently run without them.
+    std::fs::write(
+        &path,
+        "id: quiz\nagent_starts_first: true\nmodel: {provider: scripted, script: {rules: []}}\n\
+         template:\n  skills: [{id: s, stem: x}]\n  items:\n    - contents:\n        - {widget_type: multiple_choice, is_templated: true, skill: s}\n",
+    )
+    .unwrap();
+    let err = AgentRegistry::load(dir.path(), true, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "template.items[0].contents[0].is_templated: generated contents are not served yet"
+        ),
+        "{err}"
+    );
+
+    // A static one loads.
     std::fs::write(
         &path,
         "id: quiz\nagent_starts_first: true\nmodel: {provider: scripted, script: {rules: []}}\n\
          template:\n  items:\n    - contents:\n        - {widget_type: message, stem: Hello}\n",
     )
     .unwrap();
-    let err = AgentRegistry::load(dir.path(), true, &[])
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("not served yet"), "{err}");
+    let reg = AgentRegistry::load(dir.path(), true, &[]).unwrap();
+    assert_eq!(
+        reg.get("quiz")
+            .unwrap()
+            .template
+            .as_ref()
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 }

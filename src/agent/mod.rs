@@ -100,6 +100,8 @@ pub struct Agent {
     pub provider: Arc<dyn Provider>,
     /// The client of the agent's HTTP tools.
     pub http: reqwest::Client,
+    /// A conversation template: the run walks it instead of calling the model.
+    pub template: Option<Arc<template::Template>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -241,10 +243,20 @@ impl Agent {
             )
             .map_err(|e| format!("model.{e}"))?,
         };
-        if let Some(spec) = file.template {
-            // Checked first, so a mistake is reported where it is.
-            template::Template::from_spec(spec)?;
-            return Err("template: conversation templates are checked but not served yet".into());
+        let template = file
+            .template
+            .map(template::Template::from_spec)
+            .transpose()?;
+        if let Some(t) = &template
+            && let Some((i, j)) = t.items.iter().enumerate().find_map(|(i, item)| {
+                let j = item.contents.iter().position(|c| c.spec.is_templated)?;
+                Some((i, j))
+            })
+        {
+            // Checked, but the model does not write contents yet.
+            return Err(format!(
+                "template.items[{i}].contents[{j}].is_templated: generated contents are not served yet"
+            ));
         }
         let mut tools = Vec::with_capacity(file.tools.len());
         for (i, spec) in file.tools.into_iter().enumerate() {
@@ -269,6 +281,7 @@ impl Agent {
             tools,
             provider,
             http: http.clone(),
+            template: template.map(Arc::new),
         })
     }
 

@@ -44,8 +44,37 @@ pub enum RunMsg {
         payload: Value,
         corr: String,
         display: Display,
+        /// Checks a result before it is taken: a refused result is answered
+        /// `SCHEMA_VALIDATION_FAILED`, logs nothing, and the call stays open.
+        check: Option<AnswerCheck>,
         respond: oneshot::Sender<ComponentOutcome>,
     },
+}
+
+/// A check of an `inline_component.result`'s `data`.
+#[derive(Clone)]
+pub struct AnswerCheck(std::sync::Arc<CheckFn>);
+
+type CheckFn = dyn Fn(&Value) -> Result<(), String> + Send + Sync;
+
+impl AnswerCheck {
+    pub fn new(f: impl Fn(&Value) -> Result<(), String> + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(f))
+    }
+
+    /// Why `data` is refused, if it is.
+    ///
+    /// # Errors
+    /// The refusal, for the client.
+    pub fn verify(&self, data: &Value) -> Result<(), String> {
+        (self.0)(data)
+    }
+}
+
+impl std::fmt::Debug for AnswerCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AnswerCheck")
+    }
 }
 
 /// The end of an input request.
@@ -135,7 +164,7 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
     let reason = tokio::select! {
         biased;
         _ = control.token.cancelled() => control.reason(),
-        r = tokio::time::timeout(spec.agent.run_timeout, turns(&spec, &link, &mut usage)) => match r {
+        r = tokio::time::timeout(spec.agent.run_timeout, body(&spec, &link, &mut usage)) => match r {
             Ok(Ok(reason)) => reason,
             Ok(Err(Gone)) => return,
             Err(_) => RunEndReason::Timeout,
@@ -156,6 +185,14 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
         })
         .await;
     let _ = link.emit(EventKind::RunComplete { reason }).await;
+}
+
+/// A template's walk, or the agentic loop.
+async fn body(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunEndReason, Gone> {
+    match &spec.agent.template {
+        Some(template) => super::template::run(&spec.agent, template, link).await,
+        None => turns(spec, link, usage).await,
+    }
 }
 
 /// Most consecutive unparsable JSON tool calls sent back to the model.

@@ -231,6 +231,7 @@ async fn show(
         payload,
         corr: corr.to_owned(),
         display,
+        check: None,
         respond,
     })
     .await?;

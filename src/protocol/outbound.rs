@@ -88,6 +88,19 @@ pub enum EventKind {
         success: bool,
         corr: String,
     },
+    /// Where a template conversation stands (seed 004 §2.5): sent as each
+    /// item begins, and once more, with `current_item == total_items`, at
+    /// the end.
+    #[serde(rename = "chat.progress")]
+    Progress {
+        /// The 0-based index of the item being shown.
+        current_item: u32,
+        total_items: u32,
+        item_id: String,
+        item_title: String,
+        /// Whether the chat input is usable during the item.
+        enable_chat_input: bool,
+    },
     /// Progress of a long-running tool.
     #[serde(rename = "chat.tool_progress")]
     ToolProgress {
@@ -132,6 +145,7 @@ impl EventKind {
             Self::ToolCall { .. } => "chat.tool_call",
             Self::ToolResponse { .. } => "chat.tool_response",
             Self::ToolProgress { .. } => "chat.tool_progress",
+            Self::Progress { .. } => "chat.progress",
             Self::UsageSummary { .. } => "chat.usage_summary",
             Self::RunComplete { .. } => "chat.run_complete",
             Self::Error { .. } => "chat.error",

@@ -70,6 +70,9 @@ pub enum SessionError {
     RequestNotFound(String),
     #[error("invalid patch: {0}")]
     InvalidPatch(String),
+    /// A result a widget refuses (an option it did not offer, a text too short…).
+    #[error("invalid answer: {0}")]
+    InvalidAnswer(String),
     #[error("too many subscriptions")]
     TooManySubscriptions,
     #[error("the log could not be written: {0}")]
@@ -113,7 +116,7 @@ impl SessionError {
             Self::AgentMissing(_) => ErrorCode::AgentInitializationFailed,
             Self::RunInProgress => ErrorCode::RunInProgress,
             Self::RequestNotFound(_) => ErrorCode::InputRequestNotFound,
-            Self::InvalidPatch(_) => ErrorCode::SchemaValidationFailed,
+            Self::InvalidPatch(_) | Self::InvalidAnswer(_) => ErrorCode::SchemaValidationFailed,
             Self::TooManySubscriptions => ErrorCode::RateLimitExceeded,
             Self::Persistence(_) => ErrorCode::PersistenceError,
             Self::ShuttingDown | Self::Moved | Self::NodeLost => ErrorCode::TransportError,

@@ -23,4 +23,5 @@ mod rest;
 mod resume;
 mod sse;
 mod support;
+mod template;
 mod vendors;

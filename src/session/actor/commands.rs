@@ -341,6 +341,13 @@ impl Actor {
             .components
             .remove(corr)
             .ok_or_else(|| SessionError::RequestNotFound(corr.to_owned()))?;
+        if let Some(check) = &pending.check
+            && let Err(why) = check.verify(&data)
+        {
+            // Refused: nothing is logged and the call stays open.
+            self.components.insert(corr.to_owned(), pending);
+            return Err(SessionError::InvalidAnswer(why));
+        }
         // `{"approved": …, "all": true}` answers every open approval of the run.
         if pending.approval && data["all"].as_bool() == Some(true) {
             let others: Vec<String> = self

@@ -125,6 +125,8 @@ struct PendingComponent {
     deadline: Instant,
     /// An approval gate (`component_type: "approval"`): answerable in a batch.
     approval: bool,
+    /// What a result must pass before it is taken.
+    check: Option<crate::agent::runtime::AnswerCheck>,
     respond: oneshot::Sender<ComponentOutcome>,
 }
 

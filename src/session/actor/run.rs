@@ -187,6 +187,7 @@ impl Actor {
                 payload,
                 corr,
                 display,
+                check,
                 respond,
             } => {
                 let approval = component_type == crate::agent::APPROVAL;
@@ -205,6 +206,7 @@ impl Actor {
                             PendingComponent {
                                 deadline: Instant::now() + self.ctx.ui_timeout,
                                 approval,
+                                check,
                                 respond,
                             },
                         );

@@ -1,0 +1,198 @@
+//! A static conversation template (seed 004) over `/v1/ws`: the agent starts,
+//! widgets come in order with progress, answers are checked before anything is
+//! logged, a waiting widget survives a reconnect, and the score ends it.
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::support::*;
+
+const QUIZ: &str = include_str!("../../examples/agents/capitals-quiz.yaml");
+
+async fn quiz_server() -> Server {
+    Server::start_with(Opts {
+        agents: vec![("quiz.yaml".into(), QUIZ.into())],
+        ..Default::default()
+    })
+    .await
+}
+
+/// Reads up to the next widget (a `chat.tool_call` awaiting the user).
+async fn next_widget(c: &mut Client) -> (Vec<Value>, Value) {
+    let mut got = c
+        .recv_until(|m| m["type"] == "chat.tool_call" && m["awaiting_response"] == true)
+        .await;
+    let widget = got.pop().unwrap();
+    (got, widget)
+}
+
+async fn answer(c: &mut Client, chat: Uuid, widget: &Value, data: Value) {
+    c.send(json!({"type": "inline_component.result", "chat_id": chat, "corr": widget["corr"], "data": data}))
+        .await;
+}
+
+async fn refused(c: &mut Client, chat: Uuid, widget: &Value, data: Value, why: &str) {
+    answer(c, chat, widget, data).await;
+    let err = c.expect("chat.error").await;
+    assert_eq!(err["error_code"], "SCHEMA_VALIDATION_FAILED");
+    assert!(err.get("seq").is_none(), "a refusal is not logged");
+    assert!(err["message"].as_str().unwrap().contains(why), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_quiz_runs_end_to_end() {
+    let server = quiz_server().await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    // The agent starts first: no message.
+    c.send(json!({"type": "chat.start", "chat_id": chat, "agent": "capitals-quiz"}))
+        .await;
+    let (before, w1) = next_widget(&mut c).await;
+    assert_eq!(
+        types(&before),
+        ["chat.progress", "chat.text", "chat.progress"]
+    );
+    let progress: Vec<&Value> = before
+        .iter()
+        .filter(|m| m["type"] == "chat.progress")
+        .collect();
+    assert_eq!(progress[0]["current_item"], 0);
+    assert_eq!(progress[0]["total_items"], 4);
+    assert_eq!(progress[0]["item_title"], "Welcome");
+    assert_eq!(progress[1]["current_item"], 1);
+    assert_eq!(progress[1]["item_id"], "france");
+    assert_eq!(w1["component_type"], "multiple_choice");
+    assert_eq!(w1["payload"]["stem"], "What is the capital of France?");
+    let mut offered: Vec<&str> = w1["payload"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap())
+        .collect();
+    offered.sort_unstable();
+    assert_eq!(offered, ["Berlin", "London", "Madrid", "Paris"]);
+
+    // Refused before anything is logged: an option not offered, a skip of a
+    // required question, two answers where one is asked.
+    refused(
+        &mut c,
+        chat,
+        &w1,
+        json!({"answer": "Rome"}),
+        "was not offered",
+    )
+    .await;
+    refused(
+        &mut c,
+        chat,
+        &w1,
+        json!({"skip": true}),
+        "cannot be skipped",
+    )
+    .await;
+    refused(
+        &mut c,
+        chat,
+        &w1,
+        json!({"answer": ["Paris", "Berlin"]}),
+        "one of the options",
+    )
+    .await;
+    answer(&mut c, chat, &w1, json!({"answer": "Paris"})).await;
+    let (between, w2) = next_widget(&mut c).await;
+    assert_eq!(types(&between), ["chat.tool_response", "chat.progress"]);
+    assert_eq!(between[0]["content"], json!({"answer": "Paris"}));
+    assert_eq!(between[0]["corr"], w1["corr"]);
+    assert_eq!(
+        w2["seq"].as_u64().unwrap(),
+        w1["seq"].as_u64().unwrap() + 3,
+        "nothing logged for the refusals"
+    );
+    assert_eq!(w2["payload"]["widget_config"]["allow_multiple"], true);
+    answer(&mut c, chat, &w2, json!({"answer": ["Helsinki", "Oslo"]})).await;
+    let (_, w3) = next_widget(&mut c).await;
+    assert_eq!(w3["component_type"], "free_text");
+    assert_eq!(w3["payload"]["skippable"], true);
+
+    // The connection drops while the widget waits; a new one (another tab,
+    // or the same page reconnected) replays it once and can answer it.
+    c.close().await;
+    let mut d = server.client().await;
+    d.resume(chat, 0).await;
+    let replay = d.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    let shown: Vec<&Value> = replay.iter().filter(|m| m["corr"] == w3["corr"]).collect();
+    assert_eq!(shown.len(), 1, "the waiting widget is shown again, once");
+    refused(
+        &mut d,
+        chat,
+        &w3,
+        json!({"answer": "Rome"}),
+        "at least 10 characters",
+    )
+    .await;
+    answer(&mut d, chat, &w3, json!({"skip": true})).await;
+    let rest = d.until_complete(chat).await;
+    assert_eq!(
+        types(&rest),
+        [
+            "chat.tool_response",
+            "chat.progress",
+            "chat.text",
+            "chat.usage_summary",
+            "chat.run_complete"
+        ]
+    );
+    assert_eq!(
+        rest[1]["current_item"], 4,
+        "the last progress: all items done"
+    );
+    assert_eq!(last_text(&rest), "You scored 2 of 2.");
+    assert_eq!(rest.last().unwrap()["reason"], "completed");
+
+    // The whole log: gap-free, and the answers' key never in it.
+    let mut e = server.client().await;
+    e.resume(chat, 0).await;
+    let log = e.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    let log = &log[..log.len() - 1];
+    assert_gap_free(&seqs(log));
+    for m in log {
+        let text = m.to_string();
+        assert!(!text.contains("correct_answer"), "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_answer_scores_and_two_tabs_see_the_same() {
+    let server = quiz_server().await;
+    let (mut a, mut b) = (server.client().await, server.client().await);
+    let chat = Uuid::new_v4();
+    a.send(json!({"type": "chat.start", "chat_id": chat, "agent": "capitals-quiz"}))
+        .await;
+    let (seen_a, w1) = next_widget(&mut a).await;
+    b.resume(chat, 0).await;
+    let replay = b.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    let replayed: Vec<Value> = replay[..replay.len() - 1]
+        .iter()
+        .map(without_replay)
+        .collect();
+    assert_eq!(replayed, [seen_a, vec![w1.clone()]].concat());
+    // Answers from either tab move the one conversation.
+    answer(&mut b, chat, &w1, json!({"answer": "Berlin"})).await;
+    let (_, w2) = next_widget(&mut a).await;
+    answer(&mut a, chat, &w2, json!({"answer": "Oslo"})).await;
+    // Tab b sees the same widgets (the second one was answered in tab a).
+    let (_, w2_on_b) = next_widget(&mut b).await;
+    assert_eq!(w2_on_b, w2);
+    let (_, w3) = next_widget(&mut b).await;
+    answer(
+        &mut b,
+        chat,
+        &w3,
+        json!({"answer": "Oslo, for the fjords."}),
+    )
+    .await;
+    let on_a = a.until_complete(chat).await;
+    assert_eq!(last_text(&on_a), "You scored 0 of 2.");
+    let on_b = b.until_complete(chat).await;
+    assert_eq!(on_a.last(), on_b.last());
+}
