@@ -110,24 +110,6 @@ fn a_bad_template_stops_start_up_naming_the_file_and_field() {
         "{err}"
     );
 
-    // Generated contents are checked, then refused: the model does not write
-    // them yet, and an agent must not silently run without them.
-    std::fs::write(
-        &path,
-        "id: quiz\nagent_starts_first: true\nmodel: {provider: scripted, script: {rules: []}}\n\
-         template:\n  skills: [{id: s, stem: x}]\n  items:\n    - contents:\n        - {widget_type: multiple_choice, is_templated: true, skill: s}\n",
-    )
-    .unwrap();
-    let err = AgentRegistry::load(dir.path(), true, &[])
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains(
-            "template.items[0].contents[0].is_templated: generated contents are not served yet"
-        ),
-        "{err}"
-    );
-
     // A static one loads.
     std::fs::write(
         &path,

@@ -247,17 +247,7 @@ impl Agent {
             .template
             .map(template::Template::from_spec)
             .transpose()?;
-        if let Some(t) = &template
-            && let Some((i, j)) = t.items.iter().enumerate().find_map(|(i, item)| {
-                let j = item.contents.iter().position(|c| c.spec.is_templated)?;
-                Some((i, j))
-            })
-        {
-            // Checked, but the model does not write contents yet.
-            return Err(format!(
-                "template.items[{i}].contents[{j}].is_templated: generated contents are not served yet"
-            ));
-        }
+
         let mut tools = Vec::with_capacity(file.tools.len());
         for (i, spec) in file.tools.into_iter().enumerate() {
             let tool = tool_from_spec(spec, i)?;

@@ -190,7 +190,7 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
 /// A template's walk, or the agentic loop.
 async fn body(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunEndReason, Gone> {
     match &spec.agent.template {
-        Some(template) => super::template::run(&spec.agent, template, link).await,
+        Some(template) => super::template::run(&spec.agent, template, link, usage).await,
         None => turns(spec, link, usage).await,
     }
 }

@@ -477,6 +477,169 @@ fn grade(c: &ContentSpec, data: &serde_json::Value) -> Option<bool> {
     Some(given == expected)
 }
 
+// ----- generated contents (seed 004 §5) --------------------------------------
+
+/// Attempts at a valid generated content before the item fails.
+const GENERATION_ATTEMPTS: usize = 3;
+
+/// What the model writes for a generated content.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+struct Generated {
+    stem: String,
+    #[serde(default)]
+    options: Vec<String>,
+    #[serde(default)]
+    correct_answer: Option<String>,
+}
+
+/// `${name}` → the skill's variable `name`.
+fn fill(text: &str, vars: &BTreeMap<String, String>) -> String {
+    let mut out = text.to_owned();
+    for (k, v) in vars {
+        out = out.replace(&format!("${{{k}}}"), v);
+    }
+    out
+}
+
+/// Seed 004 §5's generation prompt, asking for the answer too.
+fn generation_prompt(skill: &SkillSpec, widget: WidgetType) -> String {
+    let mut p = String::from(
+        "Generate content for a conversation item based on the following template.\n\
+         Return ONLY the requested content as valid JSON, no explanations.\n\n",
+    );
+    p.push_str(&format!(
+        "Stem template: {}\n",
+        fill(&skill.stem, &skill.variables)
+    ));
+    if let Some(o) = &skill.options {
+        p.push_str(&format!(
+            "Options template: {}\n",
+            fill(o, &skill.variables)
+        ));
+    }
+    if let Some(d) = skill.difficulty {
+        p.push_str(&format!("Difficulty: from {} to {}\n", d.min, d.max));
+    }
+    p.push_str("\nREQUIRED FORMAT: Return a JSON object with exactly these keys:\n");
+    p.push_str("  - \"stem\": A string with the question or prompt text\n");
+    if widget == WidgetType::MultipleChoice {
+        p.push_str("  - \"options\": An array of 3-5 option strings\n");
+        p.push_str("  - \"correct_answer\": The correct option, exactly as in \"options\"\n");
+        p.push_str(
+            "\nExample: {\"stem\": \"What is 15 + 27?\", \"options\": [\"32\", \"42\", \"52\", \"62\"], \"correct_answer\": \"42\"}\n",
+        );
+    }
+    for e in &skill.examples {
+        p.push_str(&format!("\nAnother example: {e}\n"));
+    }
+    p
+}
+
+/// Reads the model's reply: the JSON object in it (code fences allowed),
+/// checked for the widget.
+fn parse_generated(text: &str, widget: WidgetType) -> Result<Generated, String> {
+    let start = text.find('{').ok_or("no JSON object in the reply")?;
+    let end = text.rfind('}').ok_or("no JSON object in the reply")?;
+    if end < start {
+        return Err("no JSON object in the reply".into());
+    }
+    let g: Generated = serde_json::from_str(&text[start..=end])
+        .map_err(|e| format!("not the JSON asked for: {e}"))?;
+    if g.stem.trim().is_empty() {
+        return Err("\"stem\" is empty".into());
+    }
+    if widget == WidgetType::MultipleChoice {
+        if !(3..=5).contains(&g.options.len()) {
+            return Err(format!(
+                "\"options\" has {} entries, not 3 to 5",
+                g.options.len()
+            ));
+        }
+        let mut seen = HashSet::new();
+        if g.options
+            .iter()
+            .any(|o| o.trim().is_empty() || !seen.insert(o))
+        {
+            return Err("\"options\" must be non-empty and distinct".into());
+        }
+        match &g.correct_answer {
+            Some(a) if g.options.contains(a) => {}
+            Some(a) => {
+                return Err(format!(
+                    "\"correct_answer\" `{a}` is not one of \"options\""
+                ));
+            }
+            None => return Err("\"correct_answer\" is missing".into()),
+        }
+    }
+    Ok(g)
+}
+
+/// Asks the agent's model for a content, sending its mistakes back up to
+/// [`GENERATION_ATTEMPTS`] times.
+async fn generate(
+    agent: &super::Agent,
+    skill: &SkillSpec,
+    widget: WidgetType,
+    usage: &mut crate::llm::Usage,
+) -> Result<Generated, String> {
+    use futures_util::StreamExt;
+
+    use crate::llm::{ChatRequest, Message, StreamEvent};
+
+    let mut messages = vec![Message::User {
+        text: generation_prompt(skill, widget),
+    }];
+    let mut last = String::new();
+    for _ in 0..GENERATION_ATTEMPTS {
+        let request = ChatRequest {
+            system_prompt: agent.system_prompt.clone(),
+            messages: messages.clone(),
+            tools: Vec::new(),
+            max_tokens: 1024,
+        };
+        let mut text = String::new();
+        match agent.provider.stream_chat(request).await {
+            Err(e) => last = e.message,
+            Ok(mut stream) => {
+                let mut failed = None;
+                while let Some(event) = stream.next().await {
+                    match event {
+                        StreamEvent::ContentDelta(t) => text.push_str(&t),
+                        StreamEvent::MessageComplete { usage: u, .. } => {
+                            usage.prompt_tokens += u.prompt_tokens;
+                            usage.completion_tokens += u.completion_tokens;
+                        }
+                        StreamEvent::Error(e) => failed = Some(e.message),
+                        _ => {}
+                    }
+                }
+                if let Some(f) = failed {
+                    // The call broke: ask the same again.
+                    last = f;
+                    continue;
+                }
+                match parse_generated(&text, widget) {
+                    Ok(g) => return Ok(g),
+                    Err(e) => {
+                        messages.push(Message::Assistant {
+                            text,
+                            tool_calls: Vec::new(),
+                        });
+                        messages.push(Message::User {
+                            text: format!(
+                                "That reply was not valid: {e}. Reply with the JSON object only."
+                            ),
+                        });
+                        last = e;
+                    }
+                }
+            }
+        }
+    }
+    Err(last)
+}
+
 /// Walks the template: for each item a `chat.progress`, then its contents in
 /// order (a message as `chat.text`, a widget as a `chat.tool_call` awaiting
 /// the user, its accepted answer logged as the `chat.tool_response`), then a
@@ -485,6 +648,7 @@ pub(super) async fn run(
     agent: &super::Agent,
     template: &Template,
     link: &super::runtime::RunLink,
+    usage: &mut crate::llm::Usage,
 ) -> Result<crate::protocol::RunEndReason, super::runtime::Gone> {
     use super::runtime::{ComponentOutcome, Gone, RunMsg};
     use crate::protocol::{Display, EventKind, RunEndReason};
@@ -501,6 +665,49 @@ pub(super) async fn run(
         })
         .await?;
         for content in &item.contents {
+            let shown: std::borrow::Cow<'_, Content> = if content.spec.is_templated {
+                let skill = content
+                    .spec
+                    .skill
+                    .as_deref()
+                    .and_then(|id| template.skills.iter().find(|s| s.id == id))
+                    .expect("checked at load: the skill exists");
+                match generate(agent, skill, content.spec.widget_type, usage).await {
+                    Ok(g) => {
+                        let mut spec = content.spec.clone();
+                        spec.stem = Some(g.stem);
+                        spec.options = g.options;
+                        spec.correct_answer = g.correct_answer.map(Answer::One);
+                        spec.is_templated = false;
+                        std::borrow::Cow::Owned(Content {
+                            id: content.id.clone(),
+                            spec,
+                        })
+                    }
+                    Err(why) => {
+                        // Seed 004's template_render_error, shown to the user.
+                        link.emit(EventKind::Error {
+                            message: format!("this question could not be prepared: {why}"),
+                            error_code: crate::protocol::ErrorCode::ToolExecutionError,
+                            details: Some(serde_json::json!({
+                                "kind": "template_render_error",
+                                "item_id": item.id,
+                                "content_id": content.id,
+                                "attempts": GENERATION_ATTEMPTS,
+                            })),
+                            recoverable: false,
+                        })
+                        .await?;
+                        match template.on_render_error {
+                            OnRenderError::Continue => continue,
+                            OnRenderError::Stop => return Ok(RunEndReason::Error),
+                        }
+                    }
+                }
+            } else {
+                std::borrow::Cow::Borrowed(content)
+            };
+            let content = &*shown;
             let c = &content.spec;
             if c.widget_type == WidgetType::Message {
                 let text = c.stem.clone().unwrap_or_default();
@@ -625,6 +832,62 @@ items:
         let mc = &t.items[1].contents[0].spec;
         assert!(mc.required && !mc.skippable && mc.show_user_response);
         assert_eq!(mc.correct_answer, Some(Answer::One("Paris".into())));
+    }
+
+    #[test]
+    fn generated_content_is_checked() {
+        let mc = WidgetType::MultipleChoice;
+        let good = r#"Sure! ```json
+{"stem": "2 + 2?", "options": ["3", "4", "5"], "correct_answer": "4"}
+```"#;
+        let g = parse_generated(good, mc).unwrap();
+        assert_eq!(g.stem, "2 + 2?");
+        assert_eq!(g.correct_answer.as_deref(), Some("4"));
+        let cases = [
+            ("no json here", "no JSON object in the reply"),
+            (
+                r#"{"stem": "", "options": ["a","b","c"], "correct_answer": "a"}"#,
+                "\"stem\" is empty",
+            ),
+            (
+                r#"{"stem": "s", "options": ["a","b"], "correct_answer": "a"}"#,
+                "\"options\" has 2 entries, not 3 to 5",
+            ),
+            (
+                r#"{"stem": "s", "options": ["a","b","a"], "correct_answer": "a"}"#,
+                "\"options\" must be non-empty and distinct",
+            ),
+            (
+                r#"{"stem": "s", "options": ["a","b","c"], "correct_answer": "d"}"#,
+                "\"correct_answer\" `d` is not one of \"options\"",
+            ),
+            (
+                r#"{"stem": "s", "options": ["a","b","c"]}"#,
+                "\"correct_answer\" is missing",
+            ),
+        ];
+        for (reply, why) in cases {
+            assert_eq!(parse_generated(reply, mc).unwrap_err(), why, "{reply}");
+        }
+        assert!(
+            parse_generated(r#"{"stem": 3}"#, mc)
+                .unwrap_err()
+                .starts_with("not the JSON asked for")
+        );
+        // A generated message needs a stem only.
+        assert!(parse_generated(r#"{"stem": "Hi"}"#, WidgetType::Message).is_ok());
+    }
+
+    #[test]
+    fn the_prompt_fills_the_skill() {
+        let t = parse(QUIZ).unwrap();
+        let p = generation_prompt(&t.skills[0], WidgetType::MultipleChoice);
+        assert!(
+            p.contains("Stem template: Ask for the capital of France"),
+            "{p}"
+        );
+        assert!(p.contains("Difficulty: from 1 to 3"), "{p}");
+        assert!(p.contains("\"correct_answer\""), "{p}");
     }
 
     #[test]

@@ -196,3 +196,113 @@ async fn a_wrong_answer_scores_and_two_tabs_see_the_same() {
     let on_b = b.until_complete(chat).await;
     assert_eq!(on_a.last(), on_b.last());
 }
+
+// ----- generated contents --------------------------------------------------
+
+use crate::mock_llm::MockServer;
+use crate::providers::server_with;
+use crate::vendors::{OpenAiWire, Wire};
+
+/// A quiz of one generated question, over an OpenAI-compatible test server.
+fn generated_quiz(llm: &MockServer, on_error: &str) -> String {
+    format!(
+        r#"id: real
+agent_starts_first: true
+model:
+  provider: openai
+  name: test-model
+  base_url: {}/v1
+  api_key_env: AGENTWIRE_TEST_KEY
+template:
+  on_render_error: {on_error}
+  skills:
+    - id: sums
+      stem: "Write an addition of two numbers under ${{max}}"
+      options: "4 plausible sums"
+      variables: {{max: "10"}}
+  items:
+    - id: gen
+      contents:
+        - {{widget_type: multiple_choice, is_templated: true, skill: sums}}
+    - id: bye
+      contents:
+        - {{widget_type: message, stem: "Thanks!"}}
+"#,
+        llm.url()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_question_survives_two_bad_replies() {
+    let w = OpenAiWire;
+    let llm = MockServer::start(vec![
+        w.text(&["Here you go: 2+2=4"], (10, 5)),
+        w.text(
+            &[r#"{"stem": "2 + 2?", "options": ["3", "4"], "correct_answer": "4"}"#],
+            (10, 5),
+        ),
+        w.text(
+            &[
+                r#"{"stem": "2 + 2?", "options": ["3", "4", "5"], "#,
+                r#""correct_answer": "4"}"#,
+            ],
+            (10, 5),
+        ),
+    ])
+    .await;
+    let server = server_with(generated_quiz(&llm, "continue")).await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.send(json!({"type": "chat.start", "chat_id": chat, "agent": "real"}))
+        .await;
+    let (before, widget) = next_widget(&mut c).await;
+    assert_eq!(types(&before), ["chat.progress"]);
+    assert_eq!(widget["payload"]["stem"], "2 + 2?");
+    assert_eq!(widget["payload"]["options"].as_array().unwrap().len(), 3);
+    assert!(!widget.to_string().contains("correct_answer"));
+    answer(&mut c, chat, &widget, json!({"answer": "4"})).await;
+    let rest = c.until_complete(chat).await;
+    assert_eq!(last_text(&rest), "You scored 1 of 1.");
+    let usage = rest
+        .iter()
+        .find(|m| m["type"] == "chat.usage_summary")
+        .unwrap();
+    assert_eq!(usage["total_tokens"], 45, "three model calls counted");
+
+    // The model was told what was wrong, and saw the skill's prompt.
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3);
+    let first = &requests[0].body;
+    let prompt = first["messages"].as_array().unwrap().last().unwrap()["content"].to_string();
+    assert!(
+        prompt.contains("Write an addition of two numbers under 10"),
+        "{prompt}"
+    );
+    let third = &requests[2].body;
+    let told = third["messages"].as_array().unwrap().last().unwrap()["content"].to_string();
+    assert!(told.contains("not 3 to 5"), "{told}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_the_model_cannot_write_fails_visibly_and_the_quiz_goes_on() {
+    let w = OpenAiWire;
+    let bad = || w.text(&["no idea"], (1, 1));
+    let llm = MockServer::start(vec![bad(), bad(), bad()]).await;
+    let server = server_with(generated_quiz(&llm, "continue")).await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.send(json!({"type": "chat.start", "chat_id": chat, "agent": "real"}))
+        .await;
+    let msgs = c.until_complete(chat).await;
+    let err = msgs.iter().find(|m| m["type"] == "chat.error").unwrap();
+    assert_eq!(err["details"]["kind"], "template_render_error");
+    assert_eq!(err["details"]["content_id"], "gen-1");
+    assert!(
+        err["seq"].is_u64(),
+        "in the log: a rejoining client sees it too"
+    );
+    assert_eq!(last_text(&msgs), "All done.");
+    assert!(types(&msgs).contains(&"chat.text"), "the next item ran");
+    assert_eq!(msgs.last().unwrap()["reason"], "completed");
+    assert_eq!(llm.requests().len(), 3);
+}
