@@ -640,6 +640,63 @@ async fn generate(
     Err(last)
 }
 
+/// The model's comment on an answer (`provide_feedback`).
+async fn feedback(
+    agent: &super::Agent,
+    c: &ContentSpec,
+    data: &serde_json::Value,
+    correct: Option<bool>,
+    usage: &mut crate::llm::Usage,
+) -> Result<String, String> {
+    use futures_util::StreamExt;
+
+    use crate::llm::{ChatRequest, Message, StreamEvent};
+
+    let verdict = match correct {
+        Some(true) => "The answer is correct.",
+        Some(false) => "The answer is not correct.",
+        None => "This question has no single correct answer.",
+    };
+    let mut prompt = format!(
+        "The user was asked: {}\n",
+        c.stem.as_deref().unwrap_or_default()
+    );
+    if !c.options.is_empty() {
+        prompt.push_str(&format!("Options: {}\n", c.options.join(" | ")));
+    }
+    prompt.push_str(&format!(
+        "The user answered: {}\n{verdict}\nComment on the answer in two or three sentences, addressing the user.",
+        data.get("answer").map_or_else(String::new, |a| match a {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    ));
+    let request = ChatRequest {
+        system_prompt: agent.system_prompt.clone(),
+        messages: vec![Message::User { text: prompt }],
+        tools: Vec::new(),
+        max_tokens: 512,
+    };
+    let mut stream = agent
+        .provider
+        .stream_chat(request)
+        .await
+        .map_err(|e| e.message)?;
+    let mut text = String::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            StreamEvent::ContentDelta(t) => text.push_str(&t),
+            StreamEvent::MessageComplete { usage: u, .. } => {
+                usage.prompt_tokens += u.prompt_tokens;
+                usage.completion_tokens += u.completion_tokens;
+            }
+            StreamEvent::Error(e) => return Err(e.message),
+            _ => {}
+        }
+    }
+    Ok(text.trim().to_owned())
+}
+
 /// Walks the template: for each item a `chat.progress`, then its contents in
 /// order (a message as `chat.text`, a widget as a `chat.tool_call` awaiting
 /// the user, its accepted answer logged as the `chat.tool_response`), then a
@@ -739,17 +796,36 @@ pub(super) async fn run(
             .await?;
             match outcome.await.map_err(|_| Gone)? {
                 ComponentOutcome::Returned(data) => {
-                    if let Some(ok) = grade(c, &data) {
+                    let verdict = grade(c, &data);
+                    if let Some(ok) = verdict {
                         graded += 1;
                         correct += u32::from(ok);
                     }
+                    let skipped = data.get("skip").is_some();
                     link.emit(EventKind::ToolResponse {
                         tool_name: WIDGET_TOOL.into(),
-                        content: data,
+                        content: data.clone(),
                         success: true,
                         corr,
                     })
                     .await?;
+                    if template.provide_feedback && !skipped {
+                        let event = match feedback(agent, c, &data, verdict, usage).await {
+                            Ok(text) => EventKind::Text {
+                                agent: agent.id.clone(),
+                                content: text,
+                            },
+                            Err(why) => EventKind::Error {
+                                message: format!("no feedback on this answer: {why}"),
+                                error_code: crate::protocol::ErrorCode::ToolExecutionError,
+                                details: Some(
+                                    serde_json::json!({"kind": "feedback_error", "content_id": content.id}),
+                                ),
+                                recoverable: true,
+                            },
+                        };
+                        link.emit(event).await?;
+                    }
                 }
                 ComponentOutcome::TimedOut => return Ok(RunEndReason::Timeout),
             }

@@ -205,6 +205,10 @@ use crate::vendors::{OpenAiWire, Wire};
 
 /// A quiz of one generated question, over an OpenAI-compatible test server.
 fn generated_quiz(llm: &MockServer, on_error: &str) -> String {
+    generated_quiz_with(llm, on_error, false)
+}
+
+fn generated_quiz_with(llm: &MockServer, on_error: &str, feedback: bool) -> String {
     format!(
         r#"id: real
 agent_starts_first: true
@@ -215,6 +219,7 @@ model:
   api_key_env: AGENTWIRE_TEST_KEY
 template:
   on_render_error: {on_error}
+  provide_feedback: {feedback}
   skills:
     - id: sums
       stem: "Write an addition of two numbers under ${{max}}"
@@ -305,4 +310,36 @@ async fn a_question_the_model_cannot_write_fails_visibly_and_the_quiz_goes_on() 
     assert!(types(&msgs).contains(&"chat.text"), "the next item ran");
     assert_eq!(msgs.last().unwrap()["reason"], "completed");
     assert_eq!(llm.requests().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_feedback_the_model_comments_on_each_answer() {
+    let w = OpenAiWire;
+    let llm = MockServer::start(vec![
+        w.text(
+            &[r#"{"stem": "2 + 2?", "options": ["3", "4", "5"], "correct_answer": "4"}"#],
+            (1, 1),
+        ),
+        w.text(&["Not quite: ", "2 + 2 is 4."], (1, 1)),
+    ])
+    .await;
+    let server = server_with(generated_quiz_with(&llm, "stop", true)).await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.send(json!({"type": "chat.start", "chat_id": chat, "agent": "real"}))
+        .await;
+    let (_, widget) = next_widget(&mut c).await;
+    answer(&mut c, chat, &widget, json!({"answer": "5"})).await;
+    let rest = c.until_complete(chat).await;
+    assert_eq!(types(&rest)[..2], ["chat.tool_response", "chat.text"]);
+    assert_eq!(rest[1]["content"], "Not quite: 2 + 2 is 4.");
+    assert_eq!(last_text(&rest), "You scored 0 of 1.");
+    let asked = llm.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .to_string();
+    assert!(asked.contains("The user answered: 5"), "{asked}");
+    assert!(asked.contains("The answer is not correct."), "{asked}");
 }
