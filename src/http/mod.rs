@@ -11,6 +11,7 @@ mod error;
 mod openai;
 mod openapi;
 mod sse;
+mod template_ws;
 mod web;
 mod ws;
 
@@ -95,6 +96,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/v1/ws", get(ws::upgrade))
+        .route("/api/chat/ws", get(template_ws::upgrade))
         .route("/openapi.json", get(openapi::document))
         .merge(chats::router())
         .merge(sse::router())

@@ -343,3 +343,165 @@ async fn with_feedback_the_model_comments_on_each_answer() {
     assert!(asked.contains("The user answered: 5"), "{asked}");
     assert!(asked.contains("The answer is not correct."), "{asked}");
 }
+
+// ----- seed 004's WebSocket dialect -------------------------------------------
+
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+
+/// A client of `/api/chat/ws` (its messages are not envelopes, so they are not
+/// checked against `protocol/outbound/`).
+struct Seed {
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+}
+
+impl Seed {
+    async fn connect(server: &Server, query: &str) -> Self {
+        let url = format!("ws://{}/api/chat/ws?{query}", server.addr);
+        let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        Self { ws }
+    }
+
+    async fn send(&mut self, v: Value) {
+        self.ws.send(Message::text(v.to_string())).await.unwrap();
+    }
+
+    async fn recv(&mut self) -> Value {
+        loop {
+            let msg = tokio::time::timeout(std::time::Duration::from_secs(10), self.ws.next())
+                .await
+                .expect("a message in time")
+                .expect("open")
+                .unwrap();
+            if let Message::Text(t) = msg {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                assert!(!t.contains("correct_answer"), "{t}");
+                return v;
+            }
+        }
+    }
+
+    async fn until(&mut self, ty: &str) -> Vec<Value> {
+        let mut got = Vec::new();
+        loop {
+            let v = self.recv().await;
+            let done = v["type"] == ty;
+            got.push(v);
+            if done {
+                return got;
+            }
+        }
+    }
+}
+
+fn seed_types(msgs: &[Value]) -> Vec<&str> {
+    msgs.iter().map(|m| m["type"].as_str().unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_004s_dialect_drives_the_quiz_and_rejoins_across_dialects() {
+    let server = quiz_server().await;
+    let mut s = Seed::connect(&server, "definition_id=capitals-quiz").await;
+    let hello = s.recv().await;
+    assert_eq!(hello["type"], "connected");
+    assert_eq!(hello["definition_id"], "capitals-quiz");
+    let chat: Uuid = hello["conversation_id"].as_str().unwrap().parse().unwrap();
+    s.send(json!({"type": "ping"})).await;
+    assert_eq!(s.recv().await["type"], "pong");
+
+    s.send(json!({"type": "start"})).await;
+    let first = s.until("widget").await;
+    assert_eq!(
+        seed_types(&first),
+        [
+            "progress",
+            "content",
+            "message_complete",
+            "progress",
+            "widget"
+        ]
+    );
+    assert_eq!(first[0]["data"]["total_items"], 4);
+    assert_eq!(
+        first[1]["data"]["content"],
+        "Three questions about capitals. Take your time."
+    );
+    let widget = &first[4]["data"];
+    assert_eq!(widget["widget_type"], "multiple_choice");
+    assert_eq!(widget["item_id"], "france");
+    assert_eq!(widget["required"], true);
+
+    // A `message` answers the waiting widget, checked the same way.
+    s.send(json!({"type": "message", "content": "Rome"})).await;
+    let err = s.recv().await;
+    assert_eq!(err["type"], "error");
+    assert_eq!(err["data"]["error_code"], "SCHEMA_VALIDATION_FAILED");
+    s.send(json!({"type": "message", "content": "Paris"})).await;
+    let next = s.until("widget").await;
+    assert_eq!(seed_types(&next), ["progress", "widget"]);
+    s.send(json!({"type": "message", "content": "[\"Oslo\", \"Helsinki\"]"}))
+        .await;
+    let next = s.until("widget").await;
+    assert_eq!(next.last().unwrap()["data"]["widget_type"], "free_text");
+    drop(s); // gone while the widget waits
+
+    // Rejoined on the native protocol: the widget once, and it still answers.
+    let mut c = server.client().await;
+    c.resume(chat, 0).await;
+    let replay = c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    let widgets: Vec<&Value> = replay
+        .iter()
+        .filter(|m| m["type"] == "chat.tool_call" && m["payload"]["widget_type"] == "free_text")
+        .collect();
+    assert_eq!(widgets.len(), 1);
+    let corr = widgets[0]["corr"].clone();
+
+    // And on seed 004's dialect again, after what it had seen.
+    let mut again = Seed::connect(
+        &server,
+        &format!("definition_id=capitals-quiz&conversation_id={chat}"),
+    )
+    .await;
+    assert_eq!(again.recv().await["conversation_id"], chat.to_string());
+    let replayed = again.until("widget").await;
+    assert_eq!(
+        replayed.last().unwrap()["data"]["item_id"],
+        "france",
+        "a rejoin without last_seq replays all"
+    );
+    let rest = again.until("widget").await;
+    let rest2 = again.until("widget").await;
+    assert_eq!(rest.last().unwrap()["data"]["item_id"], "nordics");
+    assert_eq!(rest2.last().unwrap()["data"]["item_id"], "why");
+
+    // The native client answers; both see the end.
+    c.send(json!({"type": "inline_component.result", "chat_id": chat, "corr": corr, "data": {"answer": "Helsinki, for the sea."}}))
+        .await;
+    let end = c.until_complete(chat).await;
+    assert_eq!(last_text(&end), "You scored 2 of 2.");
+    let tail = again.until("complete").await;
+    assert_eq!(
+        seed_types(&tail),
+        ["progress", "content", "message_complete", "complete"]
+    );
+    assert_eq!(tail[1]["data"]["content"], "You scored 2 of 2.");
+    assert_eq!(tail[3]["data"]["reason"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_004s_dialect_refuses_an_unknown_definition() {
+    let server = quiz_server().await;
+    let url = format!("ws://{}/api/chat/ws?definition_id=nope", server.addr);
+    match tokio_tungstenite::connect_async(url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(
+                response.status(),
+                422,
+                "an unknown agent, before the upgrade"
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}

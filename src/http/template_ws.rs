@@ -1,0 +1,226 @@
+//! Seed 004's WebSocket dialect at `/api/chat/ws?definition_id=AGENT`
+//! (`&conversation_id=CHAT` to rejoin, `&last_seq=N` to get only what
+//! followed N): an encoder of the same log as `/v1/ws`, so a template
+//! conversation can be driven by seed 004's front end and by the native
+//! protocol at once, and a rejoin replays what was missed.
+//!
+//! Client: `start`, `message {content}`, `ping`. Server: `connected`,
+//! `content`, `widget`, `progress`, `message_complete`, `complete`, `error`,
+//! `pong` (seed 004 §2.3–2.5). A `message` answers the widget waiting for the
+//! user, if any (its `content` is the option or the text; `""` skips a
+//! skippable widget; a JSON array chooses several options), else it is a
+//! user message.
+
+use std::collections::HashMap;
+
+use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
+use axum::response::Response;
+use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::AppState;
+use super::auth::AuthUser;
+use super::error::ApiError;
+use crate::session::{Caller, Outbound, SessionError, Subscriber};
+
+#[derive(Deserialize)]
+pub(super) struct Params {
+    definition_id: String,
+    #[serde(default)]
+    conversation_id: Option<Uuid>,
+    #[serde(default)]
+    last_seq: Option<u64>,
+}
+
+/// `GET /api/chat/ws`: 401 before the upgrade; an unknown agent is 422.
+pub(super) async fn upgrade(
+    State(state): State<AppState>,
+    AuthUser { user, token }: AuthUser,
+    Query(params): Query<Params>,
+    ws: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    if state.registry.agents().get(&params.definition_id).is_none() {
+        return Err(SessionError::UnknownAgent(params.definition_id).into());
+    }
+    Ok(ws.read_buffer_size(2048).on_upgrade(move |socket| {
+        let tracker = state.tracker.clone();
+        tracker.track_future(serve(socket, state, user, token, params))
+    }))
+}
+
+/// The waiting widgets this connection has seen, by `corr`.
+type Waiting = HashMap<String, Value>;
+
+async fn serve(
+    socket: WebSocket,
+    state: AppState,
+    user: String,
+    bearer: Option<String>,
+    params: Params,
+) {
+    let _open = crate::metrics::ConnectionGauge::open("ws");
+    let chat_id = params.conversation_id.unwrap_or_else(Uuid::new_v4);
+    let (tx, mut rx) = mpsc::channel(state.config.outbound_queue);
+    let sub = Subscriber {
+        conn_id: state
+            .next_conn_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        tx,
+        closer: Default::default(),
+    };
+    let (mut sink, mut stream) = socket.split();
+    let send = |v: Value| Message::Text(Utf8Bytes::from(v.to_string()));
+    let hello = json!({"type": "connected", "conversation_id": chat_id, "definition_id": params.definition_id});
+    if sink.send(send(hello)).await.is_err() {
+        return;
+    }
+    let registry = state.registry.clone();
+    let rejoin = params.conversation_id.is_some();
+    if rejoin
+        && let Err(e) = registry
+            .resume(chat_id, &user, params.last_seq.unwrap_or(0), sub.clone())
+            .await
+    {
+        let _ = sink.send(send(error_frame(&e))).await;
+        return;
+    }
+    let mut waiting = Waiting::new();
+    let mut started = rejoin;
+    loop {
+        tokio::select! {
+            () = state.shutdown.cancelled() => break,
+            out = rx.recv() => {
+                let Some(out) = out else { break };
+                let frames = match out {
+                    Outbound::Event(json) => encode(&json, &mut waiting),
+                    Outbound::Frame(text) => serde_json::from_str::<Value>(&text)
+                        .ok()
+                        .filter(|v| v["type"] == "chat.error")
+                        .map(|v| vec![json!({"type": "error", "data": {"message": v["message"], "error_code": v["error_code"]}})])
+                        .unwrap_or_default(),
+                    Outbound::Replay(mut replay) => {
+                        let mut frames = Vec::new();
+                        while let Ok(Some(page)) = replay.next_page().await {
+                            for json in page {
+                                frames.extend(encode(&json, &mut waiting));
+                            }
+                        }
+                        frames
+                    }
+                };
+                for f in frames {
+                    if sink.feed(send(f)).await.is_err() {
+                        return;
+                    }
+                }
+                if sink.flush().await.is_err() {
+                    return;
+                }
+            }
+            msg = stream.next() => {
+                let Some(Ok(Message::Text(text))) = msg else {
+                    match msg {
+                        Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                        _ => continue,
+                    }
+                };
+                let Ok(v) = serde_json::from_str::<Value>(&text) else {
+                    let e = json!({"type": "error", "data": {"message": "send one JSON object per message", "error_code": "SCHEMA_VALIDATION_FAILED"}});
+                    let _ = sink.send(send(e)).await;
+                    continue;
+                };
+                let caller = Caller { user: &user, bearer: bearer.as_deref(), context_type: None, context: None };
+                let result = match v["type"].as_str() {
+                    Some("ping") => {
+                        let _ = sink.send(send(json!({"type": "pong"}))).await;
+                        Ok(())
+                    }
+                    Some("start") if !started => {
+                        started = true;
+                        registry.start(chat_id, caller, &params.definition_id, None, Some(sub.clone())).await
+                    }
+                    Some("start") => Ok(()),
+                    Some("message") => {
+                        let content = v["content"].as_str().unwrap_or_default().to_owned();
+                        match waiting.iter().next().map(|(c, w)| (c.clone(), w.clone())) {
+                            Some((corr, widget)) => {
+                                registry.component_result(chat_id, &user, corr, answer_of(&widget, &content)).await
+                            }
+                            None => registry.user_message(chat_id, caller, content, None).await,
+                        }
+                    }
+                    _ => Err(SessionError::InvalidAnswer("the messages are start, message and ping".into())),
+                };
+                if let Err(e) = result {
+                    crate::metrics::error_sent(e.code().as_str());
+                    let _ = sink.send(send(error_frame(&e))).await;
+                }
+            }
+        }
+    }
+    registry.unsubscribe(chat_id, sub.conn_id).await;
+    let _ = sink.close().await;
+}
+
+fn error_frame(e: &SessionError) -> Value {
+    json!({"type": "error", "data": {"message": e.to_string(), "error_code": e.code().as_str()}})
+}
+
+/// A `message`'s content as a widget's answer.
+fn answer_of(widget: &Value, content: &str) -> Value {
+    if content.is_empty() {
+        return json!({"skip": true});
+    }
+    if widget["widget_config"]["allow_multiple"] == true
+        && let Ok(Value::Array(many)) = serde_json::from_str::<Value>(content)
+    {
+        return json!({"answer": many});
+    }
+    json!({"answer": content})
+}
+
+/// One envelope of the log as this dialect's messages.
+fn encode(json: &str, waiting: &mut Waiting) -> Vec<Value> {
+    let Ok(e) = serde_json::from_str::<Value>(json) else {
+        return Vec::new();
+    };
+    match e["type"].as_str().unwrap_or_default() {
+        "chat.print" => vec![json!({"type": "content", "data": {"content": e["content"]}})],
+        // The user's own words are not echoed back as content.
+        "chat.text" if e["agent"] == "user" => Vec::new(),
+        "chat.text" => vec![
+            json!({"type": "content", "data": {"content": e["content"]}}),
+            json!({"type": "message_complete", "data": {"content": e["content"]}}),
+        ],
+        "chat.tool_call" if e["tool_name"] == crate::agent::template::WIDGET_TOOL => {
+            let corr = e["corr"].as_str().unwrap_or_default().to_owned();
+            if e["awaiting_response"] == true {
+                waiting.insert(corr, e["payload"].clone());
+            }
+            vec![json!({"type": "widget", "data": e["payload"]})]
+        }
+        "chat.tool_response" => {
+            if let Some(corr) = e["corr"].as_str() {
+                waiting.remove(corr);
+            }
+            Vec::new()
+        }
+        "chat.progress" => vec![json!({"type": "progress", "data": {
+            "current_item": e["current_item"], "total_items": e["total_items"],
+            "item_id": e["item_id"], "item_title": e["item_title"],
+            "enable_chat_input": e["enable_chat_input"],
+        }})],
+        "chat.error" => vec![
+            json!({"type": "error", "data": {"message": e["message"], "error_code": e["error_code"]}}),
+        ],
+        "chat.run_complete" => {
+            waiting.clear();
+            vec![json!({"type": "complete", "data": {"reason": e["reason"]}})]
+        }
+        _ => Vec::new(),
+    }
+}
