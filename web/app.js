@@ -103,6 +103,20 @@ class ChatView {
         if (card) this.done(card, m.success ? 'done' : `failed: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`);
         break;
       }
+      case 'chat.progress': {
+        // A template's progress bar: one per chat, moved along.
+        if (!this.templateBar) {
+          this.templateBar = el('progress', { attrs: { 'aria-label': 'template progress' } });
+          this.templateLabel = el('div', { cls: 'note' });
+          this.add(el('li', { cls: 'template-progress' }, this.templateLabel, this.templateBar));
+        }
+        this.templateBar.max = m.total_items;
+        this.templateBar.value = m.current_item;
+        this.templateLabel.textContent = m.current_item >= m.total_items
+          ? 'All items done'
+          : `${m.item_title} (${m.current_item + 1} of ${m.total_items})`;
+        break;
+      }
       case 'chat.tool_progress': {
         let bar = this.progress.get(m.corr);
         if (!bar) {
@@ -168,6 +182,7 @@ class ChatView {
       return;
     }
     const reply = (data) => this.chat.sendComponentResult(m.corr, data);
+    if (m.tool_name === 'template') return this.widget(m, reply);
     const title = m.component_type ? `${m.component_type} (${m.tool_name})` : `tool: ${m.tool_name}`;
     const card = el('div', { cls: 'card' }, el('div', { cls: 'title', text: title }));
     const p = m.payload || {};
@@ -196,6 +211,47 @@ class ChatView {
       card.append(el('pre', { text: JSON.stringify(p, null, 2) }), input, send);
     }
     if (!m.awaiting_response) card.querySelectorAll('button, input').forEach((x) => (x.disabled = true));
+    this.cards.set(m.corr, card);
+    this.add(el('li', {}, card));
+  }
+
+  /** A template widget (seed 004): answers are {answer} or {skip: true}. */
+  widget(m, reply) {
+    const p = m.payload || {};
+    const cfg = p.widget_config || {};
+    const card = el('div', { cls: 'card widget' }, el('div', { cls: 'title', text: p.stem ?? '' }));
+    card.dataset.widget = p.widget_type;
+    const send = (label, data) => {
+      const b = el('button', { text: label });
+      b.onclick = () => reply(data);
+      return b;
+    };
+    if (p.widget_type === 'multiple_choice' && cfg.allow_multiple) {
+      const boxes = (p.options || []).map((o) => {
+        const box = el('input', { attrs: { type: 'checkbox', value: String(o), 'aria-label': String(o) } });
+        card.append(el('label', {}, box, document.createTextNode(` ${o}`)));
+        return box;
+      });
+      const submit = el('button', { text: 'Submit' });
+      submit.onclick = () => reply({ answer: boxes.filter((b) => b.checked).map((b) => b.value) });
+      card.append(submit);
+    } else if (p.widget_type === 'multiple_choice') {
+      for (const o of p.options || []) card.append(send(String(o), { answer: o }));
+    } else {
+      // free_text and code_editor: a text area.
+      const area = el('textarea', { attrs: { 'aria-label': 'answer', rows: p.widget_type === 'code_editor' ? '8' : '3' } });
+      if (cfg.placeholder) area.placeholder = cfg.placeholder;
+      if (cfg.max_length) area.maxLength = cfg.max_length;
+      if (p.widget_type === 'code_editor') {
+        area.classList.add('code');
+        card.append(el('div', { cls: 'note', text: cfg.language ? `language: ${cfg.language}` : 'code' }));
+      }
+      const submit = el('button', { text: 'Send' });
+      submit.onclick = () => reply({ answer: area.value });
+      card.append(area, submit);
+    }
+    if (p.skippable || p.required === false) card.append(send('Skip', { skip: true }));
+    if (!m.awaiting_response) card.querySelectorAll('button, input, textarea').forEach((x) => (x.disabled = true));
     this.cards.set(m.corr, card);
     this.add(el('li', {}, card));
   }

@@ -1,12 +1,14 @@
 // The web page in a real headless Chromium (Debian's, driven by playwright-core):
 // a conversation with `demo`, input requests, a component, a server killed and
-// restarted mid-stream, and model output that tries to be HTML.
+// restarted mid-stream, model output that tries to be HTML, and a template quiz
+// (examples/agents/capitals-quiz.yaml).
 //
 // Needs AGENTWIRE_BIN (the built binary) and /usr/bin/chromium. Screenshots of
 // each step go to $E2E_SHOTS (default: ./shots).
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
@@ -23,6 +25,10 @@ let dir;
 
 before(async () => {
   dir = tempDir();
+  // The static quiz of examples/agents, for the template test.
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  mkdirSync(join(dir, 'agents'), { recursive: true });
+  copyFileSync(join(root, 'examples', 'agents', 'capitals-quiz.yaml'), join(dir, 'agents', 'capitals-quiz.yaml'));
   port = await freePort();
   server = await startServer(dir, port);
   browser = await chromium.launch({
@@ -37,11 +43,11 @@ after(async () => {
   server?.kill('SIGKILL');
 });
 
-async function newChat(name) {
+async function newChat(name, agent = 'demo') {
   const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
   await page.goto(`http://127.0.0.1:${port}/`);
   await page.locator('#conn[data-state="open"]').waitFor();
-  await page.locator('.tile[data-agent="demo"]').click();
+  await page.locator(`.tile[data-agent="${agent}"]`).click();
   await page.locator('#composer').waitFor();
   page.shot = (step) => page.screenshot({ path: join(SHOTS, `${name}-${step}.png`) });
   return page;
@@ -118,5 +124,32 @@ test('model output is text, never HTML', async () => {
   assert.equal(await page.locator('#log img, #log script').count(), 0);
   assert.equal(await page.evaluate(() => window.pwned), undefined);
   await page.shot('1-inert');
+  await page.close();
+});
+
+test('a template quiz: widgets, progress and the score', async () => {
+  const page = await newChat('quiz', 'capitals-quiz');
+  await lastAgentText(page, 'Three questions about capitals');
+  const label = page.locator('#log li.template-progress .note');
+  await label.filter({ hasText: 'Question 1 (2 of 4)' }).waitFor();
+  await page.shot('1-first-widget');
+
+  await page.locator('.widget[data-widget="multiple_choice"] button', { hasText: 'Paris' }).click();
+  await label.filter({ hasText: 'Question 2 (3 of 4)' }).waitFor();
+  const nordic = page.locator('.widget[data-widget="multiple_choice"]').last();
+  await nordic.locator('input[aria-label="Oslo"]').check();
+  await nordic.locator('input[aria-label="Helsinki"]').check();
+  await nordic.locator('button', { hasText: 'Submit' }).click();
+  await label.filter({ hasText: 'Question 3 (4 of 4)' }).waitFor();
+  const text = page.locator('.widget[data-widget="free_text"]');
+  assert.equal(await text.locator('textarea').getAttribute('placeholder'), 'A sentence or two…');
+  await page.shot('2-free-text');
+  await text.locator('button', { hasText: 'Skip' }).click();
+
+  assert.equal(await lastAgentText(page, 'You scored'), 'You scored 2 of 2.');
+  await label.filter({ hasText: 'All items done' }).waitFor();
+  // Answered widgets are closed.
+  assert.equal(await page.locator('.widget button:enabled').count(), 0);
+  await page.shot('3-score');
   await page.close();
 });
