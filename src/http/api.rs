@@ -53,6 +53,11 @@ pub struct ChatView {
     /// `idle` or `running`.
     pub state: String,
     pub archived: bool,
+    /// A template conversation's state (seed 004 §4: `pending`, `active`,
+    /// `awaiting_widget`, `awaiting_user`, `paused`, `completed`,
+    /// `terminated`, `archived`); absent for other chats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversation_state: Option<String>,
     /// The model the chat switched to; `null`: the agent's own.
     pub model: Option<String>,
     /// RFC 3339, UTC.

@@ -60,6 +60,7 @@ fn chat_view(chat: &ChatRecord, last_seq: Option<u64>) -> ChatView {
         }
         .to_owned(),
         archived: chat.archived,
+        conversation_state: chat.conversation_state.clone(),
         model: chat.model.clone(),
         created_at: rfc3339(chat.created_at),
         updated_at: rfc3339(chat.updated_at),

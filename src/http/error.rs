@@ -55,7 +55,9 @@ impl IntoResponse for ApiError {
             Self::Session(e) => {
                 let status = match e {
                     SessionError::NotFound => StatusCode::NOT_FOUND,
-                    SessionError::RunInProgress | SessionError::Archived => StatusCode::CONFLICT,
+                    SessionError::RunInProgress
+                    | SessionError::Archived
+                    | SessionError::IllegalTransition(_) => StatusCode::CONFLICT,
                     SessionError::TooManySubscriptions => StatusCode::TOO_MANY_REQUESTS,
                     SessionError::Persistence(_)
                     | SessionError::ShuttingDown

@@ -266,6 +266,8 @@ impl Connection {
                 patch,
             } => reg.artifact_patch(chat_id, user, corr, patch).await,
             ClientFrame::ChatCancel { chat_id } => reg.cancel(chat_id, user).await,
+            ClientFrame::ChatPause { chat_id } => reg.pause(chat_id, user).await,
+            ClientFrame::ChatResumeRun { chat_id } => reg.resume_run(chat_id, user).await,
             ClientFrame::ClientUnsubscribe { chat_id } => {
                 if self.chats.remove(&chat_id) {
                     reg.unsubscribe(chat_id, self.sub.conn_id).await;

@@ -61,6 +61,12 @@ pub enum ClientFrame {
     /// End the active run.
     #[serde(rename = "chat.cancel")]
     ChatCancel { chat_id: Uuid },
+    /// Pause a template conversation.
+    #[serde(rename = "chat.pause")]
+    ChatPause { chat_id: Uuid },
+    /// Resume a paused template conversation.
+    #[serde(rename = "chat.resume_run")]
+    ChatResumeRun { chat_id: Uuid },
     /// Stop live delivery of a chat to this connection.
     #[serde(rename = "client.unsubscribe")]
     ClientUnsubscribe { chat_id: Uuid },
@@ -80,6 +86,8 @@ impl ClientFrame {
             | Self::ArtifactPatch { chat_id, .. }
             | Self::ClientResume { chat_id, .. }
             | Self::ChatCancel { chat_id }
+            | Self::ChatPause { chat_id }
+            | Self::ChatResumeRun { chat_id }
             | Self::ClientUnsubscribe { chat_id } => Some(*chat_id),
             Self::Ping => None,
         }

@@ -18,6 +18,60 @@ pub enum Display {
     Artifact,
 }
 
+/// The states of a template conversation (seed 004 §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationState {
+    Pending,
+    Active,
+    AwaitingWidget,
+    AwaitingUser,
+    Paused,
+    Completed,
+    Terminated,
+    Archived,
+}
+
+impl ConversationState {
+    /// Its wire and stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Active => "active",
+            Self::AwaitingWidget => "awaiting_widget",
+            Self::AwaitingUser => "awaiting_user",
+            Self::Paused => "paused",
+            Self::Completed => "completed",
+            Self::Terminated => "terminated",
+            Self::Archived => "archived",
+        }
+    }
+
+    /// The state named `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
+    }
+
+    /// Whether seed 004 §4 allows going from `self` to `to`. **Choice**:
+    /// pausing is allowed while a widget or an input waits too, and a cancel
+    /// (or a run ending on an error) terminates from any state but the ends.
+    pub fn allows(self, to: Self) -> bool {
+        use ConversationState::*;
+        matches!(
+            (self, to),
+            (Pending, Active)
+                | (
+                    Active,
+                    AwaitingWidget | AwaitingUser | Paused | Completed | Terminated
+                )
+                | (AwaitingWidget | AwaitingUser, Active | Paused | Terminated)
+                | (Paused, Active | AwaitingWidget | AwaitingUser | Terminated)
+                | (Pending, Terminated)
+                | (Completed | Terminated, Archived)
+        )
+    }
+}
+
 /// Why a run ended (`chat.run_complete.reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -88,6 +142,13 @@ pub enum EventKind {
         success: bool,
         corr: String,
     },
+    /// A template conversation changed state (seed 004 §4).
+    #[serde(rename = "chat.state")]
+    State {
+        state: ConversationState,
+        /// The state it left (`null` for the first).
+        previous: Option<ConversationState>,
+    },
     /// Where a template conversation stands (seed 004 §2.5): sent as each
     /// item begins, and once more, with `current_item == total_items`, at
     /// the end.
@@ -146,6 +207,7 @@ impl EventKind {
             Self::ToolResponse { .. } => "chat.tool_response",
             Self::ToolProgress { .. } => "chat.tool_progress",
             Self::Progress { .. } => "chat.progress",
+            Self::State { .. } => "chat.state",
             Self::UsageSummary { .. } => "chat.usage_summary",
             Self::RunComplete { .. } => "chat.run_complete",
             Self::Error { .. } => "chat.error",

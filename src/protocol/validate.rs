@@ -42,6 +42,14 @@ const SCHEMAS: &[(&str, &str)] = &[
         "client.unsubscribe",
         include_str!("../../protocol/inbound/client.unsubscribe.json"),
     ),
+    (
+        "chat.pause",
+        include_str!("../../protocol/inbound/chat.pause.json"),
+    ),
+    (
+        "chat.resume_run",
+        include_str!("../../protocol/inbound/chat.resume_run.json"),
+    ),
     ("ping", include_str!("../../protocol/inbound/ping.json")),
 ];
 

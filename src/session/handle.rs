@@ -95,6 +95,14 @@ pub(super) enum Op {
     Cancel {
         user: String,
     },
+    /// Pause a template conversation.
+    Pause {
+        user: String,
+    },
+    /// Resume a paused template conversation.
+    ResumeRun {
+        user: String,
+    },
     /// Archive the chat.
     Archive {
         user: String,
@@ -117,6 +125,8 @@ impl Op {
             | Self::ComponentResult { user, .. }
             | Self::ArtifactPatch { user, .. }
             | Self::Cancel { user }
+            | Self::Pause { user }
+            | Self::ResumeRun { user }
             | Self::Archive { user }
             | Self::SetModel { user, .. } => Some(user),
         }

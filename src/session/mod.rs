@@ -70,6 +70,9 @@ pub enum SessionError {
     RequestNotFound(String),
     #[error("invalid patch: {0}")]
     InvalidPatch(String),
+    /// A template conversation cannot go from its state to the one asked.
+    #[error("{0}")]
+    IllegalTransition(String),
     /// A result a widget refuses (an option it did not offer, a text too short…).
     #[error("invalid answer: {0}")]
     InvalidAnswer(String),
@@ -116,7 +119,9 @@ impl SessionError {
             Self::AgentMissing(_) => ErrorCode::AgentInitializationFailed,
             Self::RunInProgress => ErrorCode::RunInProgress,
             Self::RequestNotFound(_) => ErrorCode::InputRequestNotFound,
-            Self::InvalidPatch(_) | Self::InvalidAnswer(_) => ErrorCode::SchemaValidationFailed,
+            Self::InvalidPatch(_) | Self::InvalidAnswer(_) | Self::IllegalTransition(_) => {
+                ErrorCode::SchemaValidationFailed
+            }
             Self::TooManySubscriptions => ErrorCode::RateLimitExceeded,
             Self::Persistence(_) => ErrorCode::PersistenceError,
             Self::ShuttingDown | Self::Moved | Self::NodeLost => ErrorCode::TransportError,

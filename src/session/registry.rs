@@ -434,6 +434,24 @@ impl Registry {
             .await
     }
 
+    /// `chat.pause`: pause a template conversation.
+    pub async fn pause(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
+        let op = Op::Pause {
+            user: user.to_owned(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// `chat.resume_run`: resume a paused template conversation.
+    pub async fn resume_run(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
+        let op = Op::ResumeRun {
+            user: user.to_owned(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
     /// The chat's model (`None`: the agent's own), if the chat is `user`'s.
     ///
     /// # Errors

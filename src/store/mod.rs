@@ -62,6 +62,8 @@ pub struct ChatRecord {
     pub model: Option<String>,
     /// Archived chats keep their log but take no new turns.
     pub archived: bool,
+    /// The state of a template conversation (seed 004 §4); `None` for others.
+    pub conversation_state: Option<String>,
     /// Unix milliseconds.
     pub created_at: i64,
     /// Unix milliseconds.
@@ -91,6 +93,8 @@ pub struct AppendBatch {
     pub chat_id: Uuid,
     pub envelopes: Vec<NewEnvelope>,
     pub state: Option<ChatState>,
+    /// A template conversation's new state, set with its `chat.state`.
+    pub conversation_state: Option<&'static str>,
     /// On several nodes: the lease the appending node holds. The append is
     /// refused ([`StoreError::Fenced`]) unless the chat's lease is still
     /// exactly this one. `None` on SQLite (one process, one writer).

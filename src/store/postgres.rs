@@ -31,6 +31,11 @@ fn migrator() -> Migrator {
             "cluster",
             include_str!("../../migrations/postgres/0002_cluster.sql"),
         ),
+        (
+            3,
+            "conversation_state",
+            include_str!("../../migrations/postgres/0003_conversation_state.sql"),
+        ),
     ];
     Migrator::with_migrations(
         files
@@ -143,6 +148,7 @@ fn chat_from_row(row: &PgRow) -> Result<ChatRecord, StoreError> {
         context: row.try_get("context")?,
         model: row.try_get("model")?,
         archived: row.try_get("archived")?,
+        conversation_state: row.try_get("conversation_state")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
@@ -304,6 +310,16 @@ impl Store for PgStore {
                     .bind(b.chat_id)
                     .execute(&mut *tx)
                     .await?;
+            }
+            if let Some(cs) = b.conversation_state {
+                sqlx::query(
+                    "UPDATE chats SET conversation_state = $1, updated_at = $2 WHERE id = $3",
+                )
+                .bind(cs)
+                .bind(now)
+                .bind(b.chat_id)
+                .execute(&mut *tx)
+                .await?;
             }
         }
         tx.commit().await?;

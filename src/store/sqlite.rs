@@ -44,6 +44,11 @@ fn migrator() -> Migrator {
             "chat_listing",
             include_str!("../../migrations/sqlite/0003_chat_listing.sql"),
         ),
+        (
+            4,
+            "conversation_state",
+            include_str!("../../migrations/sqlite/0004_conversation_state.sql"),
+        ),
     ];
     Migrator::with_migrations(
         files
@@ -106,6 +111,7 @@ fn chat_from_row(row: &SqliteRow) -> Result<ChatRecord, StoreError> {
         context: row.try_get("context")?,
         model: row.try_get("model")?,
         archived: row.try_get::<i64, _>("archived")? != 0,
+        conversation_state: row.try_get("conversation_state")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
@@ -235,6 +241,14 @@ impl Store for SqliteStore {
             if let Some(state) = b.state {
                 sqlx::query("UPDATE chats SET state = ?, updated_at = ? WHERE id = ?")
                     .bind(state.as_str())
+                    .bind(now)
+                    .bind(b.chat_id.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if let Some(cs) = b.conversation_state {
+                sqlx::query("UPDATE chats SET conversation_state = ?, updated_at = ? WHERE id = ?")
+                    .bind(cs)
                     .bind(now)
                     .bind(b.chat_id.to_string())
                     .execute(&mut *tx)

@@ -62,6 +62,7 @@ fn chat(owner: &str) -> ChatRecord {
         context: Some(r#"{"k":1}"#.into()),
         model: None,
         archived: false,
+        conversation_state: None,
         created_at: chrono::Utc::now().timestamp_millis(),
         updated_at: chrono::Utc::now().timestamp_millis(),
     }
@@ -111,6 +112,7 @@ async fn append_load_and_reopen_on(open: Opener) {
                 chat_id: a.id,
                 envelopes: many,
                 state: Some(ChatState::Running),
+                conversation_state: None,
                 fence: None,
             },
             AppendBatch {
@@ -121,6 +123,7 @@ async fn append_load_and_reopen_on(open: Opener) {
                     env(3, "chat.tool_call", Some("c-1"), None),
                 ],
                 state: None,
+                conversation_state: None,
                 fence: None,
             },
         ])
@@ -164,6 +167,7 @@ async fn append_load_and_reopen_on(open: Opener) {
                 env(3, "chat.text", None, None),
             ],
             state: None,
+            conversation_state: None,
             fence: None,
         }])
         .await;
@@ -228,6 +232,7 @@ async fn writer_on(open: Opener) {
                 chat_id: good.id,
                 envelopes: vec![env(seq, "chat.print", None, None)],
                 state: None,
+                conversation_state: None,
                 fence: None,
             })
             .await
@@ -238,6 +243,7 @@ async fn writer_on(open: Opener) {
             chat_id: Uuid::new_v4(),
             envelopes: vec![env(1, "chat.print", None, None)],
             state: None,
+            conversation_state: None,
             fence: None,
         })
         .await;
@@ -266,6 +272,7 @@ fn one(chat_id: Uuid, seq: u64, fence: Option<Fence>) -> AppendBatch {
         chat_id,
         envelopes: vec![env(seq, "chat.text", None, None)],
         state: None,
+        conversation_state: None,
         fence,
     }
 }
@@ -419,6 +426,7 @@ async fn commands_travel_sealed_and_commits_are_announced() {
                 env(2, "chat.print", None, None),
             ],
             state: None,
+            conversation_state: None,
             fence: None,
         }])
         .await

@@ -17,13 +17,30 @@ async fn quiz_server() -> Server {
     .await
 }
 
-/// Reads up to the next widget (a `chat.tool_call` awaiting the user).
+/// Reads up to the next widget (a `chat.tool_call` awaiting the user); what
+/// came before it, without the `chat.state`s (their own test is below).
 async fn next_widget(c: &mut Client) -> (Vec<Value>, Value) {
     let mut got = c
         .recv_until(|m| m["type"] == "chat.tool_call" && m["awaiting_response"] == true)
         .await;
     let widget = got.pop().unwrap();
-    (got, widget)
+    (no_state(&got), widget)
+}
+
+/// The messages without `chat.state`s.
+fn no_state(msgs: &[Value]) -> Vec<Value> {
+    msgs.iter()
+        .filter(|m| m["type"] != "chat.state")
+        .cloned()
+        .collect()
+}
+
+/// The `state`s of the `chat.state`s among the messages.
+fn states(msgs: &[Value]) -> Vec<&str> {
+    msgs.iter()
+        .filter(|m| m["type"] == "chat.state")
+        .map(|m| m["state"].as_str().unwrap())
+        .collect()
 }
 
 async fn answer(c: &mut Client, chat: Uuid, widget: &Value, data: Value) {
@@ -33,7 +50,9 @@ async fn answer(c: &mut Client, chat: Uuid, widget: &Value, data: Value) {
 
 async fn refused(c: &mut Client, chat: Uuid, widget: &Value, data: Value, why: &str) {
     answer(c, chat, widget, data).await;
-    let err = c.expect("chat.error").await;
+    let mut got = c.recv_until(|m| m["type"] == "chat.error").await;
+    let err = got.pop().unwrap();
+    assert!(got.iter().all(|m| m["type"] == "chat.state"), "{got:?}");
     assert_eq!(err["error_code"], "SCHEMA_VALIDATION_FAILED");
     assert!(err.get("seq").is_none(), "a refusal is not logged");
     assert!(err["message"].as_str().unwrap().contains(why), "{err}");
@@ -105,7 +124,7 @@ async fn a_static_quiz_runs_end_to_end() {
     assert_eq!(between[0]["corr"], w1["corr"]);
     assert_eq!(
         w2["seq"].as_u64().unwrap(),
-        w1["seq"].as_u64().unwrap() + 3,
+        w1["seq"].as_u64().unwrap() + 5,
         "nothing logged for the refusals"
     );
     assert_eq!(w2["payload"]["widget_config"]["allow_multiple"], true);
@@ -131,7 +150,7 @@ async fn a_static_quiz_runs_end_to_end() {
     )
     .await;
     answer(&mut d, chat, &w3, json!({"skip": true})).await;
-    let rest = d.until_complete(chat).await;
+    let rest = no_state(&d.until_complete(chat).await);
     assert_eq!(
         types(&rest),
         [
@@ -175,7 +194,7 @@ async fn a_wrong_answer_scores_and_two_tabs_see_the_same() {
         .iter()
         .map(without_replay)
         .collect();
-    assert_eq!(replayed, [seen_a, vec![w1.clone()]].concat());
+    assert_eq!(no_state(&replayed), [seen_a, vec![w1.clone()]].concat());
     // Answers from either tab move the one conversation.
     answer(&mut b, chat, &w1, json!({"answer": "Berlin"})).await;
     let (_, w2) = next_widget(&mut a).await;
@@ -330,7 +349,7 @@ async fn with_feedback_the_model_comments_on_each_answer() {
         .await;
     let (_, widget) = next_widget(&mut c).await;
     answer(&mut c, chat, &widget, json!({"answer": "5"})).await;
-    let rest = c.until_complete(chat).await;
+    let rest = no_state(&c.until_complete(chat).await);
     assert_eq!(types(&rest)[..2], ["chat.tool_response", "chat.text"]);
     assert_eq!(rest[1]["content"], "Not quite: 2 + 2 is 4.");
     assert_eq!(last_text(&rest), "You scored 0 of 1.");
@@ -504,4 +523,144 @@ async fn seed_004s_dialect_refuses_an_unknown_definition() {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+// ----- the conversation state machine (seed 004 §4) ---------------------------
+
+async fn send(c: &mut Client, ty: &str, chat: Uuid) {
+    c.send(json!({"type": ty, "chat_id": chat})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_transition_is_logged_and_an_illegal_one_is_refused() {
+    let server = quiz_server().await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.send(json!({"type": "chat.start", "chat_id": chat, "agent": "capitals-quiz"}))
+        .await;
+    let got = c
+        .recv_until(|m| m["type"] == "chat.state" && m["state"] == "awaiting_widget")
+        .await;
+    assert_eq!(states(&got), ["pending", "active", "awaiting_widget"]);
+    let first = got.iter().find(|m| m["type"] == "chat.state").unwrap();
+    assert!(first["previous"].is_null());
+    let w1 = got
+        .iter()
+        .find(|m| m["type"] == "chat.tool_call")
+        .unwrap()
+        .clone();
+    let (_, view) = http_json(&server, "GET", &format!("/v1/chats/{chat}"), "").await;
+    assert_eq!(view["conversation_state"], "awaiting_widget");
+
+    // Illegal: resuming what is not paused; archiving what has not ended.
+    send(&mut c, "chat.resume_run", chat).await;
+    let err = c.expect("chat.error").await;
+    assert_eq!(err["error_code"], "SCHEMA_VALIDATION_FAILED");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("only a paused one resumes"),
+        "{err}"
+    );
+    let (status, body) = http_json(&server, "DELETE", &format!("/v1/chats/{chat}"), "").await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot become archived"),
+        "{body}"
+    );
+
+    // Pause: the widget waits, answers wait too; resume goes back to it.
+    send(&mut c, "chat.pause", chat).await;
+    let paused = c.expect("chat.state").await;
+    assert_eq!(
+        (paused["state"].as_str(), paused["previous"].as_str()),
+        (Some("paused"), Some("awaiting_widget"))
+    );
+    answer(&mut c, chat, &w1, json!({"answer": "Paris"})).await;
+    let err = c.expect("chat.error").await;
+    assert!(err["message"].as_str().unwrap().contains("paused"), "{err}");
+    let (_, view) = http_json(&server, "GET", &format!("/v1/chats/{chat}"), "").await;
+    assert_eq!(view["conversation_state"], "paused");
+    send(&mut c, "chat.resume_run", chat).await;
+    let resumed = c.expect("chat.state").await;
+    assert_eq!(resumed["state"], "awaiting_widget");
+    assert_eq!(resumed["previous"], "paused");
+
+    // Answer everything: active and awaiting_widget in turn, then completed.
+    answer(&mut c, chat, &w1, json!({"answer": "Paris"})).await;
+    let (_, w2) = next_widget(&mut c).await;
+    answer(&mut c, chat, &w2, json!({"answer": ["Oslo"]})).await;
+    let (_, w3) = next_widget(&mut c).await;
+    answer(&mut c, chat, &w3, json!({"skip": true})).await;
+    c.until_complete(chat).await;
+    let done = c.expect("chat.state").await;
+    assert_eq!(done["state"], "completed");
+    // A completed conversation takes no new run, and is archived.
+    c.say(chat, "again?").await;
+    let err = c.expect("chat.error").await;
+    assert!(
+        err["message"].as_str().unwrap().contains("completed"),
+        "{err}"
+    );
+    let (status, _) = http_json(&server, "DELETE", &format!("/v1/chats/{chat}"), "").await;
+    assert!(status < 300);
+    let archived = c.expect("chat.state").await;
+    assert_eq!(
+        (archived["state"].as_str(), archived["previous"].as_str()),
+        (Some("archived"), Some("completed"))
+    );
+
+    // The whole walk, in the log.
+    let mut r = server.client().await;
+    r.resume(chat, 0).await;
+    let log = r.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    assert_eq!(
+        states(&log),
+        [
+            "pending",
+            "active",
+            "awaiting_widget",
+            "paused",
+            "awaiting_widget",
+            "active",
+            "awaiting_widget",
+            "active",
+            "awaiting_widget",
+            "active",
+            "completed",
+            "archived"
+        ]
+    );
+
+    // Cancelled: terminated. And a chat without a template does not pause.
+    let other = Uuid::new_v4();
+    c.send(json!({"type": "chat.start", "chat_id": other, "agent": "capitals-quiz"}))
+        .await;
+    c.recv_until(|m| {
+        m["type"] == "chat.state"
+            && m["state"] == "awaiting_widget"
+            && m["chat_id"] == other.to_string()
+    })
+    .await;
+    send(&mut c, "chat.cancel", other).await;
+    let end = c
+        .recv_until(|m| m["type"] == "chat.state" && m["chat_id"] == other.to_string())
+        .await;
+    assert_eq!(end.last().unwrap()["state"], "terminated");
+    let plain = Uuid::new_v4();
+    c.start(plain, "hello").await;
+    c.until_complete(plain).await;
+    send(&mut c, "chat.pause", plain).await;
+    let err = c.expect("chat.error").await;
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("only template conversations pause"),
+        "{err}"
+    );
 }

@@ -52,6 +52,7 @@ pub async fn run(url: &str, rows: u64, batches: &[usize]) -> anyhow::Result<Valu
                 context: None,
                 model: None,
                 archived: false,
+                conversation_state: None,
                 created_at: now,
                 updated_at: now,
             })
@@ -64,6 +65,7 @@ pub async fn run(url: &str, rows: u64, batches: &[usize]) -> anyhow::Result<Valu
                 chat_id: chat,
                 envelopes: (seq..=end).map(|s| envelope(chat, s)).collect(),
                 state: None,
+                conversation_state: None,
                 fence: None,
             };
             store.append(std::slice::from_ref(&batch)).await?;

@@ -5,7 +5,7 @@ use tokio::time::Instant;
 
 use super::{Actor, MAX_SUBSCRIBERS, REDACTED, Role, reply_of};
 use crate::agent::runtime::{ComponentOutcome, InputOutcome};
-use crate::protocol::{Envelope, EventKind, RunEndReason};
+use crate::protocol::{ConversationState, Envelope, EventKind, RunEndReason};
 use crate::session::handle::{Command, Op, Origin, RunExtras};
 use crate::session::{Outbound, Replay, SessionError, Subscriber};
 use crate::store::{ChatRecord, ChatState, StoreError};
@@ -117,15 +117,21 @@ impl Actor {
                 request_id,
                 text,
             } => self.submit_input(&user, request_id, text).await,
-            Op::ComponentResult { user, corr, data } => self.component_result(&user, &corr, data),
+            Op::ComponentResult { user, corr, data } => {
+                self.component_result(&user, &corr, data).await
+            }
             Op::ArtifactPatch { user, corr, patch } => {
                 self.artifact_patch(&user, corr, patch).await
             }
             Op::Cancel { user } => {
                 self.owned(&user)?;
+                // A paused run must be read again to log its end.
+                self.paused = false;
                 self.cancel_run(RunEndReason::Cancelled);
                 Ok(())
             }
+            Op::Pause { user } => self.pause(&user).await,
+            Op::ResumeRun { user } => self.resume_run(&user).await,
             Op::SetModel { user, model } => self.set_model(&user, model).await,
             Op::Archive { user } => self.archive(&user).await,
         }
@@ -219,6 +225,7 @@ impl Actor {
             context: extras.context.clone().map(|c| Value::Object(c).to_string()),
             model: None,
             archived: false,
+            conversation_state: None,
             created_at: now,
             updated_at: now,
         };
@@ -234,6 +241,7 @@ impl Actor {
         if existed {
             return Ok(());
         }
+        self.transition(ConversationState::Pending).await?;
         match message {
             Some(text) => self.start_run(Some((text, None)), extras).await,
             None if definition.starts_first => self.start_run(None, extras).await,
@@ -263,6 +271,8 @@ impl Actor {
     /// Archives the chat: its log stays readable, new turns are refused.
     pub(super) async fn archive(&mut self, user: &str) -> Result<(), SessionError> {
         self.owned(user)?;
+        // A template conversation is archived once it has ended (seed 004 §4).
+        self.transition(ConversationState::Archived).await?;
         self.ctx.store.archive_chat(self.chat_id).await?;
         if let Some(chat) = &mut self.chat {
             chat.archived = true;
@@ -326,17 +336,25 @@ impl Actor {
             }
             return Err(e.into());
         }
+        if let Err(e) = self.transition(ConversationState::Active).await {
+            tracing::warn!(error = %e, "cannot record the answer's state");
+        }
         let _ = pending.respond.send(InputOutcome::Answered(text));
         Ok(())
     }
 
-    pub(super) fn component_result(
+    pub(super) async fn component_result(
         &mut self,
         user: &str,
         corr: &str,
         data: Value,
     ) -> Result<(), SessionError> {
         self.owned(user)?;
+        if self.paused {
+            return Err(SessionError::IllegalTransition(
+                "the conversation is paused; resume it first".into(),
+            ));
+        }
         let pending = self
             .components
             .remove(corr)
@@ -361,6 +379,9 @@ impl Actor {
                     let _ = other.respond.send(ComponentOutcome::Returned(data.clone()));
                 }
             }
+        }
+        if let Err(e) = self.transition(ConversationState::Active).await {
+            tracing::warn!(error = %e, "cannot record the answer's state");
         }
         // The run logs the tool_response when it takes the result.
         let _ = pending.respond.send(ComponentOutcome::Returned(data));

@@ -18,6 +18,7 @@
 
 mod cluster;
 mod commands;
+mod conversation;
 mod history;
 mod run;
 
@@ -78,6 +79,7 @@ pub(super) fn spawn(s: Spawn) {
             chat: None,
             broken: None,
             next_seq: 1,
+            paused: false,
             subscribers: Vec::new(),
             run: None,
             inputs: HashMap::new(),
@@ -144,6 +146,8 @@ struct Actor {
     /// The `seq` the next envelope gets; on a follower, one past the last
     /// envelope it delivered.
     next_seq: u64,
+    /// A paused template conversation: the run's messages wait unread.
+    paused: bool,
     subscribers: Vec<Subscriber>,
     run: Option<ActiveRun>,
     /// Input requests awaiting `user.input.submit`, by `request_id`.
@@ -196,7 +200,7 @@ impl Actor {
                 }
                 // The handlers are boxed: their futures are large and live
                 // only while they run, so an idle actor stays small.
-                msg = recv_run(&mut self.run) => Box::pin(self.on_run_msg(msg)).await,
+                msg = recv_run(&mut self.run), if !self.paused => Box::pin(self.on_run_msg(msg)).await,
                 () = self.signal.wake.notified(), if self.role != Role::Single => {
                     Box::pin(self.on_wake()).await;
                 }
@@ -256,6 +260,7 @@ impl Actor {
                 Some(ChatState::Idle),
             )
             .await?;
+            self.conversation_ended(RunEndReason::Interrupted).await;
         }
         Ok(())
     }
@@ -280,6 +285,16 @@ impl Actor {
         &mut self,
         events: Vec<(EventKind, Option<String>)>,
         state: Option<ChatState>,
+    ) -> Result<(), StoreError> {
+        self.append_with(events, state, None).await
+    }
+
+    /// [`append`](Self::append), also setting the conversation state.
+    async fn append_with(
+        &mut self,
+        events: Vec<(EventKind, Option<String>)>,
+        state: Option<ChatState>,
+        conversation_state: Option<&'static str>,
     ) -> Result<(), StoreError> {
         let started = std::time::Instant::now();
         let mut envelopes = Vec::with_capacity(events.len());
@@ -322,6 +337,7 @@ impl Actor {
             chat_id: self.chat_id,
             envelopes,
             state,
+            conversation_state,
             fence,
         };
         // The JSON texts outlive the batch the writer takes (cheap `Arc` clones).
@@ -334,10 +350,13 @@ impl Actor {
         }
         // Committed: the seqs are taken, whatever happens next.
         self.next_seq += count;
-        if let Some(chat) = &mut self.chat
-            && let Some(state) = state
-        {
-            chat.state = state;
+        if let Some(chat) = &mut self.chat {
+            if let Some(state) = state {
+                chat.state = state;
+            }
+            if let Some(cs) = conversation_state {
+                chat.conversation_state = Some(cs.to_owned());
+            }
         }
         for json in delivered {
             self.deliver(json);

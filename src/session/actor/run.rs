@@ -25,6 +25,7 @@ impl Actor {
         if chat.archived {
             return Err(SessionError::Archived);
         }
+        self.may_start_template()?;
         let agent = self
             .ctx
             .agents
@@ -74,6 +75,13 @@ impl Actor {
             bearer: extras.bearer,
             provider,
         };
+        if let Err(e) = self
+            .transition(crate::protocol::ConversationState::Active)
+            .await
+        {
+            self.run = None;
+            return Err(e);
+        }
         self.ctx.tracker.spawn(runtime::run(spec, link, control));
         Ok(())
     }
@@ -94,9 +102,11 @@ impl Actor {
         &mut self,
         events: Vec<(EventKind, Option<String>)>,
     ) -> Result<(), StoreError> {
-        let completes = events
-            .iter()
-            .any(|(k, _)| matches!(k, EventKind::RunComplete { .. }));
+        let ended = events.iter().find_map(|(k, _)| match k {
+            EventKind::RunComplete { reason } => Some(*reason),
+            _ => None,
+        });
+        let completes = ended.is_some();
         let starts = self.run.as_ref().is_some_and(|r| !r.state_written);
         let state = if completes {
             Some(ChatState::Idle)
@@ -109,6 +119,9 @@ impl Actor {
         if let Some(run) = &mut self.run {
             run.state_written |= starts;
             run.completed |= completes;
+        }
+        if let Some(reason) = ended {
+            self.conversation_ended(reason).await;
         }
         Ok(())
     }
@@ -168,6 +181,12 @@ impl Actor {
                 };
                 match self.append_run(vec![(event, None)]).await {
                     Ok(()) => {
+                        if let Err(e) = self
+                            .transition(crate::protocol::ConversationState::AwaitingUser)
+                            .await
+                        {
+                            tracing::warn!(error = %e, "cannot record the conversation's state");
+                        }
                         self.inputs.insert(
                             request_id,
                             PendingInput {
@@ -201,6 +220,12 @@ impl Actor {
                 };
                 match self.append_run(vec![(event, None)]).await {
                     Ok(()) => {
+                        if let Err(e) = self
+                            .transition(crate::protocol::ConversationState::AwaitingWidget)
+                            .await
+                        {
+                            tracing::warn!(error = %e, "cannot record the conversation's state");
+                        }
                         self.components.insert(
                             corr,
                             PendingComponent {
@@ -244,6 +269,8 @@ impl Actor {
             ];
             if let Err(e) = self.append(events, Some(ChatState::Idle)).await {
                 self.deliver_transient_error(&e);
+            } else {
+                self.conversation_ended(RunEndReason::Error).await;
             }
         }
     }
