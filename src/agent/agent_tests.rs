@@ -71,12 +71,21 @@ fn the_example_agents_load() {
     assert_eq!(
         reg.ids(),
         vec![
+            "arithmetic-quiz",
             "capitals-quiz",
             "demo",
             "local-weather",
             "local-weather-json"
         ]
     );
+    let generated = reg
+        .get("arithmetic-quiz")
+        .unwrap()
+        .template
+        .clone()
+        .unwrap();
+    assert!(generated.provide_feedback);
+    assert_eq!(generated.skills.len(), 2);
     let quiz = reg.get("capitals-quiz").unwrap();
     assert!(quiz.starts_first);
     assert_eq!(quiz.template.as_ref().unwrap().questions(), 3);
