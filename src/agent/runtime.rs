@@ -49,6 +49,13 @@ pub enum RunMsg {
         check: Option<AnswerCheck>,
         respond: oneshot::Sender<ComponentOutcome>,
     },
+    /// Keep the answer key (JSON) of a template question in the store, never
+    /// in the log; answered once it is stored.
+    KeepAnswer {
+        corr: String,
+        answer: String,
+        respond: oneshot::Sender<bool>,
+    },
 }
 
 /// A check of an `inline_component.result`'s `data`.

@@ -780,6 +780,19 @@ pub(super) async fn run(
                 content.id,
                 &uuid::Uuid::new_v4().simple().to_string()[..8]
             );
+            // The answer key goes to the store (never to the log) first.
+            if let Some(key) = &c.correct_answer {
+                let (respond, kept) = tokio::sync::oneshot::channel();
+                link.send(RunMsg::KeepAnswer {
+                    corr: corr.clone(),
+                    answer: serde_json::to_string(key).expect("answers serialize"),
+                    respond,
+                })
+                .await?;
+                if !kept.await.map_err(|_| Gone)? {
+                    return Ok(RunEndReason::Error);
+                }
+            }
             let (respond, outcome) = tokio::sync::oneshot::channel();
             link.send(RunMsg::ShowComponent {
                 tool_name: WIDGET_TOOL.into(),

@@ -209,6 +209,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// The ids of the chats in `state`.
     async fn chats_in_state(&self, state: ChatState) -> Result<Vec<Uuid>, StoreError>;
+
+    /// Keeps the answer key (JSON) of the template question `corr` of a chat.
+    async fn put_answer(&self, chat_id: Uuid, corr: &str, answer: &str) -> Result<(), StoreError>;
+
+    /// The answer key of template question `corr`, if one was kept.
+    async fn answer(&self, chat_id: Uuid, corr: &str) -> Result<Option<String>, StoreError>;
 }
 
 #[cfg(test)]

@@ -36,6 +36,11 @@ fn migrator() -> Migrator {
             "conversation_state",
             include_str!("../../migrations/postgres/0003_conversation_state.sql"),
         ),
+        (
+            4,
+            "template_answers",
+            include_str!("../../migrations/postgres/0004_template_answers.sql"),
+        ),
     ];
     Migrator::with_migrations(
         files
@@ -398,6 +403,29 @@ impl Store for PgStore {
         .as_ref()
         .map(envelope_from_row)
         .transpose()
+    }
+
+    async fn put_answer(&self, chat_id: Uuid, corr: &str, answer: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO template_answers (chat_id, corr, answer) VALUES ($1, $2, $3)
+             ON CONFLICT (chat_id, corr) DO UPDATE SET answer = excluded.answer",
+        )
+        .bind(chat_id)
+        .bind(corr)
+        .bind(answer)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn answer(&self, chat_id: Uuid, corr: &str) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT answer FROM template_answers WHERE chat_id = $1 AND corr = $2",
+        )
+        .bind(chat_id)
+        .bind(corr)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     async fn chats_in_state(&self, state: ChatState) -> Result<Vec<Uuid>, StoreError> {

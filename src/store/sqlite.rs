@@ -49,6 +49,11 @@ fn migrator() -> Migrator {
             "conversation_state",
             include_str!("../../migrations/sqlite/0004_conversation_state.sql"),
         ),
+        (
+            5,
+            "template_answers",
+            include_str!("../../migrations/sqlite/0005_template_answers.sql"),
+        ),
     ];
     Migrator::with_migrations(
         files
@@ -330,6 +335,31 @@ impl Store for SqliteStore {
         .as_ref()
         .map(envelope_from_row)
         .transpose()
+    }
+
+    async fn put_answer(&self, chat_id: Uuid, corr: &str, answer: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO template_answers (chat_id, corr, answer) VALUES (?, ?, ?)
+             ON CONFLICT (chat_id, corr) DO UPDATE SET answer = excluded.answer",
+        )
+        .bind(chat_id.to_string())
+        .bind(corr)
+        .bind(answer)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn answer(&self, chat_id: Uuid, corr: &str) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar(
+                "SELECT answer FROM template_answers WHERE chat_id = ? AND corr = ?",
+            )
+            .bind(chat_id.to_string())
+            .bind(corr)
+            .fetch_optional(&self.pool)
+            .await?,
+        )
     }
 
     async fn chats_in_state(&self, state: ChatState) -> Result<Vec<Uuid>, StoreError> {

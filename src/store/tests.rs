@@ -507,3 +507,31 @@ async fn racing_takeovers_never_both_append() {
         assert_eq!(seqs, (1..=winner).collect::<Vec<_>>(), "round {round}");
     }
 }
+
+conformance!(answer_keys_are_kept, answer_keys_are_kept_on);
+async fn answer_keys_are_kept_on(open: Opener) {
+    let store = open().await;
+    let c = store.create_chat(&chat("u")).await.unwrap();
+    assert_eq!(store.answer(c.id, "q1-ab").await.unwrap(), None);
+    store.put_answer(c.id, "q1-ab", r#""Paris""#).await.unwrap();
+    store
+        .put_answer(c.id, "q2-cd", r#"["Oslo","Helsinki"]"#)
+        .await
+        .unwrap();
+    store.put_answer(c.id, "q1-ab", r#""Lyon""#).await.unwrap();
+    assert_eq!(
+        store.answer(c.id, "q1-ab").await.unwrap().as_deref(),
+        Some(r#""Lyon""#)
+    );
+    assert_eq!(
+        store.answer(c.id, "q2-cd").await.unwrap().as_deref(),
+        Some(r#"["Oslo","Helsinki"]"#)
+    );
+    // Kept across a reopen.
+    drop(store);
+    let store = open().await;
+    assert_eq!(
+        store.answer(c.id, "q1-ab").await.unwrap().as_deref(),
+        Some(r#""Lyon""#)
+    );
+}

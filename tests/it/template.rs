@@ -222,6 +222,17 @@ use crate::mock_llm::MockServer;
 use crate::providers::server_with;
 use crate::vendors::{OpenAiWire, Wire};
 
+/// The test server's store, opened a second time.
+async fn store_of(server: &Server) -> std::sync::Arc<dyn agentwire::store::Store> {
+    if on_postgres() {
+        let url = std::fs::read_to_string(server.dir.path().join("postgres_url")).unwrap();
+        std::sync::Arc::new(agentwire::store::PgStore::open(&url, 2).await.unwrap())
+    } else {
+        let file = server.data_dir().join("agentwire.db");
+        std::sync::Arc::new(agentwire::store::SqliteStore::open(&file).await.unwrap())
+    }
+}
+
 /// A quiz of one generated question, over an OpenAI-compatible test server.
 fn generated_quiz(llm: &MockServer, on_error: &str) -> String {
     generated_quiz_with(llm, on_error, false)
@@ -284,6 +295,13 @@ async fn a_generated_question_survives_two_bad_replies() {
     assert_eq!(widget["payload"]["stem"], "2 + 2?");
     assert_eq!(widget["payload"]["options"].as_array().unwrap().len(), 3);
     assert!(!widget.to_string().contains("correct_answer"));
+    // The answer key is kept on the server, never in the log.
+    let kept = store_of(&server)
+        .await
+        .answer(chat, widget["corr"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(kept.as_deref(), Some(r#""4""#));
     answer(&mut c, chat, &widget, json!({"answer": "4"})).await;
     let rest = c.until_complete(chat).await;
     assert_eq!(last_text(&rest), "You scored 1 of 1.");

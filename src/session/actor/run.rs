@@ -200,6 +200,21 @@ impl Actor {
                     Err(e) => self.deliver_transient_error(&e),
                 }
             }
+            RunMsg::KeepAnswer {
+                corr,
+                answer,
+                respond,
+            } => {
+                let kept = self
+                    .ctx
+                    .store
+                    .put_answer(self.chat_id, &corr, &answer)
+                    .await;
+                if let Err(e) = &kept {
+                    self.deliver_transient_error(e);
+                }
+                let _ = respond.send(kept.is_ok());
+            }
             RunMsg::ShowComponent {
                 tool_name,
                 component_type,
