@@ -682,3 +682,43 @@ async fn every_transition_is_logged_and_an_illegal_one_is_refused() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_quiz_ends_interrupted_at_shutdown() {
+    let server = quiz_server().await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.send(json!({"type": "chat.start", "chat_id": chat, "agent": "capitals-quiz"}))
+        .await;
+    next_widget(&mut c).await;
+    send(&mut c, "chat.pause", chat).await;
+    c.recv_until(|m| m["type"] == "chat.state" && m["state"] == "paused")
+        .await;
+    // A graceful stop still logs the run's end, paused or not.
+    let dir = server.stop().await;
+    let server = Server::start_in(
+        dir,
+        Opts {
+            agents: vec![("quiz.yaml".into(), QUIZ.into())],
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut r = server.client().await;
+    r.resume(chat, 0).await;
+    let log = r.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    let ends: Vec<&Value> = log
+        .iter()
+        .filter(|m| m["type"] == "chat.run_complete")
+        .collect();
+    assert_eq!(ends.len(), 1);
+    assert_eq!(ends[0]["reason"], "interrupted");
+    // Logged by the run as it stopped (its usage first), not by the recovery
+    // of a run cut off at the next start.
+    let at = log
+        .iter()
+        .position(|m| m["type"] == "chat.run_complete")
+        .unwrap();
+    assert_eq!(log[at - 1]["type"], "chat.usage_summary");
+    assert_eq!(states(&log).last(), Some(&"terminated"));
+}

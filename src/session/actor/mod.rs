@@ -196,6 +196,8 @@ impl Actor {
                 biased;
                 _ = self.ctx.shutdown.cancelled(), if !shutting_down => {
                     shutting_down = true;
+                    // A paused run is read again, so it can log its end.
+                    self.paused = false;
                     self.cancel_run(RunEndReason::Interrupted);
                 }
                 // The handlers are boxed: their futures are large and live
