@@ -575,6 +575,43 @@ fn parse_generated(text: &str, widget: WidgetType) -> Result<Generated, String> 
     Ok(g)
 }
 
+/// One model call without tools: its text, or why it failed. Usage is added up.
+async fn complete(
+    agent: &super::Agent,
+    messages: Vec<crate::llm::Message>,
+    max_tokens: u32,
+    usage: &mut crate::llm::Usage,
+) -> Result<String, String> {
+    use futures_util::StreamExt;
+
+    use crate::llm::{ChatRequest, StreamEvent};
+
+    let request = ChatRequest {
+        system_prompt: agent.system_prompt.clone(),
+        messages,
+        tools: Vec::new(),
+        max_tokens,
+    };
+    let mut stream = agent
+        .provider
+        .stream_chat(request)
+        .await
+        .map_err(|e| e.message)?;
+    let mut text = String::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            StreamEvent::ContentDelta(t) => text.push_str(&t),
+            StreamEvent::MessageComplete { usage: u, .. } => {
+                usage.prompt_tokens += u.prompt_tokens;
+                usage.completion_tokens += u.completion_tokens;
+            }
+            StreamEvent::Error(e) => return Err(e.message),
+            _ => {}
+        }
+    }
+    Ok(text)
+}
+
 /// Asks the agent's model for a content, sending its mistakes back up to
 /// [`GENERATION_ATTEMPTS`] times.
 async fn generate(
@@ -583,57 +620,34 @@ async fn generate(
     widget: WidgetType,
     usage: &mut crate::llm::Usage,
 ) -> Result<Generated, String> {
-    use futures_util::StreamExt;
-
-    use crate::llm::{ChatRequest, Message, StreamEvent};
+    use crate::llm::Message;
 
     let mut messages = vec![Message::User {
         text: generation_prompt(skill, widget),
     }];
     let mut last = String::new();
     for _ in 0..GENERATION_ATTEMPTS {
-        let request = ChatRequest {
-            system_prompt: agent.system_prompt.clone(),
-            messages: messages.clone(),
-            tools: Vec::new(),
-            max_tokens: 1024,
+        // A call that breaks is asked again as it was.
+        let text = match complete(agent, messages.clone(), 1024, usage).await {
+            Ok(text) => text,
+            Err(e) => {
+                last = e;
+                continue;
+            }
         };
-        let mut text = String::new();
-        match agent.provider.stream_chat(request).await {
-            Err(e) => last = e.message,
-            Ok(mut stream) => {
-                let mut failed = None;
-                while let Some(event) = stream.next().await {
-                    match event {
-                        StreamEvent::ContentDelta(t) => text.push_str(&t),
-                        StreamEvent::MessageComplete { usage: u, .. } => {
-                            usage.prompt_tokens += u.prompt_tokens;
-                            usage.completion_tokens += u.completion_tokens;
-                        }
-                        StreamEvent::Error(e) => failed = Some(e.message),
-                        _ => {}
-                    }
-                }
-                if let Some(f) = failed {
-                    // The call broke: ask the same again.
-                    last = f;
-                    continue;
-                }
-                match parse_generated(&text, widget) {
-                    Ok(g) => return Ok(g),
-                    Err(e) => {
-                        messages.push(Message::Assistant {
-                            text,
-                            tool_calls: Vec::new(),
-                        });
-                        messages.push(Message::User {
-                            text: format!(
-                                "That reply was not valid: {e}. Reply with the JSON object only."
-                            ),
-                        });
-                        last = e;
-                    }
-                }
+        match parse_generated(&text, widget) {
+            Ok(g) => return Ok(g),
+            Err(e) => {
+                messages.push(Message::Assistant {
+                    text,
+                    tool_calls: Vec::new(),
+                });
+                messages.push(Message::User {
+                    text: format!(
+                        "That reply was not valid: {e}. Reply with the JSON object only."
+                    ),
+                });
+                last = e;
             }
         }
     }
@@ -648,10 +662,6 @@ async fn feedback(
     correct: Option<bool>,
     usage: &mut crate::llm::Usage,
 ) -> Result<String, String> {
-    use futures_util::StreamExt;
-
-    use crate::llm::{ChatRequest, Message, StreamEvent};
-
     let verdict = match correct {
         Some(true) => "The answer is correct.",
         Some(false) => "The answer is not correct.",
@@ -671,30 +681,11 @@ async fn feedback(
             other => other.to_string(),
         })
     ));
-    let request = ChatRequest {
-        system_prompt: agent.system_prompt.clone(),
-        messages: vec![Message::User { text: prompt }],
-        tools: Vec::new(),
-        max_tokens: 512,
-    };
-    let mut stream = agent
-        .provider
-        .stream_chat(request)
-        .await
-        .map_err(|e| e.message)?;
-    let mut text = String::new();
-    while let Some(event) = stream.next().await {
-        match event {
-            StreamEvent::ContentDelta(t) => text.push_str(&t),
-            StreamEvent::MessageComplete { usage: u, .. } => {
-                usage.prompt_tokens += u.prompt_tokens;
-                usage.completion_tokens += u.completion_tokens;
-            }
-            StreamEvent::Error(e) => return Err(e.message),
-            _ => {}
-        }
-    }
-    Ok(text.trim().to_owned())
+    let messages = vec![crate::llm::Message::User { text: prompt }];
+    Ok(complete(agent, messages, 512, usage)
+        .await?
+        .trim()
+        .to_owned())
 }
 
 /// Walks the template: for each item a `chat.progress`, then its contents in

@@ -79,15 +79,7 @@ pub async fn stream(t: &Target, chats: usize, n: u64, paced: bool) -> anyhow::Re
             let mut lat = Latencies::default();
             let chat = Uuid::new_v4();
             conn.start(chat, Some(&format!("{word}: {n}"))).await?;
-            conn.until("chat.run_complete", |r| {
-                if r.seq.is_some() {
-                    delivered.fetch_add(1, Ordering::Relaxed);
-                    if let Some(ms) = r.latency_ms {
-                        lat.push(ms);
-                    }
-                }
-            })
-            .await?;
+            read_run(&mut conn, &delivered, &mut lat).await?;
             conn.close().await;
             anyhow::Ok(lat)
         })
@@ -120,6 +112,24 @@ pub async fn stream(t: &Target, chats: usize, n: u64, paced: bool) -> anyhow::Re
         "envelopes_per_server_cpu_s": cpu.filter(|c| *c > 0.0).map(|c| (total as f64 / c).round()),
         "latency_ms": latency.summary(),
     }))
+}
+
+/// Reads a run to its `chat.run_complete`, counting its envelopes in
+/// `delivered` and their latencies in `lat`.
+async fn read_run(
+    conn: &mut Conn,
+    delivered: &AtomicU64,
+    lat: &mut Latencies,
+) -> anyhow::Result<()> {
+    conn.until("chat.run_complete", |r| {
+        if r.seq.is_some() {
+            delivered.fetch_add(1, Ordering::Relaxed);
+            if let Some(ms) = r.latency_ms {
+                lat.push(ms);
+            }
+        }
+    })
+    .await
 }
 
 /// Awaits `all`, printing how far `count` got towards `expected`.
@@ -176,15 +186,7 @@ pub async fn fanout(t: &Target, subscribers: usize, n: u64) -> anyhow::Result<Va
         let delivered = delivered.clone();
         tokio::spawn(async move {
             let mut lat = Latencies::default();
-            conn.until("chat.run_complete", |r| {
-                if r.seq.is_some() {
-                    delivered.fetch_add(1, Ordering::Relaxed);
-                    if let Some(ms) = r.latency_ms {
-                        lat.push(ms);
-                    }
-                }
-            })
-            .await?;
+            read_run(&mut conn, &delivered, &mut lat).await?;
             let last = started.elapsed().as_secs_f64();
             conn.close().await;
             anyhow::Ok((lat, last))
@@ -319,15 +321,7 @@ pub async fn mixed(
             conn.start(chat, None).await?;
             while Instant::now() < deadline {
                 conn.say(chat, &format!("burst: {n}")).await?;
-                conn.until("chat.run_complete", |r| {
-                    if r.seq.is_some() {
-                        delivered.fetch_add(1, Ordering::Relaxed);
-                        if let Some(ms) = r.latency_ms {
-                            lat.push(ms);
-                        }
-                    }
-                })
-                .await?;
+                read_run(&mut conn, &delivered, &mut lat).await?;
                 turns += 1;
             }
             conn.close().await;
