@@ -88,8 +88,8 @@ aw=(--url ws://127.0.0.1:18080/v1/ws --pid "$aw_pid" --label agentwire)
 bench stream "${aw[@]}" --chats "$chats" --n "$n"
 max_rate=$(tail -n 1 "$results" | grep -o '"envelopes_per_s":[0-9.]*' | cut -d: -f2 | cut -d. -f1)
 # Paced streams (chats of `slow:`: a word every 20 ms, 50 envelopes/s each) at
-# an eighth, a quarter and half of that maximum: where latency holds.
-for share in 8 4 2; do
+# 1/64, 1/16, 1/8, 1/4 and 1/2 of that maximum: where latency holds.
+for share in 64 16 8 4 2; do
   paced_chats=$(( max_rate / share / 50 ))
   [ "$paced_chats" -lt 1 ] && paced_chats=1
   bench stream "${aw[@]}" --chats "$paced_chats" --n 150 --paced

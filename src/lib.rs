@@ -132,6 +132,13 @@ pub async fn run(
     );
     let app = http::router(state);
     let signal_token = token.clone();
+    // Envelopes are small writes that must leave at once: no Nagle (with the
+    // peer's delayed ACKs it holds a write back by ~40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
