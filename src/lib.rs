@@ -41,6 +41,34 @@ use crate::config::{AuthConfig, Config, Database};
 use crate::session::{Node, Registry, SessionContext};
 use crate::store::{LogWriter, PgCluster, PgStore, SqliteStore, Store};
 
+/// Every connection is a file descriptor: raise the soft limit (often 1,024)
+/// to the hard limit the system allows (the server and the load generator).
+///
+/// # Returns
+/// The soft and hard limits after the change (`(0, 0)` if unknown).
+pub fn raise_fd_limit() -> (u64, u64) {
+    // SAFETY: getrlimit/setrlimit on a local struct; no other preconditions.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return (0, 0);
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+        (lim.rlim_cur, lim.rlim_max)
+    }
+}
+
 /// Runs the server on `listener` until `shutdown` resolves, then shuts down
 /// gracefully: stop accepting, close sockets with 1001, let runs log their
 /// `interrupted` completion, flush the log.

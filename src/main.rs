@@ -33,37 +33,12 @@ async fn serve() -> anyhow::Result<()> {
     }
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
-            raise_fd_limit();
+            let (soft, hard) = agentwire::raise_fd_limit();
+            tracing::debug!(soft, hard, "open file limit");
             let listener = tokio::net::TcpListener::bind(config.listen).await?;
             agentwire::run(config, listener, shutdown_signal()).await
         }
     }
-}
-
-/// Every connection is a file descriptor: raise the soft limit (often 1,024)
-/// to the hard limit the system allows.
-fn raise_fd_limit() {
-    // SAFETY: getrlimit/setrlimit on a local struct; no other preconditions.
-    let (soft, hard) = unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                lim.rlim_cur = lim.rlim_max;
-            }
-        }
-        (lim.rlim_cur, lim.rlim_max)
-    };
-    tracing::debug!(soft, hard, "open file limit");
 }
 
 /// Ctrl-C or SIGTERM.

@@ -3,31 +3,12 @@
 //! lines parse and add up, and the report renders them. Speed is not judged
 //! here (see docs/benchmarks.md).
 
-use std::net::SocketAddr;
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
 use crate::support::*;
-
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-async fn wait_for(addr: SocketAddr) {
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("nothing listens on {addr}");
-}
 
 fn spawn(program: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
     Command::new(program)
@@ -70,23 +51,8 @@ fn pid(child: &Child) -> String {
 async fn every_scenario_runs_at_toy_size_and_reports() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("agents")).unwrap();
-    let addr = free_addr();
     let db = database_url(dir.path()).await;
-    let agents = dir.path().join("agents");
-    let server = spawn(
-        env!("CARGO_BIN_EXE_agentwire"),
-        &[
-            "serve",
-            "--listen",
-            &addr.to_string(),
-            "--database-url",
-            &db,
-            "--agents",
-            agents.to_str().unwrap(),
-        ],
-        &[],
-    );
-    wait_for(addr).await;
+    let (server, addr) = spawn_agentwire(&db, &dir.path().join("agents"), &[]).await;
     let url = format!("ws://{addr}/v1/ws");
     let server_pid = pid(&server);
     let on = |extra: &[&str]| {

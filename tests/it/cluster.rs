@@ -6,11 +6,10 @@
 //! the default (SQLite) pass of the suite only, not again in the PostgreSQL pass.
 
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use uuid::Uuid;
 
 use crate::support::*;
@@ -44,7 +43,7 @@ struct Process {
 impl Process {
     async fn start(url: &str, extra: &[&str]) -> Self {
         let agents = tempfile::tempdir().unwrap();
-        let (child, addr) = binary_node(url, agents.path(), extra).await;
+        let (child, addr) = spawn_agentwire(url, agents.path(), extra).await;
         Self {
             _child: child,
             addr,
@@ -55,39 +54,6 @@ impl Process {
     async fn client(&self) -> Client {
         Client::connect(&format!("ws://{}/v1/ws", self.addr)).await
     }
-}
-
-/// The real binary on `url`, ready.
-async fn binary_node(url: &str, agents: &std::path::Path, extra: &[&str]) -> (Child, SocketAddr) {
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args([
-            "serve",
-            "--listen",
-            &addr.to_string(),
-            "--database-url",
-            url,
-        ])
-        .arg("--agents")
-        .arg(agents)
-        .args(extra)
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start agentwire");
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok()
-            && http_get(addr, "/healthz", &[]).await.0 == 200
-        {
-            return (child, addr);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("agentwire did not become healthy on {addr}");
 }
 
 /// The `X-Agentwire-Node` header of the node's `/healthz`.
@@ -228,7 +194,7 @@ async fn sigkill_the_owner_and_carry_on_from_another_node() {
         return;
     };
     let agents = tempfile::tempdir().unwrap();
-    let (mut owner, addr) = binary_node(&url, agents.path(), &[]).await;
+    let (mut owner, addr) = spawn_agentwire(&url, agents.path(), &[]).await;
     // Two more nodes follow the chat; both will race to take it over.
     let (b, c) = (node(&url).await, node(&url).await);
     let chat = Uuid::new_v4();

@@ -3,47 +3,15 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
 
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use uuid::Uuid;
 
 use crate::support::*;
 
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 /// Starts the real binary on `dir` and waits for `/healthz`.
 async fn spawn_server(dir: &Path) -> (Child, SocketAddr) {
-    let addr = free_addr();
-    let child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .arg("serve")
-        .arg("--listen")
-        .arg(addr.to_string())
-        .arg("--database-url")
-        .arg(database_url(dir).await)
-        .arg("--agents")
-        .arg(dir.join("agents"))
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start agentwire");
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            let (status, _) = http_get(addr, "/healthz", &[]).await;
-            if status == 200 {
-                return (child, addr);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("agentwire did not become healthy on {addr}");
+    spawn_agentwire(&database_url(dir).await, &dir.join("agents"), &[]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

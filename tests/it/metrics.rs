@@ -1,11 +1,9 @@
 //! `/metrics` after a conversation: the counters move as they should. On the
 //! real binary, so no other test's traffic lands in the same recorder.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::process::Command;
 use uuid::Uuid;
 
 use crate::support::*;
@@ -21,29 +19,8 @@ fn sample(text: &str, series: &str) -> f64 {
 async fn metrics_follow_a_conversation() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("agents")).unwrap();
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let _child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args(["serve", "--listen", &addr.to_string(), "--database-url"])
-        .arg(database_url(dir.path()).await)
-        .arg("--agents")
-        .arg(dir.path().join("agents"))
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut up = false;
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up);
+    let url = database_url(dir.path()).await;
+    let (_child, addr) = spawn_agentwire(&url, &dir.path().join("agents"), &[]).await;
     let scrape = || async {
         let (status, text) = http_get(addr, "/metrics", &[]).await;
         assert_eq!(status, 200);

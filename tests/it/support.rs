@@ -382,3 +382,56 @@ pub async fn http_request(
     let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
     (status, body)
 }
+
+/// A free port on 127.0.0.1 (free when asked; good enough for tests).
+pub fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// Waits until something accepts connections on `addr`.
+pub async fn wait_for(addr: SocketAddr) {
+    for _ in 0..200 {
+        if TcpStream::connect(addr).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("nothing listens on {addr}");
+}
+
+/// The real `agentwire` binary (killed when dropped) on `database_url`, with
+/// its agents in `agents` and `extra` flags; returns once `/healthz` is 200.
+pub async fn spawn_agentwire(
+    database_url: &str,
+    agents: &Path,
+    extra: &[&str],
+) -> (tokio::process::Child, SocketAddr) {
+    let addr = free_addr();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "serve",
+            "--listen",
+            &addr.to_string(),
+            "--database-url",
+            database_url,
+        ])
+        .arg("--agents")
+        .arg(agents)
+        .args(extra)
+        .env("RUST_LOG", "error")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start agentwire");
+    for _ in 0..200 {
+        if TcpStream::connect(addr).await.is_ok() && http_get(addr, "/healthz", &[]).await.0 == 200
+        {
+            return (child, addr);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("agentwire did not become healthy on {addr}");
+}

@@ -136,7 +136,7 @@ enum Scenario {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    report::raise_fd_limit();
+    agentwire::raise_fd_limit();
     let mut cli = Cli::parse();
     if let Scenario::Stream { server, .. }
     | Scenario::Idle { server, .. }

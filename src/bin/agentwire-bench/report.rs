@@ -93,22 +93,6 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
-/// Raises this process's open-file limit to its hard limit (10,000
-/// connections need more than the usual 1,024).
-pub fn raise_fd_limit() {
-    // SAFETY: plain syscalls on a local struct.
-    unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
-
 /// A progress line on stderr, at most every half second.
 pub struct Progress {
     last: Instant,

@@ -31,6 +31,14 @@ pub struct Target {
 }
 
 impl Target {
+    /// The server's CPU seconds since `before` (a reading of `cpu_seconds`).
+    fn cpu_since(&self, before: Option<f64>) -> Option<f64> {
+        self.pid
+            .and_then(cpu_seconds)
+            .zip(before)
+            .map(|(a, b)| a - b)
+    }
+
     async fn connect(&self) -> anyhow::Result<Conn> {
         Conn::connect(&self.url, self.protocol).await
     }
@@ -94,11 +102,7 @@ pub async fn stream(t: &Target, chats: usize, n: u64, paced: bool) -> anyhow::Re
     )
     .await?;
     let secs = started.elapsed().as_secs_f64();
-    let cpu = t
-        .pid
-        .and_then(cpu_seconds)
-        .zip(cpu_before)
-        .map(|(a, b)| a - b);
+    let cpu = t.cpu_since(cpu_before);
     let mut latency = Latencies::default();
     for l in lats {
         latency.extend(l?);
@@ -195,11 +199,7 @@ pub async fn fanout(t: &Target, subscribers: usize, n: u64) -> anyhow::Result<Va
     let expected = subscribers as u64 * (n + BURST_EXTRA);
     let results = watch(t, try_join_all(tasks), &delivered, expected, "delivered").await?;
     let secs = started.elapsed().as_secs_f64();
-    let cpu = t
-        .pid
-        .and_then(cpu_seconds)
-        .zip(cpu_before)
-        .map(|(a, b)| a - b);
+    let cpu = t.cpu_since(cpu_before);
     let mut all = Latencies::default();
     let mut p50s = Vec::new();
     let mut finish = Vec::new();
@@ -363,11 +363,7 @@ pub async fn mixed(
         ),
         try_join_all(reconnects)
     );
-    let cpu = t
-        .pid
-        .and_then(cpu_seconds)
-        .zip(cpu_before)
-        .map(|(a, b)| a - b);
+    let cpu = t.cpu_since(cpu_before);
     let (mut lat, mut turns) = (Latencies::default(), 0);
     for r in streams? {
         let (l, n) = r?;
