@@ -2,10 +2,11 @@
 //!
 //! Pure: a token in, a user out. Uses `config` only.
 
-use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
 use serde::Deserialize;
 
 use crate::config::{AuthConfig, JwtKey};
+use crate::protocol::limits::has_control_chars;
 
 /// The user of every request in `none` mode.
 pub const DEV_USER: &str = "dev";
@@ -21,6 +22,10 @@ pub enum AuthError {
     Invalid(#[from] jsonwebtoken::errors::Error),
     #[error("the token has no usable `sub`")]
     NoSubject,
+    /// RFC 7515 §4.1.11: a recipient must refuse a token whose `crit` header
+    /// names extensions it does not understand; this server understands none.
+    #[error("the token's header lists critical extensions this server does not support")]
+    CriticalHeader,
 }
 
 #[derive(Deserialize)]
@@ -73,10 +78,15 @@ impl Authenticator {
             return Ok(DEV_USER.to_owned());
         };
         let token = token.filter(|t| !t.is_empty()).ok_or(AuthError::Missing)?;
+        if decode_header(token)?.crit.is_some() {
+            return Err(AuthError::CriticalHeader);
+        }
         let data = decode::<Claims>(token, key, validation)?;
+        // The user id names chats and reaches the text log: no control
+        // characters (a newline in `sub` would forge a log line).
         data.claims
             .sub
-            .filter(|s| !s.is_empty() && s.len() <= 256)
+            .filter(|s| !s.is_empty() && s.len() <= 256 && !has_control_chars(s))
             .ok_or(AuthError::NoSubject)
     }
 }
@@ -112,6 +122,33 @@ mod tests {
         assert!(auth.authenticate(Some(&no_sub)).is_err());
         assert!(matches!(auth.authenticate(None), Err(AuthError::Missing)));
         assert!(auth.authenticate(Some("not.a.jwt")).is_err());
+    }
+
+    #[test]
+    fn refuses_crit_headers_and_control_characters_in_sub() {
+        let auth = Authenticator::new(&AuthConfig::Jwt(JwtKey::Secret(SECRET.into()))).unwrap();
+        let exp = chrono::Utc::now().timestamp() + 60;
+        let header = Header {
+            crit: Some(vec!["exp".into()]),
+            ..Header::default()
+        };
+        let crit = encode(
+            &header,
+            &serde_json::json!({"sub": "alice", "exp": exp}),
+            &EncodingKey::from_secret(SECRET.as_bytes()),
+        )
+        .unwrap();
+        assert!(matches!(
+            auth.authenticate(Some(&crit)),
+            Err(AuthError::CriticalHeader)
+        ));
+        for sub in ["alice\nINFO forged line", "bob\u{1b}[31m", "\0"] {
+            let t = token(serde_json::json!({"sub": sub, "exp": exp}));
+            assert!(
+                matches!(auth.authenticate(Some(&t)), Err(AuthError::NoSubject)),
+                "{sub:?}"
+            );
+        }
     }
 
     #[test]

@@ -123,6 +123,41 @@ pub struct Settings {
         value_delimiter = ','
     )]
     pub cors_origins: Option<Vec<String>>,
+    /// Host names served besides loopback ones in auth mode none,
+    /// comma-separated [default: none].
+    #[arg(
+        long,
+        env = "AGENTWIRE_ALLOWED_HOSTS",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Outbound queue per connection, in bytes [default: 8388608].
+    #[arg(long, env = "AGENTWIRE_OUTBOUND_QUEUE_BYTES", global = true)]
+    pub outbound_queue_bytes: Option<usize>,
+    /// Seconds a client has to send a request's headers (and an idle
+    /// keep-alive connection stays open) [default: 15].
+    #[arg(long, env = "AGENTWIRE_HTTP_HEADER_TIMEOUT_SECONDS", global = true)]
+    pub http_header_timeout_seconds: Option<u64>,
+    /// Seconds a client has to send a request's body [default: 30].
+    #[arg(long, env = "AGENTWIRE_HTTP_BODY_TIMEOUT_SECONDS", global = true)]
+    pub http_body_timeout_seconds: Option<u64>,
+    /// New chats per user per minute; 0: no limit [default: 120].
+    #[arg(long, env = "AGENTWIRE_RATE_CHATS_PER_MINUTE", global = true)]
+    pub rate_chats_per_minute: Option<u32>,
+    /// User turns per user per minute; 0: no limit [default: 600].
+    #[arg(long, env = "AGENTWIRE_RATE_MESSAGES_PER_MINUTE", global = true)]
+    pub rate_messages_per_minute: Option<u32>,
+    /// Inbound WebSocket messages (pings included) per connection per
+    /// second; 0: no limit [default: 100].
+    #[arg(long, env = "AGENTWIRE_RATE_FRAMES_PER_SECOND", global = true)]
+    pub rate_frames_per_second: Option<u32>,
+    /// Open SSE streams per user; 0: no limit [default: 64].
+    #[arg(long, env = "AGENTWIRE_MAX_STREAMS_PER_USER", global = true)]
+    pub max_streams_per_user: Option<u32>,
+    /// Runs in flight per user (per node); 0: no limit [default: 32].
+    #[arg(long, env = "AGENTWIRE_MAX_RUNS_PER_USER", global = true)]
+    pub max_runs_per_user: Option<u32>,
 }
 
 /// `agentwire.toml`: the same keys as the flags, snake_case.
@@ -145,6 +180,15 @@ struct FileSettings {
     default_agent: Option<String>,
     log_format: Option<LogFormat>,
     cors_origins: Option<Vec<String>>,
+    allowed_hosts: Option<Vec<String>>,
+    outbound_queue_bytes: Option<usize>,
+    http_header_timeout_seconds: Option<u64>,
+    http_body_timeout_seconds: Option<u64>,
+    rate_chats_per_minute: Option<u32>,
+    rate_messages_per_minute: Option<u32>,
+    rate_frames_per_second: Option<u32>,
+    max_streams_per_user: Option<u32>,
+    max_runs_per_user: Option<u32>,
     #[serde(default)]
     models: Vec<ModelConfig>,
 }
@@ -241,8 +285,38 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Models chats may switch to (file only).
     pub models: Vec<ModelConfig>,
-    /// Origins allowed by CORS (`*` for any); empty: no CORS headers.
+    /// Origins allowed by CORS (`*` for any); empty: no CORS headers. In
+    /// auth mode `none`, also the only cross-origin pages that may open a
+    /// WebSocket or send a state-changing request.
     pub cors_origins: Vec<String>,
+    /// Host names served in auth mode `none` besides loopback ones (the
+    /// guard against DNS rebinding), lower case, without port.
+    pub allowed_hosts: Vec<String>,
+    /// The outbound queue of a connection, in bytes (besides `outbound_queue`
+    /// messages): a client that lets more pile up is closed with 1013.
+    pub outbound_queue_bytes: usize,
+    /// How long a client may take to send a request's headers; also how long
+    /// an idle keep-alive connection stays open.
+    pub http_header_timeout: Duration,
+    /// How long a client may take to send a request's body.
+    pub http_body_timeout: Duration,
+    /// Rate limits and quotas; `None`: no limit.
+    pub limits: Limits,
+}
+
+/// Rate limits and quotas (`RATE_LIMIT_EXCEEDED`); `None` turns one off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// New chats per user per minute.
+    pub chats_per_minute: Option<u32>,
+    /// User turns per user per minute.
+    pub messages_per_minute: Option<u32>,
+    /// Inbound WebSocket messages per connection per second.
+    pub frames_per_second: Option<u32>,
+    /// Open SSE streams per user.
+    pub streams_per_user: Option<u32>,
+    /// Runs in flight per user, on one node.
+    pub runs_per_user: Option<u32>,
 }
 
 impl Default for Config {
@@ -351,6 +425,31 @@ impl Settings {
             return Err(bad("outbound_queue", "must be between 16 and 1048576"));
         }
         let default_agent = pick!(default_agent).unwrap_or_else(|| "demo".into());
+        let outbound_queue_bytes = pick!(outbound_queue_bytes).unwrap_or(8 << 20);
+        if !(64 << 10..=1 << 30).contains(&outbound_queue_bytes) {
+            return Err(bad(
+                "outbound_queue_bytes",
+                "must be between 65536 and 1073741824",
+            ));
+        }
+        let header_timeout = positive(
+            "http_header_timeout_seconds",
+            pick!(http_header_timeout_seconds),
+            15,
+        )?;
+        let body_timeout = positive(
+            "http_body_timeout_seconds",
+            pick!(http_body_timeout_seconds),
+            30,
+        )?;
+        let on = |v: Option<u32>, default: u32| Some(v.unwrap_or(default)).filter(|&n| n > 0);
+        let limits = Limits {
+            chats_per_minute: on(pick!(rate_chats_per_minute), 120),
+            messages_per_minute: on(pick!(rate_messages_per_minute), 600),
+            frames_per_second: on(pick!(rate_frames_per_second), 100),
+            streams_per_user: on(pick!(max_streams_per_user), 64),
+            runs_per_user: on(pick!(max_runs_per_user), 32),
+        };
 
         Ok(Config {
             listen,
@@ -368,6 +467,11 @@ impl Settings {
             log_format: pick!(log_format).unwrap_or_default(),
             models: validate_models(file.models.clone())?,
             cors_origins: validate_origins(pick!(cors_origins).unwrap_or_default())?,
+            allowed_hosts: validate_hosts(pick!(allowed_hosts).unwrap_or_default())?,
+            outbound_queue_bytes,
+            http_header_timeout: Duration::from_secs(header_timeout),
+            http_body_timeout: Duration::from_secs(body_timeout),
+            limits,
         })
     }
 }
@@ -384,6 +488,26 @@ fn validate_origins(origins: Vec<String>) -> Result<Vec<String>, ConfigError> {
         }
     }
     Ok(origins)
+}
+
+fn validate_hosts(hosts: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    hosts
+        .into_iter()
+        .map(|h| {
+            let h = h.trim().to_ascii_lowercase();
+            let ok = !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'));
+            if ok {
+                Ok(h)
+            } else {
+                Err(bad(
+                    "allowed_hosts",
+                    format!("`{h}` must be a host name like chat.example.com (no scheme, no port)"),
+                ))
+            }
+        })
+        .collect()
 }
 
 fn validate_models(models: Vec<ModelConfig>) -> Result<Vec<ModelConfig>, ConfigError> {

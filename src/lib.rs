@@ -81,6 +81,20 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    // Everything that can fail without touching the disk goes first: a start
+    // that fails on a bad agent file or key leaves no database behind.
+    let agents = AgentRegistry::load(
+        &config.agents_dir,
+        config.agents_dir_explicit,
+        &config.models,
+    )?;
+    let auth = Authenticator::new(&config.auth).context("configuration key `jwt_public_key`")?;
+    if matches!(config.auth, AuthConfig::None) {
+        tracing::warn!(
+            "auth mode `none`: every request is user `dev`; set AGENTWIRE_AUTH=jwt in production"
+        );
+    }
+
     let (store, node): (Arc<dyn Store>, Option<Arc<Node>>) = match &config.database {
         Database::Sqlite(path) => (
             Arc::new(
@@ -102,18 +116,6 @@ pub async fn run(
             (Arc::new(pg), Some(Node::new(cluster)))
         }
     };
-    let agents = AgentRegistry::load(
-        &config.agents_dir,
-        config.agents_dir_explicit,
-        &config.models,
-    )?;
-    let auth = Authenticator::new(&config.auth).context("configuration key `jwt_public_key`")?;
-    if matches!(config.auth, AuthConfig::None) {
-        tracing::warn!(
-            "auth mode `none`: every request is user `dev`; set AGENTWIRE_AUTH=jwt in production"
-        );
-    }
-
     metrics::install();
     let (writer, writer_task) = LogWriter::spawn(store.clone());
     let token = CancellationToken::new();
@@ -125,6 +127,8 @@ pub async fn run(
         input_timeout: config.input_timeout,
         ui_timeout: config.ui_timeout,
         idle: config.idle_chat,
+        max_message_bytes: config.max_message_bytes,
+        quotas: session::Quotas::new(&config.limits),
         shutdown: token.clone(),
         tracker: tracker.clone(),
         node: node.clone(),
@@ -144,6 +148,8 @@ pub async fn run(
     }
 
     let grace = config.shutdown_grace;
+    let streams = session::UserSlots::new(config.limits.streams_per_user, "open event streams");
+    let header_timeout = config.http_header_timeout;
     let state = http::AppState {
         config: Arc::new(config),
         registry,
@@ -152,6 +158,7 @@ pub async fn run(
         shutdown: token.clone(),
         tracker: tracker.clone(),
         next_conn_id: Arc::new(AtomicU64::new(1)),
+        streams,
     };
     tracing::info!(
         addr = %listener.local_addr()?,
@@ -160,20 +167,12 @@ pub async fn run(
     );
     let app = http::router(state);
     let signal_token = token.clone();
-    // Envelopes are small writes that must leave at once: no Nagle (with the
-    // peer's delayed ACKs it holds a write back by ~40 ms).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down");
-            signal_token.cancel();
-        })
-        .await?;
+    let stop = async move {
+        shutdown.await;
+        tracing::info!("shutting down");
+        signal_token.cancel();
+    };
+    http::serve(listener, app, header_timeout, stop, grace).await;
 
     // Sockets and chats watch `token`; wait for them (and the runs they end).
     token.cancel();

@@ -1,6 +1,9 @@
 //! The `agentwire` binary: parse the command line, set up logs, bind, serve.
 
-use clap::Parser;
+use std::io::IsTerminal;
+
+use anyhow::Context as _;
+use clap::{CommandFactory, Parser};
 use tracing_subscriber::EnvFilter;
 
 use agentwire::config::{Cli, Command, LogFormat};
@@ -15,7 +18,7 @@ async fn main() {
 }
 
 async fn serve() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| exit_for(e));
     let config = match cli.settings.resolve() {
         Ok(config) => config,
         Err(e) => {
@@ -25,7 +28,11 @@ async fn serve() -> anyhow::Result<()> {
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     match config.log_format {
-        LogFormat::Text => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        // Colours only for a terminal: a log file gets no escape codes.
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_ansi(std::io::stdout().is_terminal())
+            .with_env_filter(filter)
+            .init(),
         LogFormat::Json => tracing_subscriber::fmt()
             .json()
             .with_env_filter(filter)
@@ -35,10 +42,58 @@ async fn serve() -> anyhow::Result<()> {
         Command::Serve => {
             let (soft, hard) = agentwire::raise_fd_limit();
             tracing::debug!(soft, hard, "open file limit");
-            let listener = tokio::net::TcpListener::bind(config.listen).await?;
+            let listener = tokio::net::TcpListener::bind(config.listen)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot listen on {} (configuration key `listen`, AGENTWIRE_LISTEN, --listen)",
+                        config.listen
+                    )
+                })?;
             agentwire::run(config, listener, shutdown_signal()).await
         }
     }
+}
+
+/// Prints a command-line error and exits. A bad value that came from an
+/// environment variable is reported as that variable, not as the flag the
+/// user never typed (`AGENTWIRE_AUTH=maybe`, not `--auth`).
+fn exit_for(e: clap::Error) -> ! {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) && let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg)
+        && let Some(long) = arg
+            .strip_prefix("--")
+            .and_then(|a| a.split([' ', '=']).next())
+        && !std::env::args()
+            .any(|a| a == format!("--{long}") || a.starts_with(&format!("--{long}=")))
+    {
+        let command = Cli::command();
+        let env = command
+            .get_arguments()
+            .find(|a| a.get_long() == Some(long))
+            .and_then(|a| a.get_env())
+            .and_then(|name| name.to_str())
+            .map(str::to_owned);
+        if let Some(env) = env
+            && let Ok(value) = std::env::var(&env)
+        {
+            let key = long.replace('-', "_");
+            let mut message = format!(
+                "agentwire: environment variable {env}={value:?} is not a valid value for `{key}`"
+            );
+            if let Some(ContextValue::Strings(valid)) = e.get(ContextKind::ValidValue) {
+                message.push_str(&format!(" (one of: {})", valid.join(", ")));
+            } else if let Some(source) = std::error::Error::source(&e) {
+                message.push_str(&format!(": {source}"));
+            }
+            eprintln!("{message}");
+            std::process::exit(2);
+        }
+    }
+    e.exit()
 }
 
 /// Ctrl-C or SIGTERM.

@@ -34,6 +34,9 @@ fn bad_files_name_the_file_and_field() {
         err.contains("bad.yaml") && err.contains("max_turnz"),
         "{err}"
     );
+    // The YAML reader's snippet names the file too, not `<input>`.
+    assert!(!err.contains("<input>"), "{err}");
+    assert!(err.matches("bad.yaml").count() >= 2, "{err}");
 
     std::fs::write(
         &path,

@@ -374,7 +374,9 @@ impl AgentRegistry {
                 message,
             };
             let text = std::fs::read_to_string(&path).map_err(|e| fail(e.to_string()))?;
-            let agent = Agent::from_yaml(&text, &http).map_err(fail)?;
+            // The YAML reader names its source `<input>` in its snippets.
+            let agent = Agent::from_yaml(&text, &http)
+                .map_err(|m| fail(m.replace("<input>", &path.display().to_string())))?;
             if agents.contains_key(&agent.id) {
                 return Err(fail(format!("id: `{}` is already defined", agent.id)));
             }

@@ -30,6 +30,10 @@ pub enum ApiError {
     /// A server we forward to could not be used.
     #[error("{0}")]
     Upstream(String),
+    /// The server's own fault (an unreadable log entry): logged, answered
+    /// generically with 500.
+    #[error("{0}")]
+    Internal(String),
     #[error(transparent)]
     Session(#[from] SessionError),
 }
@@ -52,6 +56,14 @@ impl IntoResponse for ApiError {
                 ErrorCode::TransportError,
                 m.clone(),
             ),
+            Self::Internal(m) => {
+                tracing::error!(error = %m, "request failed");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    ErrorCode::PersistenceError,
+                    "the chat's log cannot be read".to_owned(),
+                )
+            }
             Self::Session(e) => {
                 let status = match e {
                     SessionError::NotFound => StatusCode::NOT_FOUND,
@@ -59,6 +71,10 @@ impl IntoResponse for ApiError {
                     | SessionError::Archived
                     | SessionError::IllegalTransition(_) => StatusCode::CONFLICT,
                     SessionError::TooManySubscriptions => StatusCode::TOO_MANY_REQUESTS,
+                    SessionError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+                    SessionError::RateLimited { retry_after_ms, .. } => {
+                        return rate_limited(&e.to_string(), *retry_after_ms);
+                    }
                     SessionError::Persistence(_)
                     | SessionError::ShuttingDown
                     | SessionError::Moved
@@ -81,4 +97,17 @@ impl IntoResponse for ApiError {
         crate::metrics::error_sent(code.as_str());
         (status, Json(error_body(code, &message))).into_response()
     }
+}
+
+/// 429 with `Retry-After` (whole seconds, rounded up) and the error body.
+pub fn rate_limited(message: &str, retry_after_ms: u64) -> Response {
+    let code = ErrorCode::RateLimitExceeded;
+    crate::metrics::error_sent(code.as_str());
+    let seconds = retry_after_ms.div_ceil(1000).max(1);
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(axum::http::header::RETRY_AFTER, seconds.to_string())],
+        Json(error_body(code, message)),
+    )
+        .into_response()
 }

@@ -8,8 +8,11 @@ mod api;
 mod auth;
 mod chats;
 mod error;
+mod guard;
 mod openai;
 mod openapi;
+mod rate;
+mod serve;
 mod sse;
 mod template_ws;
 mod web;
@@ -26,6 +29,9 @@ use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::timeout::RequestBodyTimeoutLayer;
+
+pub use serve::serve;
 
 use crate::auth::Authenticator;
 use crate::config::Config;
@@ -44,6 +50,8 @@ pub struct AppState {
     /// WebSocket tasks are tracked here (axum's graceful shutdown does not wait for them).
     pub tracker: TaskTracker,
     pub(crate) next_conn_id: Arc<AtomicU64>,
+    /// Open SSE streams per user (`max_streams_per_user`).
+    pub streams: crate::session::UserSlots,
 }
 
 /// Gives the errors axum answers by itself (a body over the limit, an unknown
@@ -61,6 +69,7 @@ async fn json_errors(response: Response) -> Response {
         StatusCode::PAYLOAD_TOO_LARGE => "the request body is too large",
         StatusCode::NOT_FOUND => "no such route",
         StatusCode::METHOD_NOT_ALLOWED => "method not allowed on this route",
+        StatusCode::REQUEST_TIMEOUT => "the request body was not sent in time",
         _ => "bad request",
     };
     let code = crate::protocol::ErrorCode::SchemaValidationFailed;
@@ -92,6 +101,8 @@ fn cors(origins: &[String]) -> CorsLayer {
 pub fn router(state: AppState) -> Router {
     let origins = state.config.cors_origins.clone();
     let body_limit = state.config.max_message_bytes;
+    let body_timeout = state.config.http_body_timeout;
+    let guard = axum::middleware::from_fn_with_state(state.clone(), guard::check);
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -103,6 +114,9 @@ pub fn router(state: AppState) -> Router {
         .merge(openai::router())
         .merge(web::router())
         .layer(DefaultBodyLimit::max(body_limit))
+        // A body that trickles in (slowloris) fails with 408 after the timeout.
+        .layer(RequestBodyTimeoutLayer::new(body_timeout))
+        .layer(guard)
         .layer(axum::middleware::map_response(json_errors))
         .with_state(state);
     if origins.is_empty() {

@@ -13,18 +13,19 @@
 
 use std::collections::HashMap;
 
-use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::AppState;
 use super::auth::AuthUser;
 use super::error::ApiError;
+use super::rate::FrameLimiter;
+use super::ws::Read;
 use crate::session::{Caller, Outbound, SessionError, Subscriber};
 
 #[derive(Deserialize)]
@@ -46,7 +47,8 @@ pub(super) async fn upgrade(
     if state.registry.agents().get(&params.definition_id).is_none() {
         return Err(SessionError::UnknownAgent(params.definition_id).into());
     }
-    Ok(ws.read_buffer_size(2048).on_upgrade(move |socket| {
+    let max = state.config.max_message_bytes;
+    Ok(super::ws::limited(ws, max).on_upgrade(move |socket| {
         let tracker = state.tracker.clone();
         tracker.track_future(serve(socket, state, user, token, params))
     }))
@@ -64,14 +66,13 @@ async fn serve(
 ) {
     let _open = crate::metrics::ConnectionGauge::open("ws");
     let chat_id = params.conversation_id.unwrap_or_else(Uuid::new_v4);
-    let (tx, mut rx) = mpsc::channel(state.config.outbound_queue);
-    let sub = Subscriber {
-        conn_id: state
+    let (sub, mut rx) = Subscriber::channel(
+        state
             .next_conn_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        tx,
-        closer: Default::default(),
-    };
+        state.config.outbound_queue,
+        state.config.outbound_queue_bytes,
+    );
     let (mut sink, mut stream) = socket.split();
     let send = |v: Value| Message::Text(Utf8Bytes::from(v.to_string()));
     let hello = json!({"type": "connected", "conversation_id": chat_id, "definition_id": params.definition_id});
@@ -86,15 +87,24 @@ async fn serve(
             .await
     {
         let _ = sink.send(send(error_frame(&e))).await;
+        let close = CloseFrame {
+            code: 1000,
+            reason: "cannot rejoin this conversation".into(),
+        };
+        let _ = sink.send(Message::Close(Some(close))).await;
         return;
     }
     let mut waiting = Waiting::new();
     let mut started = rejoin;
-    loop {
+    let max = state.config.max_message_bytes;
+    let frames = FrameLimiter::new(state.config.limits.frames_per_second);
+    let close = loop {
         tokio::select! {
-            () = state.shutdown.cancelled() => break,
+            () = state.shutdown.cancelled() => break (1001, "server shutting down"),
+            // The chat found this connection too slow (1013): it resumes.
+            () = sub.closer.closed() => break sub.closer.why(),
             out = rx.recv() => {
-                let Some(out) = out else { break };
+                let Some(out) = out else { break sub.closer.why() };
                 let frames = match out {
                     Outbound::Event(json) => encode(&json, &mut waiting),
                     Outbound::Frame(text) => serde_json::from_str::<Value>(&text)
@@ -103,13 +113,27 @@ async fn serve(
                         .map(|v| vec![json!({"type": "error", "data": {"message": v["message"], "error_code": v["error_code"]}})])
                         .unwrap_or_default(),
                     Outbound::Replay(mut replay) => {
-                        let mut frames = Vec::new();
-                        while let Ok(Some(page)) = replay.next_page().await {
-                            for json in page {
-                                frames.extend(encode(&json, &mut waiting));
+                        // Page by page: a long log never sits in memory whole.
+                        let mut failed = None;
+                        loop {
+                            match replay.next_page().await {
+                                Ok(Some(page)) => {
+                                    let frames = page.iter().flat_map(|json| encode(json, &mut waiting));
+                                    for f in frames.collect::<Vec<_>>() {
+                                        if sink.feed(send(f)).await.is_err() {
+                                            return;
+                                        }
+                                    }
+                                }
+                                Ok(None) => break,
+                                Err(e) => {
+                                    tracing::error!(error = %e, "replay failed");
+                                    failed = Some(unreadable());
+                                    break;
+                                }
                             }
                         }
-                        frames
+                        failed.into_iter().collect()
                     }
                 };
                 for f in frames {
@@ -122,11 +146,24 @@ async fn serve(
                 }
             }
             msg = stream.next() => {
-                let Some(Ok(Message::Text(text))) = msg else {
-                    match msg {
-                        Some(Ok(Message::Close(_)) | Err(_)) | None => break,
-                        _ => continue,
+                let read = super::ws::read(msg, max);
+                if matches!(read, Read::Text(_) | Read::Binary)
+                    && let Err(e) = frames.check()
+                {
+                    crate::metrics::error_sent(e.code().as_str());
+                    let _ = sink.send(send(error_frame(&e))).await;
+                    continue;
+                }
+                let text = match read {
+                    Read::Text(text) => text,
+                    Read::Binary => {
+                        let e = json!({"type": "error", "data": {"message": super::ws::BINARY_REFUSED, "error_code": "SCHEMA_VALIDATION_FAILED"}});
+                        let _ = sink.send(send(e)).await;
+                        continue;
                     }
+                    Read::Control => continue,
+                    Read::Close(code, reason) => break (code, reason),
+                    Read::Gone => break (1000, ""),
                 };
                 let Ok(v) = serde_json::from_str::<Value>(&text) else {
                     let e = json!({"type": "error", "data": {"message": "send one JSON object per message", "error_code": "SCHEMA_VALIDATION_FAILED"}});
@@ -144,15 +181,15 @@ async fn serve(
                         registry.start(chat_id, caller, &params.definition_id, None, Some(sub.clone())).await
                     }
                     Some("start") => Ok(()),
-                    Some("message") => {
-                        let content = v["content"].as_str().unwrap_or_default().to_owned();
-                        match waiting.iter().next().map(|(c, w)| (c.clone(), w.clone())) {
+                    Some("message") => match v["content"].as_str() {
+                        None => Err(SessionError::InvalidAnswer("`message` needs a string `content`".into())),
+                        Some(content) => match waiting.iter().next().map(|(c, w)| (c.clone(), w.clone())) {
                             Some((corr, widget)) => {
-                                registry.component_result(chat_id, &user, corr, answer_of(&widget, &content)).await
+                                registry.component_result(chat_id, &user, corr, answer_of(&widget, content)).await
                             }
-                            None => registry.user_message(chat_id, caller, content, None).await,
-                        }
-                    }
+                            None => registry.user_message(chat_id, caller, content.to_owned(), None).await,
+                        },
+                    },
                     _ => Err(SessionError::InvalidAnswer("the messages are start, message and ping".into())),
                 };
                 if let Err(e) = result {
@@ -161,9 +198,23 @@ async fn serve(
                 }
             }
         }
-    }
+    };
     registry.unsubscribe(chat_id, sub.conn_id).await;
-    let _ = sink.close().await;
+    let (code, reason) = close;
+    let frame = CloseFrame {
+        code,
+        reason: reason.into(),
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let _ = sink.send(Message::Close(Some(frame))).await;
+        let _ = sink.close().await;
+    })
+    .await;
+}
+
+/// The error that ends a stream whose log cannot be read.
+fn unreadable() -> Value {
+    json!({"type": "error", "data": {"message": "an envelope of this chat cannot be read", "error_code": "PERSISTENCE_ERROR"}})
 }
 
 fn error_frame(e: &SessionError) -> Value {
@@ -185,8 +236,12 @@ fn answer_of(widget: &Value, content: &str) -> Value {
 
 /// One envelope of the log as this dialect's messages.
 fn encode(json: &str, waiting: &mut Waiting) -> Vec<Value> {
-    let Ok(e) = serde_json::from_str::<Value>(json) else {
-        return Vec::new();
+    let e = match serde_json::from_str::<Value>(json) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::error!(error = %e, "unreadable envelope in the log");
+            return vec![unreadable()];
+        }
     };
     match e["type"].as_str().unwrap_or_default() {
         "chat.print" => vec![json!({"type": "content", "data": {"content": e["content"]}})],

@@ -16,13 +16,13 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgr
 use axum::response::Response;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::AppState;
 use super::auth::AuthUser;
+use super::rate::FrameLimiter;
 use crate::protocol::{ClientFrame, ErrorCode, connection_error, parse_client_frame, pong};
-use crate::session::{Caller, Closer, Outbound, Registry, SessionError, Subscriber};
+use crate::session::{Caller, Closer, Outbound, OutboundRx, Registry, SessionError, Subscriber};
 
 /// Most chats one connection may follow at once.
 const MAX_CHATS_PER_CONNECTION: usize = 1024;
@@ -38,27 +38,78 @@ fn hard_cap(limit: usize) -> usize {
     limit.saturating_mul(4).max(16 << 20)
 }
 
-/// The upgrade handler: authentication happens before the upgrade (401).
-pub async fn upgrade(
-    State(state): State<AppState>,
-    AuthUser { user, token }: AuthUser,
-    ws: WebSocketUpgrade,
-) -> Response {
-    // The WebSocket layer reads messages up to a hard cap; `on_text` refuses
-    // those over the configured limit itself. Reading an oversized message whole
-    // lets the close frame (1009) reach the client: closing with unread bytes
-    // in the socket would reset the connection before the client reads it.
-    let cap = hard_cap(state.config.max_message_bytes);
+/// The limits every WebSocket endpoint of the server reads with.
+///
+/// The WebSocket layer reads messages up to a hard cap; [`read`] refuses
+/// those over the configured limit itself. Reading an oversized message whole
+/// lets the close frame (1009) reach the client: closing with unread bytes in
+/// the socket would reset the connection before the client reads it.
+pub(super) fn limited(ws: WebSocketUpgrade, max_message_bytes: usize) -> WebSocketUpgrade {
+    let cap = hard_cap(max_message_bytes);
     ws.max_message_size(cap)
         .max_frame_size(cap)
         // tungstenite allocates its whole read buffer per connection up front
         // (128 KiB by default): most of an idle connection's memory. Inbound
         // messages are small; a large one is read in more calls.
         .read_buffer_size(READ_BUFFER)
-        .on_upgrade(move |socket| {
-            let tracker = state.tracker.clone();
-            tracker.track_future(serve(socket, state, user, token))
-        })
+}
+
+/// One read of a WebSocket, after the rules every endpoint shares.
+pub(super) enum Read {
+    /// A text message within the size limit.
+    Text(Utf8Bytes),
+    /// A binary message: not part of any protocol here; answered with an error.
+    Binary,
+    /// A ping or pong (answered by the WebSocket layer itself).
+    Control,
+    /// The connection must close with this code: 1009 for a message over the
+    /// limit, 1007 for a text frame that is not UTF-8, 1002 for a breach of
+    /// the WebSocket protocol.
+    Close(u16, &'static str),
+    /// The client closed the connection or it dropped.
+    Gone,
+}
+
+/// Classifies what the socket's stream yielded.
+pub(super) fn read(msg: Option<Result<Message, axum::Error>>, max_message_bytes: usize) -> Read {
+    match msg {
+        Some(Ok(Message::Text(text))) if text.len() > max_message_bytes => {
+            tracing::info!(bytes = text.len(), "message too big; closing with 1009");
+            Read::Close(1009, "message too big")
+        }
+        Some(Ok(Message::Text(text))) => Read::Text(text),
+        Some(Ok(Message::Binary(_))) => Read::Binary,
+        Some(Ok(Message::Ping(_) | Message::Pong(_))) => Read::Control,
+        Some(Ok(Message::Close(_))) | None => Read::Gone,
+        Some(Err(e)) => match e.into_inner().downcast_ref::<tungstenite::Error>() {
+            Some(tungstenite::Error::Capacity(_)) => Read::Close(1009, "message too big"),
+            Some(tungstenite::Error::Utf8(_)) => Read::Close(1007, "text frames must be UTF-8"),
+            Some(tungstenite::Error::Protocol(p)) => {
+                tracing::info!(error = %p, "WebSocket protocol error; closing with 1002");
+                Read::Close(1002, "protocol error")
+            }
+            other => {
+                tracing::debug!(error = ?other, "WebSocket read failed");
+                Read::Gone
+            }
+        },
+    }
+}
+
+/// The message sent for a binary frame, on every endpoint.
+pub(super) const BINARY_REFUSED: &str =
+    "binary frames are not supported: send one JSON object per text frame";
+
+/// The upgrade handler: authentication happens before the upgrade (401).
+pub async fn upgrade(
+    State(state): State<AppState>,
+    AuthUser { user, token }: AuthUser,
+    ws: WebSocketUpgrade,
+) -> Response {
+    limited(ws, state.config.max_message_bytes).on_upgrade(move |socket| {
+        let tracker = state.tracker.clone();
+        tracker.track_future(serve(socket, state, user, token))
+    })
 }
 
 #[tracing::instrument(skip_all, fields(conn_id, user = %user))]
@@ -66,21 +117,22 @@ async fn serve(socket: WebSocket, state: AppState, user: String, bearer: Option<
     let conn_id = state.next_conn_id.fetch_add(1, Ordering::Relaxed);
     tracing::Span::current().record("conn_id", conn_id);
     let _open = crate::metrics::ConnectionGauge::open("ws");
-    let (tx, rx) = mpsc::channel(state.config.outbound_queue);
-    let closer = Closer::default();
+    let (sub, rx) = Subscriber::channel(
+        conn_id,
+        state.config.outbound_queue,
+        state.config.outbound_queue_bytes,
+    );
+    let closer = sub.closer.clone();
     let (sink, stream) = socket.split();
     let writer = tokio::spawn(write_loop(sink, rx, closer.clone()));
     let mut conn = Connection {
         registry: state.registry.clone(),
         user,
         bearer,
-        sub: Subscriber {
-            conn_id,
-            tx,
-            closer: closer.clone(),
-        },
+        sub,
         chats: HashSet::new(),
         max_message_bytes: state.config.max_message_bytes,
+        frames: FrameLimiter::new(state.config.limits.frames_per_second),
     };
     tokio::select! {
         _ = state.shutdown.cancelled() => closer.close(1001, "server shutting down"),
@@ -107,37 +159,36 @@ struct Connection {
     chats: HashSet<Uuid>,
     /// The configured message size limit.
     max_message_bytes: usize,
+    /// Inbound messages per second (`rate_frames_per_second`).
+    frames: FrameLimiter,
 }
 
 impl Connection {
     async fn read_loop(&mut self, mut stream: SplitStream<WebSocket>) {
-        while let Some(msg) = stream.next().await {
-            match msg {
-                Ok(Message::Text(text)) => {
+        loop {
+            let read = read(stream.next().await, self.max_message_bytes);
+            if matches!(read, Read::Text(_) | Read::Binary)
+                && let Err(e) = self.frames.check()
+            {
+                // Refused unread: the client slows down and sends it again.
+                self.send_session_error(None, &e).await;
+                continue;
+            }
+            match read {
+                Read::Text(text) => {
                     // Boxed: only a message being handled needs its state.
                     Box::pin(self.on_text(&text)).await;
                     if self.sub.closer.is_closed() {
                         return;
                     }
                 }
-                Ok(Message::Binary(_)) => {
-                    self.send_error(
-                        None,
-                        ErrorCode::SchemaValidationFailed,
-                        "binary frames are not supported: send one JSON object per text frame",
-                        None,
-                    )
-                    .await;
+                Read::Binary => {
+                    let code = ErrorCode::SchemaValidationFailed;
+                    self.send_error(None, code, BINARY_REFUSED, None).await;
                 }
-                Ok(Message::Close(_)) => return,
-                // Pings are answered by the WebSocket layer itself.
-                Ok(Message::Ping(_) | Message::Pong(_)) => {}
-                Err(e) => {
-                    if is_too_big(e) {
-                        self.sub.closer.close(1009, "message too big");
-                    }
-                    return;
-                }
+                Read::Control => {}
+                Read::Close(code, reason) => return self.sub.closer.close(code, reason),
+                Read::Gone => return,
             }
         }
     }
@@ -161,10 +212,6 @@ impl Connection {
     }
 
     async fn on_text(&mut self, text: &str) {
-        if text.len() > self.max_message_bytes {
-            tracing::info!(bytes = text.len(), "message too big; closing with 1009");
-            return self.sub.closer.close(1009, "message too big");
-        }
         let frame = match parse_client_frame(text) {
             Ok(frame) => frame,
             Err(e) => {
@@ -181,10 +228,20 @@ impl Connection {
         let chat_id = frame.chat_id();
         // Boxed: a dispatch's future is large and lives only while it runs.
         if let Err(e) = Box::pin(self.dispatch(frame)).await {
-            crate::metrics::error_sent(e.code().as_str());
-            let frame = connection_error(chat_id, e.code(), &e.to_string(), None, e.recoverable());
-            self.send(frame).await;
+            self.send_session_error(chat_id, &e).await;
         }
+    }
+
+    async fn send_session_error(&self, chat_id: Option<Uuid>, e: &SessionError) {
+        crate::metrics::error_sent(e.code().as_str());
+        let frame = connection_error(
+            chat_id,
+            e.code(),
+            &e.to_string(),
+            e.details(),
+            e.recoverable(),
+        );
+        self.send(frame).await;
     }
 
     /// Makes sure the connection may follow one more chat.
@@ -278,19 +335,8 @@ impl Connection {
     }
 }
 
-/// Whether a read failed because the message exceeded the size limit.
-fn is_too_big(e: axum::Error) -> bool {
-    e.into_inner()
-        .downcast_ref::<tungstenite::Error>()
-        .is_some_and(|e| matches!(e, tungstenite::Error::Capacity(_)))
-}
-
 /// Drains the outbound queue into the socket until a close is requested.
-async fn write_loop(
-    mut sink: SplitSink<WebSocket, Message>,
-    mut rx: mpsc::Receiver<Outbound>,
-    closer: Closer,
-) {
+async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut rx: OutboundRx, closer: Closer) {
     let work = async {
         while let Some(item) = rx.recv().await {
             let sent = match item {

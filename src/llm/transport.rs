@@ -162,13 +162,17 @@ async fn send_with_retries(
 ) -> Result<Response, ProviderError> {
     let mut attempt = 0;
     loop {
-        let response = build().send().await.map_err(|e| ProviderError {
-            code: ErrorCode::TransportError,
-            message: format!(
-                "{vendor}: cannot reach the model server: {}",
-                without_url(&e)
-            ),
-            recoverable: true,
+        let response = build().send().await.map_err(|e| {
+            let error = without_url(&e);
+            tracing::warn!(vendor, endpoint = %endpoint(e.url()), %error, "cannot reach the model server");
+            ProviderError {
+                code: ErrorCode::TransportError,
+                message: format!(
+                    "{vendor}: cannot reach the model server at {}: {error}",
+                    endpoint(e.url())
+                ),
+                recoverable: true,
+            }
         })?;
         let status = response.status();
         if status.is_success() {
@@ -186,7 +190,19 @@ async fn send_with_retries(
             attempt += 1;
             continue;
         }
-        return Err(status_error(vendor, response).await);
+        let endpoint = endpoint(Some(response.url()));
+        let e = status_error(vendor, response).await;
+        tracing::warn!(vendor, %endpoint, %status, error = %e.message, "the model server refused the request");
+        return Err(e);
+    }
+}
+
+/// Where a request went, as `host:port` only: a path or query may carry a key.
+fn endpoint(url: Option<&reqwest::Url>) -> String {
+    match url.and_then(|u| Some((u.host_str()?, u.port_or_known_default()))) {
+        Some((host, Some(port))) => format!("{host}:{port}"),
+        Some((host, None)) => host.to_owned(),
+        None => "<unknown>".to_owned(),
     }
 }
 

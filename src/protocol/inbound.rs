@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::validate;
+use super::{limits, validate};
 
 /// One validated inbound message.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -138,6 +138,16 @@ pub fn parse_client_frame(text: &str) -> Result<ClientFrame, InboundError> {
         ));
     };
     let ty = ty.to_owned();
+    let depth = limits::json_depth(&value);
+    if depth > limits::MAX_JSON_DEPTH {
+        return Err(fail(
+            format!(
+                "`{ty}` nests {depth} levels deep; at most {} are accepted",
+                limits::MAX_JSON_DEPTH
+            ),
+            Some(serde_json::json!({"max_depth": limits::MAX_JSON_DEPTH})),
+        ));
+    }
     let Some(errors) = validate::validate(&ty, &value) else {
         return Err(fail(
             format!("unknown message type `{ty}`"),

@@ -56,3 +56,22 @@ fn refuses_bad_input_with_details() {
     assert_eq!(err.chat_id, None);
     assert!(err.message.contains("chat_id"), "{}", err.message);
 }
+
+#[test]
+fn too_deep_is_refused_before_anything_else() {
+    let id = Uuid::new_v4();
+    let deep = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+    // 62 levels under `data` (63 with the message itself): accepted.
+    let ok = format!(
+        r#"{{"type":"inline_component.result","chat_id":"{id}","corr":"c","data":{}}}"#,
+        deep(limits::MAX_JSON_DEPTH - 1)
+    );
+    assert!(parse_client_frame(&ok).is_ok());
+    let bad = format!(
+        r#"{{"type":"inline_component.result","chat_id":"{id}","corr":"c","data":{}}}"#,
+        deep(limits::MAX_JSON_DEPTH)
+    );
+    let e = parse_client_frame(&bad).unwrap_err();
+    assert_eq!(e.chat_id, Some(id));
+    assert!(e.message.contains("levels deep"), "{}", e.message);
+}

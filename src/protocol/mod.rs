@@ -7,6 +7,7 @@
 
 mod error_code;
 mod inbound;
+pub mod limits;
 mod outbound;
 mod validate;
 

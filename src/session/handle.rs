@@ -142,6 +142,10 @@ pub struct RunExtras {
     pub context_type: Option<String>,
     /// The UI state for this run; at `chat.start` also kept with the chat.
     pub context: Option<Map<String, Value>>,
+    /// The chat's id was derived by the server from the caller's
+    /// conversation id: the one way a chat with such an id is created.
+    #[serde(default)]
+    pub derived_id: bool,
 }
 
 impl std::fmt::Debug for RunExtras {

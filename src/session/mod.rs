@@ -10,8 +10,10 @@
 //! only through [`Registry`] and read what it sends them ([`Outbound`]).
 
 mod actor;
+mod conversation_id;
 mod handle;
 mod node;
+mod quotas;
 mod registry;
 mod subscriber;
 
@@ -20,9 +22,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use conversation_id::{conversation_chat, is_conversation_chat};
 pub use node::{Node, start as start_node};
+pub use quotas::{Quotas, Slot, UserSlots};
 pub use registry::{Caller, Registry};
-pub use subscriber::{Closer, Outbound, Replay, Subscriber};
+pub use subscriber::{Closer, Outbound, OutboundRx, QueueBytes, Replay, Subscriber};
 
 use crate::agent::AgentRegistry;
 use crate::protocol::ErrorCode;
@@ -39,6 +43,11 @@ pub struct SessionContext {
     pub ui_timeout: Duration,
     /// How long a chat with no subscribers, run or pending request stays in memory.
     pub idle: Duration,
+    /// The largest client message (`max_message_bytes`): also the bound of a
+    /// component state an `artifact_patch` may build.
+    pub max_message_bytes: usize,
+    /// Per-user rate limits and quotas.
+    pub quotas: Quotas,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
     /// Every actor and run task is spawned on it, so shutdown can wait for them.
@@ -78,6 +87,16 @@ pub enum SessionError {
     InvalidAnswer(String),
     #[error("too many subscriptions")]
     TooManySubscriptions,
+    /// A text or value over the limits every route shares (`protocol::limits`).
+    #[error("{0}")]
+    TooLarge(String),
+    /// A rate limit or quota was reached (`RATE_LIMIT_EXCEEDED`).
+    #[error("rate limit: too many {what}; retry in {retry_after_ms} ms")]
+    RateLimited { what: String, retry_after_ms: u64 },
+    /// A new chat may not take an id of the kind the server derives from
+    /// conversation ids ([`conversation_chat`]).
+    #[error("chat ids of this kind are reserved for conversation ids; pick a random UUID")]
+    ReservedId,
     #[error("the log could not be written: {0}")]
     #[serde(with = "store_error_text")]
     Persistence(#[from] StoreError),
@@ -119,12 +138,24 @@ impl SessionError {
             Self::AgentMissing(_) => ErrorCode::AgentInitializationFailed,
             Self::RunInProgress => ErrorCode::RunInProgress,
             Self::RequestNotFound(_) => ErrorCode::InputRequestNotFound,
-            Self::InvalidPatch(_) | Self::InvalidAnswer(_) | Self::IllegalTransition(_) => {
-                ErrorCode::SchemaValidationFailed
-            }
-            Self::TooManySubscriptions => ErrorCode::RateLimitExceeded,
+            Self::InvalidPatch(_)
+            | Self::InvalidAnswer(_)
+            | Self::IllegalTransition(_)
+            | Self::TooLarge(_)
+            | Self::ReservedId => ErrorCode::SchemaValidationFailed,
+            Self::TooManySubscriptions | Self::RateLimited { .. } => ErrorCode::RateLimitExceeded,
             Self::Persistence(_) => ErrorCode::PersistenceError,
             Self::ShuttingDown | Self::Moved | Self::NodeLost => ErrorCode::TransportError,
+        }
+    }
+
+    /// What a program needs besides the code: how long to wait, for a rate limit.
+    pub fn details(&self) -> Option<serde_json::Value> {
+        match self {
+            Self::RateLimited { retry_after_ms, .. } => {
+                Some(serde_json::json!({ "retry_after_ms": retry_after_ms }))
+            }
+            _ => None,
         }
     }
 

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::handle::{Command, Handle, Op, Origin, Reply, RunExtras, Signal};
 use super::{SessionContext, SessionError, Subscriber, actor};
+use crate::protocol::limits;
 use crate::store::{ChatRecord, ChatState, StoreError};
 
 /// Commands waiting for one actor; senders wait when it is full.
@@ -74,6 +75,7 @@ impl<'a> Caller<'a> {
             bearer: self.bearer.map(str::to_owned),
             context_type: self.context_type.map(str::to_owned),
             context: self.context.cloned(),
+            derived_id: false,
         }
     }
 }
@@ -232,11 +234,58 @@ impl Registry {
         message: Option<String>,
         sub: Option<Subscriber>,
     ) -> Result<(), SessionError> {
+        self.start_with(chat_id, caller, agent, message, sub, false)
+            .await
+    }
+
+    /// As [`Registry::start`], for the chat [`conversation_chat`](super::conversation_chat)
+    /// derived from the caller's own conversation id.
+    pub async fn start_conversation(
+        &self,
+        chat_id: Uuid,
+        caller: Caller<'_>,
+        agent: &str,
+        message: Option<String>,
+        sub: Option<Subscriber>,
+    ) -> Result<(), SessionError> {
+        self.start_with(chat_id, caller, agent, message, sub, true)
+            .await
+    }
+
+    async fn start_with(
+        &self,
+        chat_id: Uuid,
+        caller: Caller<'_>,
+        agent: &str,
+        message: Option<String>,
+        sub: Option<Subscriber>,
+        derived_id: bool,
+    ) -> Result<(), SessionError> {
+        if let Some(m) = &message {
+            check_text("message", m)?;
+        }
+        let quotas = &self.inner.ctx.quotas;
+        quotas.new_chat(caller.user)?;
+        if message.is_some() {
+            quotas.message(caller.user)?;
+        }
+        if let Some(context) = caller.context {
+            let depth = limits::json_depth(&Value::Object(context.clone()));
+            if depth > limits::MAX_JSON_DEPTH {
+                return Err(SessionError::TooLarge(format!(
+                    "`context` nests {depth} levels deep; at most {} are accepted",
+                    limits::MAX_JSON_DEPTH
+                )));
+            }
+        }
         self.call(chat_id, |reply| Command::Start {
             user: caller.user.to_owned(),
             agent: agent.to_owned(),
             message: message.clone(),
-            extras: Box::new(caller.extras()),
+            extras: Box::new(RunExtras {
+                derived_id,
+                ..caller.extras()
+            }),
             sub: sub.clone(),
             reply,
         })
@@ -364,6 +413,8 @@ impl Registry {
         text: String,
         client_msg_id: Option<String>,
     ) -> Result<(), SessionError> {
+        check_text("text", &text)?;
+        self.inner.ctx.quotas.message(caller.user)?;
         let op = Op::UserMessage {
             user: caller.user.to_owned(),
             text,
@@ -382,6 +433,7 @@ impl Registry {
         request_id: String,
         text: String,
     ) -> Result<(), SessionError> {
+        check_text("text", &text)?;
         let op = Op::SubmitInput {
             user: user.to_owned(),
             request_id,
@@ -539,4 +591,16 @@ impl Registry {
         }
         Ok(ids.len())
     }
+}
+
+/// Every route's cap on one text (`protocol::limits::MAX_TEXT_BYTES`).
+fn check_text(field: &str, text: &str) -> Result<(), SessionError> {
+    if text.len() > limits::MAX_TEXT_BYTES {
+        return Err(SessionError::TooLarge(format!(
+            "`{field}` has {} bytes; at most {} are accepted",
+            text.len(),
+            limits::MAX_TEXT_BYTES
+        )));
+    }
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! What a chat sends to a connection, and how it tells a connection to go.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use tokio::sync::mpsc;
@@ -9,8 +10,12 @@ use uuid::Uuid;
 use crate::protocol::{mark_replay, resume_boundary};
 use crate::store::{Store, StoreError};
 
-/// Envelopes read from the store per page of a replay.
+/// The most envelopes read from the store per page of a replay.
 const REPLAY_PAGE: u32 = 500;
+/// About how many bytes one page of a replay may hold: pages shrink for
+/// large envelopes, so a client that does not read pins at most about this
+/// much of a replay (or one envelope, if larger).
+const REPLAY_PAGE_BYTES: usize = 1 << 20;
 
 /// One item of a connection's outbound queue.
 #[derive(Debug)]
@@ -31,6 +36,9 @@ pub struct Replay {
     upto: u64,
     recovered: bool,
     store: Arc<dyn Store>,
+    /// Envelopes to read next: the first page is one envelope, later ones
+    /// as many as fit in [`REPLAY_PAGE_BYTES`] at the sizes seen so far.
+    page: u32,
 }
 
 impl std::fmt::Debug for Replay {
@@ -57,6 +65,7 @@ impl Replay {
             upto,
             recovered,
             store,
+            page: 1,
         }
     }
 
@@ -71,8 +80,11 @@ impl Replay {
         }
         let page = self
             .store
-            .load_after(self.chat_id, self.next_after, REPLAY_PAGE)
+            .load_after(self.chat_id, self.next_after, self.page)
             .await?;
+        let bytes: usize = page.iter().map(|e| e.json.len()).sum();
+        let average = (bytes / page.len().max(1)).max(1);
+        self.page = (REPLAY_PAGE_BYTES / average).clamp(1, REPLAY_PAGE as usize) as u32;
         let mut out = Vec::with_capacity(page.len());
         for env in page {
             // Envelopes committed after the subscription went live, not replayed.
@@ -141,4 +153,94 @@ pub struct Subscriber {
     pub tx: mpsc::Sender<Outbound>,
     /// How the chat closes a connection too slow to drain its queue (1013).
     pub closer: Closer,
+    /// The bytes of live envelopes in the queue, and their bound.
+    pub queued: QueueBytes,
+}
+
+impl Subscriber {
+    /// A new connection's queue: at most `messages` items and about
+    /// `max_bytes` of live envelopes.
+    pub fn channel(conn_id: u64, messages: usize, max_bytes: usize) -> (Self, OutboundRx) {
+        let (tx, rx) = mpsc::channel(messages);
+        let queued = QueueBytes::new(max_bytes);
+        let sub = Self {
+            conn_id,
+            tx,
+            closer: Closer::default(),
+            queued: queued.clone(),
+        };
+        (sub, OutboundRx { rx, queued })
+    }
+
+    /// Queues a live envelope without waiting.
+    ///
+    /// # Errors
+    /// The queue is full (in messages or in bytes), or the connection is gone.
+    pub(crate) fn try_send_event(
+        &self,
+        json: Arc<str>,
+    ) -> Result<(), mpsc::error::TrySendError<Outbound>> {
+        let len = json.len();
+        if !self.queued.admit(len) {
+            return Err(mpsc::error::TrySendError::Full(Outbound::Event(json)));
+        }
+        self.tx.try_send(Outbound::Event(json)).inspect_err(|_| {
+            self.queued.release(len);
+        })
+    }
+}
+
+/// The bytes of live envelopes waiting in one connection's queue.
+#[derive(Debug, Clone)]
+pub struct QueueBytes {
+    used: Arc<AtomicUsize>,
+    max: usize,
+}
+
+impl QueueBytes {
+    fn new(max: usize) -> Self {
+        Self {
+            used: Arc::new(AtomicUsize::new(0)),
+            max,
+        }
+    }
+
+    /// Counts `len` more bytes if they fit. An empty queue takes an envelope
+    /// of any size, so one larger than the bound still gets through.
+    fn admit(&self, len: usize) -> bool {
+        let before = self.used.fetch_add(len, Ordering::AcqRel);
+        if before > 0 && before + len > self.max {
+            self.release(len);
+            return false;
+        }
+        true
+    }
+
+    fn release(&self, len: usize) {
+        self.used.fetch_sub(len, Ordering::AcqRel);
+    }
+}
+
+/// The receiving end of a connection's queue: counts live envelopes out of
+/// the byte bound as the connection takes them.
+#[derive(Debug)]
+pub struct OutboundRx {
+    rx: mpsc::Receiver<Outbound>,
+    queued: QueueBytes,
+}
+
+impl OutboundRx {
+    /// The next item; `None` when every sender is gone.
+    pub async fn recv(&mut self) -> Option<Outbound> {
+        let item = self.rx.recv().await;
+        if let Some(Outbound::Event(json)) = &item {
+            self.queued.release(json.len());
+        }
+        item
+    }
+
+    /// Whether nothing is queued now.
+    pub fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
 }

@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
@@ -24,26 +23,20 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
         input_timeout: Duration::from_secs(60),
         ui_timeout: Duration::from_secs(60),
         idle,
+        max_message_bytes: 1 << 20,
+        quotas: Quotas::unlimited(),
         shutdown: CancellationToken::new(),
         tracker: TaskTracker::new(),
         node: None,
     }))
 }
 
-fn subscriber(conn_id: u64) -> (Subscriber, mpsc::Receiver<Outbound>) {
-    let (tx, rx) = mpsc::channel(100_000);
-    (
-        Subscriber {
-            conn_id,
-            tx,
-            closer: Closer::default(),
-        },
-        rx,
-    )
+fn subscriber(conn_id: u64) -> (Subscriber, OutboundRx) {
+    Subscriber::channel(conn_id, 100_000, 1 << 30)
 }
 
 /// Reads live envelopes until one matches.
-async fn until(rx: &mut mpsc::Receiver<Outbound>, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+async fn until(rx: &mut OutboundRx, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
     let mut out = Vec::new();
     loop {
         let item = tokio::time::timeout(Duration::from_secs(10), rx.recv())
@@ -170,4 +163,142 @@ async fn an_idle_chat_is_rebuilt_from_the_store() {
         reg.resume(chat, "someone-else", 0, subscriber(3).0).await,
         Err(SessionError::NotFound)
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_cannot_grow_a_state_past_the_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path(), Duration::from_secs(60)).await;
+    let chat = Uuid::new_v4();
+    let (sub, mut rx) = subscriber(1);
+    reg.start(
+        chat,
+        Caller::user("dev"),
+        "demo",
+        Some("ui: board".into()),
+        Some(sub),
+    )
+    .await
+    .unwrap();
+    let call = until(&mut rx, |v| v["type"] == "chat.tool_call").await;
+    let corr = call.last().unwrap()["corr"].as_str().unwrap().to_owned();
+    let last_seq = call.last().unwrap()["seq"].as_u64().unwrap();
+    let patch = |p: Value| reg.artifact_patch(chat, "dev", corr.clone(), p);
+
+    // The probe's message: a 1 KiB string, then 16 copies, each doubling the
+    // state (it grew to 68 MB before the bound).
+    let mut ops = vec![json!({"op": "add", "path": "/a", "value": "x".repeat(1024)})];
+    ops.push(json!({"op": "add", "path": "/b", "value": []}));
+    for i in 0..16 {
+        ops.push(json!({"op": "copy", "from": "/a", "path": format!("/b/-")}));
+        ops.push(json!({"op": "copy", "from": "/b", "path": format!("/c{i}")}));
+        ops.push(json!({"op": "move", "from": format!("/c{i}"), "path": "/a"}));
+    }
+    let e = patch(Value::Array(ops[..3 * 16].to_vec()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, SessionError::InvalidPatch(ref m) if m.contains("bytes")),
+        "{e}"
+    );
+    assert_eq!(e.code(), crate::protocol::ErrorCode::SchemaValidationFailed);
+
+    // Too many operations, however small.
+    let many: Vec<Value> = (0..65)
+        .map(|i| json!({"op": "add", "path": format!("/k{i}"), "value": i}))
+        .collect();
+    let e = patch(Value::Array(many)).await.unwrap_err();
+    assert!(
+        matches!(e, SessionError::InvalidPatch(ref m) if m.contains("operations")),
+        "{e}"
+    );
+
+    // Depth built by copying a value into itself.
+    let mut deep = vec![json!({"op": "add", "path": "/d", "value": {"e": [[[[[[[[1]]]]]]]]}})];
+    for _ in 0..8 {
+        deep.push(json!({"op": "copy", "from": "/d", "path": "/d/e/0/0/0/0/0/0/0/0"}));
+    }
+    let e = patch(Value::Array(deep)).await.unwrap_err();
+    assert!(
+        matches!(e, SessionError::InvalidPatch(ref m) if m.contains("deeper")),
+        "{e}"
+    );
+
+    // Nothing of any refused patch was logged; a sound one still is.
+    patch(json!([{"op": "add", "path": "/ok", "value": true}]))
+        .await
+        .unwrap();
+    let next = until(&mut rx, |v| v["type"] == "chat.tool_call").await;
+    assert_eq!(next.len(), 1, "nothing else was logged");
+    let last = &next[0];
+    assert_eq!(last["seq"].as_u64().unwrap(), last_seq + 1);
+    assert_eq!(last["payload"]["ok"], true);
+    assert!(
+        last["payload"].get("a").is_none(),
+        "refused patches changed nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_bounded_in_bytes_closes_a_connection_that_does_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path(), Duration::from_secs(60)).await;
+    let chat = Uuid::new_v4();
+    // Room for 10,000 messages but only 64 KiB: the bytes bind first.
+    let (sub, rx) = Subscriber::channel(1, 10_000, 64 << 10);
+    let closer = sub.closer.clone();
+    let (reader, mut reader_rx) = subscriber(2);
+    reg.start(chat, Caller::user("dev"), "demo", None, Some(sub))
+        .await
+        .unwrap();
+    reg.resume(chat, "dev", 0, reader).await.unwrap();
+    // 40 KiB of text, echoed back in chunks: well over 64 KiB in all.
+    let text = "x".repeat(40 << 10);
+    reg.user_message(chat, Caller::user("dev"), text, None)
+        .await
+        .unwrap();
+    until(&mut reader_rx, |v| v["type"] == "chat.run_complete").await;
+    assert!(
+        closer.is_closed(),
+        "the connection that never read is closed"
+    );
+    assert_eq!(closer.why().0, 1013);
+    drop(rx);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_reads_large_envelopes_a_few_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path(), Duration::from_secs(60)).await;
+    let chat = Uuid::new_v4();
+    let (sub, mut rx) = subscriber(1);
+    reg.start(chat, Caller::user("dev"), "demo", None, Some(sub))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let text = "y".repeat(200 << 10);
+        reg.user_message(chat, Caller::user("dev"), text, None)
+            .await
+            .unwrap();
+        until(&mut rx, |v| v["type"] == "chat.run_complete").await;
+    }
+    let (sub, mut rx) = subscriber(2);
+    reg.resume(chat, "dev", 0, sub).await.unwrap();
+    let Some(Outbound::Replay(mut replay)) = rx.recv().await else {
+        panic!("a replay first");
+    };
+    let mut pages = Vec::new();
+    while let Some(page) = replay.next_page().await.unwrap() {
+        let bytes: usize = page.iter().map(String::len).sum();
+        pages.push((page.len(), bytes));
+    }
+    assert_eq!(pages[0].0, 1, "the first page is one envelope: {pages:?}");
+    for (n, bytes) in &pages {
+        assert!(
+            *n == 1 || *bytes <= 2 << 20,
+            "a page of {n} holds {bytes} bytes"
+        );
+    }
+    let total: usize = pages.iter().map(|p| p.0).sum();
+    assert!(total > 9, "every envelope is replayed: {pages:?}");
 }

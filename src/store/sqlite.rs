@@ -83,9 +83,7 @@ impl SqliteStore {
     /// # Errors
     /// The folder cannot be created, the file cannot be opened, or a migration fails.
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(e.into()))?;
-        }
+        create_private(path).map_err(|e| StoreError::Io(e.into()))?;
         let options = SqliteConnectOptions::from_str("sqlite://")?
             .filename(path)
             .create_if_missing(true)
@@ -102,6 +100,39 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Migration(e.into()))?;
         Ok(Self { pool })
+    }
+}
+
+/// Creates the database's folder (0700) and file (0600) when they do not
+/// exist yet: the log holds every conversation, so only the server's user may
+/// read it. SQLite gives its `-wal` and `-shm` files the database file's mode.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        Ok(())
     }
 }
 

@@ -535,3 +535,25 @@ async fn answer_keys_are_kept_on(open: Opener) {
         Some(r#""Lyon""#)
     );
 }
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sqlite_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fresh/data/agentwire.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let c = chat("alice");
+    store.create_chat(&c).await.unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600, "the database");
+    assert_eq!(mode(&dir.path().join("fresh/data")), 0o700, "its folder");
+    assert_eq!(
+        mode(&dir.path().join("fresh")),
+        0o700,
+        "every folder it made"
+    );
+    let wal = path.with_extension("db-wal");
+    assert!(wal.exists(), "WAL mode writes a -wal file");
+    assert_eq!(mode(&wal), 0o600, "the WAL");
+}

@@ -25,7 +25,6 @@ use axum::routing::post;
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::AppState;
@@ -36,9 +35,9 @@ use super::api::{
 use super::auth::AuthUser;
 use super::chats::{chat_id as parse_chat_id, model_infos, parse_body};
 use super::error::ApiError;
-use crate::protocol::{Envelope, EventKind};
-use crate::session::{Caller, Closer, Outbound, Replay, SessionError, Subscriber};
-use dialects::{Dialect, Encoder};
+use crate::protocol::{Envelope, ErrorCode, EventKind};
+use crate::session::{Caller, Outbound, OutboundRx, Replay, SessionError, Subscriber};
+use dialects::{Dialect, Encoder, Out};
 
 /// Comment lines keep idle streams (and proxies) alive this often.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -59,28 +58,38 @@ pub fn router() -> Router<AppState> {
 }
 
 /// The chat a `conversation_id` names: the UUID itself, or for any other
-/// string a stable chat of the caller's (UUID v5 of user and id).
-pub fn conversation_chat(user: &str, conversation_id: Option<&str>) -> Uuid {
+/// string the caller's own chat derived from it (`session::conversation_chat`:
+/// no other user can occupy it). `None`: a new chat.
+///
+/// # Returns
+/// The chat id, and whether it was derived.
+pub fn conversation_chat(user: &str, conversation_id: Option<&str>) -> (Uuid, bool) {
     match conversation_id {
-        None => Uuid::new_v4(),
-        Some(id) => Uuid::parse_str(id).unwrap_or_else(|_| {
-            Uuid::new_v5(
-                &Uuid::NAMESPACE_OID,
-                format!("agentwire\0{user}\0{id}").as_bytes(),
-            )
-        }),
+        None => (Uuid::new_v4(), false),
+        Some(id) => match Uuid::parse_str(id) {
+            Ok(uuid) => (uuid, false),
+            Err(_) => (crate::session::conversation_chat(user, id), true),
+        },
     }
 }
 
 /// A new subscriber with its own bounded queue.
-fn subscriber(state: &AppState) -> (Subscriber, mpsc::Receiver<Outbound>) {
-    let (tx, rx) = mpsc::channel(state.config.outbound_queue);
-    let sub = Subscriber {
-        conn_id: state.next_conn_id.fetch_add(1, Ordering::Relaxed),
-        tx,
-        closer: Closer::default(),
-    };
-    (sub, rx)
+/// A new stream of `user`'s: a subscriber with its own bounded queue, and
+/// the stream's slot in the user's quota (`max_streams_per_user`).
+fn subscriber(state: &AppState, user: &str) -> Result<(Subscriber, Feed), ApiError> {
+    let slot = state.streams.take(user)?;
+    let (sub, rx) = Subscriber::channel(
+        state.next_conn_id.fetch_add(1, Ordering::Relaxed),
+        state.config.outbound_queue,
+        state.config.outbound_queue_bytes,
+    );
+    Ok((sub, Feed { rx, _slot: slot }))
+}
+
+/// What a stream reads, and its slot in the user's quota while it lives.
+struct Feed {
+    rx: OutboundRx,
+    _slot: crate::session::Slot,
 }
 
 /// What a POST that starts a turn carries.
@@ -88,6 +97,8 @@ struct Turn<'a> {
     user: &'a str,
     bearer: Option<&'a str>,
     chat_id: Uuid,
+    /// `chat_id` was derived from the caller's conversation id.
+    derived: bool,
     agent: &'a str,
     message: String,
     context_type: Option<&'a str>,
@@ -100,12 +111,9 @@ struct Turn<'a> {
 ///
 /// # Returns
 /// The subscription's queue and the chat's last seq before the turn.
-async fn begin_turn(
-    state: &AppState,
-    turn: Turn<'_>,
-) -> Result<(mpsc::Receiver<Outbound>, u64), ApiError> {
+async fn begin_turn(state: &AppState, turn: Turn<'_>) -> Result<(Feed, u64), ApiError> {
     let registry = &state.registry;
-    let (sub, rx) = subscriber(state);
+    let (sub, rx) = subscriber(state, turn.user)?;
     let caller = Caller {
         user: turn.user,
         bearer: turn.bearer,
@@ -115,6 +123,11 @@ async fn begin_turn(
     let before = registry.last_seq(turn.chat_id).await?;
     match registry.follow(turn.chat_id, turn.user, sub.clone()).await {
         Ok(()) => {}
+        Err(SessionError::NotFound) if turn.derived => {
+            registry
+                .start_conversation(turn.chat_id, caller, turn.agent, None, Some(sub.clone()))
+                .await?;
+        }
         Err(SessionError::NotFound) => {
             registry
                 .start(turn.chat_id, caller, turn.agent, None, Some(sub.clone()))
@@ -139,13 +152,8 @@ async fn begin_turn(
 }
 
 /// The SSE response: contract §4's headers and keep-alive comments.
-fn respond(
-    chat_id: Uuid,
-    prelude: Vec<Event>,
-    rx: mpsc::Receiver<Outbound>,
-    encoder: Box<dyn Encoder>,
-) -> Response {
-    let stream = event_stream(prelude, rx, encoder);
+fn respond(chat_id: Uuid, prelude: Vec<Event>, rx: Feed, encoder: Box<dyn Encoder>) -> Response {
+    let stream = event_stream(chat_id, prelude, rx, encoder);
     let mut response = Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response();
@@ -159,8 +167,10 @@ fn respond(
 }
 
 struct StreamState {
+    chat_id: Uuid,
     pending: VecDeque<Event>,
-    rx: mpsc::Receiver<Outbound>,
+    rx: OutboundRx,
+    _slot: crate::session::Slot,
     encoder: Box<dyn Encoder>,
     replay: Option<Replay>,
     /// The last envelope handled was a `chat.run_complete`.
@@ -171,13 +181,44 @@ struct StreamState {
 
 impl StreamState {
     fn handle(&mut self, raw: &str) {
-        let Ok(env) = serde_json::from_str::<Envelope>(raw) else {
-            tracing::error!("unreadable envelope in the log");
-            return;
+        let env = match serde_json::from_str::<Envelope>(raw) {
+            Ok(env) => env,
+            Err(e) => return self.fail(raw, &e),
         };
         self.after_complete = matches!(env.kind, EventKind::RunComplete { .. });
         let mut outs = Vec::new();
         self.encoder.encode(&env, raw, &mut outs);
+        self.push(&outs, Some(env.seq));
+    }
+
+    /// An envelope that cannot be read ends the stream loudly: the dialect's
+    /// error event, with no `id` (a rejoin asks for the same seq again), and
+    /// nothing after it. Skipping it would leave a gap the client cannot see.
+    fn fail(&mut self, raw: &str, e: &serde_json::Error) {
+        let seq = serde_json::from_str::<Value>(raw)
+            .ok()
+            .and_then(|v| v["seq"].as_u64());
+        tracing::error!(error = %e, ?seq, "unreadable envelope in the log; ending the stream");
+        crate::metrics::error_sent(ErrorCode::PersistenceError.as_str());
+        let env = Envelope {
+            kind: EventKind::Error {
+                message: "an envelope of this chat cannot be read; the stream ends here".into(),
+                error_code: ErrorCode::PersistenceError,
+                details: seq.map(|seq| serde_json::json!({ "seq": seq })),
+                recoverable: false,
+            },
+            chat_id: self.chat_id,
+            seq: 0,
+            ts: crate::protocol::now_ts(),
+        };
+        let mut outs = Vec::new();
+        self.encoder.encode(&env, &env.to_json(), &mut outs);
+        self.push(&outs, None);
+        self.done = true;
+        self.replay = None;
+    }
+
+    fn push(&mut self, outs: &[Out], id: Option<u64>) {
         for o in outs {
             // Fields go out in call order, and line-by-line clients (seed 004's
             // stream-handler.js) read `event:` before `data:`.
@@ -185,8 +226,10 @@ impl StreamState {
             if let Some(name) = o.event {
                 event = event.event(name);
             }
-            self.pending
-                .push_back(event.id(env.seq.to_string()).data(o.data));
+            if let Some(id) = id {
+                event = event.id(id.to_string());
+            }
+            self.pending.push_back(event.data(&o.data));
         }
     }
 
@@ -197,13 +240,16 @@ impl StreamState {
 
 /// Replay (if any), then live events, each encoded by the dialect.
 fn event_stream(
+    chat_id: Uuid,
     prelude: Vec<Event>,
-    rx: mpsc::Receiver<Outbound>,
+    feed: Feed,
     encoder: Box<dyn Encoder>,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let state = StreamState {
+        chat_id,
         pending: prelude.into(),
-        rx,
+        rx: feed.rx,
+        _slot: feed._slot,
         encoder,
         replay: None,
         after_complete: false,
@@ -263,7 +309,7 @@ pub(super) async fn agent_chat(
     if body.message.trim().is_empty() {
         return Err(ApiError::BadRequest("`message` must not be empty".into()));
     }
-    let chat_id = conversation_chat(&auth.user, body.conversation_id.as_deref());
+    let (chat_id, derived) = conversation_chat(&auth.user, body.conversation_id.as_deref());
     let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
     let (rx, _) = begin_turn(
         &state,
@@ -271,6 +317,7 @@ pub(super) async fn agent_chat(
             user: &auth.user,
             bearer: auth.token.as_deref(),
             chat_id,
+            derived,
             agent,
             message: body.message,
             context_type: Some(&body.context_type),
@@ -300,7 +347,7 @@ pub(super) async fn agent_host(
     if body.message.trim().is_empty() {
         return Err(ApiError::BadRequest("`message` must not be empty".into()));
     }
-    let chat_id = conversation_chat(&auth.user, body.conversation_id.as_deref());
+    let (chat_id, derived) = conversation_chat(&auth.user, body.conversation_id.as_deref());
     let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
     let (rx, before) = begin_turn(
         &state,
@@ -308,6 +355,7 @@ pub(super) async fn agent_host(
             user: &auth.user,
             bearer: auth.token.as_deref(),
             chat_id,
+            derived,
             agent,
             message: body.message,
             context_type: None,
@@ -383,10 +431,13 @@ pub(super) async fn rejoin(
     if wants_page(&headers, query.limit) {
         let limit = query.limit.unwrap_or(100).clamp(1, 1000);
         let page = state.registry.page(chat_id, &user, after, limit).await?;
-        let events: Vec<Value> = page
+        // Every seq of the page or none: a skipped envelope is a gap the
+        // client could never see.
+        let events = page
             .iter()
-            .filter_map(|raw| serde_json::from_str(raw).ok())
-            .collect();
+            .map(|raw| serde_json::from_str::<Value>(raw))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ApiError::Internal(format!("unreadable envelope in the log: {e}")))?;
         let next_after = (events.len() as u32 == limit)
             .then(|| events.last().and_then(|e| e["seq"].as_u64()))
             .flatten();
@@ -397,7 +448,7 @@ pub(super) async fn rejoin(
         };
         return Ok(Json(page).into_response());
     }
-    let (sub, rx) = subscriber(&state);
+    let (sub, rx) = subscriber(&state, &user)?;
     state.registry.resume(chat_id, &user, after, sub).await?;
     Ok(respond(chat_id, Vec::new(), rx, dialect.encoder(None)))
 }
@@ -464,6 +515,7 @@ pub(super) async fn thread_message(
             user: &auth.user,
             bearer: auth.token.as_deref(),
             chat_id,
+            derived: false,
             agent: &state.config.default_agent,
             message: body.message,
             context_type: None,

@@ -5,7 +5,7 @@ use tokio::time::Instant;
 
 use super::{Actor, MAX_SUBSCRIBERS, REDACTED, Role, reply_of};
 use crate::agent::runtime::{ComponentOutcome, InputOutcome};
-use crate::protocol::{ConversationState, Envelope, EventKind, RunEndReason};
+use crate::protocol::{ConversationState, Envelope, EventKind, RunEndReason, limits};
 use crate::session::handle::{Command, Op, Origin, RunExtras};
 use crate::session::{Outbound, Replay, SessionError, Subscriber};
 use crate::store::{ChatRecord, ChatState, StoreError};
@@ -213,6 +213,9 @@ impl Actor {
             self.owned(&user)?;
             return sub.map_or(Ok(()), |sub| self.subscribe(sub, Some(0)));
         }
+        if crate::session::is_conversation_chat(self.chat_id) && !extras.derived_id {
+            return Err(SessionError::ReservedId);
+        }
         let Some(definition) = self.ctx.agents.get(&agent) else {
             return Err(SessionError::UnknownAgent(agent));
         };
@@ -399,6 +402,13 @@ impl Actor {
         self.owned(user)?;
         let patch: json_patch::Patch =
             serde_json::from_value(patch).map_err(|e| SessionError::InvalidPatch(e.to_string()))?;
+        if patch.0.len() > limits::MAX_PATCH_OPS {
+            return Err(SessionError::InvalidPatch(format!(
+                "{} operations; at most {} are accepted",
+                patch.0.len(),
+                limits::MAX_PATCH_OPS
+            )));
+        }
         let stored = self
             .ctx
             .store
@@ -419,8 +429,25 @@ impl Actor {
         else {
             return Err(SessionError::RequestNotFound(corr));
         };
-        json_patch::patch(&mut payload, &patch)
-            .map_err(|e| SessionError::InvalidPatch(e.to_string()))?;
+        // One operation at a time, each result checked: `copy` and `add` can
+        // double a value per operation, so the bound must hold all along, not
+        // only at the end. `payload` is a copy: a refused patch changes nothing.
+        let max_bytes = self.ctx.max_message_bytes;
+        for op in &patch.0 {
+            json_patch::patch(&mut payload, std::slice::from_ref(op))
+                .map_err(|e| SessionError::InvalidPatch(e.to_string()))?;
+            if limits::json_depth(&payload) > limits::MAX_JSON_DEPTH {
+                return Err(SessionError::InvalidPatch(format!(
+                    "the patched state would nest deeper than {} levels",
+                    limits::MAX_JSON_DEPTH
+                )));
+            }
+            if !limits::json_fits(&payload, max_bytes) {
+                return Err(SessionError::InvalidPatch(format!(
+                    "the patched state would exceed {max_bytes} bytes (max_message_bytes)"
+                )));
+            }
+        }
         let event = EventKind::ToolCall {
             tool_name,
             component_type: Some(component_type),

@@ -20,8 +20,13 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Mess
     let mut seen_calls = std::collections::HashSet::new();
     let mut answered = std::collections::HashSet::new();
     for raw in envelopes {
-        let Ok(env) = serde_json::from_str::<Envelope>(raw) else {
-            continue;
+        let env = match serde_json::from_str::<Envelope>(raw) {
+            Ok(env) => env,
+            Err(e) => {
+                // The model's history can do without it; clients never skip one.
+                tracing::error!(error = %e, "unreadable envelope left out of the model's history");
+                continue;
+            }
         };
         match env.kind {
             EventKind::Text { agent, content } if agent == "user" => {

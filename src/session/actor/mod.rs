@@ -113,6 +113,8 @@ struct ActiveRun {
     state_written: bool,
     /// Counts the run in `agentwire_runs_active` while it lives.
     _gauge: crate::metrics::RunGauge,
+    /// The run's slot in its user's quota (`max_runs_per_user`).
+    _permit: crate::session::Slot,
     /// Whether the run's `chat.run_complete` is in the log.
     completed: bool,
 }
@@ -370,7 +372,7 @@ impl Actor {
     /// Hands a committed envelope to every subscriber without waiting.
     fn deliver(&mut self, json: Arc<str>) {
         self.subscribers
-            .retain(|sub| match sub.tx.try_send(Outbound::Event(json.clone())) {
+            .retain(|sub| match sub.try_send_event(json.clone()) {
                 Ok(()) => true,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     metrics::counter!(crate::metrics::SLOW_DISCONNECTS).increment(1);

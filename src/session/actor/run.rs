@@ -31,6 +31,7 @@ impl Actor {
             .agents
             .get(&chat.agent)
             .ok_or_else(|| SessionError::AgentMissing(chat.agent.clone()))?;
+        let permit = self.ctx.quotas.run(&chat.owner)?;
         let model = chat.model.clone();
         // This request's context, else the one kept with the chat.
         let context = match extras.context {
@@ -51,6 +52,7 @@ impl Actor {
             state_written: false,
             completed: false,
             _gauge: crate::metrics::RunGauge::start(),
+            _permit: permit,
         });
         if let Some((text, client_msg_id)) = user_text {
             let event = EventKind::Text {
