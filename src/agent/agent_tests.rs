@@ -74,11 +74,14 @@ fn the_example_agents_load() {
     assert_eq!(
         reg.ids(),
         vec![
+            "anthropic-assistant",
             "arithmetic-quiz",
             "capitals-quiz",
             "demo",
+            "gemini-assistant",
             "local-weather",
-            "local-weather-json"
+            "local-weather-json",
+            "ollama-assistant"
         ]
     );
     let generated = reg

@@ -4,6 +4,8 @@
 //!   cross-origin without a CORS preflight; it cannot send
 //!   `application/json`. So a request with a body of any other type is
 //!   refused (415) before a handler reads it. Every auth mode.
+//! - **A body arrives in time and in size**: read whole here, within
+//!   `http_body_timeout_seconds` (408) and `max_message_bytes` (413).
 //! - **In auth mode `none`** (every request is user `dev`, no credentials to
 //!   steal or forge), the server only answers:
 //!   - `Host`s that are loopback (`localhost`, `127.0.0.0/8`, `[::1]`) or
@@ -27,11 +29,13 @@ use super::error::error_body;
 use crate::config::AuthConfig;
 use crate::protocol::ErrorCode;
 
-/// The middleware: refuses with 415 (a body that is not JSON) or 403.
+/// The middleware: refuses with 415 (a body that is not JSON), 403, 408 (a
+/// body not sent within `http_body_timeout_seconds`) or 413.
 pub(super) async fn check(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if let Err(e) = json_body(request.headers(), request.method()) {
-        return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, &e);
-    }
+    let has_body = match json_body(request.headers(), request.method()) {
+        Ok(has_body) => has_body,
+        Err(e) => return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, &e),
+    };
     if matches!(state.config.auth, AuthConfig::None) {
         let path = request.uri().path();
         let ops = path == "/healthz" || path == "/metrics";
@@ -50,7 +54,27 @@ pub(super) async fn check(State(state): State<AppState>, request: Request, next:
             return refuse(StatusCode::FORBIDDEN, &e);
         }
     }
-    next.run(request).await
+    if !has_body {
+        return next.run(request).await;
+    }
+    // The body, read whole within the timeout: a client that trickles it in
+    // (slowloris) holds a connection no longer than that.
+    let (parts, body) = request.into_parts();
+    let limit = state.config.max_message_bytes;
+    let read = axum::body::to_bytes(body, limit);
+    let bytes = match tokio::time::timeout(state.config.http_body_timeout, read).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            let message = format!("the request body is over {limit} bytes (max_message_bytes)");
+            return refuse(StatusCode::PAYLOAD_TOO_LARGE, &message);
+        }
+        Err(_) => {
+            let message = "the request body was not sent in time (http_body_timeout_seconds)";
+            return refuse(StatusCode::REQUEST_TIMEOUT, message);
+        }
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 fn refuse(status: StatusCode, message: &str) -> Response {
@@ -65,14 +89,17 @@ fn refuse(status: StatusCode, message: &str) -> Response {
 }
 
 /// A request with a body must say it is JSON.
-fn json_body(headers: &HeaderMap, method: &Method) -> Result<(), String> {
+///
+/// # Returns
+/// Whether the request has a body.
+fn json_body(headers: &HeaderMap, method: &Method) -> Result<bool, String> {
     let has_body = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim() != "0")
         || headers.contains_key(header::TRANSFER_ENCODING);
     if !has_body || matches!(*method, Method::GET | Method::HEAD) {
-        return Ok(());
+        return Ok(false);
     }
     let json = headers
         .get(header::CONTENT_TYPE)
@@ -83,7 +110,7 @@ fn json_body(headers: &HeaderMap, method: &Method) -> Result<(), String> {
             t == "application/json" || (t.starts_with("application/") && t.ends_with("+json"))
         });
     if json {
-        Ok(())
+        Ok(true)
     } else {
         Err("request bodies must be JSON, sent as Content-Type: application/json".into())
     }
@@ -210,7 +237,11 @@ mod tests {
         assert!(json_body(&with("text/plain"), &post).is_err());
         assert!(json_body(&with("application/x-www-form-urlencoded"), &post).is_err());
         assert!(json_body(&headers(&[("content-length", "2")]), &post).is_err());
-        assert!(json_body(&headers(&[("content-length", "0")]), &post).is_ok());
-        assert!(json_body(&HeaderMap::new(), &post).is_ok());
+        assert_eq!(
+            json_body(&headers(&[("content-length", "0")]), &post),
+            Ok(false)
+        );
+        assert_eq!(json_body(&HeaderMap::new(), &post), Ok(false));
+        assert_eq!(json_body(&with("application/json"), &post), Ok(true));
     }
 }

@@ -29,7 +29,6 @@ use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::timeout::RequestBodyTimeoutLayer;
 
 pub use serve::serve;
 
@@ -69,7 +68,6 @@ async fn json_errors(response: Response) -> Response {
         StatusCode::PAYLOAD_TOO_LARGE => "the request body is too large",
         StatusCode::NOT_FOUND => "no such route",
         StatusCode::METHOD_NOT_ALLOWED => "method not allowed on this route",
-        StatusCode::REQUEST_TIMEOUT => "the request body was not sent in time",
         _ => "bad request",
     };
     let code = crate::protocol::ErrorCode::SchemaValidationFailed;
@@ -101,7 +99,6 @@ fn cors(origins: &[String]) -> CorsLayer {
 pub fn router(state: AppState) -> Router {
     let origins = state.config.cors_origins.clone();
     let body_limit = state.config.max_message_bytes;
-    let body_timeout = state.config.http_body_timeout;
     let guard = axum::middleware::from_fn_with_state(state.clone(), guard::check);
     let app = Router::new()
         .route("/healthz", get(healthz))
@@ -114,8 +111,6 @@ pub fn router(state: AppState) -> Router {
         .merge(openai::router())
         .merge(web::router())
         .layer(DefaultBodyLimit::max(body_limit))
-        // A body that trickles in (slowloris) fails with 408 after the timeout.
-        .layer(RequestBodyTimeoutLayer::new(body_timeout))
         .layer(guard)
         .layer(axum::middleware::map_response(json_errors))
         .with_state(state);

@@ -264,11 +264,6 @@ impl Registry {
         if let Some(m) = &message {
             check_text("message", m)?;
         }
-        let quotas = &self.inner.ctx.quotas;
-        quotas.new_chat(caller.user)?;
-        if message.is_some() {
-            quotas.message(caller.user)?;
-        }
         if let Some(context) = caller.context {
             let depth = limits::json_depth(&Value::Object(context.clone()));
             if depth > limits::MAX_JSON_DEPTH {

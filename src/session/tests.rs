@@ -54,25 +54,26 @@ async fn until(rx: &mut OutboundRx, pred: impl Fn(&Value) -> bool) -> Vec<Value>
     }
 }
 
+/// A chat whose demo run shows a component (`ui: board`), followed by a new
+/// subscriber: its queue, the envelopes up to the tool call, the call's corr.
+async fn component(reg: &Registry, chat: Uuid) -> (OutboundRx, Vec<Value>, String) {
+    let (sub, mut rx) = subscriber(1);
+    let ui = Some("ui: board".into());
+    reg.start(chat, Caller::user("dev"), "demo", ui, Some(sub))
+        .await
+        .unwrap();
+    let call = until(&mut rx, |v| v["type"] == "chat.tool_call").await;
+    let corr = call.last().unwrap()["corr"].as_str().unwrap().to_owned();
+    (rx, call, corr)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_events_and_inbound_commands_interleave_without_gaps() {
     let dir = tempfile::tempdir().unwrap();
     let reg = registry(dir.path(), Duration::from_secs(60)).await;
     let chat = Uuid::new_v4();
-    let (sub, mut rx) = subscriber(1);
-
     // A component to patch: its tool call is answered, so it stays patchable.
-    reg.start(
-        chat,
-        Caller::user("dev"),
-        "demo",
-        Some("ui: board".into()),
-        Some(sub),
-    )
-    .await
-    .unwrap();
-    let first = until(&mut rx, |v| v["type"] == "chat.tool_call").await;
-    let corr = first.last().unwrap()["corr"].as_str().unwrap().to_owned();
+    let (mut rx, first, corr) = component(&reg, chat).await;
     reg.component_result(chat, "dev", corr.clone(), json!({"ok": true}))
         .await
         .unwrap();
@@ -170,18 +171,7 @@ async fn a_patch_cannot_grow_a_state_past_the_bounds() {
     let dir = tempfile::tempdir().unwrap();
     let reg = registry(dir.path(), Duration::from_secs(60)).await;
     let chat = Uuid::new_v4();
-    let (sub, mut rx) = subscriber(1);
-    reg.start(
-        chat,
-        Caller::user("dev"),
-        "demo",
-        Some("ui: board".into()),
-        Some(sub),
-    )
-    .await
-    .unwrap();
-    let call = until(&mut rx, |v| v["type"] == "chat.tool_call").await;
-    let corr = call.last().unwrap()["corr"].as_str().unwrap().to_owned();
+    let (mut rx, call, corr) = component(&reg, chat).await;
     let last_seq = call.last().unwrap()["seq"].as_u64().unwrap();
     let patch = |p: Value| reg.artifact_patch(chat, "dev", corr.clone(), p);
 

@@ -563,9 +563,10 @@ async fn runs_in_flight_and_open_streams_are_capped_per_user() {
 // ----- 7. timeouts and byte bounds ----------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_headers_and_idle_connections_are_closed() {
+async fn slow_headers_slow_bodies_and_idle_connections_are_closed() {
     let server = limited(Settings {
         http_header_timeout_seconds: Some(1),
+        http_body_timeout_seconds: Some(1),
         ..Default::default()
     })
     .await;
@@ -581,6 +582,16 @@ async fn slow_headers_and_idle_connections_are_closed() {
         .unwrap();
     let mut buf = vec![0u8; 4096];
     assert!(idle.read(&mut buf).await.unwrap() > 0);
+    // A body that trickles in: 408 once the body timeout is over.
+    let mut trickle = TcpStream::connect(server.addr).await.unwrap();
+    let head = "POST /v1/chats HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"agent\"";
+    trickle.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(5), trickle.read_to_string(&mut answer))
+        .await
+        .expect("answered in time")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     for mut conn in [slow, idle] {
         let closed = tokio::time::timeout(Duration::from_secs(5), async {
             loop {

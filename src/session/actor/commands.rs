@@ -219,6 +219,12 @@ impl Actor {
         let Some(definition) = self.ctx.agents.get(&agent) else {
             return Err(SessionError::UnknownAgent(agent));
         };
+        // Counted where a chat is really created (a start on an existing chat
+        // is a resume), so on the node that runs it.
+        self.ctx.quotas.new_chat(&user)?;
+        if message.is_some() {
+            self.ctx.quotas.message(&user)?;
+        }
         let now = chrono::Utc::now().timestamp_millis();
         let record = ChatRecord {
             id: self.chat_id,
