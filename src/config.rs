@@ -495,9 +495,12 @@ fn validate_hosts(hosts: Vec<String>) -> Result<Vec<String>, ConfigError> {
         .into_iter()
         .map(|h| {
             let h = h.trim().to_ascii_lowercase();
+            // A name or IPv4 address, or an IPv6 address in brackets; no port.
+            let v6 = h.starts_with('[') && h.ends_with(']');
             let ok = !h.is_empty()
-                && h.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'));
+                && h.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '.' | '-') || (v6 && "[]:".contains(c))
+                });
             if ok {
                 Ok(h)
             } else {

@@ -67,8 +67,10 @@ fn exit_for(e: clap::Error) -> ! {
         && let Some(long) = arg
             .strip_prefix("--")
             .and_then(|a| a.split([' ', '=']).next())
-        && !std::env::args()
-            .any(|a| a == format!("--{long}") || a.starts_with(&format!("--{long}=")))
+        && !std::env::args_os().any(|a| {
+            let a = a.to_string_lossy();
+            a == format!("--{long}") || a.starts_with(&format!("--{long}="))
+        })
     {
         let command = Cli::command();
         let env = command

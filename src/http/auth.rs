@@ -16,7 +16,7 @@ pub struct AuthUser {
     pub token: Option<String>,
 }
 
-fn bearer(parts: &Parts) -> Option<String> {
+pub(super) fn bearer(parts: &Parts) -> Option<String> {
     if let Some(value) = parts.headers.get(header::AUTHORIZATION) {
         let value = value.to_str().ok()?;
         let (scheme, token) = value.split_once(' ')?;
@@ -46,7 +46,8 @@ impl FromRequestParts<AppState> for AuthUser {
         match state.auth.authenticate(token.as_deref()) {
             Ok(user) => Ok(Self { user, token }),
             Err(e) => {
-                tracing::info!(error = %e, "refused unauthenticated request");
+                // Debug: a token's text (an unknown `alg`…) may hold newlines.
+                tracing::info!(error = ?e.to_string(), "refused unauthenticated request");
                 Err((
                     StatusCode::UNAUTHORIZED,
                     Json(super::error::error_body(

@@ -16,7 +16,8 @@ use super::api::{
 };
 use super::auth::AuthUser;
 use super::error::ApiError;
-use crate::session::Caller;
+use crate::protocol::limits;
+use crate::session::{Caller, SessionError};
 use crate::store::{ChatRecord, ChatState};
 
 /// Most chats in one page.
@@ -40,8 +41,25 @@ pub(super) fn chat_id(id: &str) -> Result<Uuid, ApiError> {
 
 /// Parses a JSON body with the API's error shape for bad ones.
 pub(super) fn parse_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::BadRequest(format!("invalid request body: {e}")))
+    let bad = |e: serde_json::Error| ApiError::BadRequest(format!("invalid request body: {e}"));
+    // A value first, to refuse one nested past the limit as the WebSocket
+    // does, whatever field it hides in.
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+        if e.to_string().contains("recursion limit") {
+            too_deep()
+        } else {
+            bad(e)
+        }
+    })?;
+    if limits::json_depth(&value) > limits::MAX_JSON_DEPTH {
+        return Err(too_deep());
+    }
+    serde_json::from_value(value).map_err(bad)
+}
+
+fn too_deep() -> ApiError {
+    let max = limits::MAX_JSON_DEPTH;
+    SessionError::TooLarge(format!("the body nests deeper than {max} levels")).into()
 }
 
 fn rfc3339(ms: i64) -> String {

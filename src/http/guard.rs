@@ -54,19 +54,31 @@ pub(super) async fn check(State(state): State<AppState>, request: Request, next:
             return refuse(StatusCode::FORBIDDEN, &e);
         }
     }
-    if !has_body {
-        return next.run(request).await;
+    // In jwt mode a request that will be refused (401) is not read at all.
+    let (parts, body) = request.into_parts();
+    let unauthenticated = !state.auth.is_open()
+        && state
+            .auth
+            .authenticate(super::auth::bearer(&parts).as_deref())
+            .is_err();
+    if !has_body || unauthenticated {
+        return next.run(Request::from_parts(parts, body)).await;
     }
     // The body, read whole within the timeout: a client that trickles it in
     // (slowloris) holds a connection no longer than that.
-    let (parts, body) = request.into_parts();
     let limit = state.config.max_message_bytes;
     let read = axum::body::to_bytes(body, limit);
     let bytes = match tokio::time::timeout(state.config.http_body_timeout, read).await {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(_)) => {
+        Ok(Err(e)) if is_too_long(&e) => {
             let message = format!("the request body is over {limit} bytes (max_message_bytes)");
             return refuse(StatusCode::PAYLOAD_TOO_LARGE, &message);
+        }
+        Ok(Err(_)) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+            );
         }
         Err(_) => {
             let message = "the request body was not sent in time (http_body_timeout_seconds)";
@@ -75,6 +87,18 @@ pub(super) async fn check(State(state): State<AppState>, request: Request, next:
     };
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
+}
+
+/// Whether reading a body failed on its length limit (not the connection).
+fn is_too_long(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 fn refuse(status: StatusCode, message: &str) -> Response {

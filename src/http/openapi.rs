@@ -3,7 +3,8 @@
 //! The WebSocket protocol is described by `protocol/` instead.
 
 use axum::response::Json;
-use utoipa::OpenApi;
+use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder};
+use utoipa::{Modify, OpenApi};
 
 use super::{api, chats, openai, sse};
 
@@ -35,6 +36,7 @@ use super::{api, chats, openai, sse};
         openai::enhanced,
     ),
     components(schemas(api::ErrorBody, api::ErrorDetail)),
+    modifiers(&Limits),
     tags(
         (name = "rest", description = "Chats and agents"),
         (name = "sse", description = "SSE dialects of the log, resumable with Last-Event-ID"),
@@ -48,4 +50,61 @@ pub struct ApiDoc;
 /// `GET /openapi.json`.
 pub async fn document() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
+}
+
+/// The answers every route may give besides its own (`guard`, the rate
+/// limits): documented once here rather than on each handler.
+struct Limits;
+
+impl Modify for Limits {
+    fn modify(&self, doc: &mut Document) {
+        let error = |description: &str| -> RefOr<utoipa::openapi::Response> {
+            let body = Content::new(Some(Ref::from_schema_name("ErrorBody")));
+            ResponseBuilder::new()
+                .description(description)
+                .content("application/json", body)
+                .build()
+                .into()
+        };
+        for (path, item) in doc.paths.paths.iter_mut() {
+            if path == "/healthz" || path == "/metrics" {
+                continue;
+            }
+            let every = [
+                (
+                    "403",
+                    "auth mode none: a foreign Origin or Host (UNAUTHORIZED)",
+                ),
+                (
+                    "429",
+                    "a rate limit or quota (RATE_LIMIT_EXCEEDED), with Retry-After",
+                ),
+            ];
+            let with_body = [
+                (
+                    "408",
+                    "the body was not sent in time (SCHEMA_VALIDATION_FAILED)",
+                ),
+                (
+                    "413",
+                    "a body over max_message_bytes, a text over 256 KiB or a value nested over 64 levels (SCHEMA_VALIDATION_FAILED)",
+                ),
+                (
+                    "415",
+                    "a body that is not application/json (SCHEMA_VALIDATION_FAILED)",
+                ),
+            ];
+            let ops = [&mut item.get, &mut item.post, &mut item.delete];
+            for (i, op) in ops.into_iter().enumerate() {
+                let Some(op) = op else { continue };
+                let posts = i == 1;
+                for (status, text) in every.iter().chain(with_body.iter().filter(|_| posts)) {
+                    op.responses
+                        .responses
+                        .entry((*status).to_owned())
+                        .or_insert_with(|| error(text));
+                }
+            }
+        }
+    }
 }

@@ -26,6 +26,7 @@ use super::auth::AuthUser;
 use super::error::ApiError;
 use super::rate::FrameLimiter;
 use super::ws::Read;
+use crate::protocol::limits;
 use crate::session::{Caller, Outbound, SessionError, Subscriber};
 
 #[derive(Deserialize)]
@@ -105,8 +106,9 @@ async fn serve(
             () = sub.closer.closed() => break sub.closer.why(),
             out = rx.recv() => {
                 let Some(out) = out else { break sub.closer.why() };
+                let mut broken = false;
                 let frames = match out {
-                    Outbound::Event(json) => encode(&json, &mut waiting),
+                    Outbound::Event(json) => encode(&json, &mut waiting, &mut broken),
                     Outbound::Frame(text) => serde_json::from_str::<Value>(&text)
                         .ok()
                         .filter(|v| v["type"] == "chat.error")
@@ -118,17 +120,25 @@ async fn serve(
                         loop {
                             match replay.next_page().await {
                                 Ok(Some(page)) => {
-                                    let frames = page.iter().flat_map(|json| encode(json, &mut waiting));
-                                    for f in frames.collect::<Vec<_>>() {
-                                        if sink.feed(send(f)).await.is_err() {
-                                            return;
+                                    for json in &page {
+                                        for f in encode(json, &mut waiting, &mut broken) {
+                                            if sink.feed(send(f)).await.is_err() {
+                                                return;
+                                            }
                                         }
+                                        if broken {
+                                            break;
+                                        }
+                                    }
+                                    if broken {
+                                        break;
                                     }
                                 }
                                 Ok(None) => break,
                                 Err(e) => {
                                     tracing::error!(error = %e, "replay failed");
                                     failed = Some(unreadable());
+                                    broken = true;
                                     break;
                                 }
                             }
@@ -143,6 +153,11 @@ async fn serve(
                 }
                 if sink.flush().await.is_err() {
                     return;
+                }
+                // Delivering anything after a gap would hide it: the client
+                // rejoins (and meets the same envelope, loudly, again).
+                if broken {
+                    break (1011, "the chat log cannot be read");
                 }
             }
             msg = stream.next() => {
@@ -177,12 +192,17 @@ async fn serve(
                         Ok(())
                     }
                     Some("start") if !started => {
-                        started = true;
-                        registry.start(chat_id, caller, &params.definition_id, None, Some(sub.clone())).await
+                        let result = registry.start(chat_id, caller, &params.definition_id, None, Some(sub.clone())).await;
+                        // A refused start (a rate limit…) may be sent again.
+                        started = result.is_ok();
+                        result
                     }
                     Some("start") => Ok(()),
                     Some("message") => match v["content"].as_str() {
                         None => Err(SessionError::InvalidAnswer("`message` needs a string `content`".into())),
+                        Some(content) if content.len() > limits::MAX_TEXT_BYTES => Err(SessionError::TooLarge(format!(
+                            "`content` has {} bytes; at most {} are accepted", content.len(), limits::MAX_TEXT_BYTES
+                        ))),
                         Some(content) => match waiting.iter().next().map(|(c, w)| (c.clone(), w.clone())) {
                             Some((corr, widget)) => {
                                 registry.component_result(chat_id, &user, corr, answer_of(&widget, content)).await
@@ -234,12 +254,14 @@ fn answer_of(widget: &Value, content: &str) -> Value {
     json!({"answer": content})
 }
 
-/// One envelope of the log as this dialect's messages.
-fn encode(json: &str, waiting: &mut Waiting) -> Vec<Value> {
+/// One envelope of the log as this dialect's messages; an unreadable one is
+/// an error and sets `broken` (the connection then closes).
+fn encode(json: &str, waiting: &mut Waiting, broken: &mut bool) -> Vec<Value> {
     let e = match serde_json::from_str::<Value>(json) {
         Ok(e) => e,
         Err(e) => {
             tracing::error!(error = %e, "unreadable envelope in the log");
+            *broken = true;
             return vec![unreadable()];
         }
     };

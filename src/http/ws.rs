@@ -84,6 +84,10 @@ pub(super) fn read(msg: Option<Result<Message, axum::Error>>, max_message_bytes:
         Some(Err(e)) => match e.into_inner().downcast_ref::<tungstenite::Error>() {
             Some(tungstenite::Error::Capacity(_)) => Read::Close(1009, "message too big"),
             Some(tungstenite::Error::Utf8(_)) => Read::Close(1007, "text frames must be UTF-8"),
+            // A dropped connection (a closed tab), not a breach.
+            Some(tungstenite::Error::Protocol(
+                tungstenite::error::ProtocolError::ResetWithoutClosingHandshake,
+            )) => Read::Gone,
             Some(tungstenite::Error::Protocol(p)) => {
                 tracing::info!(error = %p, "WebSocket protocol error; closing with 1002");
                 Read::Close(1002, "protocol error")

@@ -164,7 +164,7 @@ async fn send_with_retries(
     loop {
         let response = build().send().await.map_err(|e| {
             let error = without_url(&e);
-            tracing::warn!(vendor, endpoint = %endpoint(e.url()), %error, "cannot reach the model server");
+            tracing::warn!(vendor, endpoint = %endpoint(e.url()), error = ?error, "cannot reach the model server");
             ProviderError {
                 code: ErrorCode::TransportError,
                 message: format!(
@@ -192,7 +192,7 @@ async fn send_with_retries(
         }
         let endpoint = endpoint(Some(response.url()));
         let e = status_error(vendor, response).await;
-        tracing::warn!(vendor, %endpoint, %status, error = %e.message, "the model server refused the request");
+        tracing::warn!(vendor, %endpoint, %status, error = ?e.message, "the model server refused the request");
         return Err(e);
     }
 }
@@ -279,6 +279,10 @@ pub(super) trait Decoder: Send + 'static {
 
 /// The error for a stream that ended before saying it was complete.
 pub(super) fn cut_short(vendor: &str) -> StreamEvent {
+    tracing::warn!(
+        vendor,
+        "the model's stream ended before the response was complete"
+    );
     StreamEvent::Error(ProviderError {
         code: ErrorCode::TransportError,
         message: format!("{vendor}: the stream ended before the response was complete"),
@@ -288,6 +292,8 @@ pub(super) fn cut_short(vendor: &str) -> StreamEvent {
 
 /// The error for a chunk that is not what the vendor documents.
 pub(super) fn malformed(vendor: &str, what: impl std::fmt::Display) -> StreamEvent {
+    // Debug: the vendor's text may hold newlines.
+    tracing::warn!(vendor, what = ?what.to_string(), "malformed stream from the model server");
     StreamEvent::Error(ProviderError {
         code: ErrorCode::TransportError,
         message: format!("{vendor}: malformed stream: {what}"),
@@ -385,6 +391,7 @@ pub(super) fn decode<D: Decoder>(
                     }
                 }
                 Some(Err(e)) => {
+                    tracing::warn!(vendor = st.vendor, error = ?e.to_string(), "the model's stream broke");
                     out.push(StreamEvent::Error(ProviderError {
                         code: ErrorCode::TransportError,
                         message: format!("{}: the stream broke: {e}", st.vendor),

@@ -344,7 +344,8 @@ impl Registry {
         Ok(self.inner.ctx.store.list_chats(user, before, limit).await?)
     }
 
-    /// Up to `limit` envelopes of `user`'s chat after `after`, as stored.
+    /// Up to `limit` envelopes of `user`'s chat after `after`, as stored, about
+    /// 4 MiB at most, and whether more may follow.
     ///
     /// # Errors
     /// `NotFound` for a chat that is not the user's.
@@ -354,15 +355,12 @@ impl Registry {
         user: &str,
         after: u64,
         limit: u32,
-    ) -> Result<Vec<String>, SessionError> {
+    ) -> Result<(Vec<String>, bool), SessionError> {
         self.chat(chat_id, user).await?;
-        let page = self
-            .inner
-            .ctx
-            .store
-            .load_after(chat_id, after, limit)
-            .await?;
-        Ok(page.into_iter().map(|e| e.json).collect())
+        // At most about 4 MiB a page, however large the envelopes.
+        let store = &*self.inner.ctx.store;
+        let (page, more) = crate::store::load_page(store, chat_id, after, limit, 4 << 20).await?;
+        Ok((page.into_iter().map(|e| e.json).collect(), more))
     }
 
     /// The agents the server knows.
@@ -429,6 +427,7 @@ impl Registry {
         text: String,
     ) -> Result<(), SessionError> {
         check_text("text", &text)?;
+        self.inner.ctx.quotas.message(user)?;
         let op = Op::SubmitInput {
             user: user.to_owned(),
             request_id,
@@ -446,6 +445,8 @@ impl Registry {
         corr: String,
         data: Value,
     ) -> Result<(), SessionError> {
+        // Answers cost the server a logged envelope each, like turns.
+        self.inner.ctx.quotas.message(user)?;
         let op = Op::ComponentResult {
             user: user.to_owned(),
             corr,
@@ -463,6 +464,8 @@ impl Registry {
         corr: String,
         patch: Value,
     ) -> Result<(), SessionError> {
+        // A patch logs the component's whole state again: it counts as a turn.
+        self.inner.ctx.quotas.message(user)?;
         let op = Op::ArtifactPatch {
             user: user.to_owned(),
             corr,

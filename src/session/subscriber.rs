@@ -12,9 +12,8 @@ use crate::store::{Store, StoreError};
 
 /// The most envelopes read from the store per page of a replay.
 const REPLAY_PAGE: u32 = 500;
-/// About how many bytes one page of a replay may hold: pages shrink for
-/// large envelopes, so a client that does not read pins at most about this
-/// much of a replay (or one envelope, if larger).
+/// How many bytes one page of a replay may hold (or one envelope, if
+/// larger): a client that does not read pins at most about this much of it.
 const REPLAY_PAGE_BYTES: usize = 1 << 20;
 
 /// One item of a connection's outbound queue.
@@ -36,9 +35,6 @@ pub struct Replay {
     upto: u64,
     recovered: bool,
     store: Arc<dyn Store>,
-    /// Envelopes to read next: the first page is one envelope, later ones
-    /// as many as fit in [`REPLAY_PAGE_BYTES`] at the sizes seen so far.
-    page: u32,
 }
 
 impl std::fmt::Debug for Replay {
@@ -65,7 +61,6 @@ impl Replay {
             upto,
             recovered,
             store,
-            page: 1,
         }
     }
 
@@ -78,13 +73,14 @@ impl Replay {
         if self.next_after >= self.upto {
             return Ok(None);
         }
-        let page = self
-            .store
-            .load_after(self.chat_id, self.next_after, self.page)
-            .await?;
-        let bytes: usize = page.iter().map(|e| e.json.len()).sum();
-        let average = (bytes / page.len().max(1)).max(1);
-        self.page = (REPLAY_PAGE_BYTES / average).clamp(1, REPLAY_PAGE as usize) as u32;
+        let (page, _) = crate::store::load_page(
+            &*self.store,
+            self.chat_id,
+            self.next_after,
+            REPLAY_PAGE,
+            REPLAY_PAGE_BYTES,
+        )
+        .await?;
         let mut out = Vec::with_capacity(page.len());
         for env in page {
             // Envelopes committed after the subscription went live, not replayed.

@@ -351,6 +351,31 @@ impl Store for PgStore {
         .collect()
     }
 
+    async fn sizes_after(
+        &self,
+        chat_id: Uuid,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<(u64, usize)>, StoreError> {
+        // octet_length reads the stored length, not the text.
+        let rows = sqlx::query(
+            "SELECT seq, octet_length(payload)::BIGINT AS bytes FROM envelopes
+             WHERE chat_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        )
+        .bind(chat_id)
+        .bind(after.min(i64::MAX as u64) as i64)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let seq: i64 = r.try_get("seq")?;
+                let bytes: i64 = r.try_get("bytes")?;
+                Ok((seq as u64, bytes.max(0) as usize))
+            })
+            .collect()
+    }
+
     async fn last(&self, chat_id: Uuid) -> Result<Option<(u64, String)>, StoreError> {
         let row = sqlx::query(
             "SELECT seq, type FROM envelopes WHERE chat_id = $1 ORDER BY seq DESC LIMIT 1",

@@ -84,6 +84,53 @@ fn env(
     }
 }
 
+conformance!(pages_are_bounded_in_bytes, pages_are_bounded_in_bytes_on);
+async fn pages_are_bounded_in_bytes_on(open: Opener) {
+    let store = open().await;
+    let c = store.create_chat(&chat("alice")).await.unwrap();
+    // One tiny envelope, then large ones: a page must not guess from the first.
+    let sized = |seq: u64, bytes: usize| NewEnvelope {
+        json: format!(
+            r#"{{"type":"chat.text","seq":{seq},"pad":"{}"}}"#,
+            "p".repeat(bytes)
+        )
+        .into(),
+        ..env(seq, "chat.text", None, None)
+    };
+    let mut envelopes = vec![sized(1, 10)];
+    envelopes.extend((2..=6).map(|seq| sized(seq, 600_000)));
+    store
+        .append(&[AppendBatch {
+            chat_id: c.id,
+            envelopes,
+            state: None,
+            conversation_state: None,
+            fence: None,
+        }])
+        .await
+        .unwrap();
+    let sizes = store.sizes_after(c.id, 0, 100).await.unwrap();
+    assert_eq!(sizes.len(), 6);
+    assert!(sizes[0].1 < 100 && sizes[1].1 > 600_000, "{sizes:?}");
+
+    let (page, more) = load_page(&*store, c.id, 0, 500, 1 << 20).await.unwrap();
+    let seqs: Vec<u64> = page.iter().map(|e| e.seq).collect();
+    assert_eq!(
+        seqs,
+        vec![1, 2],
+        "the tiny one and one large one fit in 1 MiB"
+    );
+    assert!(more);
+    // A budget smaller than one envelope still reads that one.
+    let (page, more) = load_page(&*store, c.id, 2, 500, 1000).await.unwrap();
+    assert_eq!(page.len(), 1);
+    assert!(more);
+    let (page, more) = load_page(&*store, c.id, 5, 500, 1 << 20).await.unwrap();
+    assert_eq!((page.len(), more), (1, false));
+    let (page, more) = load_page(&*store, c.id, 6, 500, 1 << 20).await.unwrap();
+    assert_eq!((page.len(), more), (0, false));
+}
+
 conformance!(append_load_and_reopen, append_load_and_reopen_on);
 async fn append_load_and_reopen_on(open: Opener) {
     let store = open().await;

@@ -45,7 +45,17 @@ fn nested(depth: usize) -> Value {
 fn field(name: &'static str, chats: Vec<Uuid>) -> impl Strategy<Value = Value> {
     let plausible: BoxedStrategy<Value> = match name {
         "chat_id" => prop::sample::select(chats).prop_map(|c| json!(c)).boxed(),
-        "agent" | "definition_id" => prop::sample::select(vec!["demo", "nope", ""])
+        "agent" | "definition_id" | "name" | "model" | "model_id" => {
+            prop::sample::select(vec!["demo", "nope", ""])
+            .prop_map(Value::from)
+            .boxed()
+        }
+        "conversation_id" => prop_oneof![
+            prop::sample::select(chats.clone()).prop_map(|c| json!(c)),
+            "[a-z0-9-]{1,20}".prop_map(Value::from),
+        ]
+        .boxed(),
+        "context_type" => prop::sample::select(vec!["workflow", "", "x"])
             .prop_map(Value::from)
             .boxed(),
         "text" | "message" | "content" => {
@@ -72,6 +82,7 @@ fn field(name: &'static str, chats: Vec<Uuid>) -> impl Strategy<Value = Value> {
 }
 
 const FIELDS: &[&str] = &[
+    // The WebSocket messages' fields, then the HTTP bodies' own.
     "chat_id",
     "agent",
     "message",
@@ -85,6 +96,12 @@ const FIELDS: &[&str] = &[
     "lastClientIndex",
     "last_client_seq",
     "content",
+    "context_type",
+    "conversation_id",
+    "model_id",
+    "name",
+    "model",
+    "messages",
 ];
 
 const TYPES: &[&str] = &[
@@ -285,6 +302,26 @@ async fn thousands_of_generated_messages_on_every_route() {
                 .await
                 .unwrap_or_else(|_| panic!("POST {path} answered in time: {body}"));
         assert!(status < 500, "POST {path} → {status}: {text}\nbody: {body}");
+    }
+
+    // Every input of the GET routes: queries, path ids, Last-Event-ID.
+    let junk = draw(".{0,30}|[0-9]{1,25}|-1", 600);
+    for (i, j) in junk.iter().enumerate() {
+        let enc: String = j.bytes().map(|b| format!("%{b:02X}")).collect();
+        let path = match i % 6 {
+            0 => format!("/v1/chats/{chat}/events?after={enc}&limit=5"),
+            1 => format!("/v1/chats/{chat}/events?limit={enc}"),
+            2 => format!("/v1/chats/{chat}/events?dialect={enc}&after=999999"),
+            3 => format!("/v1/chats?limit={enc}&cursor={enc}"),
+            4 => format!("/v1/chats/{enc}"),
+            _ => format!("/v1/chats/{chat}/events?after=999999"),
+        };
+        let event_id = if i % 6 == 5 { j.as_str() } else { "" };
+        let headers = [("last-event-id", event_id), ("accept", "application/json")];
+        let (status, text) = tokio::time::timeout(WAIT, http_get(addr, &path, &headers))
+            .await
+            .unwrap_or_else(|_| panic!("GET {path} answered in time"));
+        assert!(status < 500, "GET {path} → {status}: {text}");
     }
 
     // Still serving, with bounded memory.

@@ -295,9 +295,19 @@ async fn values_deeper_than_the_limit_are_refused_on_the_way_in() {
         "completed"
     );
 
-    let body = json!({"agent": "demo", "context": {"deep": nested(100)}}).to_string();
-    let (status, err) = http_json(&server, "POST", "/v1/chats", &body).await;
-    assert_eq!(status, 413, "{err}");
+    // Over HTTP, at any depth, in any field.
+    for depth in [100, 200] {
+        let body = json!({"agent": "demo", "context": {"deep": nested(depth)}}).to_string();
+        let (status, err) = http_json(&server, "POST", "/v1/chats", &body).await;
+        assert_eq!(status, 413, "{depth}: {err}");
+        let body = json!({"message": "hi", "context_type": nested(depth)}).to_string();
+        let (status, err) = http_json(&server, "POST", "/v1/agent/chat", &body).await;
+        assert_eq!(status, 413, "{depth}: {err}");
+    }
+    // Texts over 256 KiB on the WebSocket too.
+    c.say(chat, &"t".repeat(300 << 10)).await;
+    let err = c.expect("chat.error").await;
+    assert_eq!(err["error_code"], "SCHEMA_VALIDATION_FAILED", "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -353,16 +363,37 @@ async fn an_unreadable_envelope_stops_every_reader_loudly() {
     let (status, err) = http_json(&server, "GET", &path, "").await;
     assert_eq!(status, 500, "{err}");
     assert_eq!(err["error"]["code"], "PERSISTENCE_ERROR");
-    // SSE: an error event without an id, and nothing after it.
+    // SSE: the envelopes before it, an error event without an id, and
+    // nothing after it (all three in one page of the replay).
     let path = format!("/v1/chats/{chat}/events");
-    let (status, text) = http_get(server.addr, &path, &[("last-event-id", &n.to_string())]).await;
+    let from = (n - 1).to_string();
+    let (status, text) = http_get(server.addr, &path, &[("last-event-id", &from)]).await;
     assert_eq!(status, 200);
+    assert!(text.contains(&format!("id: {n}")), "{text}");
     assert!(text.contains("PERSISTENCE_ERROR"), "{text}");
     assert!(
         !text.contains("after"),
         "nothing past the unreadable seq: {text}"
     );
     assert!(!text.contains(&format!("id: {}", n + 1)), "{text}");
+    // Seed 004's socket: the same error, then 1011.
+    let url = format!(
+        "ws://{}/api/chat/ws?definition_id=demo&conversation_id={chat}&last_seq={}",
+        server.addr,
+        n - 1
+    );
+    let mut raw = Raw::connect(&url).await;
+    loop {
+        match raw.next().await {
+            Ok(m) if m["type"] == "error" => {
+                assert_eq!(m["data"]["error_code"], "PERSISTENCE_ERROR");
+                break;
+            }
+            Ok(m) => assert_ne!(m["data"]["content"], "after", "{m}"),
+            Err(code) => panic!("closed before the error: {code:?}"),
+        }
+    }
+    assert_eq!(raw.next().await, Err(Some(1011)));
 }
 
 // ----- 5. conversation ids no other user can occupy --------------------------
@@ -497,6 +528,46 @@ async fn new_chats_are_rate_limited_per_user_on_every_wire() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_and_answers_are_rate_limited_per_user_with_retry_after() {
+    let server = limited(Settings {
+        rate_messages_per_minute: Some(2),
+        ..Default::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start(chat, "one").await;
+    c.until_complete(chat).await;
+    c.say(chat, "two").await;
+    c.until_complete(chat).await;
+    c.say(chat, "three").await;
+    let err = c.expect("chat.error").await;
+    assert_eq!(err["error_code"], "RATE_LIMIT_EXCEEDED", "{err}");
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    let body = json!({"text": "four"}).to_string();
+    let req = format!(
+        "POST /v1/chats/{chat}/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    let retry: u64 = answer
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("retry-after: ")
+                .map(str::to_owned)
+        })
+        .expect("a Retry-After header")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_on_one_connection_is_refused_and_others_carry_on() {
     let server = limited(Settings {
         rate_frames_per_second: Some(5),
@@ -539,8 +610,8 @@ async fn runs_in_flight_and_open_streams_are_capped_per_user() {
         .await;
     assert_eq!(err.last().unwrap()["error_code"], "RATE_LIMIT_EXCEEDED");
     c.until_complete(a).await;
-    // The slot came back with the run's end.
-    c.say(b, "hello again").await;
+    // The refused start left no chat; the slot came back with the run's end.
+    c.start(b, "hello again").await;
     assert_eq!(
         last_text(&c.until_complete(b).await),
         "You said: hello again"

@@ -266,11 +266,19 @@ fn event_stream(
             }
             if let Some(replay) = &mut st.replay {
                 match replay.next_page().await {
-                    Ok(Some(page)) => page.iter().for_each(|raw| st.handle(raw)),
+                    Ok(Some(page)) => {
+                        // Nothing after an envelope that could not be read.
+                        for raw in &page {
+                            if st.done {
+                                break;
+                            }
+                            st.handle(raw);
+                        }
+                    }
                     Ok(None) => {
                         st.replay = None;
                         // Caught up on a finished run: the stream is complete.
-                        st.done = st.run_over();
+                        st.done |= st.run_over();
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "replay failed");
@@ -282,7 +290,7 @@ fn event_stream(
             match st.rx.recv().await {
                 Some(Outbound::Event(raw)) => {
                     st.handle(&raw);
-                    st.done = st.run_over();
+                    st.done |= st.run_over();
                 }
                 Some(Outbound::Replay(replay)) => st.replay = Some(replay),
                 // A per-connection error, or no more events (the chat closed
@@ -430,7 +438,7 @@ pub(super) async fn rejoin(
     };
     if wants_page(&headers, query.limit) {
         let limit = query.limit.unwrap_or(100).clamp(1, 1000);
-        let page = state.registry.page(chat_id, &user, after, limit).await?;
+        let (page, more) = state.registry.page(chat_id, &user, after, limit).await?;
         // Every seq of the page or none: a skipped envelope is a gap the
         // client could never see.
         let events = page
@@ -438,7 +446,9 @@ pub(super) async fn rejoin(
             .map(|raw| serde_json::from_str::<Value>(raw))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ApiError::Internal(format!("unreadable envelope in the log: {e}")))?;
-        let next_after = (events.len() as u32 == limit)
+        // A page may end early on its byte budget (about 4 MiB): the next
+        // one starts after its last envelope.
+        let next_after = more
             .then(|| events.last().and_then(|e| e["seq"].as_u64()))
             .flatten();
         let page = EventsPage {

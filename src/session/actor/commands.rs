@@ -225,6 +225,9 @@ impl Actor {
         if message.is_some() {
             self.ctx.quotas.message(&user)?;
         }
+        // A refused run must not leave a chat behind: its slot is taken first.
+        let runs = message.is_some() || definition.starts_first;
+        let permit = runs.then(|| self.ctx.quotas.run(&user)).transpose()?;
         let now = chrono::Utc::now().timestamp_millis();
         let record = ChatRecord {
             id: self.chat_id,
@@ -251,10 +254,13 @@ impl Actor {
             return Ok(());
         }
         self.transition(ConversationState::Pending).await?;
-        match message {
-            Some(text) => self.start_run(Some((text, None)), extras).await,
-            None if definition.starts_first => self.start_run(None, extras).await,
-            None => Ok(()),
+        match (message, permit) {
+            (Some(text), permit) => {
+                self.start_run_with(Some((text, None)), extras, permit)
+                    .await
+            }
+            (None, Some(permit)) => self.start_run_with(None, extras, Some(permit)).await,
+            (None, None) => Ok(()),
         }
     }
 

@@ -21,6 +21,17 @@ impl Actor {
         user_text: Option<(String, Option<String>)>,
         extras: RunExtras,
     ) -> Result<(), SessionError> {
+        self.start_run_with(user_text, extras, None).await
+    }
+
+    /// [`Self::start_run`] with the run's slot in its user's quota, when the
+    /// caller took it already (`None`: take it here).
+    pub(super) async fn start_run_with(
+        &mut self,
+        user_text: Option<(String, Option<String>)>,
+        extras: RunExtras,
+        permit: Option<crate::session::Slot>,
+    ) -> Result<(), SessionError> {
         let chat = self.chat.as_ref().ok_or(SessionError::NotFound)?;
         if chat.archived {
             return Err(SessionError::Archived);
@@ -31,7 +42,10 @@ impl Actor {
             .agents
             .get(&chat.agent)
             .ok_or_else(|| SessionError::AgentMissing(chat.agent.clone()))?;
-        let permit = self.ctx.quotas.run(&chat.owner)?;
+        let permit = match permit {
+            Some(permit) => permit,
+            None => self.ctx.quotas.run(&chat.owner)?,
+        };
         let model = chat.model.clone();
         // This request's context, else the one kept with the chat.
         let context = match extras.context {
