@@ -74,7 +74,8 @@ start_agentwire() { # port database-url
   # size limits stay on.
   RUST_LOG=warn "$bin/agentwire" serve --listen "127.0.0.1:$1" --database-url "$2" \
     --agents "$work/agents" --rate-chats-per-minute 0 --rate-messages-per-minute 0 \
-    --max-runs-per-user 0 --max-streams-per-user 0 > "$work/agentwire-$1.log" 2>&1 &
+    --max-runs-per-user 0 --max-streams-per-user 0 --max-sockets-per-user 0 \
+    > "$work/agentwire-$1.log" 2>&1 &
   pids+=($!)
   aw_pid=$!
   wait_port "$1"

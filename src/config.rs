@@ -155,6 +155,9 @@ pub struct Settings {
     /// Open SSE streams per user; 0: no limit [default: 64].
     #[arg(long, env = "AGENTWIRE_MAX_STREAMS_PER_USER", global = true)]
     pub max_streams_per_user: Option<u32>,
+    /// Open WebSocket connections per user; 0: no limit [default: 256].
+    #[arg(long, env = "AGENTWIRE_MAX_SOCKETS_PER_USER", global = true)]
+    pub max_sockets_per_user: Option<u32>,
     /// Runs in flight per user (per node); 0: no limit [default: 32].
     #[arg(long, env = "AGENTWIRE_MAX_RUNS_PER_USER", global = true)]
     pub max_runs_per_user: Option<u32>,
@@ -188,6 +191,7 @@ struct FileSettings {
     rate_messages_per_minute: Option<u32>,
     rate_frames_per_second: Option<u32>,
     max_streams_per_user: Option<u32>,
+    max_sockets_per_user: Option<u32>,
     max_runs_per_user: Option<u32>,
     #[serde(default)]
     models: Vec<ModelConfig>,
@@ -315,6 +319,8 @@ pub struct Limits {
     pub frames_per_second: Option<u32>,
     /// Open SSE streams per user.
     pub streams_per_user: Option<u32>,
+    /// Open WebSocket connections per user.
+    pub sockets_per_user: Option<u32>,
     /// Runs in flight per user, on one node.
     pub runs_per_user: Option<u32>,
 }
@@ -448,6 +454,7 @@ impl Settings {
             messages_per_minute: on(pick!(rate_messages_per_minute), 600),
             frames_per_second: on(pick!(rate_frames_per_second), 100),
             streams_per_user: on(pick!(max_streams_per_user), 64),
+            sockets_per_user: on(pick!(max_sockets_per_user), 256),
             runs_per_user: on(pick!(max_runs_per_user), 32),
         };
 

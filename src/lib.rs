@@ -149,6 +149,7 @@ pub async fn run(
 
     let grace = config.shutdown_grace;
     let streams = session::UserSlots::new(config.limits.streams_per_user, "open event streams");
+    let sockets = session::UserSlots::new(config.limits.sockets_per_user, "open WebSockets");
     let header_timeout = config.http_header_timeout;
     let state = http::AppState {
         config: Arc::new(config),
@@ -159,6 +160,7 @@ pub async fn run(
         tracker: tracker.clone(),
         next_conn_id: Arc::new(AtomicU64::new(1)),
         streams,
+        sockets,
     };
     tracing::info!(
         addr = %listener.local_addr()?,

@@ -51,6 +51,8 @@ pub struct AppState {
     pub(crate) next_conn_id: Arc<AtomicU64>,
     /// Open SSE streams per user (`max_streams_per_user`).
     pub streams: crate::session::UserSlots,
+    /// Open WebSocket connections per user (`max_sockets_per_user`).
+    pub sockets: crate::session::UserSlots,
 }
 
 /// Gives the errors axum answers by itself (a body over the limit, an unknown

@@ -48,10 +48,14 @@ pub(super) async fn upgrade(
     if state.registry.agents().get(&params.definition_id).is_none() {
         return Err(SessionError::UnknownAgent(params.definition_id).into());
     }
+    let slot = state.sockets.take(&user)?;
     let max = state.config.max_message_bytes;
     Ok(super::ws::limited(ws, max).on_upgrade(move |socket| {
         let tracker = state.tracker.clone();
-        tracker.track_future(serve(socket, state, user, token, params))
+        tracker.track_future(async move {
+            serve(socket, state, user, token, params).await;
+            drop(slot);
+        })
     }))
 }
 

@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::auth::AuthUser;
+use super::error::ApiError;
 use super::rate::FrameLimiter;
 use crate::protocol::{ClientFrame, ErrorCode, connection_error, parse_client_frame, pong};
 use crate::session::{Caller, Closer, Outbound, OutboundRx, Registry, SessionError, Subscriber};
@@ -109,11 +110,18 @@ pub async fn upgrade(
     State(state): State<AppState>,
     AuthUser { user, token }: AuthUser,
     ws: WebSocketUpgrade,
-) -> Response {
-    limited(ws, state.config.max_message_bytes).on_upgrade(move |socket| {
-        let tracker = state.tracker.clone();
-        tracker.track_future(serve(socket, state, user, token))
-    })
+) -> Result<Response, ApiError> {
+    // Held for the connection's life: 429 past `max_sockets_per_user`.
+    let slot = state.sockets.take(&user)?;
+    Ok(
+        limited(ws, state.config.max_message_bytes).on_upgrade(move |socket| {
+            let tracker = state.tracker.clone();
+            tracker.track_future(async move {
+                serve(socket, state, user, token).await;
+                drop(slot);
+            })
+        }),
+    )
 }
 
 #[tracing::instrument(skip_all, fields(conn_id, user = %user))]

@@ -51,6 +51,7 @@ impl Quotas {
             messages_per_minute: None,
             frames_per_second: None,
             streams_per_user: None,
+            sockets_per_user: None,
             runs_per_user: None,
         })
     }
@@ -174,6 +175,7 @@ mod tests {
             messages_per_minute: None,
             frames_per_second: None,
             streams_per_user: None,
+            sockets_per_user: None,
             runs_per_user: Some(runs),
         }
     }

@@ -358,8 +358,8 @@ impl Registry {
     ) -> Result<(Vec<String>, bool), SessionError> {
         self.chat(chat_id, user).await?;
         // At most about 4 MiB a page, however large the envelopes.
-        let store = &*self.inner.ctx.store;
-        let (page, more) = crate::store::load_page(store, chat_id, after, limit, 4 << 20).await?;
+        let store = &self.inner.ctx.store;
+        let (page, more) = store.load_bounded(chat_id, after, limit, 4 << 20).await?;
         Ok((page.into_iter().map(|e| e.json).collect(), more))
     }
 

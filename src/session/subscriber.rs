@@ -73,14 +73,15 @@ impl Replay {
         if self.next_after >= self.upto {
             return Ok(None);
         }
-        let (page, _) = crate::store::load_page(
-            &*self.store,
-            self.chat_id,
-            self.next_after,
-            REPLAY_PAGE,
-            REPLAY_PAGE_BYTES,
-        )
-        .await?;
+        let (page, _) = self
+            .store
+            .load_bounded(
+                self.chat_id,
+                self.next_after,
+                REPLAY_PAGE,
+                REPLAY_PAGE_BYTES,
+            )
+            .await?;
         let mut out = Vec::with_capacity(page.len());
         for env in page {
             // Envelopes committed after the subscription went live, not replayed.

@@ -190,14 +190,21 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> Result<Vec<StoredEnvelope>, StoreError>;
 
-    /// The `seq` and byte size of up to `limit` envelopes of the chat with
-    /// `seq > after`, in order, without reading the envelopes themselves.
-    async fn sizes_after(
+    /// As [`Store::load_after`], stopping once the envelopes read hold
+    /// `max_bytes` (the one that crosses the budget included: the first is
+    /// always read). Rows are pulled one by one and the query is dropped at
+    /// the budget, so large envelopes are never all in memory at once.
+    ///
+    /// # Returns
+    /// The envelopes, and whether more may follow (the page is full, or the
+    /// budget cut it short).
+    async fn load_bounded(
         &self,
         chat_id: Uuid,
         after: u64,
         limit: u32,
-    ) -> Result<Vec<(u64, usize)>, StoreError>;
+        max_bytes: usize,
+    ) -> Result<(Vec<StoredEnvelope>, bool), StoreError>;
 
     /// The chat's highest `seq` and that envelope's type (`None` for an empty log).
     async fn last(&self, chat_id: Uuid) -> Result<Option<(u64, String)>, StoreError>;
@@ -224,43 +231,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// The answer key of template question `corr`, if one was kept.
     async fn answer(&self, chat_id: Uuid, corr: &str) -> Result<Option<String>, StoreError>;
-}
-
-/// Up to `limit` envelopes of the chat with `seq > after`, in order, holding
-/// about `max_bytes` in all: envelopes are taken while they fit, and the first
-/// always is (so one larger than the budget is read alone). What a page of a
-/// replay or of the REST log costs the server is bounded, whatever the
-/// envelopes' sizes.
-///
-/// # Returns
-/// The envelopes, and whether more may follow them (the page is full, or the
-/// byte budget cut it short).
-///
-/// # Errors
-/// The store could not be read.
-pub async fn load_page(
-    store: &dyn Store,
-    chat_id: Uuid,
-    after: u64,
-    limit: u32,
-    max_bytes: usize,
-) -> Result<(Vec<StoredEnvelope>, bool), StoreError> {
-    let sizes = store.sizes_after(chat_id, after, limit).await?;
-    if sizes.is_empty() {
-        return Ok((Vec::new(), false));
-    }
-    let mut total = 0usize;
-    let fit = sizes
-        .iter()
-        .take_while(|(_, bytes)| {
-            total += bytes;
-            total <= max_bytes
-        })
-        .count()
-        .max(1);
-    let more = fit < sizes.len() || sizes.len() as u32 == limit;
-    let page = store.load_after(chat_id, after, fit as u32).await?;
-    Ok((page, more))
 }
 
 #[cfg(test)]

@@ -351,29 +351,33 @@ impl Store for PgStore {
         .collect()
     }
 
-    async fn sizes_after(
+    async fn load_bounded(
         &self,
         chat_id: Uuid,
         after: u64,
         limit: u32,
-    ) -> Result<Vec<(u64, usize)>, StoreError> {
-        // octet_length reads the stored length, not the text.
-        let rows = sqlx::query(
-            "SELECT seq, octet_length(payload)::BIGINT AS bytes FROM envelopes
+        max_bytes: usize,
+    ) -> Result<(Vec<StoredEnvelope>, bool), StoreError> {
+        use futures_util::TryStreamExt;
+        let mut rows = sqlx::query(
+            "SELECT seq, type, payload FROM envelopes
              WHERE chat_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
         )
         .bind(chat_id)
         .bind(after.min(i64::MAX as u64) as i64)
         .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                let seq: i64 = r.try_get("seq")?;
-                let bytes: i64 = r.try_get("bytes")?;
-                Ok((seq as u64, bytes.max(0) as usize))
-            })
-            .collect()
+        .fetch(&self.pool);
+        let (mut out, mut bytes) = (Vec::new(), 0usize);
+        while let Some(row) = rows.try_next().await? {
+            let env = envelope_from_row(&row)?;
+            bytes += env.json.len();
+            out.push(env);
+            if bytes >= max_bytes {
+                return Ok((out, true));
+            }
+        }
+        let full = out.len() as u32 == limit;
+        Ok((out, full))
     }
 
     async fn last(&self, chat_id: Uuid) -> Result<Option<(u64, String)>, StoreError> {

@@ -625,6 +625,34 @@ async fn runs_in_flight_and_open_streams_are_capped_per_user() {
     assert_eq!(status, 429, "{text}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_websockets_are_capped_per_user_on_both_endpoints() {
+    let server = limited(Settings {
+        max_sockets_per_user: Some(2),
+        ..Default::default()
+    })
+    .await;
+    let first = server.client().await;
+    let second = Raw::connect(&format!(
+        "ws://{}/api/chat/ws?definition_id=demo",
+        server.addr
+    ))
+    .await;
+    assert_eq!(upgrade_status(&server.ws_url(), &[]).await, 429);
+    drop(second);
+    // The slot comes back when a connection ends.
+    let mut again = None;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if upgrade_status(&server.ws_url(), &[]).await == 101 {
+            again = Some(());
+            break;
+        }
+    }
+    assert!(again.is_some(), "a closed socket gives its slot back");
+    drop(first);
+}
+
 // ----- 7. timeouts and byte bounds ----------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
