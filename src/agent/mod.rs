@@ -2,12 +2,13 @@
 //!
 //! Owns agent files ([`definition`]), the [`Provider`] trait and its
 //! implementations, built-in tools, and [`runtime`], which drives one run and
-//! talks to its chat only through a [`runtime::RunLink`]. Uses `protocol`;
+//! talks to its chat only through a [`link::RunLink`]. Uses `protocol`;
 //! knows nothing of sessions, stores or transports.
 
 pub mod builtin;
 pub mod definition;
 mod http_tool;
+pub mod link;
 mod models;
 pub mod runtime;
 mod scripted;

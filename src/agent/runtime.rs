@@ -11,157 +11,18 @@
 //! persists, and answers input requests and UI tool calls. When that owner
 //! goes away the run stops at its next message.
 
-use std::sync::{Arc, OnceLock};
-
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
 
 use super::Agent;
 use super::definition::ToolCallFormat;
+use super::link::ToolOutcome;
+pub use super::link::{
+    AnswerCheck, ComponentOutcome, Gone, InputOutcome, RunControl, RunLink, RunMsg, RunSpec,
+};
 use super::tools::execute;
 use super::turn::{TurnOutput, stream_turn};
-use crate::llm::{ChatRequest, Message, ToolCall, ToolDefinition, Usage};
-use crate::protocol::{Display, ErrorCode, EventKind, RunEndReason};
-
-/// What a run asks of its chat.
-#[derive(Debug)]
-pub enum RunMsg {
-    /// Append this event to the log.
-    Emit(EventKind),
-    /// Emit `chat.input_request` and answer when the user does (or time runs out).
-    AskInput {
-        request_id: String,
-        prompt: String,
-        password: bool,
-        respond: oneshot::Sender<InputOutcome>,
-    },
-    /// Emit a `chat.tool_call` awaiting a response and answer with the client's
-    /// `inline_component.result` (or a timeout).
-    ShowComponent {
-        tool_name: String,
-        component_type: String,
-        payload: Value,
-        corr: String,
-        display: Display,
-        /// Checks a result before it is taken: a refused result is answered
-        /// `SCHEMA_VALIDATION_FAILED`, logs nothing, and the call stays open.
-        check: Option<AnswerCheck>,
-        respond: oneshot::Sender<ComponentOutcome>,
-    },
-    /// Keep the answer key (JSON) of a template question in the store, never
-    /// in the log; answered once it is stored.
-    KeepAnswer {
-        corr: String,
-        answer: String,
-        respond: oneshot::Sender<bool>,
-    },
-}
-
-/// A check of an `inline_component.result`'s `data`.
-#[derive(Clone)]
-pub struct AnswerCheck(std::sync::Arc<CheckFn>);
-
-type CheckFn = dyn Fn(&Value) -> Result<(), String> + Send + Sync;
-
-impl AnswerCheck {
-    pub fn new(f: impl Fn(&Value) -> Result<(), String> + Send + Sync + 'static) -> Self {
-        Self(std::sync::Arc::new(f))
-    }
-
-    /// Why `data` is refused, if it is.
-    ///
-    /// # Errors
-    /// The refusal, for the client.
-    pub fn verify(&self, data: &Value) -> Result<(), String> {
-        (self.0)(data)
-    }
-}
-
-impl std::fmt::Debug for AnswerCheck {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AnswerCheck")
-    }
-}
-
-/// The end of an input request.
-#[derive(Debug, PartialEq)]
-pub enum InputOutcome {
-    Answered(String),
-    TimedOut,
-}
-
-/// The end of a UI tool call.
-#[derive(Debug, PartialEq)]
-pub enum ComponentOutcome {
-    Returned(Value),
-    TimedOut,
-}
-
-/// The chat went away; the run stops.
-#[derive(Debug)]
-pub struct Gone;
-
-/// The run's side of its channel to the chat.
-#[derive(Debug, Clone)]
-pub struct RunLink {
-    tx: mpsc::Sender<RunMsg>,
-}
-
-impl RunLink {
-    /// A link and the receiver its chat reads.
-    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<RunMsg>) {
-        let (tx, rx) = mpsc::channel(capacity);
-        (Self { tx }, rx)
-    }
-
-    pub(super) async fn send(&self, msg: RunMsg) -> Result<(), Gone> {
-        self.tx.send(msg).await.map_err(|_| Gone)
-    }
-
-    pub(super) async fn emit(&self, kind: EventKind) -> Result<(), Gone> {
-        self.send(RunMsg::Emit(kind)).await
-    }
-}
-
-/// Stops a run from outside, saying why.
-#[derive(Debug, Clone, Default)]
-pub struct RunControl {
-    token: CancellationToken,
-    reason: Arc<OnceLock<RunEndReason>>,
-}
-
-impl RunControl {
-    /// Asks the run to end with `reason` (the first reason given wins).
-    pub fn cancel(&self, reason: RunEndReason) {
-        let _ = self.reason.set(reason);
-        self.token.cancel();
-    }
-
-    fn reason(&self) -> RunEndReason {
-        self.reason
-            .get()
-            .copied()
-            .unwrap_or(RunEndReason::Cancelled)
-    }
-}
-
-/// What one run starts from. (No `Debug`: it holds the caller's token.)
-#[derive(Clone)]
-pub struct RunSpec {
-    pub agent: Arc<Agent>,
-    /// The conversation so far, the new user message last.
-    pub history: Vec<Message>,
-    /// The chat's `context` object (given to the model, and to tool `inject`).
-    pub context: Option<Value>,
-    /// Seed 000's `context_type`: only tools declared for it are offered.
-    pub context_type: Option<String>,
-    /// The bearer token of the connection that started the run, forwarded to
-    /// HTTP tools verbatim. Never logged or stored.
-    pub bearer: Option<String>,
-    /// The chat's own model, overriding the agent's.
-    pub provider: Option<Arc<dyn crate::llm::Provider>>,
-}
+use crate::llm::{ChatRequest, Message, ToolDefinition, Usage};
+use crate::protocol::{ErrorCode, EventKind, RunEndReason};
 
 /// Runs the agent until it finishes, fails, runs out of turns or time, or is
 /// stopped.
@@ -473,15 +334,6 @@ pub(super) async fn fail(
     .await?;
     Ok(RunEndReason::Error)
 }
-
-/// The result of one tool call: back to the model, or the end of the run.
-pub(super) enum ToolOutcome {
-    Result { content: String, is_error: bool },
-    End(RunEndReason),
-}
-
-/// A parsed JSON-format tool call: the raw text, the call, and `terminate`.
-pub(super) type JsonCall = Result<(String, ToolCall, bool), (String, String)>;
 
 #[cfg(test)]
 #[path = "runtime_tests.rs"]

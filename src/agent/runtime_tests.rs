@@ -1,4 +1,5 @@
 use super::*;
+use crate::llm::ToolCall;
 
 fn user(t: &str) -> Message {
     Message::User { text: t.into() }

@@ -398,9 +398,9 @@ fn widget_payload(item: &Item, content: &Content) -> serde_json::Value {
 
 /// The check of a widget's answer: `{"answer": …}`, or `{"skip": true}`
 /// where the widget may be skipped.
-fn answer_check(c: &ContentSpec) -> super::runtime::AnswerCheck {
+fn answer_check(c: &ContentSpec) -> super::link::AnswerCheck {
     let c = c.clone();
-    super::runtime::AnswerCheck::new(move |data| {
+    super::link::AnswerCheck::new(move |data| {
         if data.get("skip").and_then(serde_json::Value::as_bool) == Some(true) {
             return if c.skippable || !c.required {
                 Ok(())
@@ -695,10 +695,10 @@ async fn feedback(
 pub(super) async fn run(
     agent: &super::Agent,
     template: &Template,
-    link: &super::runtime::RunLink,
+    link: &super::link::RunLink,
     usage: &mut crate::llm::Usage,
-) -> Result<crate::protocol::RunEndReason, super::runtime::Gone> {
-    use super::runtime::{ComponentOutcome, Gone, RunMsg};
+) -> Result<crate::protocol::RunEndReason, super::link::Gone> {
+    use super::link::{ComponentOutcome, Gone, RunMsg};
     use crate::protocol::{Display, EventKind, RunEndReason};
 
     let total = template.items.len() as u32;

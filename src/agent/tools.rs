@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::runtime::{ComponentOutcome, Gone, InputOutcome, RunLink, RunMsg, RunSpec, ToolOutcome};
+use super::link::{ComponentOutcome, Gone, InputOutcome, RunLink, RunMsg, RunSpec, ToolOutcome};
 use super::{Agent, ComponentType, Tool, ToolKind};
 use crate::llm::ToolCall;
 use crate::protocol::{Display, EventKind, RunEndReason};

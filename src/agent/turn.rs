@@ -14,7 +14,7 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 
 use super::Agent;
-use super::runtime::{Gone, JsonCall, RunLink};
+use super::link::{Gone, JsonCall, RunLink};
 use crate::llm::{ProviderError, StreamEvent, ToolCall, Usage};
 use crate::protocol::EventKind;
 
