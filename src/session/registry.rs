@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
@@ -26,7 +26,7 @@ struct Entry {
     signal: Arc<Signal>,
 }
 
-pub(super) struct Inner {
+struct Inner {
     ctx: Arc<SessionContext>,
     // A std mutex: nothing awaits while holding it.
     chats: Mutex<HashMap<Uuid, Entry>>,
@@ -35,7 +35,7 @@ pub(super) struct Inner {
 
 impl Inner {
     /// Called by an actor as it stops: forget it unless it was already replaced.
-    pub(super) fn remove(&self, chat_id: Uuid, generation: u64) {
+    fn remove(&self, chat_id: Uuid, generation: u64) {
         let mut chats = self.chats.lock().expect("registry lock");
         if chats
             .get(&chat_id)
@@ -174,12 +174,18 @@ impl Registry {
         let signal = Arc::new(Signal::default());
         actor::spawn(actor::Spawn {
             chat_id,
-            generation,
             rx,
             me: tx.downgrade(),
             signal: signal.clone(),
             ctx: self.inner.ctx.clone(),
-            registry: Arc::downgrade(&self.inner) as Weak<Inner>,
+            on_end: {
+                let registry = Arc::downgrade(&self.inner);
+                Box::new(move || {
+                    if let Some(registry) = registry.upgrade() {
+                        registry.remove(chat_id, generation);
+                    }
+                })
+            },
         });
         let handle = Handle { tx };
         chats.insert(

@@ -23,7 +23,7 @@ mod history;
 mod run;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -31,7 +31,6 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::handle::{Command, Reply, Signal};
-use super::registry::Inner;
 use super::{Outbound, SessionContext, Subscriber};
 use crate::agent::runtime::{ComponentOutcome, InputOutcome, RunControl, RunMsg};
 use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason, now_ts};
@@ -49,20 +48,21 @@ const REDACTED: &str = "[redacted]";
 /// What a new actor is made of.
 pub(super) struct Spawn {
     pub(super) chat_id: Uuid,
-    /// Tells this actor from a later one of the same chat in the registry.
-    pub(super) generation: u64,
     pub(super) rx: mpsc::Receiver<Command>,
     /// The actor's own mailbox, to requeue a forward that found the chat moved.
     pub(super) me: mpsc::WeakSender<Command>,
     pub(super) signal: Arc<Signal>,
     pub(super) ctx: Arc<SessionContext>,
-    pub(super) registry: Weak<Inner>,
+    /// Called once the actor has stopped: the registry forgets it (unless
+    /// already replaced). A callback, so the actor knows nothing of the
+    /// registry that spawned it.
+    pub(super) on_end: Box<dyn FnOnce() + Send>,
 }
 
 /// Spawns the actor of `chat_id` on the context's task tracker.
 pub(super) fn spawn(s: Spawn) {
     let tracker = s.ctx.tracker.clone();
-    let (chat_id, generation, registry) = (s.chat_id, s.generation, s.registry);
+    let (chat_id, on_end) = (s.chat_id, s.on_end);
     tracker.spawn(async move {
         let role = if s.ctx.node.is_some() {
             Role::Follower
@@ -88,9 +88,7 @@ pub(super) fn spawn(s: Spawn) {
         };
         actor.run().await;
         Box::pin(actor.release()).await;
-        if let Some(registry) = registry.upgrade() {
-            registry.remove(chat_id, generation);
-        }
+        on_end();
     });
 }
 
