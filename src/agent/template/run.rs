@@ -1,0 +1,282 @@
+//! Walking a template: its widgets as tool calls awaiting the user, each
+//! answer checked and graded, the score at the end.
+
+use super::generate::{GENERATION_ATTEMPTS, feedback, generate};
+use super::*;
+
+/// The `tool_name` of a widget's `chat.tool_call`.
+pub const WIDGET_TOOL: &str = "template";
+
+/// What a widget shows a client: its fields, never its `correct_answer`.
+fn widget_payload(item: &Item, content: &Content) -> serde_json::Value {
+    let c = &content.spec;
+    let mut options = c.options.clone();
+    if c.widget_config.shuffle_options == Some(true) {
+        use rand::seq::SliceRandom;
+        options.shuffle(&mut rand::rng());
+    }
+    let mut payload = serde_json::json!({
+        "widget_type": c.widget_type,
+        "content_id": content.id,
+        "item_id": item.id,
+        "stem": c.stem,
+        "widget_config": c.widget_config,
+        "required": c.required,
+        "skippable": c.skippable,
+        "show_user_response": c.show_user_response,
+    });
+    if c.widget_type == WidgetType::MultipleChoice {
+        payload["options"] = serde_json::json!(options);
+    }
+    payload
+}
+
+/// The check of a widget's answer: `{"answer": …}`, or `{"skip": true}`
+/// where the widget may be skipped.
+fn answer_check(c: &ContentSpec) -> crate::agent::link::AnswerCheck {
+    let c = c.clone();
+    crate::agent::link::AnswerCheck::new(move |data| {
+        if data.get("skip").and_then(serde_json::Value::as_bool) == Some(true) {
+            return if c.skippable || !c.required {
+                Ok(())
+            } else {
+                Err("this question cannot be skipped".into())
+            };
+        }
+        let answer = data
+            .get("answer")
+            .ok_or("the result is {\"answer\": …} or {\"skip\": true}")?;
+        match c.widget_type {
+            WidgetType::Message => Err("a message takes no answer".into()),
+            WidgetType::MultipleChoice => {
+                let multiple = c.widget_config.allow_multiple == Some(true);
+                let chosen: Vec<&str> = match answer {
+                    serde_json::Value::String(one) => vec![one.as_str()],
+                    serde_json::Value::Array(many) if multiple => many
+                        .iter()
+                        .map(|v| v.as_str().ok_or("answers are option texts"))
+                        .collect::<Result<_, _>>()?,
+                    _ if multiple => return Err("answer: an option, or a list of options".into()),
+                    _ => return Err("answer: one of the options".into()),
+                };
+                if chosen.is_empty() {
+                    return Err("answer: choose at least one option".into());
+                }
+                let mut seen = HashSet::new();
+                for a in &chosen {
+                    if !c.options.iter().any(|o| o == a) {
+                        return Err(format!("answer: `{a}` was not offered"));
+                    }
+                    if !seen.insert(*a) {
+                        return Err(format!("answer: `{a}` is chosen twice"));
+                    }
+                }
+                Ok(())
+            }
+            WidgetType::FreeText | WidgetType::CodeEditor => {
+                let text = answer.as_str().ok_or("answer: a text")?;
+                let len = text.trim().chars().count();
+                let cfg = &c.widget_config;
+                if c.required && len == 0 {
+                    return Err("answer: must not be empty".into());
+                }
+                if let Some(min) = cfg.min_length
+                    && len < min
+                {
+                    return Err(format!("answer: at least {min} characters"));
+                }
+                if let Some(max) = cfg.max_length
+                    && len > max
+                {
+                    return Err(format!("answer: at most {max} characters"));
+                }
+                Ok(())
+            }
+        }
+    })
+}
+
+/// Whether an accepted answer is the correct one (`None`: not graded).
+fn grade(c: &ContentSpec, data: &serde_json::Value) -> Option<bool> {
+    let correct = c.correct_answer.as_ref()?;
+    let answer = data.get("answer")?;
+    let given: HashSet<&str> = match answer {
+        serde_json::Value::String(s) => [s.as_str()].into(),
+        serde_json::Value::Array(a) => a.iter().filter_map(|v| v.as_str()).collect(),
+        _ => return Some(false),
+    };
+    let expected: HashSet<&str> = match correct {
+        Answer::One(a) => [a.as_str()].into(),
+        Answer::Several(list) => list.iter().map(String::as_str).collect(),
+    };
+    Some(given == expected)
+}
+
+/// Walks the template: for each item a `chat.progress`, then its contents in
+/// order (a message as `chat.text`, a widget as a `chat.tool_call` awaiting
+/// the user, its accepted answer logged as the `chat.tool_response`), then a
+/// final `chat.progress` and a `chat.text` with the score.
+pub(in crate::agent) async fn run(
+    agent: &crate::agent::Agent,
+    template: &Template,
+    link: &crate::agent::link::RunLink,
+    usage: &mut crate::llm::Usage,
+) -> Result<crate::protocol::RunEndReason, crate::agent::link::Gone> {
+    use crate::agent::link::{ComponentOutcome, Gone, RunMsg};
+    use crate::protocol::{Display, EventKind, RunEndReason};
+
+    let total = template.items.len() as u32;
+    let (mut graded, mut correct) = (0u32, 0u32);
+    for (i, item) in template.items.iter().enumerate() {
+        link.emit(EventKind::Progress {
+            current_item: i as u32,
+            total_items: total,
+            item_id: item.id.clone(),
+            item_title: item.title.clone(),
+            enable_chat_input: item.enable_chat_input,
+        })
+        .await?;
+        for content in &item.contents {
+            let shown: std::borrow::Cow<'_, Content> = if content.spec.is_templated {
+                let skill = content
+                    .spec
+                    .skill
+                    .as_deref()
+                    .and_then(|id| template.skills.iter().find(|s| s.id == id))
+                    .expect("checked at load: the skill exists");
+                match generate(agent, skill, content.spec.widget_type, usage).await {
+                    Ok(g) => {
+                        let mut spec = content.spec.clone();
+                        spec.stem = Some(g.stem);
+                        spec.options = g.options;
+                        spec.correct_answer = g.correct_answer.map(Answer::One);
+                        spec.is_templated = false;
+                        std::borrow::Cow::Owned(Content {
+                            id: content.id.clone(),
+                            spec,
+                        })
+                    }
+                    Err(why) => {
+                        // Seed 004's template_render_error, shown to the user.
+                        link.emit(EventKind::Error {
+                            message: format!("this question could not be prepared: {why}"),
+                            error_code: crate::protocol::ErrorCode::ToolExecutionError,
+                            details: Some(serde_json::json!({
+                                "kind": "template_render_error",
+                                "item_id": item.id,
+                                "content_id": content.id,
+                                "attempts": GENERATION_ATTEMPTS,
+                            })),
+                            recoverable: false,
+                        })
+                        .await?;
+                        match template.on_render_error {
+                            OnRenderError::Continue => continue,
+                            OnRenderError::Stop => return Ok(RunEndReason::Error),
+                        }
+                    }
+                }
+            } else {
+                std::borrow::Cow::Borrowed(content)
+            };
+            let content = &*shown;
+            let c = &content.spec;
+            if c.widget_type == WidgetType::Message {
+                let text = c.stem.clone().unwrap_or_default();
+                link.emit(EventKind::Text {
+                    agent: agent.id.clone(),
+                    content: text,
+                })
+                .await?;
+                continue;
+            }
+            let corr = format!(
+                "{}-{}",
+                content.id,
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            );
+            // The answer key goes to the store (never to the log) first.
+            if let Some(key) = &c.correct_answer {
+                let (respond, kept) = tokio::sync::oneshot::channel();
+                link.send(RunMsg::KeepAnswer {
+                    corr: corr.clone(),
+                    answer: serde_json::to_string(key).expect("answers serialize"),
+                    respond,
+                })
+                .await?;
+                if !kept.await.map_err(|_| Gone)? {
+                    return Ok(RunEndReason::Error);
+                }
+            }
+            let (respond, outcome) = tokio::sync::oneshot::channel();
+            link.send(RunMsg::ShowComponent {
+                tool_name: WIDGET_TOOL.into(),
+                component_type: serde_json::to_value(c.widget_type)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                payload: widget_payload(item, content),
+                corr: corr.clone(),
+                display: Display::Inline,
+                check: Some(answer_check(c)),
+                respond,
+            })
+            .await?;
+            match outcome.await.map_err(|_| Gone)? {
+                ComponentOutcome::Returned(data) => {
+                    let verdict = grade(c, &data);
+                    if let Some(ok) = verdict {
+                        graded += 1;
+                        correct += u32::from(ok);
+                    }
+                    let skipped = data.get("skip").is_some();
+                    link.emit(EventKind::ToolResponse {
+                        tool_name: WIDGET_TOOL.into(),
+                        content: data.clone(),
+                        success: true,
+                        corr,
+                    })
+                    .await?;
+                    if template.provide_feedback && !skipped {
+                        let event = match feedback(agent, c, &data, verdict, usage).await {
+                            Ok(text) => EventKind::Text {
+                                agent: agent.id.clone(),
+                                content: text,
+                            },
+                            Err(why) => EventKind::Error {
+                                message: format!("no feedback on this answer: {why}"),
+                                error_code: crate::protocol::ErrorCode::ToolExecutionError,
+                                details: Some(
+                                    serde_json::json!({"kind": "feedback_error", "content_id": content.id}),
+                                ),
+                                recoverable: true,
+                            },
+                        };
+                        link.emit(event).await?;
+                    }
+                }
+                ComponentOutcome::TimedOut => return Ok(RunEndReason::Timeout),
+            }
+        }
+    }
+    let last = template.items.last().expect("a template has items");
+    link.emit(EventKind::Progress {
+        current_item: total,
+        total_items: total,
+        item_id: last.id.clone(),
+        item_title: last.title.clone(),
+        enable_chat_input: true,
+    })
+    .await?;
+    let summary = if graded > 0 {
+        format!("You scored {correct} of {graded}.")
+    } else {
+        "All done.".to_owned()
+    };
+    link.emit(EventKind::Text {
+        agent: agent.id.clone(),
+        content: summary,
+    })
+    .await?;
+    Ok(RunEndReason::Completed)
+}
