@@ -26,7 +26,7 @@ pub use conversation_id::{conversation_chat, is_conversation_chat};
 pub use node::{Node, start as start_node};
 pub use quotas::{Quotas, Slot, UserSlots};
 pub use registry::{Caller, Registry};
-pub use subscriber::{Closer, Outbound, OutboundRx, QueueBytes, Replay, Subscriber};
+pub use subscriber::{Closer, Outbound, OutboundRx, Replay, Subscriber};
 
 use crate::agent::AgentRegistry;
 use crate::protocol::ErrorCode;

@@ -270,15 +270,6 @@ impl Registry {
         if let Some(m) = &message {
             check_text("message", m)?;
         }
-        if let Some(context) = caller.context {
-            let depth = limits::json_depth(&Value::Object(context.clone()));
-            if depth > limits::MAX_JSON_DEPTH {
-                return Err(SessionError::TooLarge(format!(
-                    "`context` nests {depth} levels deep; at most {} are accepted",
-                    limits::MAX_JSON_DEPTH
-                )));
-            }
-        }
         self.call(chat_id, |reply| Command::Start {
             user: caller.user.to_owned(),
             agent: agent.to_owned(),

@@ -151,7 +151,7 @@ pub struct Subscriber {
     /// How the chat closes a connection too slow to drain its queue (1013).
     pub closer: Closer,
     /// The bytes of live envelopes in the queue, and their bound.
-    pub queued: QueueBytes,
+    queued: QueueBytes,
 }
 
 impl Subscriber {
@@ -189,7 +189,7 @@ impl Subscriber {
 
 /// The bytes of live envelopes waiting in one connection's queue.
 #[derive(Debug, Clone)]
-pub struct QueueBytes {
+struct QueueBytes {
     used: Arc<AtomicUsize>,
     max: usize,
 }

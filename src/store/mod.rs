@@ -233,5 +233,27 @@ pub trait Store: Send + Sync + 'static {
     async fn answer(&self, chat_id: Uuid, corr: &str) -> Result<Option<String>, StoreError>;
 }
 
+/// Takes envelopes from a query's rows until `limit` of them or until they
+/// hold `max_bytes` (the one that crosses it included); the rest of the rows
+/// are never read. What [`Store::load_bounded`] does on every backend.
+async fn take_bounded(
+    rows: impl futures_util::Stream<Item = Result<StoredEnvelope, StoreError>>,
+    limit: u32,
+    max_bytes: usize,
+) -> Result<(Vec<StoredEnvelope>, bool), StoreError> {
+    use futures_util::TryStreamExt;
+    let mut rows = std::pin::pin!(rows);
+    let (mut out, mut bytes) = (Vec::new(), 0usize);
+    while let Some(env) = rows.try_next().await? {
+        bytes += env.json.len();
+        out.push(env);
+        if bytes >= max_bytes {
+            return Ok((out, true));
+        }
+    }
+    let full = out.len() as u32 == limit;
+    Ok((out, full))
+}
+
 #[cfg(test)]
 mod tests;

@@ -323,7 +323,7 @@ impl Store for SqliteStore {
         max_bytes: usize,
     ) -> Result<(Vec<StoredEnvelope>, bool), StoreError> {
         use futures_util::TryStreamExt;
-        let mut rows = sqlx::query(
+        let rows = sqlx::query(
             "SELECT seq, type, payload FROM envelopes
              WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         )
@@ -331,17 +331,10 @@ impl Store for SqliteStore {
         .bind(after.min(i64::MAX as u64) as i64)
         .bind(i64::from(limit))
         .fetch(&self.pool);
-        let (mut out, mut bytes) = (Vec::new(), 0usize);
-        while let Some(row) = rows.try_next().await? {
-            let env = envelope_from_row(&row)?;
-            bytes += env.json.len();
-            out.push(env);
-            if bytes >= max_bytes {
-                return Ok((out, true));
-            }
-        }
-        let full = out.len() as u32 == limit;
-        Ok((out, full))
+        let envelopes = rows
+            .map_err(StoreError::from)
+            .and_then(|row| async move { envelope_from_row(&row) });
+        super::take_bounded(envelopes, limit, max_bytes).await
     }
 
     async fn last(&self, chat_id: Uuid) -> Result<Option<(u64, String)>, StoreError> {

@@ -7,9 +7,9 @@ use uuid::Uuid;
 
 use crate::support::*;
 
-const SECRET: &str = "integration-test-secret-0123456789";
+pub(crate) const SECRET: &str = "integration-test-secret-0123456789";
 
-fn token(sub: &str, exp_offset: i64, secret: &str) -> String {
+pub(crate) fn token(sub: &str, exp_offset: i64, secret: &str) -> String {
     let now = chrono::Utc::now().timestamp();
     encode(
         &Header::default(),
@@ -19,7 +19,7 @@ fn token(sub: &str, exp_offset: i64, secret: &str) -> String {
     .unwrap()
 }
 
-async fn jwt_server() -> Server {
+pub(crate) async fn jwt_server() -> Server {
     Server::start_with(Opts {
         settings: agentwire::config::Settings {
             auth: Some(agentwire::config::AuthMode::Jwt),

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire::config::{AuthMode, Settings};
+use agentwire::config::Settings;
 use agentwire::store::{AppendBatch, NewEnvelope, PgStore, SqliteStore, Store};
 use futures_util::{SinkExt, StreamExt};
 use jsonwebtoken::{EncodingKey, Header, encode};
@@ -19,9 +19,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 use uuid::Uuid;
 
+use crate::auth::{SECRET, jwt_server, token};
 use crate::support::*;
-
-const SECRET: &str = "integration-test-secret-0123456789";
 
 fn nested(depth: usize) -> Value {
     let mut v = json!(1);
@@ -252,16 +251,8 @@ async fn in_auth_none_foreign_pages_and_hosts_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_jwt_mode_origins_are_left_to_the_token() {
-    let server = Server::start_with(Opts {
-        settings: Settings {
-            auth: Some(AuthMode::Jwt),
-            jwt_secret: Some(SECRET.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    })
-    .await;
-    let t = token("alice", json!({}));
+    let server = jwt_server().await;
+    let t = token("alice", 600, SECRET);
     let bearer = format!("Bearer {t}");
     let headers = [
         ("origin", "http://elsewhere.example"),
@@ -396,37 +387,11 @@ async fn an_unreadable_envelope_stops_every_reader_loudly() {
 
 // ----- 5. conversation ids no other user can occupy --------------------------
 
-fn token(sub: &str, extra: Value) -> String {
-    let mut claims = json!({"sub": sub, "exp": chrono::Utc::now().timestamp() + 600});
-    claims
-        .as_object_mut()
-        .unwrap()
-        .extend(extra.as_object().unwrap().clone());
-    encode(
-        &Header::default(),
-        &claims,
-        &EncodingKey::from_secret(SECRET.as_bytes()),
-    )
-    .unwrap()
-}
-
-async fn jwt_server() -> Server {
-    Server::start_with(Opts {
-        settings: Settings {
-            auth: Some(AuthMode::Jwt),
-            jwt_secret: Some(SECRET.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    })
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_id_cannot_be_taken_by_another_user() {
     let server = jwt_server().await;
-    let alice = token("alice", json!({}));
-    let bob = token("bob", json!({}));
+    let alice = token("alice", 600, SECRET);
+    let bob = token("bob", 600, SECRET);
     let derived = agentwire::session::conversation_chat("alice", "support-42");
 
     // Bob tries to occupy Alice's chat first.
@@ -465,7 +430,7 @@ async fn a_conversation_id_cannot_be_taken_by_another_user() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_with_crit_headers_or_control_characters_are_refused() {
     let server = jwt_server().await;
-    let forged = token("alice\nINFO agentwire: forged line", json!({}));
+    let forged = token("alice\nINFO agentwire: forged line", 600, SECRET);
     let header = Header {
         crit: Some(vec!["b64".into()]),
         ..Header::default()
