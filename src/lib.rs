@@ -19,13 +19,17 @@ pub mod agent;
 pub mod auth;
 pub mod config;
 pub mod http;
+pub mod link;
 pub mod llm;
 pub mod metrics;
 pub mod protocol;
 pub mod session;
 pub mod store;
+pub mod templates;
 #[doc(hidden)]
 pub mod testing;
+pub mod tools;
+pub mod wire;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

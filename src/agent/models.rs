@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::definition::ProviderKind;
-use super::{Provider, build_provider};
+use super::providers::build_provider;
 use crate::config::ModelConfig;
+use crate::llm::Provider;
 
 /// How long an availability probe waits for the model server.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -117,7 +118,7 @@ impl ModelRegistry {
                 base_url: m
                     .base_url
                     .clone()
-                    .unwrap_or_else(|| super::default_base_url(kind).to_owned()),
+                    .unwrap_or_else(|| super::providers::default_base_url(kind).to_owned()),
                 api_key_env: m.api_key_env.clone(),
                 vendor_model: m.model.clone().unwrap_or_else(|| m.name.clone()),
                 http: http.clone(),

@@ -11,18 +11,50 @@
 //! persists, and answers input requests and UI tool calls. When that owner
 //! goes away the run stops at its next message.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
-use super::Agent;
+use super::build::Agent;
 use super::definition::ToolCallFormat;
-use super::link::ToolOutcome;
-pub use super::link::{
-    AnswerCheck, ComponentOutcome, Gone, InputOutcome, RunControl, RunLink, RunMsg, RunSpec,
-};
-use super::tools::execute;
 use super::turn::{TurnOutput, stream_turn};
+use crate::link::{Gone, RunControl, RunLink, ToolOutcome};
 use crate::llm::{ChatRequest, Message, ToolDefinition, Usage};
 use crate::protocol::{ErrorCode, EventKind, RunEndReason};
+use crate::templates::Speaker;
+use crate::tools::{CallEnv, execute};
+
+/// What one run starts from. (No `Debug`: it holds the caller's token.)
+#[derive(Clone)]
+pub struct RunSpec {
+    pub agent: Arc<Agent>,
+    /// The conversation so far, the new user message last.
+    pub history: Vec<Message>,
+    /// The chat's `context` object (given to the model, and to tool `inject`).
+    pub context: Option<Value>,
+    /// Seed 000's `context_type`: only tools declared for it are offered.
+    pub context_type: Option<String>,
+    /// The bearer token of the connection that started the run, forwarded to
+    /// HTTP tools verbatim. Never logged or stored.
+    pub bearer: Option<String>,
+    /// The chat's own model, overriding the agent's.
+    pub provider: Option<Arc<dyn crate::llm::Provider>>,
+}
+
+impl RunSpec {
+    /// What the run's tool calls may use of it.
+    fn call_env<'a>(&'a self, link: &'a RunLink) -> CallEnv<'a> {
+        CallEnv {
+            link,
+            tools: &self.agent.tools,
+            http: &self.agent.http,
+            context: self.context.as_ref(),
+            context_type: self.context_type.as_deref(),
+            bearer: self.bearer.as_deref(),
+            max_result_chars: self.agent.max_tool_result_chars,
+        }
+    }
+}
 
 /// Runs the agent until it finishes, fails, runs out of turns or time, or is
 /// stopped.
@@ -58,7 +90,14 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
 /// A template's walk, or the agentic loop.
 async fn body(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunEndReason, Gone> {
     match &spec.agent.template {
-        Some(template) => super::template::run(&spec.agent, template, link, usage).await,
+        Some(template) => {
+            let speaker = Speaker {
+                id: &spec.agent.id,
+                system_prompt: &spec.agent.system_prompt,
+                provider: spec.agent.provider.as_ref(),
+            };
+            crate::templates::run(&speaker, template, link, usage).await
+        }
         None => turns(spec, link, usage).await,
     }
 }
@@ -70,6 +109,7 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
     let agent = &spec.agent;
     let json_mode = agent.tool_call_format == ToolCallFormat::Json;
     let mut messages = spec.history.clone();
+    let env = spec.call_env(link);
     let definitions = definitions(agent, spec.context_type.as_deref());
     let system_prompt = system_prompt(
         agent,
@@ -138,7 +178,7 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
                         text: raw,
                         tool_calls: Vec::new(),
                     });
-                    let outcome = execute(agent, link, &call, spec).await?;
+                    let outcome = execute(&call, &env).await?;
                     let (content, is_error) = match outcome {
                         ToolOutcome::End(reason) => return Ok(reason),
                         ToolOutcome::Result { content, is_error } => (content, is_error),
@@ -148,11 +188,7 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
                     }
                     let label = if is_error { "Error from" } else { "Result of" };
                     messages.push(Message::User {
-                        text: format!(
-                            "{label} {}:\n{}",
-                            call.name,
-                            cap(&content, agent.max_tool_result_chars)
-                        ),
+                        text: format!("{label} {}:\n{}", call.name, content),
                     });
                     continue;
                 }
@@ -166,17 +202,15 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
             tool_calls: calls.clone(),
         });
         // The calls of one turn run concurrently; results keep the model's order.
-        let outcomes = futures_util::future::join_all(
-            calls.iter().map(|call| execute(agent, link, call, spec)),
-        )
-        .await;
+        let outcomes =
+            futures_util::future::join_all(calls.iter().map(|call| execute(call, &env))).await;
         let mut end = None;
         for (call, outcome) in calls.iter().zip(outcomes) {
             match outcome? {
                 ToolOutcome::Result { content, is_error } => messages.push(Message::ToolResult {
                     id: call.id.clone(),
                     name: call.name.clone(),
-                    content: cap(&content, agent.max_tool_result_chars),
+                    content,
                     is_error,
                 }),
                 ToolOutcome::End(reason) => end = end.or(Some(reason)),
@@ -303,19 +337,6 @@ pub(super) fn fit_budget(messages: &[Message], budget: u64, system_prompt: &str)
         start += 1;
     }
     messages[start..].to_vec()
-}
-
-/// Cuts a tool result for the model, with a visible marker.
-pub(super) fn cap(content: &str, max_chars: usize) -> String {
-    let total = content.chars().count();
-    if total <= max_chars {
-        return content.to_owned();
-    }
-    let kept: String = content.chars().take(max_chars).collect();
-    format!(
-        "{kept}\n[truncated: {} of {total} characters omitted]",
-        total - max_chars
-    )
 }
 
 /// Emits a run error; the run ends with `error`.

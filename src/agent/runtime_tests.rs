@@ -39,11 +39,3 @@ fn the_budget_drops_the_oldest_turns_and_keeps_the_last() {
     assert!(cut.len() < history.len());
     assert_eq!(fit_budget(&history, 1, "sys"), vec![user("last")]);
 }
-
-#[test]
-fn results_are_capped_with_a_marker() {
-    assert_eq!(cap("short", 10), "short");
-    let capped = cap(&"é".repeat(30), 10);
-    assert!(capped.starts_with(&"é".repeat(10)));
-    assert!(capped.ends_with("[truncated: 20 of 30 characters omitted]"));
-}

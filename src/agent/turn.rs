@@ -13,10 +13,13 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::Value;
 
-use super::Agent;
-use super::link::{Gone, JsonCall, RunLink};
+use super::build::Agent;
+use crate::link::{Gone, RunLink};
 use crate::llm::{ProviderError, StreamEvent, ToolCall, Usage};
 use crate::protocol::EventKind;
+
+/// A parsed JSON-format tool call: the raw text, the call, and `terminate`.
+pub(super) type JsonCall = Result<(String, ToolCall, bool), (String, String)>;
 
 /// What a turn produced.
 pub(super) struct TurnOutput {

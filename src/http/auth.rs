@@ -6,7 +6,7 @@ use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 
-use super::AppState;
+use super::state::AppState;
 use crate::protocol::ErrorCode;
 
 /// The caller, and the bearer token they presented (forwarded to HTTP tools).

@@ -9,13 +9,13 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::AppState;
 use super::api::{
     Accepted, AgentInfo, AgentList, ChatList, ChatModels, ChatView, CreateChat, ErrorBody,
     ModelInfo, ModelSet, SendMessage, SetModel,
 };
 use super::auth::AuthUser;
 use super::error::ApiError;
+use super::state::AppState;
 use crate::protocol::limits;
 use crate::session::{Caller, SessionError};
 use crate::store::{ChatRecord, ChatState};

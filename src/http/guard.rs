@@ -24,8 +24,8 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Json, Response};
 
-use super::AppState;
 use super::error::error_body;
+use super::state::AppState;
 use crate::config::AuthConfig;
 use crate::protocol::ErrorCode;
 

@@ -11,49 +11,24 @@ mod error;
 mod guard;
 mod openai;
 mod openapi;
+mod ops;
 mod rate;
 mod serve;
 mod sse;
+mod state;
 mod template_ws;
 mod web;
 mod ws;
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
-
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 pub use serve::serve;
-
-use crate::auth::Authenticator;
-use crate::config::Config;
-use crate::session::Registry;
-use crate::store::Store;
-
-/// What every handler shares. Cheap to clone.
-#[derive(Clone)]
-pub struct AppState {
-    pub config: Arc<Config>,
-    pub registry: Registry,
-    pub store: Arc<dyn Store>,
-    pub auth: Arc<Authenticator>,
-    /// Cancelled when the server shuts down: sockets close with 1001.
-    pub shutdown: CancellationToken,
-    /// WebSocket tasks are tracked here (axum's graceful shutdown does not wait for them).
-    pub tracker: TaskTracker,
-    pub(crate) next_conn_id: Arc<AtomicU64>,
-    /// Open SSE streams per user (`max_streams_per_user`).
-    pub streams: crate::session::UserSlots,
-    /// Open WebSocket connections per user (`max_sockets_per_user`).
-    pub sockets: crate::session::UserSlots,
-}
+pub use state::AppState;
 
 /// Gives the errors axum answers by itself (a body over the limit, an unknown
 /// route or method) the one JSON error shape.
@@ -103,8 +78,8 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.config.max_message_bytes;
     let guard = axum::middleware::from_fn_with_state(state.clone(), guard::check);
     let app = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
+        .route("/healthz", get(ops::healthz))
+        .route("/metrics", get(ops::metrics))
         .route("/v1/ws", get(ws::upgrade))
         .route("/api/chat/ws", get(template_ws::upgrade))
         .route("/openapi.json", get(openapi::document))
@@ -120,43 +95,5 @@ pub fn router(state: AppState) -> Router {
         app
     } else {
         app.layer(cors(&origins))
-    }
-}
-
-/// The Prometheus metrics of this node (see `crate::metrics` for the names).
-#[utoipa::path(get, path = "/metrics", tag = "ops",
-    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
-async fn metrics(State(state): State<AppState>) -> Response {
-    ::metrics::gauge!(crate::metrics::CHAT_ACTORS).set(state.registry.active_chats() as f64);
-    (
-        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
-        crate::metrics::render(),
-    )
-        .into_response()
-}
-
-/// 200 `{"status":"ok"}` once the store answers, 503 otherwise. On
-/// PostgreSQL the `X-Agentwire-Node` header names the node that answered.
-#[utoipa::path(get, path = "/healthz", tag = "ops",
-    responses((status = 200, body = api::Health), (status = 503, body = api::Health)))]
-async fn healthz(State(state): State<AppState>) -> Response {
-    let node = state
-        .registry
-        .node_id()
-        .map(|id| [("x-agentwire-node", id.to_string())]);
-    match state.store.ping().await {
-        Ok(()) => {
-            let up = api::Health {
-                status: "ok".into(),
-            };
-            (StatusCode::OK, node, Json(up)).into_response()
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "health check: store unreachable");
-            let down = api::Health {
-                status: "unavailable".into(),
-            };
-            (StatusCode::SERVICE_UNAVAILABLE, node, Json(down)).into_response()
-        }
     }
 }

@@ -12,10 +12,10 @@ use axum::response::{Json, Response};
 use axum::routing::{get, post};
 use serde_json::Value;
 
-use super::AppState;
 use super::api::{EnhancedPrompt, ErrorBody, OpenAiModel, OpenAiModelList};
 use super::auth::AuthUser;
 use super::error::ApiError;
+use super::state::AppState;
 use crate::agent::runtime::enhanced_system_prompt;
 use crate::session::SessionError;
 

@@ -6,15 +6,15 @@ use axum::response::Json;
 use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{api, chats, openai, sse};
+use super::{api, chats, openai, ops, sse};
 
 /// The API description.
 #[derive(OpenApi)]
 #[openapi(
     info(title = "agentwire", description = "A durable, resumable backend between AI agents and chat UIs. The WebSocket protocol (/v1/ws) is documented in protocol/README.md."),
     paths(
-        super::healthz,
-        super::metrics,
+        ops::healthz,
+        ops::metrics,
         chats::list_agents,
         chats::create_chat,
         chats::list_chats,

@@ -11,8 +11,6 @@
 //! skippable widget; a JSON array chooses several options), else it is a
 //! user message.
 
-use std::collections::HashMap;
-
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::response::Response;
@@ -21,13 +19,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::AppState;
 use super::auth::AuthUser;
 use super::error::ApiError;
 use super::rate::FrameLimiter;
+use super::state::AppState;
 use super::ws::Read;
 use crate::protocol::limits;
 use crate::session::{Caller, Outbound, SessionError, Subscriber};
+use crate::wire::template_ws::{Waiting, answer_of, encode, unreadable};
 
 #[derive(Deserialize)]
 pub(super) struct Params {
@@ -58,9 +57,6 @@ pub(super) async fn upgrade(
         })
     }))
 }
-
-/// The waiting widgets this connection has seen, by `corr`.
-type Waiting = HashMap<String, Value>;
 
 async fn serve(
     socket: WebSocket,
@@ -236,72 +232,6 @@ async fn serve(
     .await;
 }
 
-/// The error that ends a stream whose log cannot be read.
-fn unreadable() -> Value {
-    json!({"type": "error", "data": {"message": "an envelope of this chat cannot be read", "error_code": "PERSISTENCE_ERROR"}})
-}
-
 fn error_frame(e: &SessionError) -> Value {
     json!({"type": "error", "data": {"message": e.to_string(), "error_code": e.code().as_str()}})
-}
-
-/// A `message`'s content as a widget's answer.
-fn answer_of(widget: &Value, content: &str) -> Value {
-    if content.is_empty() {
-        return json!({"skip": true});
-    }
-    if widget["widget_config"]["allow_multiple"] == true
-        && let Ok(Value::Array(many)) = serde_json::from_str::<Value>(content)
-    {
-        return json!({"answer": many});
-    }
-    json!({"answer": content})
-}
-
-/// One envelope of the log as this dialect's messages; an unreadable one is
-/// an error and sets `broken` (the connection then closes).
-fn encode(json: &str, waiting: &mut Waiting, broken: &mut bool) -> Vec<Value> {
-    let e = match serde_json::from_str::<Value>(json) {
-        Ok(e) => e,
-        Err(e) => {
-            tracing::error!(error = %e, "unreadable envelope in the log");
-            *broken = true;
-            return vec![unreadable()];
-        }
-    };
-    match e["type"].as_str().unwrap_or_default() {
-        "chat.print" => vec![json!({"type": "content", "data": {"content": e["content"]}})],
-        // The user's own words are not echoed back as content.
-        "chat.text" if e["agent"] == "user" => Vec::new(),
-        "chat.text" => vec![
-            json!({"type": "content", "data": {"content": e["content"]}}),
-            json!({"type": "message_complete", "data": {"content": e["content"]}}),
-        ],
-        "chat.tool_call" if e["tool_name"] == crate::agent::template::WIDGET_TOOL => {
-            let corr = e["corr"].as_str().unwrap_or_default().to_owned();
-            if e["awaiting_response"] == true {
-                waiting.insert(corr, e["payload"].clone());
-            }
-            vec![json!({"type": "widget", "data": e["payload"]})]
-        }
-        "chat.tool_response" => {
-            if let Some(corr) = e["corr"].as_str() {
-                waiting.remove(corr);
-            }
-            Vec::new()
-        }
-        "chat.progress" => vec![json!({"type": "progress", "data": {
-            "current_item": e["current_item"], "total_items": e["total_items"],
-            "item_id": e["item_id"], "item_title": e["item_title"],
-            "enable_chat_input": e["enable_chat_input"],
-        }})],
-        "chat.error" => vec![
-            json!({"type": "error", "data": {"message": e["message"], "error_code": e["error_code"]}}),
-        ],
-        "chat.run_complete" => {
-            waiting.clear();
-            vec![json!({"type": "complete", "data": {"reason": e["reason"]}})]
-        }
-        _ => Vec::new(),
-    }
 }

@@ -6,7 +6,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use super::AppState;
+use super::state::AppState;
 
 const INDEX: &str = include_str!("../../web/index.html");
 const APP: &str = include_str!("../../web/app.js");

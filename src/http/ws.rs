@@ -18,10 +18,10 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use uuid::Uuid;
 
-use super::AppState;
 use super::auth::AuthUser;
 use super::error::ApiError;
 use super::rate::FrameLimiter;
+use super::state::AppState;
 use crate::protocol::{ClientFrame, ErrorCode, connection_error, parse_client_frame, pong};
 use crate::session::{Caller, Closer, Outbound, OutboundRx, Registry, SessionError, Subscriber};
 

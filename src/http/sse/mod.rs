@@ -1,5 +1,5 @@
 //! SSE: the chat log served as the event streams of the systems agentwire
-//! replaces (contract §4). Every dialect is an [`dialects::Encoder`] over the
+//! replaces (contract §4). Every dialect is an [`crate::wire::Encoder`] over the
 //! same log; this module is the shared streaming core and the routes.
 //!
 //! A stream subscribes to its chat like a WebSocket connection does (a bounded
@@ -7,8 +7,6 @@
 //! `Last-Event-ID` (every event's `id` is its envelope's `seq`). A client that
 //! goes away does not cancel the run. Streams that belong to a run end after
 //! its completion; the `chat` dialect stays open.
-
-pub mod dialects;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -27,7 +25,6 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use super::AppState;
 use super::api::{
     AgentChatRequest, AgentHostRequest, Cancelled, ErrorBody, EventsPage, SetModel, ThreadCreate,
     ThreadCreated, ThreadMessage, ThreadModelSet, ThreadModels,
@@ -35,9 +32,10 @@ use super::api::{
 use super::auth::AuthUser;
 use super::chats::{chat_id as parse_chat_id, model_infos, parse_body};
 use super::error::ApiError;
+use super::state::AppState;
 use crate::protocol::{Envelope, ErrorCode, EventKind};
 use crate::session::{Caller, Outbound, OutboundRx, Replay, SessionError, Subscriber};
-use dialects::{Dialect, Encoder, Out};
+use crate::wire::{Dialect, Encoder, Out};
 
 /// Comment lines keep idle streams (and proxies) alive this often.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);

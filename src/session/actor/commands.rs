@@ -4,7 +4,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::{Actor, MAX_SUBSCRIBERS, REDACTED, Role, reply_of};
-use crate::agent::runtime::{ComponentOutcome, InputOutcome};
+use crate::link::{ComponentOutcome, InputOutcome};
 use crate::protocol::{ConversationState, Envelope, EventKind, RunEndReason, limits};
 use crate::session::handle::{Command, Op, Origin, RunExtras};
 use crate::session::{Outbound, Replay, SessionError, Subscriber};

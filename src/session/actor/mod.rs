@@ -32,7 +32,7 @@ use uuid::Uuid;
 
 use super::handle::{Command, Reply, Signal};
 use super::{Outbound, SessionContext, Subscriber};
-use crate::agent::runtime::{ComponentOutcome, InputOutcome, RunControl, RunMsg};
+use crate::link::{ComponentOutcome, InputOutcome, RunControl, RunMsg};
 use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason, now_ts};
 use crate::store::{AppendBatch, ChatRecord, ChatState, Fence, NewEnvelope, StoreError};
 
@@ -128,7 +128,7 @@ struct PendingComponent {
     /// An approval gate (`component_type: "approval"`): answerable in a batch.
     approval: bool,
     /// What a result must pass before it is taken.
-    check: Option<crate::agent::runtime::AnswerCheck>,
+    check: Option<crate::link::AnswerCheck>,
     respond: oneshot::Sender<ComponentOutcome>,
 }
 

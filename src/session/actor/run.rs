@@ -4,9 +4,8 @@
 use tokio::time::Instant;
 
 use super::{ActiveRun, Actor, MAX_EMIT_BATCH, PendingComponent, PendingInput, RUN_QUEUE};
-use crate::agent::runtime::{
-    self, ComponentOutcome, InputOutcome, RunControl, RunLink, RunMsg, RunSpec,
-};
+use crate::agent::runtime::{self, RunSpec};
+use crate::link::{ComponentOutcome, InputOutcome, RunControl, RunLink, RunMsg};
 use crate::llm::Message;
 use crate::protocol::{ErrorCode, EventKind, RunEndReason};
 use crate::session::SessionError;

@@ -9,7 +9,10 @@ use futures_util::StreamExt;
 use reqwest::Method;
 use serde_json::Value;
 
-use super::definition::HttpSpec;
+use super::record::{backend_call, finish};
+use super::spec::HttpSpec;
+use crate::link::{Gone, RunLink, ToolOutcome};
+use crate::llm::ToolCall;
 
 /// A configured HTTP tool.
 #[derive(Debug, Clone)]
@@ -122,4 +125,17 @@ impl HttpTool {
             ))
         }
     }
+}
+
+/// Calls the endpoint with the call's input and the caller's bearer.
+pub(super) async fn run(
+    tool: &HttpTool,
+    call: &ToolCall,
+    link: &RunLink,
+    client: &reqwest::Client,
+    bearer: Option<&str>,
+) -> Result<ToolOutcome, Gone> {
+    link.emit(backend_call(call)).await?;
+    let result = tool.call(client, &call.input, bearer).await;
+    finish(link, call, result).await
 }

@@ -9,7 +9,13 @@
 //! saying where.
 //!
 //! This file is the spec and its checks; `generate` the contents the model
-//! writes and its feedback; `run` the walk a template run does.
+//! writes and its feedback; `run` the walk a template run does instead of the
+//! model loop. A widget's answer is checked by the chat actor, through the
+//! `AnswerCheck` the run hands it, before anything is logged; the answer key
+//! goes to the store (`RunMsg::KeepAnswer`), never to the log.
+//!
+//! Uses `link`, `llm` and `protocol`; knows nothing of agents: a run is given
+//! the [`Speaker`] it speaks as.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -373,8 +379,15 @@ fn check_content(c: &ContentSpec, skills: &HashSet<&str>) -> Result<(), (&'stati
 mod generate;
 mod run;
 
-pub use run::WIDGET_TOOL;
-pub(super) use run::run;
+pub use run::{WIDGET_TOOL, run};
+
+/// The agent a template run speaks as: its id (on the `chat.text`s it logs)
+/// and the model that writes generated contents and feedback.
+pub struct Speaker<'a> {
+    pub id: &'a str,
+    pub system_prompt: &'a str,
+    pub provider: &'a dyn crate::llm::Provider,
+}
 
 #[cfg(test)]
 mod tests;

@@ -33,9 +33,9 @@ fn widget_payload(item: &Item, content: &Content) -> serde_json::Value {
 
 /// The check of a widget's answer: `{"answer": …}`, or `{"skip": true}`
 /// where the widget may be skipped.
-fn answer_check(c: &ContentSpec) -> crate::agent::link::AnswerCheck {
+fn answer_check(c: &ContentSpec) -> crate::link::AnswerCheck {
     let c = c.clone();
-    crate::agent::link::AnswerCheck::new(move |data| {
+    crate::link::AnswerCheck::new(move |data| {
         if data.get("skip").and_then(serde_json::Value::as_bool) == Some(true) {
             return if c.skippable || !c.required {
                 Ok(())
@@ -116,13 +116,13 @@ fn grade(c: &ContentSpec, data: &serde_json::Value) -> Option<bool> {
 /// order (a message as `chat.text`, a widget as a `chat.tool_call` awaiting
 /// the user, its accepted answer logged as the `chat.tool_response`), then a
 /// final `chat.progress` and a `chat.text` with the score.
-pub(in crate::agent) async fn run(
-    agent: &crate::agent::Agent,
+pub async fn run(
+    agent: &Speaker<'_>,
     template: &Template,
-    link: &crate::agent::link::RunLink,
+    link: &crate::link::RunLink,
     usage: &mut crate::llm::Usage,
-) -> Result<crate::protocol::RunEndReason, crate::agent::link::Gone> {
-    use crate::agent::link::{ComponentOutcome, Gone, RunMsg};
+) -> Result<crate::protocol::RunEndReason, crate::link::Gone> {
+    use crate::link::{ComponentOutcome, Gone, RunMsg};
     use crate::protocol::{Display, EventKind, RunEndReason};
 
     let total = template.items.len() as u32;
@@ -184,7 +184,7 @@ pub(in crate::agent) async fn run(
             if c.widget_type == WidgetType::Message {
                 let text = c.stem.clone().unwrap_or_default();
                 link.emit(EventKind::Text {
-                    agent: agent.id.clone(),
+                    agent: agent.id.to_owned(),
                     content: text,
                 })
                 .await?;
@@ -240,7 +240,7 @@ pub(in crate::agent) async fn run(
                     if template.provide_feedback && !skipped {
                         let event = match feedback(agent, c, &data, verdict, usage).await {
                             Ok(text) => EventKind::Text {
-                                agent: agent.id.clone(),
+                                agent: agent.id.to_owned(),
                                 content: text,
                             },
                             Err(why) => EventKind::Error {
@@ -274,7 +274,7 @@ pub(in crate::agent) async fn run(
         "All done.".to_owned()
     };
     link.emit(EventKind::Text {
-        agent: agent.id.clone(),
+        agent: agent.id.to_owned(),
         content: summary,
     })
     .await?;

@@ -1,5 +1,7 @@
+use serde_json::{Value, json};
+
 use super::*;
-use crate::protocol::{Display, ErrorCode};
+use crate::protocol::{Display, Envelope, ErrorCode, EventKind, RunEndReason};
 
 fn env(seq: u64, kind: EventKind) -> Envelope {
     Envelope {

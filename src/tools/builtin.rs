@@ -4,6 +4,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::record::{backend_call, finish};
+use crate::link::{Gone, RunLink, ToolOutcome};
+use crate::llm::ToolCall;
+use crate::protocol::EventKind;
+
 /// A built-in tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Builtin {
@@ -48,4 +53,26 @@ impl Builtin {
             }
         }
     }
+}
+
+/// Runs a built-in, its progress logged as `chat.tool_progress`.
+pub(super) async fn run(
+    builtin: Builtin,
+    call: &ToolCall,
+    link: &RunLink,
+) -> Result<ToolOutcome, Gone> {
+    link.emit(backend_call(call)).await?;
+    let result = builtin
+        .call(&call.input, |percent, status_message| {
+            let link = link.clone();
+            let progress = EventKind::ToolProgress {
+                tool_name: call.name.clone(),
+                progress_percent: percent,
+                status_message,
+                corr: call.id.clone(),
+            };
+            async move { link.emit(progress).await.is_ok() }
+        })
+        .await;
+    finish(link, call, result).await
 }

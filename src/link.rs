@@ -1,9 +1,9 @@
 //! The run's link to its chat: every type through which a run (the loop in
-//! `runtime`, its tools, its template walk, one model turn) talks to the chat
-//! that owns it, and through which the chat answers and stops it.
+//! `agent::runtime`, its tools, its template walk, one model turn) talks to
+//! the chat that owns it, and through which the chat answers and stops it.
 //!
-//! At the bottom of `agent`: it uses nothing else in the module but the
-//! agent's definition, and every other file of the module may use it.
+//! Below `tools`, `templates` and `agent`, which all speak it, and above
+//! `session`, whose actor answers it. Uses `llm` and `protocol` only.
 
 use std::sync::{Arc, OnceLock};
 
@@ -11,8 +11,6 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::Agent;
-use crate::llm::{Message, ToolCall};
 use crate::protocol::{Display, EventKind, RunEndReason};
 
 /// What a run asks of its chat.
@@ -106,11 +104,11 @@ impl RunLink {
         (Self { tx }, rx)
     }
 
-    pub(super) async fn send(&self, msg: RunMsg) -> Result<(), Gone> {
+    pub(crate) async fn send(&self, msg: RunMsg) -> Result<(), Gone> {
         self.tx.send(msg).await.map_err(|_| Gone)
     }
 
-    pub(super) async fn emit(&self, kind: EventKind) -> Result<(), Gone> {
+    pub(crate) async fn emit(&self, kind: EventKind) -> Result<(), Gone> {
         self.send(RunMsg::Emit(kind)).await
     }
 }
@@ -118,7 +116,7 @@ impl RunLink {
 /// Stops a run from outside, saying why.
 #[derive(Debug, Clone, Default)]
 pub struct RunControl {
-    pub(super) token: CancellationToken,
+    pub(crate) token: CancellationToken,
     reason: Arc<OnceLock<RunEndReason>>,
 }
 
@@ -129,7 +127,7 @@ impl RunControl {
         self.token.cancel();
     }
 
-    pub(super) fn reason(&self) -> RunEndReason {
+    pub(crate) fn reason(&self) -> RunEndReason {
         self.reason
             .get()
             .copied()
@@ -137,28 +135,8 @@ impl RunControl {
     }
 }
 
-/// What one run starts from. (No `Debug`: it holds the caller's token.)
-#[derive(Clone)]
-pub struct RunSpec {
-    pub agent: Arc<Agent>,
-    /// The conversation so far, the new user message last.
-    pub history: Vec<Message>,
-    /// The chat's `context` object (given to the model, and to tool `inject`).
-    pub context: Option<Value>,
-    /// Seed 000's `context_type`: only tools declared for it are offered.
-    pub context_type: Option<String>,
-    /// The bearer token of the connection that started the run, forwarded to
-    /// HTTP tools verbatim. Never logged or stored.
-    pub bearer: Option<String>,
-    /// The chat's own model, overriding the agent's.
-    pub provider: Option<Arc<dyn crate::llm::Provider>>,
-}
-
 /// The result of one tool call: back to the model, or the end of the run.
-pub(super) enum ToolOutcome {
+pub enum ToolOutcome {
     Result { content: String, is_error: bool },
     End(RunEndReason),
 }
-
-/// A parsed JSON-format tool call: the raw text, the call, and `terminate`.
-pub(super) type JsonCall = Result<(String, ToolCall, bool), (String, String)>;

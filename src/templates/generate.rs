@@ -102,7 +102,7 @@ pub(super) fn parse_generated(text: &str, widget: WidgetType) -> Result<Generate
 
 /// One model call without tools: its text, or why it failed. Usage is added up.
 async fn complete(
-    agent: &crate::agent::Agent,
+    agent: &Speaker<'_>,
     messages: Vec<crate::llm::Message>,
     max_tokens: u32,
     usage: &mut crate::llm::Usage,
@@ -112,7 +112,7 @@ async fn complete(
     use crate::llm::{ChatRequest, StreamEvent};
 
     let request = ChatRequest {
-        system_prompt: agent.system_prompt.clone(),
+        system_prompt: agent.system_prompt.to_owned(),
         messages,
         tools: Vec::new(),
         max_tokens,
@@ -140,7 +140,7 @@ async fn complete(
 /// Asks the agent's model for a content, sending its mistakes back up to
 /// [`GENERATION_ATTEMPTS`] times.
 pub(super) async fn generate(
-    agent: &crate::agent::Agent,
+    agent: &Speaker<'_>,
     skill: &SkillSpec,
     widget: WidgetType,
     usage: &mut crate::llm::Usage,
@@ -181,7 +181,7 @@ pub(super) async fn generate(
 
 /// The model's comment on an answer (`provide_feedback`).
 pub(super) async fn feedback(
-    agent: &crate::agent::Agent,
+    agent: &Speaker<'_>,
     c: &ContentSpec,
     data: &serde_json::Value,
     correct: Option<bool>,

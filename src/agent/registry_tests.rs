@@ -1,4 +1,5 @@
 use super::*;
+use crate::tools::ToolKind;
 
 #[test]
 fn demo_loads_with_its_tools() {

@@ -1,0 +1,113 @@
+//! Every agent the server knows: the built-in `demo` and the agents folder.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::build::Agent;
+use super::models::ModelRegistry;
+use crate::config::ModelConfig;
+
+/// The `demo` agent, built into the binary.
+const DEMO: &str = include_str!("demo.yaml");
+
+/// A bad agent file, naming the file and the field.
+#[derive(Debug, thiserror::Error)]
+#[error("agent file {file}: {message}")]
+pub struct AgentFileError {
+    pub file: PathBuf,
+    pub message: String,
+}
+
+/// Every agent the server knows, by id.
+#[derive(Debug, Clone, Default)]
+pub struct AgentRegistry {
+    agents: HashMap<String, Arc<Agent>>,
+    models: ModelRegistry,
+}
+
+impl AgentRegistry {
+    /// The built-in `demo` plus every `*.yaml`/`*.yml` file in `dir`.
+    ///
+    /// # Errors
+    /// A bad file (named, with the field), a duplicate id, or an unreadable
+    /// folder. A missing folder is an error only when `required`.
+    pub fn load(
+        dir: &Path,
+        required: bool,
+        models: &[ModelConfig],
+    ) -> Result<Self, AgentFileError> {
+        let mut agents = HashMap::new();
+        let http = crate::llm::http_client();
+        let models =
+            ModelRegistry::from_config(models, &http).map_err(|message| AgentFileError {
+                file: "agentwire.toml".into(),
+                message: format!("models: {message}"),
+            })?;
+        let demo = Agent::from_yaml(DEMO, &http).map_err(|message| AgentFileError {
+            file: "<built-in demo>".into(),
+            message,
+        })?;
+        agents.insert(demo.id.clone(), Arc::new(demo));
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+                return Ok(Self { agents, models });
+            }
+            Err(e) => {
+                return Err(AgentFileError {
+                    file: dir.to_owned(),
+                    message: format!("cannot read the agents folder: {e}"),
+                });
+            }
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let fail = |message: String| AgentFileError {
+                file: path.clone(),
+                message,
+            };
+            let text = std::fs::read_to_string(&path).map_err(|e| fail(e.to_string()))?;
+            // The YAML reader names its source `<input>` in its snippets.
+            let agent = Agent::from_yaml(&text, &http)
+                .map_err(|m| fail(m.replace("<input>", &path.display().to_string())))?;
+            if agents.contains_key(&agent.id) {
+                return Err(fail(format!("id: `{}` is already defined", agent.id)));
+            }
+            agents.insert(agent.id.clone(), Arc::new(agent));
+        }
+        Ok(Self { agents, models })
+    }
+
+    /// The agent with that id.
+    pub fn get(&self, id: &str) -> Option<Arc<Agent>> {
+        self.agents.get(id).cloned()
+    }
+
+    /// The models chats may switch to.
+    pub fn models(&self) -> &ModelRegistry {
+        &self.models
+    }
+
+    /// Every agent, sorted by id.
+    pub fn all(&self) -> Vec<Arc<Agent>> {
+        let mut all: Vec<_> = self.agents.values().cloned().collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
+    }
+
+    /// Every agent id, sorted.
+    pub fn ids(&self) -> Vec<&str> {
+        let mut ids: Vec<_> = self.agents.keys().map(String::as_str).collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
+#[cfg(test)]
+#[path = "registry_tests.rs"]
+mod tests;

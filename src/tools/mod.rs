@@ -1,0 +1,47 @@
+//! Tools: what an agent's model may call, and the one path every call takes.
+//!
+//! A tool is a [`Tool`]: a name, a description, a JSON Schema for its input,
+//! the gates every kind shares (`requires_approval`, `inject`,
+//! `context_types`) and a [`ToolKind`], the source that runs it. One file per
+//! kind says how a call of that kind runs and whether it waits for a person:
+//!
+//! - `ui`: the client renders a component; waits for its
+//!   `inline_component.result`.
+//! - `ask_user`: a `chat.input_request`; waits for the user's answer.
+//! - `builtin`: tools implemented inside the server (`progress`).
+//! - `http`: an HTTP endpoint, the caller's bearer forwarded.
+//!
+//! `pipeline` is what every call goes through, whatever its kind: the
+//! offer check, context injection, schema validation, the approval gate, the
+//! `chat.tool_call`/`chat.tool_response` pair in the log, the metric, and the
+//! cap on what goes back to the model. A call is a future: a cancelled run
+//! drops it, so a kind holds nothing that must be undone.
+//!
+//! `record` what every kind logs; `tool` the [`Tool`] and [`ToolKind`]
+//! types, checked from the agent file and dispatched to their kind.
+//!
+//! Adding a kind is one file here and one registration: its field in
+//! [`spec::ToolSpec`] and its variant in [`ToolKind`] (the compiler then
+//! names the matches in `tool.rs` that must learn it: [`Tool::from_spec`],
+//! the dispatch and the metric label).
+//!
+//! Inside, in dependency order: `spec`, `record`; the kinds; `tool`;
+//! `pipeline`. `mod.rs` only re-exports.
+//!
+//! Uses `link` (the run's channel to its chat), `llm` and `protocol`; knows
+//! nothing of agents or sessions.
+
+mod ask_user;
+mod builtin;
+mod http;
+mod pipeline;
+mod record;
+pub mod spec;
+mod tool;
+mod ui;
+
+pub use builtin::Builtin;
+pub use http::HttpTool;
+pub use pipeline::{APPROVAL, cap, execute};
+pub use tool::{CallEnv, Tool, ToolKind};
+pub use ui::ComponentType;

@@ -1,0 +1,102 @@
+//! The `tools:` entries of an agent file, as written (serde); [`super::Tool`]
+//! is what they become once checked.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::protocol::Display;
+
+/// A tool the agent may call. Exactly one of `ui`, `input_request`, `builtin`
+/// and `http` says what it is.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON Schema of the input; `{type: object}` when absent.
+    #[serde(default)]
+    pub input_schema: Option<Value>,
+    /// The client renders a component and answers with `inline_component.result`.
+    #[serde(default)]
+    pub ui: Option<UiSpec>,
+    /// The user types an answer (`chat.input_request`).
+    #[serde(default)]
+    pub input_request: Option<InputRequestSpec>,
+    /// A tool implemented inside the server, by name.
+    #[serde(default)]
+    pub builtin: Option<String>,
+    /// An HTTP endpoint.
+    #[serde(default)]
+    pub http: Option<HttpSpec>,
+    /// Ask the user before running (seed 002's approval gate).
+    #[serde(default)]
+    pub requires_approval: bool,
+    /// The `context_type`s (seed 000) this tool is offered for; empty: all.
+    #[serde(default)]
+    pub context_types: Vec<String>,
+    /// Arguments filled from the chat's context when the model leaves them
+    /// out or gives them in the wrong form: `{workflow_id: context.workflow_id}`.
+    #[serde(default)]
+    pub inject: std::collections::BTreeMap<String, String>,
+}
+
+/// An HTTP tool: the input is the JSON body (the query string for GET and
+/// DELETE), the caller's bearer token is forwarded.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSpec {
+    #[serde(default = "default_method")]
+    pub method: String,
+    pub url: String,
+    #[serde(default = "default_http_timeout")]
+    pub timeout_seconds: u64,
+    /// Bytes of the response read at most; the rest is cut.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    /// Extra headers sent with every call.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
+fn default_method() -> String {
+    "POST".into()
+}
+
+fn default_http_timeout() -> u64 {
+    30
+}
+
+fn default_max_response_bytes() -> usize {
+    1 << 20
+}
+
+/// A UI tool.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UiSpec {
+    /// A fixed component type…
+    #[serde(default)]
+    pub component_type: Option<String>,
+    /// …or the name of the input field that carries it.
+    #[serde(default)]
+    pub component_type_from: Option<String>,
+    #[serde(default)]
+    pub display: Display,
+}
+
+/// An input-request tool.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputRequestSpec {
+    /// The input field that holds the prompt (default `prompt`).
+    #[serde(default = "default_prompt_field")]
+    pub prompt_field: String,
+    /// Whether the answer is a secret (never stored or logged).
+    #[serde(default)]
+    pub password: bool,
+}
+
+fn default_prompt_field() -> String {
+    "prompt".into()
+}

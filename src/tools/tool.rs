@@ -1,0 +1,185 @@
+//! [`Tool`]: one entry of an agent's tools, checked; [`ToolKind`]: the kinds,
+//! each run by its own file; [`CallEnv`]: what a call may use of its run.
+
+use std::sync::Arc;
+
+use jsonschema::Validator;
+use serde_json::Value;
+
+use super::ask_user;
+use super::builtin::{self, Builtin};
+use super::http::{self, HttpTool};
+use super::spec::ToolSpec;
+use super::ui::{self, ComponentType};
+use crate::link::{Gone, RunLink, ToolOutcome};
+use crate::llm::ToolCall;
+use crate::protocol::Display;
+
+/// What a tool does when called: its source.
+#[derive(Debug, Clone)]
+pub enum ToolKind {
+    Ui {
+        component_type: ComponentType,
+        display: Display,
+    },
+    InputRequest {
+        prompt_field: String,
+        password: bool,
+    },
+    Builtin(Builtin),
+    Http(HttpTool),
+}
+
+impl ToolKind {
+    /// The kind's label on the `agentwire_tool_seconds` metric.
+    pub(super) fn label(&self) -> &'static str {
+        match self {
+            Self::Ui { .. } => "ui",
+            Self::InputRequest { .. } => "input",
+            Self::Builtin(_) => "builtin",
+            Self::Http(_) => "http",
+        }
+    }
+
+    /// Runs a call that is offered, valid and approved; logs what the kind
+    /// logs (a backend tool: its `chat.tool_call` and `chat.tool_response`).
+    pub(super) async fn run(
+        &self,
+        call: &ToolCall,
+        env: &CallEnv<'_>,
+    ) -> Result<ToolOutcome, Gone> {
+        match self {
+            Self::Ui {
+                component_type,
+                display,
+            } => ui::run(component_type, *display, call, env.link).await,
+            Self::InputRequest {
+                prompt_field,
+                password,
+            } => ask_user::run(prompt_field, *password, call, env.link).await,
+            Self::Builtin(builtin) => builtin::run(*builtin, call, env.link).await,
+            Self::Http(http) => http::run(http, call, env.link, env.http, env.bearer).await,
+        }
+    }
+}
+
+/// A tool, ready to validate and run.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    pub validator: Arc<Validator>,
+    pub kind: ToolKind,
+    /// Ask the user before running.
+    pub requires_approval: bool,
+    /// `(argument, path in the chat context)` pairs filled before validation.
+    pub inject: Vec<(String, Vec<String>)>,
+    /// The `context_type`s it is offered for; empty: all.
+    pub context_types: Vec<String>,
+}
+
+/// What one call may use of its run.
+pub struct CallEnv<'a> {
+    /// The run's channel to its chat.
+    pub link: &'a RunLink,
+    /// The agent's tools (a call names one).
+    pub tools: &'a [Tool],
+    /// The client of HTTP tools.
+    pub http: &'a reqwest::Client,
+    /// The chat's `context` object (for `inject`).
+    pub context: Option<&'a Value>,
+    /// Seed 000's `context_type`: only tools declared for it are offered.
+    pub context_type: Option<&'a str>,
+    /// The bearer of the connection that started the run (HTTP tools).
+    pub bearer: Option<&'a str>,
+    /// Characters of a result the model sees at most.
+    pub max_result_chars: usize,
+}
+
+impl Tool {
+    /// Whether a run with this `context_type` may use the tool.
+    pub fn offered_for(&self, context_type: Option<&str>) -> bool {
+        self.context_types.is_empty()
+            || context_type.is_some_and(|ct| self.context_types.iter().any(|t| t == ct))
+    }
+
+    /// Checks the agent file's `tools[index]`.
+    ///
+    /// # Errors
+    /// A message naming the field (`tools[2].http.url: …`).
+    pub fn from_spec(spec: ToolSpec, index: usize) -> Result<Self, String> {
+        let at = |field: &str| format!("tools[{index}].{field}");
+        if spec.name.is_empty() {
+            return Err(format!("{}: must not be empty", at("name")));
+        }
+        let default_schema = if spec.builtin.as_deref() == Some("ask_user") {
+            ask_user::default_schema()
+        } else {
+            serde_json::json!({"type": "object"})
+        };
+        let schema = spec.input_schema.clone().unwrap_or(default_schema);
+        let validator = jsonschema::options()
+            .build(&schema)
+            .map_err(|e| format!("{}: not a valid JSON Schema: {e}", at("input_schema")))?;
+        let kinds = [
+            spec.ui.is_some(),
+            spec.input_request.is_some(),
+            spec.builtin.is_some(),
+            spec.http.is_some(),
+        ];
+        if kinds.iter().filter(|k| **k).count() != 1 {
+            return Err(format!(
+                "tools[{index}] ({}): set exactly one of ui, input_request, builtin, http",
+                spec.name
+            ));
+        }
+        let kind = if let Some(ui) = spec.ui {
+            let (component_type, display) =
+                ui::from_spec(ui).map_err(|e| format!("{}: {e}", at("ui")))?;
+            ToolKind::Ui {
+                component_type,
+                display,
+            }
+        } else if let Some(input) = spec.input_request {
+            ToolKind::InputRequest {
+                prompt_field: input.prompt_field,
+                password: input.password,
+            }
+        } else if spec.builtin.as_deref() == Some("ask_user") {
+            ToolKind::InputRequest {
+                prompt_field: "prompt".into(),
+                password: false,
+            }
+        } else if let Some(name) = spec.builtin {
+            ToolKind::Builtin(
+                Builtin::by_name(&name)
+                    .ok_or_else(|| format!("{}: no built-in tool `{name}`", at("builtin")))?,
+            )
+        } else if let Some(http) = spec.http {
+            ToolKind::Http(HttpTool::from_spec(http).map_err(|e| format!("{}.{e}", at("http")))?)
+        } else {
+            return Err(format!("tools[{index}]: no kind"));
+        };
+        let mut inject = Vec::new();
+        for (arg, path) in spec.inject {
+            let Some(rest) = path.strip_prefix("context.") else {
+                return Err(format!(
+                    "{}: `{path}` must start with `context.`",
+                    at(&format!("inject.{arg}"))
+                ));
+            };
+            inject.push((arg, rest.split('.').map(str::to_owned).collect()));
+        }
+        Ok(Tool {
+            name: spec.name,
+            description: spec.description.unwrap_or_default(),
+            input_schema: schema,
+            validator: Arc::new(validator),
+            kind,
+            requires_approval: spec.requires_approval,
+            inject,
+            context_types: spec.context_types,
+        })
+    }
+}

@@ -1,0 +1,29 @@
+//! The wires: pure encoders from the chat log's envelopes to each wire's
+//! frames, with no I/O, each unit-tested without a server. The handlers in
+//! `http` are thin on top: they read the log (live and replayed), run it
+//! through an encoder, and write frames.
+//!
+//! - native (`/v1/ws`, REST pages): the envelopes' JSON as stored; nothing
+//!   to encode.
+//! - SSE dialects (`sse`, one file each): `chat` (the native protocol over
+//!   SSE), `agent_chat` (seed 000), `agent_host` (seed 004), `threads`
+//!   (seed 003).
+//! - `template_ws`: seed 004's `/api/chat/ws`.
+//!
+//! A new wire is one file here and a thin handler in `http`; a new SSE
+//! dialect is one file here and its [`Dialect`] variant.
+//!
+//! Uses `protocol` (and the widget tool's name from `templates`) only.
+
+mod agent_chat;
+mod agent_host;
+mod chat;
+mod sse;
+pub mod template_ws;
+mod threads;
+
+pub use sse::{Dialect, Encoder, Out};
+
+#[cfg(test)]
+#[path = "sse_tests.rs"]
+mod tests;
