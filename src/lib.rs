@@ -1,15 +1,20 @@
 //! agentwire: a durable, resumable backend between AI agents and chat UIs.
 //!
 //! The crate, in the order its modules may depend on each other (each uses
-//! only those above it):
+//! only those above it; `tests/it/layers.rs` checks it):
 //!
 //! - [`config`]: settings from file, environment and flags, validated once.
+//! - [`metrics`]: the metric names and the recorder.
 //! - [`protocol`]: the wire types of `/v1/ws` and their JSON-Schema validation.
 //! - [`store`]: the durable session log (SQLite or PostgreSQL), its
 //!   group-committing writer, and the coordination of several nodes on PostgreSQL.
 //! - [`llm`]: the model seam (`Provider`) and the HTTP providers.
-//! - [`agent`]: agent files, tools and the run loop.
+//! - [`link`]: the run's channel to its chat (`RunMsg`, `RunLink`, outcomes).
+//! - [`tools`]: tool kinds and the one pipeline every call takes.
+//! - [`templates`]: seed 004's conversation templates and their walk.
+//! - [`agent`]: agent files, the agentic loop and the model turn.
 //! - [`session`]: one actor per chat, the single writer of its log.
+//! - [`wire`]: pure encoders of the log for each wire and SSE dialect.
 //! - [`auth`]: bearer token → user.
 //! - [`http`]: the axum router, `/healthz`, `/v1/ws` and the REST routes.
 //!

@@ -11,18 +11,20 @@
 //! - `template_ws`: seed 004's `/api/chat/ws`.
 //!
 //! A new wire is one file here and a thin handler in `http`; a new SSE
-//! dialect is one file here and its [`Dialect`] variant.
+//! dialect is one file here and its [`Dialect`] variant (`dialect.rs`).
 //!
 //! Uses `protocol` (and the widget tool's name from `templates`) only.
 
 mod agent_chat;
 mod agent_host;
 mod chat;
+mod dialect;
 mod sse;
 pub mod template_ws;
 mod threads;
 
-pub use sse::{Dialect, Encoder, Out};
+pub use dialect::Dialect;
+pub use sse::{Encoder, Out};
 
 #[cfg(test)]
 #[path = "sse_tests.rs"]

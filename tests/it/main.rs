@@ -15,6 +15,7 @@ mod first_run;
 mod fuzz;
 mod hardening;
 mod input;
+mod layers;
 mod metrics;
 mod mock_llm;
 mod models;

@@ -1,0 +1,213 @@
+//! The settings as the user writes them: flags and environment variables
+//! (clap) and `agentwire.toml` (serde), every key optional; `mod.rs`
+//! resolves them into a [`super::Config`].
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Deserialize;
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "agentwire",
+    version,
+    about = "A durable, resumable backend between AI agents and chat UIs"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub settings: Settings,
+}
+
+/// What to do. `serve` is the default.
+#[derive(Debug, Subcommand, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Run the server (the default when no subcommand is given).
+    Serve,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Authentication mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// Every request is user `dev` (a warning is logged at start).
+    #[default]
+    None,
+    /// Bearer JWTs; the user is the token's `sub`.
+    Jwt,
+}
+
+/// Every setting, as flags and environment variables. All optional here: the
+/// file and the defaults fill what is missing.
+#[derive(Debug, Args, Default, Clone)]
+pub struct Settings {
+    /// Configuration file [default: ./agentwire.toml if it exists].
+    #[arg(long, env = "AGENTWIRE_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, env = "AGENTWIRE_LISTEN", global = true)]
+    pub listen: Option<String>,
+    /// sqlite://PATH or postgres://… [default: sqlite://./data/agentwire.db].
+    #[arg(
+        long,
+        env = "AGENTWIRE_DATABASE_URL",
+        global = true,
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
+    /// PostgreSQL connections per node [default: 10].
+    #[arg(long, env = "AGENTWIRE_DATABASE_POOL_SIZE", global = true)]
+    pub database_pool_size: Option<u32>,
+    /// Folder of agent YAML files [default: ./agents].
+    #[arg(long = "agents", env = "AGENTWIRE_AGENTS_DIR", global = true)]
+    pub agents_dir: Option<PathBuf>,
+    /// none or jwt [default: none].
+    #[arg(long, env = "AGENTWIRE_AUTH", global = true)]
+    pub auth: Option<AuthMode>,
+    /// HS256 secret for jwt mode.
+    #[arg(
+        long,
+        env = "AGENTWIRE_JWT_SECRET",
+        global = true,
+        hide_env_values = true
+    )]
+    pub jwt_secret: Option<String>,
+    /// Path to an RS256 public key (PEM) for jwt mode.
+    #[arg(long, env = "AGENTWIRE_JWT_PUBLIC_KEY", global = true)]
+    pub jwt_public_key: Option<PathBuf>,
+    /// Seconds an input request waits for an answer [default: 300].
+    #[arg(long, env = "AGENTWIRE_INPUT_TIMEOUT_SECONDS", global = true)]
+    pub input_timeout_seconds: Option<u64>,
+    /// Seconds a UI tool call waits for the client's result [default: 300].
+    #[arg(long, env = "AGENTWIRE_UI_TIMEOUT_SECONDS", global = true)]
+    pub ui_timeout_seconds: Option<u64>,
+    /// Largest inbound WebSocket message in bytes [default: 1048576].
+    #[arg(long, env = "AGENTWIRE_MAX_MESSAGE_BYTES", global = true)]
+    pub max_message_bytes: Option<usize>,
+    /// Outbound queue per connection, in messages [default: 4096].
+    #[arg(long, env = "AGENTWIRE_OUTBOUND_QUEUE", global = true)]
+    pub outbound_queue: Option<usize>,
+    /// Seconds an idle chat stays in memory [default: 60].
+    #[arg(long, env = "AGENTWIRE_IDLE_CHAT_SECONDS", global = true)]
+    pub idle_chat_seconds: Option<u64>,
+    /// Seconds shutdown waits for runs and sockets [default: 10].
+    #[arg(long, env = "AGENTWIRE_SHUTDOWN_GRACE_SECONDS", global = true)]
+    pub shutdown_grace_seconds: Option<u64>,
+    /// The agent of the SSE routes when the request names none [default: demo].
+    #[arg(long, env = "AGENTWIRE_DEFAULT_AGENT", global = true)]
+    pub default_agent: Option<String>,
+    /// text or json [default: text].
+    #[arg(long, env = "AGENTWIRE_LOG_FORMAT", global = true)]
+    pub log_format: Option<LogFormat>,
+    /// Origins allowed by CORS, comma-separated [default: none].
+    #[arg(
+        long,
+        env = "AGENTWIRE_CORS_ORIGINS",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub cors_origins: Option<Vec<String>>,
+    /// Host names served besides loopback ones in auth mode none,
+    /// comma-separated [default: none].
+    #[arg(
+        long,
+        env = "AGENTWIRE_ALLOWED_HOSTS",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Outbound queue per connection, in bytes [default: 8388608].
+    #[arg(long, env = "AGENTWIRE_OUTBOUND_QUEUE_BYTES", global = true)]
+    pub outbound_queue_bytes: Option<usize>,
+    /// Seconds a client has to send a request's headers (and an idle
+    /// keep-alive connection stays open) [default: 15].
+    #[arg(long, env = "AGENTWIRE_HTTP_HEADER_TIMEOUT_SECONDS", global = true)]
+    pub http_header_timeout_seconds: Option<u64>,
+    /// Seconds a client has to send a request's body [default: 30].
+    #[arg(long, env = "AGENTWIRE_HTTP_BODY_TIMEOUT_SECONDS", global = true)]
+    pub http_body_timeout_seconds: Option<u64>,
+    /// New chats per user per minute; 0: no limit [default: 120].
+    #[arg(long, env = "AGENTWIRE_RATE_CHATS_PER_MINUTE", global = true)]
+    pub rate_chats_per_minute: Option<u32>,
+    /// User turns per user per minute; 0: no limit [default: 600].
+    #[arg(long, env = "AGENTWIRE_RATE_MESSAGES_PER_MINUTE", global = true)]
+    pub rate_messages_per_minute: Option<u32>,
+    /// Inbound WebSocket messages (pings included) per connection per
+    /// second; 0: no limit [default: 100].
+    #[arg(long, env = "AGENTWIRE_RATE_FRAMES_PER_SECOND", global = true)]
+    pub rate_frames_per_second: Option<u32>,
+    /// Open SSE streams per user; 0: no limit [default: 64].
+    #[arg(long, env = "AGENTWIRE_MAX_STREAMS_PER_USER", global = true)]
+    pub max_streams_per_user: Option<u32>,
+    /// Open WebSocket connections per user; 0: no limit [default: 256].
+    #[arg(long, env = "AGENTWIRE_MAX_SOCKETS_PER_USER", global = true)]
+    pub max_sockets_per_user: Option<u32>,
+    /// Runs in flight per user (per node); 0: no limit [default: 32].
+    #[arg(long, env = "AGENTWIRE_MAX_RUNS_PER_USER", global = true)]
+    pub max_runs_per_user: Option<u32>,
+}
+
+/// `agentwire.toml`: the same keys as the flags, snake_case.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileSettings {
+    pub(super) listen: Option<String>,
+    pub(super) database_url: Option<String>,
+    pub(super) database_pool_size: Option<u32>,
+    pub(super) agents_dir: Option<PathBuf>,
+    pub(super) auth: Option<AuthMode>,
+    pub(super) jwt_secret: Option<String>,
+    pub(super) jwt_public_key: Option<PathBuf>,
+    pub(super) input_timeout_seconds: Option<u64>,
+    pub(super) ui_timeout_seconds: Option<u64>,
+    pub(super) max_message_bytes: Option<usize>,
+    pub(super) outbound_queue: Option<usize>,
+    pub(super) idle_chat_seconds: Option<u64>,
+    pub(super) shutdown_grace_seconds: Option<u64>,
+    pub(super) default_agent: Option<String>,
+    pub(super) log_format: Option<LogFormat>,
+    pub(super) cors_origins: Option<Vec<String>>,
+    pub(super) allowed_hosts: Option<Vec<String>>,
+    pub(super) outbound_queue_bytes: Option<usize>,
+    pub(super) http_header_timeout_seconds: Option<u64>,
+    pub(super) http_body_timeout_seconds: Option<u64>,
+    pub(super) rate_chats_per_minute: Option<u32>,
+    pub(super) rate_messages_per_minute: Option<u32>,
+    pub(super) rate_frames_per_second: Option<u32>,
+    pub(super) max_streams_per_user: Option<u32>,
+    pub(super) max_sockets_per_user: Option<u32>,
+    pub(super) max_runs_per_user: Option<u32>,
+    #[serde(default)]
+    pub(super) models: Vec<ModelConfig>,
+}
+
+/// A model a chat can switch to (`[[models]]` in `agentwire.toml`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The name clients use.
+    pub name: String,
+    /// `openai`, `anthropic`, `gemini` or `ollama`.
+    pub provider: String,
+    /// The vendor's model name [default: `name`].
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Other names for it (`qwen` for `qwen3-8b`).
+    #[serde(default)]
+    pub aliases: Vec<String>,
+}

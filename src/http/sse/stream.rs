@@ -1,0 +1,256 @@
+//! The streaming core every SSE route shares: a stream's subscriber and
+//! quota slot, starting a turn, and the event stream itself (replay, live
+//! events through a dialect's encoder, keep-alives, the end after a run).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::http::HeaderValue;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
+use crate::protocol::{Envelope, ErrorCode, EventKind};
+use crate::session::{Caller, Outbound, OutboundRx, Replay, SessionError, Subscriber};
+use crate::wire::{Encoder, Out};
+
+/// Comment lines keep idle streams (and proxies) alive this often.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// A new stream of `user`'s: a subscriber with its own bounded queue, and
+/// the stream's slot in the user's quota (`max_streams_per_user`).
+pub(super) fn subscriber(state: &AppState, user: &str) -> Result<(Subscriber, Feed), ApiError> {
+    let slot = state.streams.take(user)?;
+    let (sub, rx) = Subscriber::channel(
+        state.next_conn_id.fetch_add(1, Ordering::Relaxed),
+        state.config.outbound_queue,
+        state.config.outbound_queue_bytes,
+    );
+    Ok((sub, Feed { rx, _slot: slot }))
+}
+
+/// What a stream reads, and its slot in the user's quota while it lives.
+pub(super) struct Feed {
+    rx: OutboundRx,
+    _slot: crate::session::Slot,
+}
+
+/// What a POST that starts a turn carries.
+pub(super) struct Turn<'a> {
+    pub(super) user: &'a str,
+    pub(super) bearer: Option<&'a str>,
+    pub(super) chat_id: Uuid,
+    /// `chat_id` was derived from the caller's conversation id.
+    pub(super) derived: bool,
+    pub(super) agent: &'a str,
+    pub(super) message: String,
+    pub(super) context_type: Option<&'a str>,
+    pub(super) context: Option<&'a Map<String, Value>>,
+    pub(super) model: Option<&'a str>,
+}
+
+/// Follows (or creates) the chat, sets its model if asked, and sends the
+/// user's message: the stream then carries exactly that run.
+///
+/// # Returns
+/// The subscription's queue and the chat's last seq before the turn.
+pub(super) async fn begin_turn(state: &AppState, turn: Turn<'_>) -> Result<(Feed, u64), ApiError> {
+    let registry = &state.registry;
+    let (sub, rx) = subscriber(state, turn.user)?;
+    let caller = Caller {
+        user: turn.user,
+        bearer: turn.bearer,
+        context_type: turn.context_type,
+        context: turn.context,
+    };
+    let before = registry.last_seq(turn.chat_id).await?;
+    match registry.follow(turn.chat_id, turn.user, sub.clone()).await {
+        Ok(()) => {}
+        Err(SessionError::NotFound) if turn.derived => {
+            registry
+                .start_conversation(turn.chat_id, caller, turn.agent, None, Some(sub.clone()))
+                .await?;
+        }
+        Err(SessionError::NotFound) => {
+            registry
+                .start(turn.chat_id, caller, turn.agent, None, Some(sub.clone()))
+                .await?;
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let sent = async {
+        if let Some(model) = turn.model {
+            registry.set_model(turn.chat_id, turn.user, model).await?;
+        }
+        registry
+            .user_message(turn.chat_id, caller, turn.message, None)
+            .await
+    }
+    .await;
+    if let Err(e) = sent {
+        registry.unsubscribe(turn.chat_id, sub.conn_id).await;
+        return Err(e.into());
+    }
+    Ok((rx, before))
+}
+
+/// The SSE response: contract §4's headers and keep-alive comments.
+pub(super) fn respond(
+    chat_id: Uuid,
+    prelude: Vec<Event>,
+    rx: Feed,
+    encoder: Box<dyn Encoder>,
+) -> Response {
+    let stream = event_stream(chat_id, prelude, rx, encoder);
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    if let Ok(v) = HeaderValue::from_str(&chat_id.to_string()) {
+        headers.insert("x-conversation-id", v);
+    }
+    response
+}
+
+struct StreamState {
+    chat_id: Uuid,
+    pending: VecDeque<Event>,
+    rx: OutboundRx,
+    _slot: crate::session::Slot,
+    encoder: Box<dyn Encoder>,
+    replay: Option<Replay>,
+    /// The last envelope handled was a `chat.run_complete`.
+    after_complete: bool,
+    done: bool,
+    _open: crate::metrics::ConnectionGauge,
+}
+
+impl StreamState {
+    fn handle(&mut self, raw: &str) {
+        let env = match serde_json::from_str::<Envelope>(raw) {
+            Ok(env) => env,
+            Err(e) => return self.fail(raw, &e),
+        };
+        self.after_complete = matches!(env.kind, EventKind::RunComplete { .. });
+        let mut outs = Vec::new();
+        self.encoder.encode(&env, raw, &mut outs);
+        self.push(&outs, Some(env.seq));
+    }
+
+    /// An envelope that cannot be read ends the stream loudly: the dialect's
+    /// error event, with no `id` (a rejoin asks for the same seq again), and
+    /// nothing after it. Skipping it would leave a gap the client cannot see.
+    fn fail(&mut self, raw: &str, e: &serde_json::Error) {
+        let seq = serde_json::from_str::<Value>(raw)
+            .ok()
+            .and_then(|v| v["seq"].as_u64());
+        tracing::error!(error = %e, ?seq, "unreadable envelope in the log; ending the stream");
+        crate::metrics::error_sent(ErrorCode::PersistenceError.as_str());
+        let env = Envelope {
+            kind: EventKind::Error {
+                message: "an envelope of this chat cannot be read; the stream ends here".into(),
+                error_code: ErrorCode::PersistenceError,
+                details: seq.map(|seq| serde_json::json!({ "seq": seq })),
+                recoverable: false,
+            },
+            chat_id: self.chat_id,
+            seq: 0,
+            ts: crate::protocol::now_ts(),
+        };
+        let mut outs = Vec::new();
+        self.encoder.encode(&env, &env.to_json(), &mut outs);
+        self.push(&outs, None);
+        self.done = true;
+        self.replay = None;
+    }
+
+    fn push(&mut self, outs: &[Out], id: Option<u64>) {
+        for o in outs {
+            // Fields go out in call order, and line-by-line clients (seed 004's
+            // stream-handler.js) read `event:` before `data:`.
+            let mut event = Event::default();
+            if let Some(name) = o.event {
+                event = event.event(name);
+            }
+            if let Some(id) = id {
+                event = event.id(id.to_string());
+            }
+            self.pending.push_back(event.data(&o.data));
+        }
+    }
+
+    fn run_over(&self) -> bool {
+        self.encoder.ends_with_run() && self.after_complete
+    }
+}
+
+/// Replay (if any), then live events, each encoded by the dialect.
+pub(super) fn event_stream(
+    chat_id: Uuid,
+    prelude: Vec<Event>,
+    feed: Feed,
+    encoder: Box<dyn Encoder>,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let state = StreamState {
+        chat_id,
+        pending: prelude.into(),
+        rx: feed.rx,
+        _slot: feed._slot,
+        encoder,
+        replay: None,
+        after_complete: false,
+        done: false,
+        _open: crate::metrics::ConnectionGauge::open("sse"),
+    };
+    futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(event) = st.pending.pop_front() {
+                return Some((Ok(event), st));
+            }
+            if st.done {
+                return None;
+            }
+            if let Some(replay) = &mut st.replay {
+                match replay.next_page().await {
+                    Ok(Some(page)) => {
+                        // Nothing after an envelope that could not be read.
+                        for raw in &page {
+                            if st.done {
+                                break;
+                            }
+                            st.handle(raw);
+                        }
+                    }
+                    Ok(None) => {
+                        st.replay = None;
+                        // Caught up on a finished run: the stream is complete.
+                        st.done |= st.run_over();
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "replay failed");
+                        st.done = true;
+                    }
+                }
+                continue;
+            }
+            match st.rx.recv().await {
+                Some(Outbound::Event(raw)) => {
+                    st.handle(&raw);
+                    st.done |= st.run_over();
+                }
+                Some(Outbound::Replay(replay)) => st.replay = Some(replay),
+                // A per-connection error, or no more events (the chat closed
+                // this subscriber as too slow): end; the client rejoins.
+                Some(Outbound::Frame(_)) | None => st.done = true,
+            }
+        }
+    })
+}

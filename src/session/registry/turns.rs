@@ -1,0 +1,160 @@
+//! The registry's commands inside a chat: a user turn, the answers to a
+//! run's requests, cancel/pause/resume, and the chat's model. Each is checked
+//! here (sizes, per-user rates) and then handed to the chat's actor.
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{Caller, Registry, check_text};
+use crate::session::SessionError;
+use crate::session::handle::{Op, Origin};
+
+impl Registry {
+    /// `user.message`: a new user turn.
+    pub async fn user_message(
+        &self,
+        chat_id: Uuid,
+        caller: Caller<'_>,
+        text: String,
+        client_msg_id: Option<String>,
+    ) -> Result<(), SessionError> {
+        check_text("text", &text)?;
+        self.inner.ctx.quotas.message(caller.user)?;
+        let op = Op::UserMessage {
+            user: caller.user.to_owned(),
+            text,
+            client_msg_id,
+            extras: caller.extras(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// `user.input.submit`: answer a pending input request.
+    pub async fn submit_input(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        request_id: String,
+        text: String,
+    ) -> Result<(), SessionError> {
+        check_text("text", &text)?;
+        self.inner.ctx.quotas.message(user)?;
+        let op = Op::SubmitInput {
+            user: user.to_owned(),
+            request_id,
+            text,
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// `inline_component.result`: answer a pending UI tool call.
+    pub async fn component_result(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        corr: String,
+        data: Value,
+    ) -> Result<(), SessionError> {
+        // Answers cost the server a logged envelope each, like turns.
+        self.inner.ctx.quotas.message(user)?;
+        let op = Op::ComponentResult {
+            user: user.to_owned(),
+            corr,
+            data,
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// `artifact_patch`: patch a component's state.
+    pub async fn artifact_patch(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        corr: String,
+        patch: Value,
+    ) -> Result<(), SessionError> {
+        // A patch logs the component's whole state again: it counts as a turn.
+        self.inner.ctx.quotas.message(user)?;
+        let op = Op::ArtifactPatch {
+            user: user.to_owned(),
+            corr,
+            patch,
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// `chat.cancel`: end the active run (no effect when none is active).
+    pub async fn cancel(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
+        let op = Op::Cancel {
+            user: user.to_owned(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// `chat.pause`: pause a template conversation.
+    pub async fn pause(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
+        let op = Op::Pause {
+            user: user.to_owned(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// `chat.resume_run`: resume a paused template conversation.
+    pub async fn resume_run(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
+        let op = Op::ResumeRun {
+            user: user.to_owned(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// The chat's model (`None`: the agent's own), if the chat is `user`'s.
+    ///
+    /// # Errors
+    /// `NotFound` for a chat that is not the user's.
+    pub async fn chat_model(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+    ) -> Result<Option<String>, SessionError> {
+        match self.inner.ctx.store.chat(chat_id).await? {
+            Some(chat) if chat.owner == user => Ok(chat.model),
+            _ => Err(SessionError::NotFound),
+        }
+    }
+
+    /// Switches the chat's model to `name` (a model or an alias).
+    ///
+    /// # Returns
+    /// The model's name.
+    ///
+    /// # Errors
+    /// `UnknownModel`, or `NotFound` for a chat that is not the user's.
+    pub async fn set_model(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        name: &str,
+    ) -> Result<String, SessionError> {
+        let model = self
+            .inner
+            .ctx
+            .agents
+            .models()
+            .resolve(name)
+            .ok_or_else(|| SessionError::UnknownModel(name.to_owned()))?;
+        let op = Op::SetModel {
+            user: user.to_owned(),
+            model: model.name.clone(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await?;
+        Ok(model.name.clone())
+    }
+}
