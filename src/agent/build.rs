@@ -16,6 +16,8 @@ pub struct Agent {
     pub name: String,
     pub description: String,
     pub system_prompt: String,
+    /// `context_type` → the prompt that replaces `system_prompt` for it.
+    pub context_prompts: std::collections::BTreeMap<String, String>,
     pub max_turns: u32,
     pub starts_first: bool,
     pub run_timeout: std::time::Duration,
@@ -77,6 +79,11 @@ impl Agent {
         };
         let template = file.template.map(Template::from_spec).transpose()?;
 
+        if let Some(empty) = file.context_prompts.keys().find(|k| k.is_empty()) {
+            return Err(format!(
+                "context_prompts.{empty}: a context_type must not be empty"
+            ));
+        }
         let mut tools = Vec::with_capacity(file.tools.len());
         for (i, spec) in file.tools.into_iter().enumerate() {
             let tool = Tool::from_spec(spec, i)?;
@@ -90,6 +97,7 @@ impl Agent {
             description: file.description.unwrap_or_default(),
             id: file.id,
             system_prompt: file.system_prompt.unwrap_or_default(),
+            context_prompts: file.context_prompts,
             max_turns: file.max_turns,
             starts_first: file.agent_starts_first,
             run_timeout: std::time::Duration::from_secs(file.run_timeout_seconds),

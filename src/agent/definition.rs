@@ -19,6 +19,10 @@ pub struct AgentFile {
     pub model: ModelSpec,
     #[serde(default)]
     pub system_prompt: Option<String>,
+    /// Per seed 000 `context_type`, the prompt that replaces `system_prompt`
+    /// for runs of that type (seed 000's `tablesRoleBlock`).
+    #[serde(default)]
+    pub context_prompts: std::collections::BTreeMap<String, String>,
     /// Model turns per run.
     #[serde(default = "default_max_turns")]
     pub max_turns: u32,

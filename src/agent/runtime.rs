@@ -233,7 +233,8 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
     Ok(RunEndReason::MaxTurns)
 }
 
-/// The system prompt: the agent's, the chat context, and in `json` mode the
+/// The system prompt: the agent's (or its `context_prompts` entry for the
+/// run's `context_type`), the chat context, and in `json` mode the
 /// tool list with seed 002's format instruction.
 fn system_prompt(
     agent: &Agent,
@@ -242,7 +243,10 @@ fn system_prompt(
     json_mode: bool,
     tools: &[ToolDefinition],
 ) -> String {
-    let mut prompt = agent.system_prompt.clone();
+    let mut prompt = context_type
+        .and_then(|ct| agent.context_prompts.get(ct))
+        .unwrap_or(&agent.system_prompt)
+        .clone();
     if let Some(ctx) = context {
         prompt.push_str(&context_block(ctx, context_type));
     }

@@ -109,6 +109,76 @@ pub struct Accepted {
     pub accepted: bool,
 }
 
+/// `POST /v1/chats/{id}/inputs/{request_id}`: the answer to a
+/// `chat.input_request` (as `user.input.submit`).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InputAnswer {
+    pub text: String,
+}
+
+/// `POST /v1/chats/{id}/components/{corr}`: the result of a UI tool call (as
+/// `inline_component.result`).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentAnswer {
+    pub data: Value,
+}
+
+/// `POST /v1/chats/{id}/approvals/{tool_call_id}`: grant or refuse one call.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalAnswer {
+    pub approved: bool,
+    /// Told to the model with a refusal.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `POST /v1/chats/{id}/approvals`: several calls at once (seed 002's "approve
+/// all"), each decided on its own.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalBatch {
+    pub decisions: Vec<ApprovalDecision>,
+}
+
+/// One decision of an [`ApprovalBatch`].
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalDecision {
+    pub tool_call_id: String,
+    pub approved: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// An answer taken (the run goes on; follow it on any stream).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Answered {
+    pub chat_id: Uuid,
+    /// The `corr` (for an input request, the `request_id`) answered.
+    pub corr: String,
+    pub accepted: bool,
+}
+
+/// `POST /v1/chats/{id}/approvals` → 200: each decision's outcome, in order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalResults {
+    pub chat_id: Uuid,
+    pub results: Vec<ApprovalResult>,
+}
+
+/// The outcome of one decision.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalResult {
+    pub tool_call_id: String,
+    pub accepted: bool,
+    /// Why it was not (`INPUT_REQUEST_NOT_FOUND`: no such open approval).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
+}
+
 /// `POST /v1/chats/{id}/cancel`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Cancelled {

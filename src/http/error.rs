@@ -66,7 +66,9 @@ impl IntoResponse for ApiError {
             }
             Self::Session(e) => {
                 let status = match e {
-                    SessionError::NotFound => StatusCode::NOT_FOUND,
+                    SessionError::NotFound | SessionError::RequestNotFound(_) => {
+                        StatusCode::NOT_FOUND
+                    }
                     SessionError::RunInProgress
                     | SessionError::Archived
                     | SessionError::IllegalTransition(_) => StatusCode::CONFLICT,

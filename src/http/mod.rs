@@ -4,6 +4,7 @@
 //! The only module that knows axum. Transports translate frames to and from
 //! [`Registry`] calls and never touch the store.
 
+mod answers;
 mod api;
 mod auth;
 mod chats;
@@ -84,6 +85,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/chat/ws", get(template_ws::upgrade))
         .route("/openapi.json", get(openapi::document))
         .merge(chats::router())
+        .merge(answers::router())
         .merge(sse::router())
         .merge(openai::router())
         .merge(web::router())

@@ -6,7 +6,7 @@ use axum::response::Json;
 use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{api, chats, openai, ops, sse};
+use super::{answers, api, chats, openai, ops, sse};
 
 /// The API description.
 #[derive(OpenApi)]
@@ -23,6 +23,10 @@ use super::{api, chats, openai, ops, sse};
         chats::send_message,
         chats::list_models,
         chats::set_model,
+        answers::answer_input,
+        answers::answer_component,
+        answers::approve,
+        answers::approve_batch,
         sse::agent_chat,
         sse::agent_host,
         sse::rejoin,
@@ -39,6 +43,7 @@ use super::{api, chats, openai, ops, sse};
     modifiers(&Limits),
     tags(
         (name = "rest", description = "Chats and agents"),
+        (name = "answers", description = "Human-in-the-loop answers: input requests, UI tool calls, approvals"),
         (name = "sse", description = "SSE dialects of the log, resumable with Last-Event-ID"),
         (name = "threads", description = "Seed 003's thread API"),
         (name = "openai", description = "OpenAI-compatible passthrough"),

@@ -13,8 +13,9 @@
 //!
 //! `pipeline` is what every call goes through, whatever its kind: the
 //! offer check, context injection, schema validation, the approval gate, the
-//! `chat.tool_call`/`chat.tool_response` pair in the log, the metric, and the
-//! cap on what goes back to the model. A call is a future: a cancelled run
+//! `chat.tool_call`/`chat.tool_response` pair in the log, the metric, and what
+//! goes back to the model: a preview's fixed answer (`preview`), a summary
+//! (`summary`), capped. A call is a future: a cancelled run
 //! drops it, so a kind holds nothing that must be undone.
 //!
 //! `record` what every kind logs; `tool` the [`Tool`] and [`ToolKind`]
@@ -35,13 +36,16 @@ mod ask_user;
 mod builtin;
 mod http;
 mod pipeline;
+mod preview;
 mod record;
 pub mod spec;
+mod summary;
 mod tool;
 mod ui;
 
 pub use builtin::Builtin;
 pub use http::HttpTool;
 pub use pipeline::{APPROVAL, cap, execute};
+pub use preview::PREVIEW_SUFFIX;
 pub use tool::{CallEnv, Tool, ToolKind};
 pub use ui::ComponentType;

@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use super::preview::PREVIEW_SUFFIX;
 use super::record::{refuse, show};
 use super::tool::{CallEnv, Tool};
 use crate::link::{ComponentOutcome, Gone, RunLink, ToolOutcome};
@@ -54,17 +55,36 @@ pub async fn execute(call: &ToolCall, env: &CallEnv<'_>) -> Result<ToolOutcome, 
     let outcome = tool.kind.run(&call, env).await;
     metrics::histogram!(crate::metrics::TOOL_SECONDS, "kind" => tool.kind.label())
         .record(started.elapsed());
-    Ok(match outcome? {
-        ToolOutcome::Result { content, is_error } => ToolOutcome::Result {
-            content: cap(&content, env.max_result_chars),
-            is_error,
-        },
-        end @ ToolOutcome::End(_) => end,
+    let (content, is_error) = match outcome? {
+        ToolOutcome::Result { content, is_error } => (content, is_error),
+        end @ ToolOutcome::End(_) => return Ok(end),
+    };
+    let content = match (&tool.preview, &tool.summary) {
+        (Some(preview), _) if !is_error => {
+            link.emit(EventKind::ToolCall {
+                tool_name: call.name.clone(),
+                component_type: Some(preview.component_type.clone()),
+                awaiting_response: false,
+                payload: preview.payload(&call.input, &content),
+                corr: format!("{}{PREVIEW_SUFFIX}", call.id),
+                display: Display::Artifact,
+            })
+            .await?;
+            preview.answer()
+        }
+        (_, Some(summary)) if !is_error => summary.apply(&content),
+        _ => content,
+    };
+    Ok(ToolOutcome::Result {
+        content: cap(&content, env.max_result_chars),
+        is_error,
     })
 }
 
 /// Fills arguments from the chat context where the model left them out or
-/// gave a value of another JSON type than the context's.
+/// gave a value of another JSON type than the context's. An id (a UUID in the
+/// context) also replaces a value that is not a UUID — a rule's name where its
+/// id belongs —, and keeps one that is (seed 000: the model may mean another).
 fn inject(tool: &Tool, input: &mut Value, context: Option<&Value>) {
     let (Some(context), Some(args)) = (context, input.as_object_mut()) else {
         return;
@@ -73,13 +93,21 @@ fn inject(tool: &Tool, input: &mut Value, context: Option<&Value>) {
         let Some(value) = path.iter().try_fold(context, |v, key| v.get(key)) else {
             continue;
         };
-        let fits = args
-            .get(arg)
-            .is_some_and(|given| std::mem::discriminant(given) == std::mem::discriminant(value));
+        let fits = args.get(arg).is_some_and(|given| {
+            if is_uuid(value) {
+                is_uuid(given)
+            } else {
+                std::mem::discriminant(given) == std::mem::discriminant(value)
+            }
+        });
         if !fits {
             args.insert(arg.clone(), value.clone());
         }
     }
+}
+
+fn is_uuid(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| uuid::Uuid::parse_str(s).is_ok())
 }
 
 enum Approval {
@@ -136,7 +164,36 @@ pub fn cap(content: &str, max_chars: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::cap;
+    use serde_json::json;
+
+    use super::{Tool, cap, inject};
+
+    #[test]
+    fn an_id_from_the_context_replaces_a_name_but_not_another_id() {
+        let spec = json!({"name": "get_rule", "builtin": "progress",
+            "inject": {"workflow_id": "context.workflow_id", "units": "context.units"}});
+        let tool = Tool::from_spec(serde_json::from_value(spec).unwrap(), 0).unwrap();
+        let ctx = json!({"workflow_id": "550e8400-e29b-41d4-a716-446655440000", "units": "metric"});
+        let other = "6ba7b810-9dad-11d1-80b4-00c04fd430c8";
+        for (given, expect) in [
+            (json!({}), ctx["workflow_id"].clone()),
+            (
+                json!({"workflow_id": "Low Stock Alert"}),
+                ctx["workflow_id"].clone(),
+            ),
+            (json!({"workflow_id": 7}), ctx["workflow_id"].clone()),
+            (json!({"workflow_id": other}), json!(other)),
+        ] {
+            let mut input = given.clone();
+            inject(&tool, &mut input, Some(&ctx));
+            assert_eq!(input["workflow_id"], expect, "given {given}");
+            assert_eq!(input["units"], "metric");
+        }
+        // Not an id: a value of the context's type is kept.
+        let mut input = json!({"units": "imperial"});
+        inject(&tool, &mut input, Some(&ctx));
+        assert_eq!(input["units"], "imperial");
+    }
 
     #[test]
     fn results_are_capped_with_a_marker() {

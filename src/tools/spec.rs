@@ -39,6 +39,50 @@ pub struct ToolSpec {
     /// out or gives them in the wrong form: `{workflow_id: context.workflow_id}`.
     #[serde(default)]
     pub inject: std::collections::BTreeMap<String, String>,
+    /// Show a successful result to the user as a preview (seed 000's
+    /// `workflow_preview`); the model gets a fixed answer instead of it.
+    #[serde(default)]
+    pub preview: Option<PreviewSpec>,
+    /// Keep only some fields of the result for the model (seed 000's result
+    /// summarization); the log keeps it whole.
+    #[serde(default)]
+    pub summary: Option<SummarySpec>,
+}
+
+/// `preview:` — what the user is shown when the call succeeds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewSpec {
+    /// The preview's `component_type` [default: `preview`].
+    #[serde(default = "default_preview_type")]
+    pub component_type: String,
+    /// The preview's fields, each a JSON Pointer into `{"input": …, "result":
+    /// …}` (`description: /input/description`); absent values are left out.
+    /// Empty: `{input, result}` whole.
+    #[serde(default)]
+    pub fields: std::collections::BTreeMap<String, String>,
+    /// What the model is told instead of the result.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+fn default_preview_type() -> String {
+    "preview".into()
+}
+
+/// `summary:` — the parts of a JSON result the model sees.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummarySpec {
+    /// A JSON Pointer to the list (or object) to summarize [default: the
+    /// whole result].
+    #[serde(default)]
+    pub items: String,
+    /// The fields each item keeps.
+    pub keep: Vec<String>,
+    /// Text fields cut to their first sentence.
+    #[serde(default)]
+    pub first_sentence: Vec<String>,
 }
 
 /// An HTTP tool: the input is the JSON body (the query string for GET and

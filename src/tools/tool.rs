@@ -9,7 +9,9 @@ use serde_json::Value;
 use super::ask_user;
 use super::builtin::{self, Builtin};
 use super::http::{self, HttpTool};
+use super::preview::Preview;
 use super::spec::ToolSpec;
+use super::summary::Summary;
 use super::ui::{self, ComponentType};
 use crate::link::{Gone, RunLink, ToolOutcome};
 use crate::llm::ToolCall;
@@ -77,6 +79,10 @@ pub struct Tool {
     pub inject: Vec<(String, Vec<String>)>,
     /// The `context_type`s it is offered for; empty: all.
     pub context_types: Vec<String>,
+    /// A successful result is shown to the user, not given to the model.
+    pub preview: Option<Preview>,
+    /// The fields of a result the model sees.
+    pub summary: Option<Summary>,
 }
 
 /// What one call may use of its run.
@@ -171,6 +177,21 @@ impl Tool {
             };
             inject.push((arg, rest.split('.').map(str::to_owned).collect()));
         }
+        let preview = match spec.preview {
+            Some(_) if !matches!(kind, ToolKind::Http(_) | ToolKind::Builtin(_)) => {
+                return Err(format!(
+                    "{}: only a tool the server runs (http, builtin) can preview its result",
+                    at("preview")
+                ));
+            }
+            Some(p) => Some(Preview::from_spec(p).map_err(|e| format!("{}.{e}", at("preview")))?),
+            None => None,
+        };
+        let summary = spec
+            .summary
+            .map(Summary::from_spec)
+            .transpose()
+            .map_err(|e| format!("{}.{e}", at("summary")))?;
         Ok(Tool {
             name: spec.name,
             description: spec.description.unwrap_or_default(),
@@ -180,6 +201,8 @@ impl Tool {
             requires_approval: spec.requires_approval,
             inject,
             context_types: spec.context_types,
+            preview,
+            summary,
         })
     }
 }

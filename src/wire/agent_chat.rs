@@ -1,11 +1,17 @@
 //! `agent-chat` (seed 000 §2): `message_start {turn}`, `content_chunk
 //! {chunk}`, `tool_call_start {tool_use_id, name}`, `tool_call_result
-//! {tool_use_id, name, is_error}`, `error {message}`, `message_complete {}`.
+//! {tool_use_id, name, is_error}`, `error {message}`, `message_complete {}`;
+//! seed 000's `workflow_preview` for a preview; and, in the same style, the
+//! steps that wait for a person: `input_request` (then `input_received` or
+//! `input_timeout`), `approval_request` (then `approval_result`),
+//! `component_request` (after its `tool_call_start`; then its
+//! `tool_call_result`).
 
 use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
+use super::hitl::{approved_call, request};
 use super::sse::{Encoder, Out, out};
 use crate::protocol::{Envelope, EventKind};
 
@@ -46,10 +52,50 @@ impl Encoder for AgentChat {
             EventKind::ToolCall {
                 tool_name, corr, ..
             } if self.seen_calls.insert(corr.clone()) => {
-                o.push(out(
-                    "tool_call_start",
-                    json!({"tool_use_id": corr, "name": tool_name}),
-                ));
+                let waiting = request(env);
+                match waiting {
+                    Some(r) if r.action == "approval" => {
+                        let f = r.fields;
+                        o.push(out(
+                            "approval_request",
+                            json!({"tool_use_id": f["tool_call_id"], "name": f["tool_name"],
+                                   "input": f["input"], "corr": f["corr"], "answer_url": f["answer_url"]}),
+                        ));
+                    }
+                    Some(r) if r.action == "preview" => {
+                        let mut data = r.fields["payload"].clone();
+                        // Seed 000: `is_update` iff an existing workflow is named.
+                        if let Some(p) = data.as_object_mut()
+                            && !p.contains_key("is_update")
+                        {
+                            let update = p.get("workflow_id").is_some_and(|id| !id.is_null());
+                            p.insert("is_update".into(), Value::Bool(update));
+                        }
+                        o.push(out("workflow_preview", data));
+                    }
+                    other => {
+                        o.push(out(
+                            "tool_call_start",
+                            json!({"tool_use_id": corr, "name": tool_name}),
+                        ));
+                        if let Some(r) = other {
+                            let f = r.fields;
+                            o.push(out(
+                                "component_request",
+                                json!({"tool_use_id": corr, "name": tool_name,
+                                       "component_type": f["component_type"], "payload": f["payload"],
+                                       "display": f["display"], "answer_url": f["answer_url"]}),
+                            ));
+                        }
+                    }
+                }
+            }
+            EventKind::ToolResponse { content, corr, .. } if approved_call(corr).is_some() => {
+                let mut data = json!({"tool_use_id": approved_call(corr), "approved": content["approved"] == true});
+                if let Some(reason) = content.get("reason").filter(|r| r.is_string()) {
+                    data["reason"] = reason.clone();
+                }
+                o.push(out("approval_result", data));
             }
             EventKind::ToolResponse {
                 tool_name,
@@ -59,6 +105,26 @@ impl Encoder for AgentChat {
             } => o.push(out(
                 "tool_call_result",
                 json!({"tool_use_id": corr, "name": tool_name, "is_error": !success}),
+            )),
+            EventKind::InputRequest { .. } => {
+                if let Some(r) = request(env) {
+                    let mut data = r.fields;
+                    if let Some(d) = data.as_object_mut() {
+                        d.remove("corr");
+                    }
+                    o.push(out("input_request", data));
+                }
+            }
+            EventKind::InputAck { request_id, .. } => {
+                o.push(out("input_received", json!({"request_id": request_id})))
+            }
+            EventKind::InputTimeout {
+                request_id,
+                timeout_seconds,
+                ..
+            } => o.push(out(
+                "input_timeout",
+                json!({"request_id": request_id, "timeout_seconds": timeout_seconds}),
             )),
             EventKind::Error { message, .. } => o.push(out("error", json!({"message": message}))),
             EventKind::RunComplete { .. } => o.push(out("message_complete", json!({}))),

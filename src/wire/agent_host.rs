@@ -1,12 +1,17 @@
 //! `agent-host` (seed 004 §1.2): `message_added`, `content_chunk {content}`,
 //! `tool_call`, `tool_result`, `message_complete {role, content}`,
 //! `stream_complete {}`, `error {error, error_code, is_retryable}`,
-//! `cancelled`.
+//! `cancelled`; and seed 004's `client_action` for every step that waits for
+//! the user or shows them something: `{action: input|approval|component|
+//! preview, call_id, …, answer_url}`. An approval gate is only a
+//! `client_action`; a UI tool is its `tool_call` then its `client_action`;
+//! an input request's end is a `tool_result` on its `call_id`.
 
 use std::collections::HashSet;
 
 use serde_json::json;
 
+use super::hitl::{Request, request};
 use super::sse::{Encoder, Out, out};
 use crate::protocol::{Envelope, EventKind, RunEndReason};
 
@@ -33,9 +38,24 @@ impl Encoder for AgentHost {
                 payload,
                 corr,
                 ..
-            } if self.seen_calls.insert(corr.clone()) => o.push(out(
-                "tool_call",
-                json!({"call_id": corr, "tool_name": tool_name, "arguments": payload}),
+            } if self.seen_calls.insert(corr.clone()) => match request(env) {
+                Some(r) if r.action != "component" => o.push(client_action(r)),
+                waiting => {
+                    o.push(out(
+                        "tool_call",
+                        json!({"call_id": corr, "tool_name": tool_name, "arguments": payload}),
+                    ));
+                    o.extend(waiting.map(client_action));
+                }
+            },
+            EventKind::InputRequest { .. } => o.extend(request(env).map(client_action)),
+            EventKind::InputAck { request_id, .. } => o.push(out(
+                "tool_result",
+                json!({"call_id": request_id, "success": true, "result": {"answered": true}}),
+            )),
+            EventKind::InputTimeout { request_id, .. } => o.push(out(
+                "tool_result",
+                json!({"call_id": request_id, "success": false, "result": {"timed_out": true}}),
             )),
             EventKind::ToolResponse {
                 content,
@@ -62,4 +82,17 @@ impl Encoder for AgentHost {
             _ => {}
         }
     }
+}
+
+/// A waiting step as seed 004's `client_action`: the request's fields, its
+/// `corr` as `call_id`.
+fn client_action(r: Request) -> Out {
+    let mut data = r.fields;
+    if let Some(d) = data.as_object_mut() {
+        if let Some(corr) = d.remove("corr") {
+            d.insert("call_id".into(), corr);
+        }
+        d.insert("action".into(), r.action.into());
+    }
+    out("client_action", data)
 }

@@ -13,12 +13,15 @@
 //! A new wire is one file here and a thin handler in `http`; a new SSE
 //! dialect is one file here and its [`Dialect`] variant (`dialect.rs`).
 //!
-//! Uses `protocol` (and the widget tool's name from `templates`) only.
+//! `hitl` is what every dialect says about a step waiting for a person.
+//!
+//! Uses `protocol`, and the names `tools` and `templates` give their calls.
 
 mod agent_chat;
 mod agent_host;
 mod chat;
 mod dialect;
+mod hitl;
 mod sse;
 pub mod template_ws;
 mod threads;

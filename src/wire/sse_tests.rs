@@ -170,3 +170,187 @@ fn threads_and_chat() {
     assert_eq!(chat[0].0, Some("chat.text"));
     assert_eq!(chat[0].1["seq"], 1);
 }
+
+/// A run that waits for a person four ways: an input request (answered), an
+/// approval (refused), a UI component (answered, then patched: logged again)
+/// and a preview.
+fn waiting_run() -> Vec<Envelope> {
+    let call = |corr: &str, component: Option<&str>, awaiting: bool, payload: Value, display| {
+        EventKind::ToolCall {
+            tool_name: "t".into(),
+            component_type: component.map(str::to_owned),
+            awaiting_response: awaiting,
+            payload,
+            corr: corr.into(),
+            display,
+        }
+    };
+    let response = |corr: &str, content: Value| EventKind::ToolResponse {
+        tool_name: "t".into(),
+        content,
+        success: true,
+        corr: corr.into(),
+    };
+    let kinds = vec![
+        EventKind::InputRequest {
+            request_id: "r1".into(),
+            prompt: "Name?".into(),
+            corr: "r1".into(),
+            password: false,
+            timeout_seconds: Some(300),
+        },
+        EventKind::InputAck {
+            request_id: "r1".into(),
+            corr: "r1".into(),
+        },
+        call(
+            "c1.approval",
+            Some("approval"),
+            true,
+            json!({"tool_name": "t", "input": {"x": 1}, "tool_call_id": "c1"}),
+            Display::Inline,
+        ),
+        response("c1.approval", json!({"approved": false, "reason": "no"})),
+        call(
+            "c2",
+            Some("picker"),
+            true,
+            json!({"options": ["a"]}),
+            Display::Inline,
+        ),
+        response("c2", json!({"picked": "a"})),
+        call(
+            "c2",
+            Some("picker"),
+            false,
+            json!({"options": ["b"]}),
+            Display::Inline,
+        ),
+        call(
+            "c3.preview",
+            Some("workflow_preview"),
+            false,
+            json!({"description": "d", "workflow": {"name": "W"}}),
+            Display::Artifact,
+        ),
+    ];
+    kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| env(i as u64 + 1, k))
+        .collect()
+}
+
+fn encode_waiting(dialect: Dialect) -> Vec<(Option<&'static str>, Value)> {
+    let mut enc = dialect.encoder(None);
+    let mut outs = Vec::new();
+    for e in waiting_run() {
+        enc.encode(&e, &e.to_json(), &mut outs);
+    }
+    outs.into_iter()
+        .map(|o| (o.event, serde_json::from_str(&o.data).unwrap()))
+        .collect()
+}
+
+#[test]
+fn agent_chat_shows_what_waits_in_seed_000s_style() {
+    let chat = uuid::Uuid::nil();
+    assert_eq!(
+        encode_waiting(Dialect::AgentChat),
+        vec![
+            (
+                Some("input_request"),
+                json!({"request_id": "r1", "prompt": "Name?", "password": false, "timeout_seconds": 300,
+                       "answer_url": format!("/v1/chats/{chat}/inputs/r1")})
+            ),
+            (Some("input_received"), json!({"request_id": "r1"})),
+            (
+                Some("approval_request"),
+                json!({"tool_use_id": "c1", "name": "t", "input": {"x": 1}, "corr": "c1.approval",
+                       "answer_url": format!("/v1/chats/{chat}/approvals/c1")})
+            ),
+            (
+                Some("approval_result"),
+                json!({"tool_use_id": "c1", "approved": false, "reason": "no"})
+            ),
+            (
+                Some("tool_call_start"),
+                json!({"tool_use_id": "c2", "name": "t"})
+            ),
+            (
+                Some("component_request"),
+                json!({"tool_use_id": "c2", "name": "t", "component_type": "picker",
+                       "payload": {"options": ["a"]}, "display": "inline",
+                       "answer_url": format!("/v1/chats/{chat}/components/c2")})
+            ),
+            (
+                Some("tool_call_result"),
+                json!({"tool_use_id": "c2", "name": "t", "is_error": false})
+            ),
+            (
+                Some("workflow_preview"),
+                json!({"description": "d", "workflow": {"name": "W"}, "is_update": false})
+            ),
+        ]
+    );
+}
+
+#[test]
+fn agent_host_and_threads_show_what_waits() {
+    let host = encode_waiting(Dialect::AgentHost);
+    let names: Vec<_> = host.iter().map(|(n, _)| n.unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "client_action",
+            "tool_result",
+            "client_action",
+            "tool_result",
+            "tool_call",
+            "client_action",
+            "tool_result",
+            "client_action"
+        ]
+    );
+    let actions: Vec<_> = host
+        .iter()
+        .filter(|(n, _)| *n == Some("client_action"))
+        .map(|(_, d)| {
+            (
+                d["action"].as_str().unwrap(),
+                d["call_id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("input", "r1"),
+            ("approval", "c1.approval"),
+            ("component", "c2"),
+            ("preview", "c3.preview")
+        ]
+    );
+    assert_eq!(host[1].1["result"], json!({"answered": true}));
+
+    let threads = encode_waiting(Dialect::Threads);
+    let kinds: Vec<_> = threads
+        .iter()
+        .map(|(_, d)| {
+            let c = &d["content"];
+            c["type"].as_str().unwrap_or("(result)").to_owned()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "input_request",
+            "approval_request",
+            "(result)",
+            "component_request",
+            "(result)",
+            "preview"
+        ]
+    );
+    assert!(threads.iter().all(|(_, d)| d["type"] == "tool_result"));
+}

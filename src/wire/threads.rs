@@ -1,6 +1,14 @@
-//! `threads` (seed 003): data-only `{type: chunk|tool_result|end|error}`.
+//! `threads` (seed 003): data-only `{type: chunk|tool_result|end|error}`. A
+//! step that waits for the user (or a preview) is a `tool_result` whose
+//! `content.type` names it, as seed 003's charts are: `input_request`,
+//! `approval_request`, `component_request`, `preview`, with the fields a
+//! client renders and the `answer_url` it answers at.
+
+use std::collections::HashSet;
 
 use serde_json::{Value, json};
+
+use super::hitl::request;
 
 use super::sse::{Encoder, Out};
 use crate::protocol::{Envelope, EventKind};
@@ -10,6 +18,8 @@ use crate::protocol::{Envelope, EventKind};
 pub(super) struct Threads {
     /// The answer so far, for `end.full_response`.
     response: String,
+    /// Requests shown already (a patched component is logged again).
+    shown: HashSet<String>,
 }
 
 fn data(v: Value) -> Out {
@@ -26,6 +36,19 @@ impl Encoder for Threads {
             EventKind::Print { content, .. } => {
                 self.response.push_str(content);
                 o.push(data(json!({"type": "chunk", "content": content})));
+            }
+            EventKind::InputRequest { .. } | EventKind::ToolCall { .. } => {
+                let Some(r) = request(env) else { return };
+                let corr = r.fields["corr"].as_str().unwrap_or_default().to_owned();
+                if self.shown.insert(corr) {
+                    let mut content = r.fields;
+                    let kind = match r.action {
+                        "preview" => "preview".to_owned(),
+                        other => format!("{other}_request"),
+                    };
+                    content["type"] = Value::String(kind);
+                    o.push(data(json!({"type": "tool_result", "content": content})));
+                }
             }
             EventKind::ToolResponse { content, .. } => {
                 o.push(data(json!({"type": "tool_result", "content": content})));

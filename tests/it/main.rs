@@ -14,6 +14,7 @@ mod fanout;
 mod first_run;
 mod fuzz;
 mod hardening;
+mod hitl;
 mod input;
 mod layers;
 mod metrics;

@@ -186,6 +186,85 @@ async fn every_json_answer_matches_the_document() {
     .await;
     check(&doc, "/v1/agent/chat", "post", s, &b);
 
+    // The answers: one real input request, and what is not open.
+    let (_, b) = req(
+        "POST",
+        "/v1/chats".into(),
+        json!({"agent": "demo", "message": "ask: Which city?"}).to_string(),
+    )
+    .await;
+    let asking = serde_json::from_str::<Value>(&b).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut request_id = None;
+    for _ in 0..200 {
+        let (_, b) = req(
+            "GET",
+            format!("/v1/chats/{asking}/events?limit=50"),
+            String::new(),
+        )
+        .await;
+        let page: Value = serde_json::from_str(&b).unwrap();
+        request_id = page["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["type"] == "chat.input_request")
+            .map(|e| e["request_id"].as_str().unwrap().to_owned());
+        if request_id.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let request_id = request_id.expect("the demo asks");
+    let answer = json!({"text": "Oslo"}).to_string();
+    let inputs = "/v1/chats/{id}/inputs/{request_id}";
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{asking}/inputs/{request_id}"),
+        answer.clone(),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    check(&doc, inputs, "post", s, &b);
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{asking}/inputs/{request_id}"),
+        answer,
+    )
+    .await;
+    assert_eq!(s, 404, "{b}");
+    check(&doc, inputs, "post", s, &b);
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{asking}/components/nope"),
+        json!({"data": {}}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/components/{corr}", "post", s, &b);
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{asking}/approvals/nope"),
+        json!({"approved": true}).to_string(),
+    )
+    .await;
+    check(
+        &doc,
+        "/v1/chats/{id}/approvals/{tool_call_id}",
+        "post",
+        s,
+        &b,
+    );
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{asking}/approvals"),
+        json!({"decisions": [{"tool_call_id": "nope", "approved": false}]}).to_string(),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    check(&doc, "/v1/chats/{id}/approvals", "post", s, &b);
+
     // The schemas are real: a wrong body fails them.
     let chat_schema = inline(
         &doc["paths"]["/v1/chats/{id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"],
@@ -230,7 +309,11 @@ async fn every_json_answer_matches_the_document() {
         "post /v1/agent/chat",
         "post /v1/chat/completions",
         "post /v1/chats",
+        "post /v1/chats/{id}/approvals",
+        "post /v1/chats/{id}/approvals/{tool_call_id}",
         "post /v1/chats/{id}/cancel",
+        "post /v1/chats/{id}/components/{corr}",
+        "post /v1/chats/{id}/inputs/{request_id}",
         "post /v1/chats/{id}/messages",
         "post /v1/chats/{id}/model",
     ];

@@ -11,19 +11,19 @@ use crate::support::*;
 
 /// One parsed SSE event.
 #[derive(Debug, Clone)]
-struct Ev {
-    id: String,
-    event: String,
-    data: Value,
+pub(crate) struct Ev {
+    pub id: String,
+    pub event: String,
+    pub data: Value,
 }
 
-struct Opened {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    events: std::pin::Pin<Box<dyn Stream<Item = Ev> + Send>>,
+pub(crate) struct Opened {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub events: std::pin::Pin<Box<dyn Stream<Item = Ev> + Send>>,
 }
 
-async fn open(
+pub(crate) async fn open(
     server: &Server,
     method: &str,
     path: &str,
@@ -65,7 +65,7 @@ async fn open(
 }
 
 /// Every event until the stream ends.
-async fn all(mut events: std::pin::Pin<Box<dyn Stream<Item = Ev> + Send>>) -> Vec<Ev> {
+pub(crate) async fn all(mut events: std::pin::Pin<Box<dyn Stream<Item = Ev> + Send>>) -> Vec<Ev> {
     let mut out = Vec::new();
     while let Some(e) = tokio::time::timeout(WAIT, events.next())
         .await
