@@ -100,7 +100,13 @@ class ChatView {
         break;
       case 'chat.tool_response': {
         const card = this.cards.get(m.corr);
-        if (card) this.done(card, m.success ? 'done' : `failed: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`);
+        if (!card) break;
+        if (m.corr.endsWith('.approval')) {
+          const c = m.content || {};
+          this.done(card, c.approved === true ? 'approved' : `refused${c.reason ? `: ${c.reason}` : ''}`);
+        } else {
+          this.done(card, m.success ? 'done' : `failed: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`);
+        }
         break;
       }
       case 'chat.progress': {
@@ -133,6 +139,8 @@ class ChatView {
         break;
       case 'chat.run_complete':
         $('run').textContent = m.reason === 'completed' ? '' : `run ended: ${m.reason}`;
+        // The end marker follows the run's output, in log order.
+        this.add(el('li', { cls: 'note run-end', text: `run ${m.reason}` }));
         this.turn = null;
         break;
       case 'chat.error':
@@ -183,6 +191,7 @@ class ChatView {
     }
     const reply = (data) => this.chat.sendComponentResult(m.corr, data);
     if (m.tool_name === 'template') return this.widget(m, reply);
+    if (m.corr.endsWith('.preview')) return this.preview(m);
     const title = m.component_type ? `${m.component_type} (${m.tool_name})` : `tool: ${m.tool_name}`;
     const card = el('div', { cls: 'card' }, el('div', { cls: 'title', text: title }));
     const p = m.payload || {};
@@ -211,6 +220,16 @@ class ChatView {
       card.append(el('pre', { text: JSON.stringify(p, null, 2) }), input, send);
     }
     if (!m.awaiting_response) card.querySelectorAll('button, input').forEach((x) => (x.disabled = true));
+    this.cards.set(m.corr, card);
+    this.add(el('li', {}, card));
+  }
+
+  /** A preview (a tool with `preview:`): shown, not answered. */
+  preview(m) {
+    const p = m.payload || {};
+    const card = el('div', { cls: 'card preview' }, el('div', { cls: 'title', text: `Preview: ${m.component_type} (${m.tool_name})` }));
+    if (typeof p.description === 'string') card.append(el('div', { cls: 'description', text: p.description }));
+    card.append(el('pre', { text: JSON.stringify(p, null, 2) }));
     this.cards.set(m.corr, card);
     this.add(el('li', {}, card));
   }

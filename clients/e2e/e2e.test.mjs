@@ -1,12 +1,13 @@
 // The web page in a real headless Chromium (Debian's, driven by playwright-core):
 // a conversation with `demo`, input requests, a component, a server killed and
-// restarted mid-stream, model output that tries to be HTML, and a template quiz
-// (examples/agents/capitals-quiz.yaml).
+// restarted mid-stream, model output that tries to be HTML, a template quiz
+// (examples/agents/capitals-quiz.yaml), and approvals and previews that stay
+// answered after a reload.
 //
 // Needs AGENTWIRE_BIN (the built binary) and /usr/bin/chromium. Screenshots of
 // each step go to $E2E_SHOTS (default: ./shots).
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
@@ -17,6 +18,34 @@ import { freePort, startServer, tempDir } from '../js/test/support/helpers.mjs';
 
 const SHOTS = process.env.E2E_SHOTS || join(process.cwd(), 'shots');
 mkdirSync(SHOTS, { recursive: true });
+
+/** A scripted agent with a tool that needs approval and one that previews. */
+const HITL_AGENT = `id: hitl
+name: Approvals
+description: A tool that needs approval, and a preview
+model:
+  provider: scripted
+  script:
+    rules:
+      - prefix: "guarded: "
+        arg: count
+        max: 10
+        call: {tool: guarded, input: {steps: "{arg}"}}
+        then: "Tool said: {result}"
+      - prefix: "plan: "
+        call: {tool: plan, input: {steps: 1, description: "{arg}"}}
+        then: "Plan: {result}"
+      - reply: "You said: {text}"
+tools:
+  - name: guarded
+    input_schema: {type: object, properties: {steps: {type: integer, minimum: 1}}, required: [steps]}
+    builtin: progress
+    requires_approval: true
+  - name: plan
+    input_schema: {type: object, properties: {steps: {type: integer}, description: {type: string}}, required: [steps, description]}
+    builtin: progress
+    preview: {component_type: plan_preview, fields: {description: /input/description, outcome: /result}}
+`;
 
 let browser;
 let server;
@@ -29,6 +58,7 @@ before(async () => {
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
   mkdirSync(join(dir, 'agents'), { recursive: true });
   copyFileSync(join(root, 'examples', 'agents', 'capitals-quiz.yaml'), join(dir, 'agents', 'capitals-quiz.yaml'));
+  writeFileSync(join(dir, 'agents', 'hitl.yaml'), HITL_AGENT);
   port = await freePort();
   server = await startServer(dir, port);
   browser = await chromium.launch({
@@ -151,5 +181,46 @@ test('a template quiz: widgets, progress and the score', async () => {
   // Answered widgets are closed.
   assert.equal(await page.locator('.widget button:enabled').count(), 0);
   await page.shot('3-score');
+  await page.close();
+});
+
+test('approvals and a preview, in log order, still answered after a reload', async () => {
+  const page = await newChat('hitl', 'hitl');
+  await say(page, 'guarded: 2');
+  const first = page.locator('.card', { hasText: 'approval' }).last();
+  await first.locator('button', { hasText: 'Approve' }).click();
+  assert.equal(await lastAgentText(page, 'Tool said'), 'Tool said: completed 2 steps');
+  await first.locator('.note', { hasText: 'approved' }).waitFor();
+
+  await say(page, 'guarded: 1');
+  const second = page.locator('.card', { hasText: 'approval' }).nth(1);
+  await second.locator('button', { hasText: 'Reject' }).click();
+  assert.match(await lastAgentText(page, 'refused'), /failed: the user refused this tool call: rejected in the web page/);
+  await second.locator('.note', { hasText: 'refused: rejected in the web page' }).waitFor();
+
+  await say(page, 'plan: Low stock alert');
+  const preview = page.locator('.card.preview');
+  await preview.locator('.description', { hasText: 'Low stock alert' }).waitFor();
+  assert.match(await lastAgentText(page, 'preview_sent'), /"status":"preview_sent"/);
+  await page.shot('1-answered');
+
+  // A reload replays the log: the same cards, answered, in the same order.
+  const items = () => page.locator('#log > li').evaluateAll((lis) => lis.map((li) => li.textContent));
+  await page.locator('#log li.run-end').nth(2).waitFor();
+  const before = await items();
+  const chatId = await page.locator('#chats li.current').getAttribute('data-id');
+  await page.reload();
+  await page.locator('#conn[data-state="open"]').waitFor();
+  await page.locator(`#chats li[data-id="${chatId}"]`).click();
+  await page.locator('#log li.run-end').nth(2).waitFor();
+  assert.deepEqual(await items(), before);
+  assert.equal(await page.locator('#log .card button:enabled').count(), 0, 'nothing is open');
+  // Each run's end marker comes after its output.
+  const order = await items();
+  const at = (text) => order.findIndex((t) => t.includes(text));
+  assert.ok(at('Tool said: completed 2 steps') < at('run completed'), order.join(' | '));
+  assert.ok(at('Low stock alert') < order.length - 1, order.join(' | '));
+  assert.match(order.at(-1), /run completed/);
+  await page.shot('2-reloaded');
   await page.close();
 });

@@ -27,6 +27,19 @@ use crate::session::SessionError;
 /// Most decisions in one approval batch.
 const MAX_BATCH: usize = 64;
 
+/// The longest `corr` or `request_id` (as in `protocol/inbound/`).
+const MAX_ID: usize = 128;
+
+/// An id from the path or body, within the WebSocket schemas' bounds.
+fn checked(name: &str, id: String) -> Result<String, ApiError> {
+    if id.is_empty() || id.len() > MAX_ID {
+        return Err(ApiError::BadRequest(format!(
+            "`{name}` must be 1 to {MAX_ID} bytes"
+        )));
+    }
+    Ok(id)
+}
+
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -66,6 +79,7 @@ pub(super) async fn answer_input(
     body: Bytes,
 ) -> Result<Json<Answered>, ApiError> {
     let id = chat_id(&id)?;
+    let request_id = checked("request_id", request_id)?;
     let InputAnswer { text } = parse_body(&body)?;
     state
         .registry
@@ -87,6 +101,7 @@ pub(super) async fn answer_component(
     body: Bytes,
 ) -> Result<Json<Answered>, ApiError> {
     let id = chat_id(&id)?;
+    let corr = checked("corr", corr)?;
     let ComponentAnswer { data } = parse_body(&body)?;
     state
         .registry
@@ -110,7 +125,7 @@ pub(super) async fn approve(
 ) -> Result<Json<Answered>, ApiError> {
     let id = chat_id(&id)?;
     let answer: ApprovalAnswer = parse_body(&body)?;
-    let corr = approval_corr(&tool_call_id);
+    let corr = checked("tool_call_id", approval_corr(&tool_call_id))?;
     state
         .registry
         .component_result(
@@ -152,6 +167,9 @@ pub(super) async fn approve_batch(
     // The chat must be the caller's before any decision is tried.
     state.registry.chat(id, &user).await?;
     let mut results = Vec::with_capacity(decisions.len());
+    for d in &decisions {
+        checked("tool_call_id", approval_corr(&d.tool_call_id))?;
+    }
     for d in decisions {
         let corr = approval_corr(&d.tool_call_id);
         let outcome = state
