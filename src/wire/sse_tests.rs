@@ -85,9 +85,12 @@ fn run() -> Vec<Envelope> {
 }
 
 fn encode(dialect: Dialect) -> Vec<(Option<&'static str>, Value)> {
-    let mut enc = dialect.encoder(Some("conv-1".into()));
+    encode_log(dialect.encoder(Some("conv-1".into())), run())
+}
+
+fn encode_log(mut enc: Box<dyn Encoder>, log: Vec<Envelope>) -> Vec<(Option<&'static str>, Value)> {
     let mut outs = Vec::new();
-    for e in run() {
+    for e in log {
         enc.encode(&e, &e.to_json(), &mut outs);
     }
     outs.into_iter()
@@ -242,14 +245,7 @@ fn waiting_run() -> Vec<Envelope> {
 }
 
 fn encode_waiting(dialect: Dialect) -> Vec<(Option<&'static str>, Value)> {
-    let mut enc = dialect.encoder(None);
-    let mut outs = Vec::new();
-    for e in waiting_run() {
-        enc.encode(&e, &e.to_json(), &mut outs);
-    }
-    outs.into_iter()
-        .map(|o| (o.event, serde_json::from_str(&o.data).unwrap()))
-        .collect()
+    encode_log(dialect.encoder(None), waiting_run())
 }
 
 #[test]

@@ -16,7 +16,7 @@ use crate::vendors::{OpenAiWire, Wire};
 const W: OpenAiWire = OpenAiWire;
 
 /// The `content` of the tool messages of a recorded OpenAI request.
-fn tool_messages(body: &Value) -> Vec<String> {
+pub(crate) fn tool_messages(body: &Value) -> Vec<String> {
     body["messages"]
         .as_array()
         .unwrap()

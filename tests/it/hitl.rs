@@ -9,6 +9,7 @@
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use crate::agent_loop::tool_messages;
 use crate::mock_llm::{MockServer, Reply};
 use crate::sse::{Ev, all, open};
 use crate::support::*;
@@ -157,17 +158,6 @@ async fn last_seq(server: &Server, chat: &str) -> u64 {
     let (status, v) = http_json(server, "GET", &format!("/v1/chats/{chat}"), "").await;
     assert_eq!(status, 200, "{v}");
     v["last_seq"].as_u64().unwrap()
-}
-
-/// The `content` of the tool messages of a recorded OpenAI request.
-fn tool_messages(body: &Value) -> Vec<String> {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// The events of the log (not seed 004's `stream_started`, which is the
