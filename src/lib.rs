@@ -8,6 +8,8 @@
 //! - [`protocol`]: the wire types of `/v1/ws` and their JSON-Schema validation.
 //! - [`store`]: the durable session log (SQLite or PostgreSQL), its
 //!   group-committing writer, and the coordination of several nodes on PostgreSQL.
+//! - [`databases`]: users' own databases (seed 003): connections with
+//!   sealed passwords.
 //! - [`llm`]: the model seam (`Provider`) and the HTTP providers.
 //! - [`link`]: the run's channel to its chat (`RunMsg`, `RunLink`, outcomes).
 //! - [`tools`]: tool kinds and the one pipeline every call takes.
@@ -23,6 +25,7 @@
 pub mod agent;
 pub mod auth;
 pub mod config;
+pub mod databases;
 pub mod http;
 pub mod link;
 pub mod llm;
@@ -160,9 +163,15 @@ pub async fn run(
     let streams = session::UserSlots::new(config.limits.streams_per_user, "open event streams");
     let sockets = session::UserSlots::new(config.limits.sockets_per_user, "open WebSockets");
     let header_timeout = config.http_header_timeout;
+    let connections = Arc::new(databases::Connections::new(
+        store.clone(),
+        config.master_key.as_ref().map(|k| k.0),
+        config.connection_files_dir.clone(),
+    ));
     let state = http::AppState {
         config: Arc::new(config),
         registry,
+        connections,
         store,
         auth: Arc::new(auth),
         shutdown: token.clone(),

@@ -103,6 +103,46 @@ pub struct Config {
     pub http_body_timeout: Duration,
     /// Rate limits and quotas; `None`: no limit.
     pub limits: Limits,
+    /// Encrypts users' database passwords; `None`: passwords are refused.
+    pub master_key: Option<MasterKey>,
+    /// The folder SQLite connections may name files in; `None`: none may.
+    pub connection_files_dir: Option<PathBuf>,
+}
+
+/// The master key (32 bytes). Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MasterKey(pub [u8; 32]);
+
+impl std::fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MasterKey(…)")
+    }
+}
+
+impl MasterKey {
+    /// 32 bytes as 64 hex digits or as base64.
+    ///
+    /// # Errors
+    /// Any other length or alphabet (the value is not repeated).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        use base64::Engine as _;
+        let text = text.trim();
+        let bytes: Vec<u8> = if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            (0..32)
+                .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).expect("hex digits"))
+                .collect()
+        } else {
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(text))
+                .map_err(|_| "must be 32 bytes as 64 hex digits or as base64".to_owned())?
+        };
+        let n = bytes.len();
+        bytes
+            .try_into()
+            .map(Self)
+            .map_err(|_| format!("must be 32 bytes, not {n}"))
+    }
 }
 
 /// Rate limits and quotas (`RATE_LIMIT_EXCEEDED`); `None` turns one off.
@@ -255,6 +295,11 @@ impl Settings {
             runs_per_user: on(pick!(max_runs_per_user), 32),
         };
 
+        let master_key = pick!(master_key)
+            .or_else(|| std::env::var("MASTER_ENCRYPTION_KEY").ok())
+            .map(|k| MasterKey::parse(&k).map_err(|m| bad("master_key", m)))
+            .transpose()?;
+
         Ok(Config {
             listen,
             database,
@@ -276,6 +321,8 @@ impl Settings {
             http_header_timeout: Duration::from_secs(header_timeout),
             http_body_timeout: Duration::from_secs(body_timeout),
             limits,
+            master_key,
+            connection_files_dir: pick!(connection_files_dir),
         })
     }
 }

@@ -156,6 +156,19 @@ pub struct Settings {
     /// Runs in flight per user (per node); 0: no limit [default: 32].
     #[arg(long, env = "AGENTWIRE_MAX_RUNS_PER_USER", global = true)]
     pub max_runs_per_user: Option<u32>,
+    /// The key that encrypts users' database passwords: 32 bytes, hex or
+    /// base64 (seed 003's MASTER_ENCRYPTION_KEY is read too).
+    #[arg(
+        long,
+        env = "AGENTWIRE_MASTER_KEY",
+        global = true,
+        hide_env_values = true
+    )]
+    pub master_key: Option<String>,
+    /// The folder SQLite connections may name files in [default: none: no
+    /// SQLite connections].
+    #[arg(long, env = "AGENTWIRE_CONNECTION_FILES_DIR", global = true)]
+    pub connection_files_dir: Option<PathBuf>,
 }
 
 /// `agentwire.toml`: the same keys as the flags, snake_case.
@@ -188,6 +201,8 @@ pub(super) struct FileSettings {
     pub(super) max_streams_per_user: Option<u32>,
     pub(super) max_sockets_per_user: Option<u32>,
     pub(super) max_runs_per_user: Option<u32>,
+    pub(super) master_key: Option<String>,
+    pub(super) connection_files_dir: Option<PathBuf>,
     #[serde(default)]
     pub(super) models: Vec<ModelConfig>,
 }

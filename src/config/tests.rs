@@ -44,3 +44,18 @@ fn flags_override_the_file_and_errors_name_the_key() {
     };
     assert_eq!(s.resolve().unwrap_err().key, "auth");
 }
+
+#[test]
+fn master_keys_are_32_bytes_in_hex_or_base64() {
+    let hex = "00".repeat(31) + "ff";
+    assert_eq!(MasterKey::parse(&hex).unwrap().0[31], 0xff);
+    let b64 = "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=";
+    assert_eq!(MasterKey::parse(b64).unwrap().0[0], 1);
+    assert!(MasterKey::parse("short").is_err());
+    assert!(
+        MasterKey::parse(&"00".repeat(16))
+            .unwrap_err()
+            .contains("32 bytes")
+    );
+    assert_eq!(format!("{:?}", MasterKey([1; 32])), "MasterKey(…)");
+}

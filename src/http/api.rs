@@ -321,3 +321,62 @@ pub struct EnhancedPrompt {
     pub enhanced: String,
     pub tools: Vec<String>,
 }
+
+/// `POST /v1/connections` and `PUT /v1/connections/{id}`: a database
+/// connection (seed 003). `password`: on `PUT`, absent keeps the one kept,
+/// `null` removes it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionBody {
+    pub name: String,
+    /// `postgres` or `sqlite`.
+    pub driver: String,
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub database: Option<String>,
+    #[serde(default)]
+    pub username: Option<String>,
+    /// SQLite: a file in the server's `connection_files_dir`.
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub password: Option<Option<String>>,
+}
+
+/// A field that is present, even as `null`.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// A database connection: never its password.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConnectionView {
+    pub id: Uuid,
+    pub name: String,
+    pub driver: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub has_password: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// `GET /v1/connections`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConnectionList {
+    pub connections: Vec<ConnectionView>,
+}

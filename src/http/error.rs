@@ -27,6 +27,10 @@ pub enum ApiError {
     /// The request conflicts with what exists.
     #[error("{0}")]
     Conflict(String),
+    /// A named thing (a connection) that does not exist, or is not the
+    /// caller's: 404 `WORKFLOW_NOT_FOUND`.
+    #[error("{0}")]
+    NotFound(String),
     /// A server we forward to could not be used.
     #[error("{0}")]
     Upstream(String),
@@ -49,6 +53,11 @@ impl IntoResponse for ApiError {
             Self::Conflict(m) => (
                 StatusCode::CONFLICT,
                 ErrorCode::SchemaValidationFailed,
+                m.clone(),
+            ),
+            Self::NotFound(m) => (
+                StatusCode::NOT_FOUND,
+                ErrorCode::WorkflowNotFound,
                 m.clone(),
             ),
             Self::Upstream(m) => (

@@ -8,6 +8,7 @@ mod answers;
 mod api;
 mod auth;
 mod chats;
+mod connections;
 mod error;
 mod guard;
 mod openai;
@@ -86,6 +87,7 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::document))
         .merge(chats::router())
         .merge(answers::router())
+        .merge(connections::router())
         .merge(sse::router())
         .merge(openai::router())
         .merge(web::router())

@@ -6,7 +6,7 @@ use axum::response::Json;
 use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{answers, api, chats, openai, ops, sse};
+use super::{answers, api, chats, connections, openai, ops, sse};
 
 /// The API description.
 #[derive(OpenApi)]
@@ -27,6 +27,11 @@ use super::{answers, api, chats, openai, ops, sse};
         answers::answer_component,
         answers::approve,
         answers::approve_batch,
+        connections::list,
+        connections::create,
+        connections::one,
+        connections::update,
+        connections::remove,
         sse::agent_chat,
         sse::agent_host,
         sse::rejoin,
@@ -43,6 +48,7 @@ use super::{answers, api, chats, openai, ops, sse};
     modifiers(&Limits),
     tags(
         (name = "rest", description = "Chats and agents"),
+        (name = "connections", description = "Users' database connections (seed 003); also under /connections"),
         (name = "answers", description = "Human-in-the-loop answers: input requests, UI tool calls, approvals"),
         (name = "sse", description = "SSE dialects of the log, resumable with Last-Event-ID"),
         (name = "threads", description = "Seed 003's thread API"),

@@ -16,6 +16,8 @@ use crate::store::Store;
 pub struct AppState {
     pub config: Arc<Config>,
     pub registry: Registry,
+    /// Users' database connections (seed 003).
+    pub connections: Arc<crate::databases::Connections>,
     pub store: Arc<dyn Store>,
     pub auth: Arc<Authenticator>,
     /// Cancelled when the server shuts down: sockets close with 1001.

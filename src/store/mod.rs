@@ -8,6 +8,7 @@
 //! Depends on nothing else in the crate: envelopes arrive already serialized.
 
 mod cluster;
+mod migrations;
 mod postgres;
 mod seal;
 mod sqlite;
@@ -231,6 +232,36 @@ pub trait Store: Send + Sync + 'static {
 
     /// The answer key of template question `corr`, if one was kept.
     async fn answer(&self, chat_id: Uuid, corr: &str) -> Result<Option<String>, StoreError>;
+
+    /// Creates a connection, or replaces its spec and secret if it exists and
+    /// is `owner`'s. `false`: the id is another user's.
+    async fn put_connection(&self, c: &ConnectionRecord) -> Result<bool, StoreError>;
+
+    /// `owner`'s connections, oldest first.
+    async fn connections(&self, owner: &str) -> Result<Vec<ConnectionRecord>, StoreError>;
+
+    /// `owner`'s connection `id`.
+    async fn connection(
+        &self,
+        owner: &str,
+        id: Uuid,
+    ) -> Result<Option<ConnectionRecord>, StoreError>;
+
+    /// Deletes `owner`'s connection `id`; `false` if there was none.
+    async fn delete_connection(&self, owner: &str, id: Uuid) -> Result<bool, StoreError>;
+}
+
+/// A user's database connection as stored (seed 003): its spec as JSON, its
+/// password sealed by the caller (`databases::Vault`), never in clear.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionRecord {
+    pub id: Uuid,
+    pub owner: String,
+    pub spec: String,
+    pub secret: Option<Vec<u8>>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    pub updated_at: i64,
 }
 
 /// Takes envelopes from a query's rows until `limit` of them or until they

@@ -5,58 +5,19 @@
 //! statement whatever the row count, so no bind-parameter limit). Payloads are
 //! `TEXT`, not `JSONB`, so a replay sends the bytes that were sent live.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::Row;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
-use sqlx::{AssertSqlSafe, Row, SqlSafeStr};
 use uuid::Uuid;
 
-use super::{AppendBatch, ChatRecord, ChatState, Store, StoreError, StoredEnvelope};
+use super::{
+    AppendBatch, ChatRecord, ChatState, ConnectionRecord, Store, StoreError, StoredEnvelope,
+};
 
 /// Most rows in one `UNNEST` insert.
 const ROWS_PER_INSERT: usize = 5000;
-
-fn migrator() -> Migrator {
-    let files: &[(i64, &str, &'static str)] = &[
-        (
-            1,
-            "init",
-            include_str!("../../migrations/postgres/0001_init.sql"),
-        ),
-        (
-            2,
-            "cluster",
-            include_str!("../../migrations/postgres/0002_cluster.sql"),
-        ),
-        (
-            3,
-            "conversation_state",
-            include_str!("../../migrations/postgres/0003_conversation_state.sql"),
-        ),
-        (
-            4,
-            "template_answers",
-            include_str!("../../migrations/postgres/0004_template_answers.sql"),
-        ),
-    ];
-    Migrator::with_migrations(
-        files
-            .iter()
-            .map(|(version, name, sql)| {
-                Migration::new(
-                    *version,
-                    Cow::Borrowed(*name),
-                    MigrationType::Simple,
-                    AssertSqlSafe(*sql).into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    )
-}
 
 /// The channel on which every commit announces, per chat, its highest seq.
 pub(super) const LOG_CHANNEL: &str = "agentwire_log";
@@ -79,7 +40,7 @@ impl PgStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect(url)
             .await?;
-        migrator()
+        super::migrations::postgres()
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migration(e.into()))?;
@@ -427,6 +388,63 @@ impl Store for PgStore {
         .transpose()
     }
 
+    async fn put_connection(&self, c: &ConnectionRecord) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO connections (id, owner, spec, secret, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (id) DO UPDATE SET spec = excluded.spec, secret = excluded.secret,
+                 updated_at = excluded.updated_at
+             WHERE connections.owner = excluded.owner",
+        )
+        .bind(c.id)
+        .bind(&c.owner)
+        .bind(&c.spec)
+        .bind(c.secret.as_deref())
+        .bind(c.created_at)
+        .bind(c.updated_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn connections(&self, owner: &str) -> Result<Vec<ConnectionRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, owner, spec, secret, created_at, updated_at FROM connections
+             WHERE owner = $1 ORDER BY created_at, id",
+        )
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(connection_from_row).collect()
+    }
+
+    async fn connection(
+        &self,
+        owner: &str,
+        id: Uuid,
+    ) -> Result<Option<ConnectionRecord>, StoreError> {
+        sqlx::query(
+            "SELECT id, owner, spec, secret, created_at, updated_at FROM connections
+             WHERE owner = $1 AND id = $2",
+        )
+        .bind(owner)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(connection_from_row)
+        .transpose()
+    }
+
+    async fn delete_connection(&self, owner: &str, id: Uuid) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM connections WHERE owner = $1 AND id = $2")
+            .bind(owner)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn put_answer(&self, chat_id: Uuid, corr: &str, answer: &str) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO template_answers (chat_id, corr, answer) VALUES ($1, $2, $3)
@@ -459,4 +477,15 @@ impl Store for PgStore {
             .map(|r| r.try_get::<Uuid, _>("id").map_err(Into::into))
             .collect()
     }
+}
+
+fn connection_from_row(r: &PgRow) -> Result<ConnectionRecord, StoreError> {
+    Ok(ConnectionRecord {
+        id: r.try_get("id")?,
+        owner: r.try_get("owner")?,
+        spec: r.try_get("spec")?,
+        secret: r.try_get("secret")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
 }

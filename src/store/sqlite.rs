@@ -6,70 +6,25 @@
 //! because a client may already have seen what it committed. Group commit is
 //! what keeps that affordable.
 
-use std::borrow::Cow;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{AssertSqlSafe, QueryBuilder, Row, SqlSafeStr, Sqlite};
+use sqlx::{QueryBuilder, Row, Sqlite};
 use uuid::Uuid;
 
-use super::{AppendBatch, ChatRecord, ChatState, NewEnvelope, Store, StoreError, StoredEnvelope};
+use super::{
+    AppendBatch, ChatRecord, ChatState, ConnectionRecord, NewEnvelope, Store, StoreError,
+    StoredEnvelope,
+};
 
 /// Most rows in one multi-row INSERT (7 variables a row; SQLite allows 32766).
 const ROWS_PER_INSERT: usize = 1000;
-
-/// The migrations of `migrations/sqlite/`, compiled in so the binary runs from
-/// any folder.
-fn migrator() -> Migrator {
-    let files: &[(i64, &str, &'static str)] = &[
-        (
-            1,
-            "init",
-            include_str!("../../migrations/sqlite/0001_init.sql"),
-        ),
-        (
-            2,
-            "chat_model",
-            include_str!("../../migrations/sqlite/0002_chat_model.sql"),
-        ),
-        (
-            3,
-            "chat_listing",
-            include_str!("../../migrations/sqlite/0003_chat_listing.sql"),
-        ),
-        (
-            4,
-            "conversation_state",
-            include_str!("../../migrations/sqlite/0004_conversation_state.sql"),
-        ),
-        (
-            5,
-            "template_answers",
-            include_str!("../../migrations/sqlite/0005_template_answers.sql"),
-        ),
-    ];
-    Migrator::with_migrations(
-        files
-            .iter()
-            .map(|(version, name, sql)| {
-                Migration::new(
-                    *version,
-                    Cow::Borrowed(*name),
-                    MigrationType::Simple,
-                    AssertSqlSafe(*sql).into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    )
-}
 
 /// The SQLite store. Cheap to clone (a pool handle).
 #[derive(Debug, Clone)]
@@ -95,7 +50,7 @@ impl SqliteStore {
             .max_connections(4)
             .connect_with(options)
             .await?;
-        migrator()
+        super::migrations::sqlite()
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migration(e.into()))?;
@@ -415,6 +370,63 @@ impl Store for SqliteStore {
         )
     }
 
+    async fn put_connection(&self, c: &ConnectionRecord) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO connections (id, owner, spec, secret, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET spec = excluded.spec, secret = excluded.secret,
+                 updated_at = excluded.updated_at
+             WHERE connections.owner = excluded.owner",
+        )
+        .bind(c.id.to_string())
+        .bind(&c.owner)
+        .bind(&c.spec)
+        .bind(c.secret.as_deref())
+        .bind(c.created_at)
+        .bind(c.updated_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn connections(&self, owner: &str) -> Result<Vec<ConnectionRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, owner, spec, secret, created_at, updated_at FROM connections
+             WHERE owner = ? ORDER BY created_at, id",
+        )
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(connection_from_row).collect()
+    }
+
+    async fn connection(
+        &self,
+        owner: &str,
+        id: Uuid,
+    ) -> Result<Option<ConnectionRecord>, StoreError> {
+        sqlx::query(
+            "SELECT id, owner, spec, secret, created_at, updated_at FROM connections
+             WHERE owner = ? AND id = ?",
+        )
+        .bind(owner)
+        .bind(id.to_string())
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(connection_from_row)
+        .transpose()
+    }
+
+    async fn delete_connection(&self, owner: &str, id: Uuid) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM connections WHERE owner = ? AND id = ?")
+            .bind(owner)
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn chats_in_state(&self, state: ChatState) -> Result<Vec<Uuid>, StoreError> {
         let rows = sqlx::query("SELECT id FROM chats WHERE state = ?")
             .bind(state.as_str())
@@ -427,4 +439,16 @@ impl Store for SqliteStore {
             })
             .collect()
     }
+}
+
+fn connection_from_row(r: &SqliteRow) -> Result<ConnectionRecord, StoreError> {
+    let id: String = r.try_get("id")?;
+    Ok(ConnectionRecord {
+        id: Uuid::parse_str(&id).map_err(|e| sqlx::Error::Decode(e.into()))?,
+        owner: r.try_get("owner")?,
+        spec: r.try_get("spec")?,
+        secret: r.try_get("secret")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
 }

@@ -17,6 +17,7 @@ const LAYERS: &[&str] = &[
     "metrics",
     "protocol",
     "store",
+    "databases",
     "testing",
     "llm",
     "link",

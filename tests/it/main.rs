@@ -7,6 +7,7 @@ mod auth;
 mod bad_input;
 mod bench;
 mod cluster;
+mod connections;
 mod crash;
 mod demo;
 mod deploy;

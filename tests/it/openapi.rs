@@ -265,6 +265,30 @@ async fn every_json_answer_matches_the_document() {
     assert_eq!(s, 200, "{b}");
     check(&doc, "/v1/chats/{id}/approvals", "post", s, &b);
 
+    // Connections: made, listed, read, changed, deleted, then missing.
+    let body =
+        json!({"name": "w", "driver": "postgres", "host": "db", "database": "shop"}).to_string();
+    let (s, b) = req("POST", "/v1/connections".into(), body.clone()).await;
+    assert_eq!(s, 201, "{b}");
+    check(&doc, "/v1/connections", "post", s, &b);
+    let conn = serde_json::from_str::<Value>(&b).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = req("GET", "/v1/connections".into(), String::new()).await;
+    check(&doc, "/v1/connections", "get", s, &b);
+    let one = "/v1/connections/{id}";
+    let (s, b) = req("GET", format!("/v1/connections/{conn}"), String::new()).await;
+    check(&doc, one, "get", s, &b);
+    let (s, b) = req("PUT", format!("/v1/connections/{conn}"), body).await;
+    check(&doc, one, "put", s, &b);
+    let (s, b) = req("DELETE", format!("/v1/connections/{conn}"), String::new()).await;
+    assert_eq!(s, 204);
+    check(&doc, one, "delete", s, &b);
+    let (s, b) = req("GET", format!("/v1/connections/{conn}"), String::new()).await;
+    assert_eq!(s, 404);
+    check(&doc, one, "get", s, &b);
+
     // The schemas are real: a wrong body fails them.
     let chat_schema = inline(
         &doc["paths"]["/v1/chats/{id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"],
@@ -292,6 +316,7 @@ async fn every_json_answer_matches_the_document() {
     documented.sort();
     let expected = [
         "delete /v1/chats/{id}",
+        "delete /v1/connections/{id}",
         "get /chat/{thread_id}/model",
         "get /healthz",
         "get /metrics",
@@ -300,6 +325,8 @@ async fn every_json_answer_matches_the_document() {
         "get /v1/chats/{id}",
         "get /v1/chats/{id}/events",
         "get /v1/chats/{id}/model",
+        "get /v1/connections",
+        "get /v1/connections/{id}",
         "get /v1/models",
         "get /v1/system-prompts/{agent}/enhanced",
         "post /api/chat/send",
@@ -316,6 +343,8 @@ async fn every_json_answer_matches_the_document() {
         "post /v1/chats/{id}/inputs/{request_id}",
         "post /v1/chats/{id}/messages",
         "post /v1/chats/{id}/model",
+        "post /v1/connections",
+        "put /v1/connections/{id}",
     ];
     assert_eq!(documented, expected);
 }

@@ -348,3 +348,49 @@ async fn the_sqlite_files_are_private() {
     assert!(wal.exists(), "WAL mode writes a -wal file");
     assert_eq!(mode(&wal), 0o600, "the WAL");
 }
+
+conformance!(connections_belong_to_their_owner, connections_on);
+async fn connections_on(open: Opener) {
+    let store = open().await;
+    let mut c = ConnectionRecord {
+        id: Uuid::new_v4(),
+        owner: "alice".into(),
+        spec: r#"{"driver":"sqlite","path":"/data/a.db"}"#.into(),
+        secret: Some(vec![1, 2, 3]),
+        created_at: 10,
+        updated_at: 10,
+    };
+    assert!(store.put_connection(&c).await.unwrap());
+    let mut other = c.clone();
+    other.id = Uuid::new_v4();
+    other.secret = None;
+    other.created_at = 20;
+    assert!(store.put_connection(&other).await.unwrap());
+    assert_eq!(
+        store.connections("alice").await.unwrap(),
+        vec![c.clone(), other.clone()]
+    );
+    assert!(store.connections("bob").await.unwrap().is_empty());
+    assert_eq!(store.connection("bob", c.id).await.unwrap(), None);
+
+    // An update replaces spec and secret; another user cannot take the id.
+    c.spec = r#"{"driver":"sqlite","path":"/data/b.db"}"#.into();
+    c.secret = None;
+    c.updated_at = 30;
+    assert!(store.put_connection(&c).await.unwrap());
+    assert_eq!(
+        store.connection("alice", c.id).await.unwrap(),
+        Some(c.clone())
+    );
+    let mut theft = c.clone();
+    theft.owner = "bob".into();
+    assert!(!store.put_connection(&theft).await.unwrap());
+    assert_eq!(
+        store.connection("alice", c.id).await.unwrap(),
+        Some(c.clone())
+    );
+
+    assert!(!store.delete_connection("bob", c.id).await.unwrap());
+    assert!(store.delete_connection("alice", c.id).await.unwrap());
+    assert_eq!(store.connections("alice").await.unwrap(), vec![other]);
+}

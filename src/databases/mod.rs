@@ -1,0 +1,328 @@
+//! Users' own databases (seed 003's "Connections and schema"): each user's
+//! connections, kept in the store with the password sealed by the [`Vault`]
+//! (AES-256-GCM under the master key) and never returned; SQLite files only
+//! inside the configured `connection_files_dir`.
+//!
+//! Uses `store` (where connections are kept) only.
+
+pub mod vault;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::store::{ConnectionRecord, Store, StoreError};
+pub use vault::{Vault, VaultError};
+
+/// The environment variable holding the master key.
+pub const MASTER_KEY_VAR: &str = "AGENTWIRE_MASTER_KEY";
+
+/// What went wrong with a connection.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// No such connection, or not the caller's: the two are indistinguishable.
+    #[error("no connection with that id belongs to you")]
+    NotFound,
+    /// A field is missing or wrong.
+    #[error("{0}")]
+    Invalid(String),
+    #[error(
+        "a password can only be kept encrypted: set {MASTER_KEY_VAR} (or MASTER_ENCRYPTION_KEY) to 32 bytes, hex or base64"
+    )]
+    NoMasterKey,
+    #[error(transparent)]
+    Vault(#[from] VaultError),
+    #[error("the store failed: {0}")]
+    Store(#[from] StoreError),
+    /// A stored connection that cannot be read back.
+    #[error("a stored connection cannot be read: {0}")]
+    Corrupt(String),
+}
+
+/// A database engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Driver {
+    Postgres,
+    Sqlite,
+}
+
+/// A connection as the user describes it (without its password).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionSpec {
+    pub name: String,
+    pub driver: Driver,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// SQLite: a file inside `connection_files_dir`, relative to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// A connection as any route shows it: never its password.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Connection {
+    pub id: Uuid,
+    pub spec: ConnectionSpec,
+    pub has_password: bool,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// What a caller asks to change of a connection's password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Password {
+    Keep,
+    Clear,
+    Set(String),
+}
+
+/// The connections of every user.
+pub struct Connections {
+    store: Arc<dyn Store>,
+    vault: Option<Vault>,
+    files_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connections")
+            .field("has_master_key", &self.vault.is_some())
+            .field("files_dir", &self.files_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connections {
+    pub fn new(
+        store: Arc<dyn Store>,
+        master_key: Option<[u8; 32]>,
+        files_dir: Option<PathBuf>,
+    ) -> Self {
+        Self {
+            store,
+            vault: master_key.as_ref().map(Vault::new),
+            files_dir,
+        }
+    }
+
+    /// Checks a spec: the fields its driver needs, a SQLite file inside the
+    /// allowed folder.
+    fn check(&self, spec: &ConnectionSpec) -> Result<(), DbError> {
+        let bad = |m: &str| Err(DbError::Invalid(m.to_owned()));
+        if spec.name.trim().is_empty() || spec.name.len() > 200 {
+            return bad("`name` must be 1 to 200 characters");
+        }
+        match spec.driver {
+            Driver::Postgres => {
+                if spec.host.as_deref().is_none_or(str::is_empty) {
+                    return bad("a postgres connection needs `host`");
+                }
+                if spec.database.as_deref().is_none_or(str::is_empty) {
+                    return bad("a postgres connection needs `database`");
+                }
+                if spec.path.is_some() {
+                    return bad("`path` is for sqlite connections");
+                }
+            }
+            Driver::Sqlite => {
+                if spec.host.is_some() || spec.port.is_some() || spec.username.is_some() {
+                    return bad("a sqlite connection names a `path`, not a host, port or user");
+                }
+                self.file(spec)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The SQLite file a spec names, inside `connection_files_dir`.
+    ///
+    /// # Errors
+    /// SQLite connections are off, the path leaves the folder, or the file
+    /// does not exist.
+    pub fn file(&self, spec: &ConnectionSpec) -> Result<PathBuf, DbError> {
+        let Some(dir) = &self.files_dir else {
+            return Err(DbError::Invalid(
+                "sqlite connections are off: set connection_files_dir (AGENTWIRE_CONNECTION_FILES_DIR) to the folder their files live in".into(),
+            ));
+        };
+        let Some(path) = spec.path.as_deref().filter(|p| !p.is_empty()) else {
+            return Err(DbError::Invalid("a sqlite connection needs `path`".into()));
+        };
+        inside(dir, Path::new(path)).ok_or_else(|| {
+            DbError::Invalid(format!(
+                "`path`: no file `{path}` in the connection files folder"
+            ))
+        })
+    }
+
+    fn seal(
+        &self,
+        id: Uuid,
+        password: Password,
+        old: Option<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>, DbError> {
+        Ok(match password {
+            Password::Keep => old,
+            Password::Clear => None,
+            Password::Set(p) => {
+                let vault = self.vault.as_ref().ok_or(DbError::NoMasterKey)?;
+                Some(vault.seal(id, &p))
+            }
+        })
+    }
+
+    /// Creates a connection of `owner`'s.
+    ///
+    /// # Errors
+    /// A bad spec, a password without a master key, the store.
+    pub async fn create(
+        &self,
+        owner: &str,
+        spec: ConnectionSpec,
+        password: Option<String>,
+    ) -> Result<Connection, DbError> {
+        self.check(&spec)?;
+        let id = Uuid::new_v4();
+        let password = password.map_or(Password::Keep, Password::Set);
+        let now = chrono::Utc::now().timestamp_millis();
+        let record = ConnectionRecord {
+            id,
+            owner: owner.to_owned(),
+            spec: serde_json::to_string(&spec).expect("a spec serializes"),
+            secret: self.seal(id, password, None)?,
+            created_at: now,
+            updated_at: now,
+        };
+        self.store.put_connection(&record).await?;
+        view(&record)
+    }
+
+    /// Replaces the spec of `owner`'s connection `id`, and its password as asked.
+    ///
+    /// # Errors
+    /// Not found, a bad spec, a password without a master key, the store.
+    pub async fn update(
+        &self,
+        owner: &str,
+        id: Uuid,
+        spec: ConnectionSpec,
+        password: Password,
+    ) -> Result<Connection, DbError> {
+        self.check(&spec)?;
+        let old = self
+            .store
+            .connection(owner, id)
+            .await?
+            .ok_or(DbError::NotFound)?;
+        let record = ConnectionRecord {
+            spec: serde_json::to_string(&spec).expect("a spec serializes"),
+            secret: self.seal(id, password, old.secret)?,
+            updated_at: chrono::Utc::now().timestamp_millis().max(old.created_at),
+            ..old
+        };
+        if !self.store.put_connection(&record).await? {
+            return Err(DbError::NotFound);
+        }
+        view(&record)
+    }
+
+    /// `owner`'s connections, oldest first.
+    ///
+    /// # Errors
+    /// The store.
+    pub async fn list(&self, owner: &str) -> Result<Vec<Connection>, DbError> {
+        self.store
+            .connections(owner)
+            .await?
+            .iter()
+            .map(view)
+            .collect()
+    }
+
+    /// `owner`'s connection `id`.
+    ///
+    /// # Errors
+    /// Not found, the store.
+    pub async fn get(&self, owner: &str, id: Uuid) -> Result<Connection, DbError> {
+        view(
+            &self
+                .store
+                .connection(owner, id)
+                .await?
+                .ok_or(DbError::NotFound)?,
+        )
+    }
+
+    /// Deletes `owner`'s connection `id`.
+    ///
+    /// # Errors
+    /// Not found, the store.
+    pub async fn delete(&self, owner: &str, id: Uuid) -> Result<(), DbError> {
+        if self.store.delete_connection(owner, id).await? {
+            Ok(())
+        } else {
+            Err(DbError::NotFound)
+        }
+    }
+
+    /// `owner`'s connection `id` with its password opened, to connect with.
+    ///
+    /// # Errors
+    /// Not found; a sealed password without the master key, or under another
+    /// key; the store.
+    pub async fn open(
+        &self,
+        owner: &str,
+        id: Uuid,
+    ) -> Result<(ConnectionSpec, Option<String>), DbError> {
+        let record = self
+            .store
+            .connection(owner, id)
+            .await?
+            .ok_or(DbError::NotFound)?;
+        let spec = spec_of(&record)?;
+        let password = match &record.secret {
+            None => None,
+            Some(sealed) => {
+                let vault = self.vault.as_ref().ok_or(DbError::NoMasterKey)?;
+                Some(vault.open(id, sealed)?)
+            }
+        };
+        Ok((spec, password))
+    }
+}
+
+/// `path` resolved inside `dir` (symlinks followed), if it is an existing file there.
+fn inside(dir: &Path, path: &Path) -> Option<PathBuf> {
+    let dir = dir.canonicalize().ok()?;
+    let file = dir.join(path).canonicalize().ok()?;
+    (file.starts_with(&dir) && file.is_file()).then_some(file)
+}
+
+fn spec_of(record: &ConnectionRecord) -> Result<ConnectionSpec, DbError> {
+    serde_json::from_str(&record.spec)
+        .map_err(|e| DbError::Corrupt(format!("connection {}: {e}", record.id)))
+}
+
+fn view(record: &ConnectionRecord) -> Result<Connection, DbError> {
+    Ok(Connection {
+        id: record.id,
+        spec: spec_of(record)?,
+        has_password: record.secret.is_some(),
+        created_at: record.created_at,
+        updated_at: record.updated_at,
+    })
+}
+
+#[cfg(test)]
+mod tests;

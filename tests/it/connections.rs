@@ -1,0 +1,250 @@
+//! Users' database connections (seed 003): per user, the password encrypted
+//! at rest (never in the store's files, never in an answer), SQLite files
+//! only from the configured folder.
+
+use serde_json::{Value, json};
+
+use crate::input::files_containing;
+use crate::support::*;
+
+const PASSWORD: &str = "correct-horse-battery-staple-7731";
+const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+fn settings(files: Option<std::path::PathBuf>) -> agentwire::config::Settings {
+    agentwire::config::Settings {
+        master_key: Some(KEY.into()),
+        connection_files_dir: files,
+        ..Default::default()
+    }
+}
+
+async fn send(server: &Server, method: &str, path: &str, body: Value) -> (u16, Value) {
+    http_json(server, method, path, &body.to_string()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_goes_in_encrypted_and_never_comes_out() {
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("shop.db"), b"").unwrap();
+    let server = Server::start_with(Opts {
+        settings: settings(Some(files.path().to_owned())),
+        ..Default::default()
+    })
+    .await;
+    let pg = json!({"name": "warehouse", "driver": "postgres", "host": "db.internal", "port": 5432,
+                    "database": "shop", "username": "analyst", "password": PASSWORD});
+    let (status, made) = send(&server, "POST", "/connections", pg.clone()).await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made["has_password"], true);
+    assert_eq!(made["driver"], "postgres");
+    let id = made["id"].as_str().unwrap().to_owned();
+    let (status, lite) = send(
+        &server,
+        "POST",
+        "/v1/connections",
+        json!({"name": "local", "driver": "sqlite", "path": "shop.db"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{lite}");
+    assert_eq!(lite["has_password"], false);
+
+    // Both prefixes list the same, oldest first; no answer holds the password.
+    let (_, list) = http_json(&server, "GET", "/v1/connections", "").await;
+    let (_, same) = http_json(&server, "GET", "/connections", "").await;
+    assert_eq!(list, same);
+    let names: Vec<_> = list["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("warehouse"), json!("local")]);
+    let (status, one) = http_json(&server, "GET", &format!("/v1/connections/{id}"), "").await;
+    assert_eq!(status, 200);
+    for answer in [&made, &lite, &list, &one] {
+        assert!(!answer.to_string().contains(PASSWORD));
+    }
+
+    // PUT without a password keeps it; `null` removes it.
+    let mut renamed = pg.clone();
+    renamed["name"] = json!("renamed");
+    renamed.as_object_mut().unwrap().remove("password");
+    let (status, kept) = send(
+        &server,
+        "PUT",
+        &format!("/connections/{id}"),
+        renamed.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{kept}");
+    assert_eq!(
+        (kept["name"].clone(), kept["has_password"].clone()),
+        (json!("renamed"), json!(true))
+    );
+
+    // Not in the database or its WAL.
+    if !on_postgres() {
+        assert!(server.data_dir().join("agentwire.db-wal").exists());
+        let seen: Vec<String> = files_containing(&server.data_dir(), b"db.internal");
+        assert!(!seen.is_empty(), "the scan reads the stored connection");
+        assert_eq!(
+            files_containing(&server.data_dir(), PASSWORD.as_bytes()),
+            Vec::<String>::new()
+        );
+    }
+
+    renamed["password"] = Value::Null;
+    let (_, cleared) = send(&server, "PUT", &format!("/connections/{id}"), renamed).await;
+    assert_eq!(cleared["has_password"], false);
+    let (status, _) = http_json(&server, "DELETE", &format!("/v1/connections/{id}"), "").await;
+    assert_eq!(status, 204);
+    let (status, gone) = http_json(&server, "GET", &format!("/v1/connections/{id}"), "").await;
+    assert_eq!(
+        (status, gone["error"]["code"].clone()),
+        (404, json!("WORKFLOW_NOT_FOUND"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_connections_are_refused_with_what_is_wrong() {
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("shop.db"), b"").unwrap();
+    let outside = tempfile::NamedTempFile::new().unwrap();
+    // No master key: a password is refused, naming the variable.
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            connection_files_dir: Some(files.path().to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let pg = json!({"name": "w", "driver": "postgres", "host": "db", "database": "shop", "password": "x"});
+    let (status, err) = send(&server, "POST", "/v1/connections", pg).await;
+    assert_eq!(status, 400);
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("AGENTWIRE_MASTER_KEY"),
+        "{err}"
+    );
+    for (body, says) in [
+        (json!({"name": "w", "driver": "mysql"}), "driver"),
+        (
+            json!({"name": "w", "driver": "postgres", "database": "shop"}),
+            "host",
+        ),
+        (
+            json!({"name": "", "driver": "sqlite", "path": "shop.db"}),
+            "name",
+        ),
+        (
+            json!({"name": "w", "driver": "sqlite", "path": "../x.db"}),
+            "path",
+        ),
+        (
+            json!({"name": "w", "driver": "sqlite", "path": outside.path()}),
+            "path",
+        ),
+        (
+            json!({"name": "w", "driver": "sqlite", "path": "shop.db", "extra": 1}),
+            "extra",
+        ),
+    ] {
+        let (status, err) = send(&server, "POST", "/v1/connections", body.clone()).await;
+        assert_eq!(status, 400, "{body}: {err}");
+        assert!(
+            err["error"]["message"].as_str().unwrap().contains(says),
+            "{body}: {err}"
+        );
+    }
+    let (status, _) = http_json(&server, "GET", "/v1/connections/not-a-uuid", "").await;
+    assert_eq!(status, 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_sees_and_changes_only_their_own() {
+    use crate::auth::{SECRET, token};
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            auth: Some(agentwire::config::AuthMode::Jwt),
+            jwt_secret: Some(SECRET.into()),
+            ..settings(None)
+        },
+        ..Default::default()
+    })
+    .await;
+    let client = agentwire::llm::http_client();
+    let url = |p: &str| format!("http://{}{p}", server.addr);
+    let (alice, bob) = (token("alice", 600, SECRET), token("bob", 600, SECRET));
+    let body = json!({"name": "w", "driver": "postgres", "host": "db", "database": "shop", "password": PASSWORD});
+    let made: Value = client
+        .post(url("/v1/connections"))
+        .bearer_auth(&alice)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let path = format!("/v1/connections/{}", made["id"].as_str().unwrap());
+    let status = |r: reqwest::Response| r.status().as_u16();
+    assert_eq!(
+        status(
+            client
+                .get(url(&path))
+                .bearer_auth(&bob)
+                .send()
+                .await
+                .unwrap()
+        ),
+        404
+    );
+    assert_eq!(
+        status(
+            client
+                .put(url(&path))
+                .bearer_auth(&bob)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+        ),
+        404
+    );
+    assert_eq!(
+        status(
+            client
+                .delete(url(&path))
+                .bearer_auth(&bob)
+                .send()
+                .await
+                .unwrap()
+        ),
+        404
+    );
+    let theirs: Value = client
+        .get(url("/connections"))
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(theirs["connections"], json!([]));
+    assert_eq!(status(client.get(url(&path)).send().await.unwrap()), 401);
+    assert_eq!(
+        status(
+            client
+                .get(url(&path))
+                .bearer_auth(&alice)
+                .send()
+                .await
+                .unwrap()
+        ),
+        200
+    );
+}
