@@ -5,6 +5,8 @@
 //!
 //! Uses `store` (where connections are kept) only.
 
+pub mod introspect;
+pub mod query;
 pub mod vault;
 
 use std::path::{Path, PathBuf};

@@ -105,3 +105,145 @@ async fn passwords_are_sealed_kept_and_cleared() {
         Err(DbError::NotFound)
     ));
 }
+
+mod queries {
+    use std::str::FromStr;
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+    use sqlx::Connection;
+
+    use crate::databases::introspect::snapshot;
+    use crate::databases::query::{QueryLimits, Target, run};
+
+    const SALES: &[&str] = &[
+        "CREATE TABLE regions (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+        "CREATE TABLE sales (id INTEGER PRIMARY KEY, region_id INTEGER NOT NULL, amount REAL NOT NULL)",
+        "INSERT INTO regions (id, name) VALUES (1, 'North'), (2, 'South')",
+        "INSERT INTO sales (id, region_id, amount) VALUES (1, 1, 10.5), (2, 1, 4.5), (3, 2, 7.0), (4, 2, 1.0), (5, 2, 2.0)",
+    ];
+    const TOTALS: &str = "SELECT r.name AS region, SUM(s.amount) AS total FROM sales s JOIN regions r ON r.id = s.region_id GROUP BY r.name ORDER BY r.name;";
+
+    async fn sqlite_db(dir: &std::path::Path) -> Target {
+        let path = dir.join("shop.db");
+        let o = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true);
+        let mut conn = sqlx::SqliteConnection::connect_with(&o).await.unwrap();
+        for s in SALES {
+            sqlx::query(*s).execute(&mut conn).await.unwrap();
+        }
+        conn.close().await.unwrap();
+        Target::Sqlite(path)
+    }
+
+    async fn postgres_db() -> Option<Target> {
+        let url = crate::testing::postgres()?.fresh_database().await;
+        let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+        for s in SALES {
+            sqlx::query(sqlx::AssertSqlSafe(s.replace("REAL", "DOUBLE PRECISION")))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        let o = sqlx::postgres::PgConnectOptions::from_str(&url).unwrap();
+        Some(Target::Postgres(Box::new(o)))
+    }
+
+    async fn behaves(target: Target) {
+        let limits = QueryLimits::default();
+        let r = run(&target, TOTALS, limits).await.unwrap();
+        assert_eq!(r.columns, ["region", "total"]);
+        let got: Vec<(Value, f64)> = r
+            .rows
+            .iter()
+            .map(|row| (row[0].clone(), row[1].as_f64().unwrap()))
+            .collect();
+        assert_eq!(got, vec![(json!("North"), 15.0), (json!("South"), 10.0)]);
+        assert_eq!(r.truncated, None);
+
+        // Nothing the SQL says can change the data.
+        for write in [
+            "DROP TABLE sales",
+            "DELETE FROM sales",
+            "INSERT INTO regions (id, name) VALUES (3, 'East')",
+            "UPDATE sales SET amount = 0",
+            "SELECT 1; DROP TABLE sales",
+            "WITH d AS (DELETE FROM sales RETURNING *) SELECT * FROM d",
+        ] {
+            let err = run(&target, write, limits).await.unwrap_err();
+            assert!(!err.is_empty(), "{write}");
+        }
+        let count = run(&target, "SELECT COUNT(*) AS n FROM sales", limits)
+            .await
+            .unwrap();
+        assert_eq!(count.rows[0][0], json!(5), "every row is still there");
+
+        // Caps: rows, then bytes; said in the result.
+        let capped = QueryLimits {
+            max_rows: 2,
+            ..limits
+        };
+        let r = run(&target, "SELECT * FROM sales ORDER BY id", capped)
+            .await
+            .unwrap();
+        assert_eq!(r.rows.len(), 2);
+        assert!(r.truncated.unwrap().contains("first 2 rows"));
+        let tiny = QueryLimits {
+            max_bytes: 20,
+            ..limits
+        };
+        let r = run(&target, "SELECT * FROM sales ORDER BY id", tiny)
+            .await
+            .unwrap();
+        assert!(r.rows.len() < 5 && r.truncated.unwrap().contains("20 bytes"));
+        let err = run(&target, "SELECT nope FROM sales", limits)
+            .await
+            .unwrap_err();
+        assert!(err.contains("nope"), "{err}");
+
+        let md = snapshot(&target, limits).await.unwrap();
+        assert!(
+            md.contains("## regions") || md.contains("## \"regions\""),
+            "{md}"
+        );
+        assert!(md.contains("| region_id |"), "{md}");
+        assert!(md.contains("| North |") || md.contains("North"), "{md}");
+        assert!(
+            md.matches("| 1 |").count() <= 6,
+            "three sample rows at most: {md}"
+        );
+    }
+
+    #[tokio::test]
+    async fn sqlite_is_read_only_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = sqlite_db(dir.path()).await;
+        behaves(target).await;
+        // ATTACH cannot reach another file: it is not a query.
+        let target = Target::Sqlite(dir.path().join("shop.db"));
+        let attach = format!(
+            "ATTACH DATABASE '{}' AS x",
+            dir.path().join("other.db").display()
+        );
+        assert!(run(&target, &attach, QueryLimits::default()).await.is_err());
+        assert!(!dir.path().join("other.db").exists());
+    }
+
+    #[tokio::test]
+    async fn postgres_is_read_only_bounded_and_timed() {
+        let Some(target) = postgres_db().await else {
+            return;
+        };
+        let slow = QueryLimits {
+            timeout: Duration::from_secs(1),
+            ..QueryLimits::default()
+        };
+        let err = run(&target, "SELECT pg_sleep(30)", slow).await.unwrap_err();
+        assert!(
+            err.contains("statement timeout") || err.contains("canceling"),
+            "{err}"
+        );
+        behaves(target).await;
+    }
+}

@@ -1,0 +1,323 @@
+//! Running a model's SQL on a user's database, read-only whatever the SQL
+//! says, and bounded: PostgreSQL in a `READ ONLY` transaction of a session
+//! that defaults to read-only, with a `statement_timeout`; SQLite opened
+//! read-only with `query_only`. Either way the SQL is one statement, run as
+//! a subquery of ours (so only a query fits), prepared (so a second
+//! statement cannot ride along), with a row cap and a byte cap stated in the
+//! result when hit.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteRow};
+use sqlx::{
+    AssertSqlSafe, Column, Connection, Executor, Row, SqlSafeStr, Statement, TypeInfo, ValueRef,
+};
+
+use super::{ConnectionSpec, Driver};
+
+/// How much one query may take.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryLimits {
+    pub max_rows: usize,
+    /// Bytes of the rows as JSON.
+    pub max_bytes: usize,
+    pub timeout: Duration,
+}
+
+impl Default for QueryLimits {
+    fn default() -> Self {
+        Self {
+            max_rows: 200,
+            max_bytes: 64 * 1024,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A query's answer (seed 003's `sql_result`: `{columns, rows}`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SqlResult {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Value>>,
+    /// Why rows are missing (a cap was hit), for the model and the user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<String>,
+}
+
+/// Where to connect, with the password opened.
+pub enum Target {
+    Postgres(Box<PgConnectOptions>),
+    Sqlite(PathBuf),
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Postgres(_) => f.write_str("Target::Postgres(…)"),
+            Self::Sqlite(p) => f.debug_tuple("Target::Sqlite").field(p).finish(),
+        }
+    }
+}
+
+impl Target {
+    /// The target of a checked spec (`file`: its SQLite file, resolved).
+    pub fn new(spec: &ConnectionSpec, password: Option<&str>, file: Option<PathBuf>) -> Self {
+        match spec.driver {
+            Driver::Postgres => {
+                let mut o = PgConnectOptions::new_without_pgpass()
+                    .host(spec.host.as_deref().unwrap_or("localhost"))
+                    .port(spec.port.unwrap_or(5432))
+                    .database(spec.database.as_deref().unwrap_or_default());
+                if let Some(user) = &spec.username {
+                    o = o.username(user);
+                }
+                if let Some(p) = password {
+                    o = o.password(p);
+                }
+                Self::Postgres(Box::new(o))
+            }
+            Driver::Sqlite => Self::Sqlite(file.unwrap_or_default()),
+        }
+    }
+}
+
+/// The one statement of `sql`, without trailing semicolons; `None` when
+/// there is more than one (a `;` outside quotes and comments, then more).
+pub fn one_statement(sql: &str) -> Option<&str> {
+    let bytes = sql.as_bytes();
+    let (mut i, mut end) = (0, None);
+    while i < bytes.len() {
+        let c = bytes[i];
+        let close = |open: u8, from: usize| {
+            bytes[from + 1..]
+                .iter()
+                .position(|&b| b == open)
+                .map_or(bytes.len(), |p| from + 1 + p + 1)
+        };
+        i = match c {
+            b'\'' | b'"' | b'`' => close(c, i),
+            b'[' => close(b']', i),
+            b'-' if bytes.get(i + 1) == Some(&b'-') => close(b'\n', i),
+            b'/' if bytes.get(i + 1) == Some(&b'*') => sql[i + 2..]
+                .find("*/")
+                .map_or(bytes.len(), |p| i + 2 + p + 2),
+            b';' => {
+                end.get_or_insert(i);
+                i + 1
+            }
+            _ if c.is_ascii_whitespace() => i + 1,
+            _ if end.is_some() => return None,
+            _ => i + 1,
+        };
+    }
+    let one = sql[..end.unwrap_or(sql.len())].trim();
+    (!one.is_empty()).then_some(one)
+}
+
+/// Runs `sql` read-only on `target`.
+///
+/// # Errors
+/// The database's own message (for the model to fix its SQL), or why the
+/// query was refused or stopped.
+pub async fn run(target: &Target, sql: &str, limits: QueryLimits) -> Result<SqlResult, String> {
+    let sql = one_statement(sql).ok_or("send exactly one SQL statement")?;
+    let work = async {
+        match target {
+            Target::Postgres(o) => postgres(o, sql, limits).await,
+            Target::Sqlite(path) => sqlite(path, sql, limits).await,
+        }
+    };
+    // The database stops a slow query itself; this bounds a slow connect too.
+    match tokio::time::timeout(limits.timeout + Duration::from_secs(5), work).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!(
+            "the query did not finish within {} s",
+            limits.timeout.as_secs()
+        )),
+    }
+}
+
+/// Keeps rows while they fit the caps.
+struct Collector {
+    limits: QueryLimits,
+    rows: Vec<Vec<Value>>,
+    bytes: usize,
+    truncated: Option<String>,
+}
+
+impl Collector {
+    fn new(limits: QueryLimits) -> Self {
+        Self {
+            limits,
+            rows: Vec::new(),
+            bytes: 0,
+            truncated: None,
+        }
+    }
+
+    /// Takes a row; `false` once a cap is hit (stop reading).
+    fn push(&mut self, row: Vec<Value>) -> bool {
+        if self.rows.len() == self.limits.max_rows {
+            self.truncated = Some(format!(
+                "only the first {} rows are shown",
+                self.limits.max_rows
+            ));
+            return false;
+        }
+        let size = serde_json::to_string(&row).map_or(0, |s| s.len());
+        if self.bytes + size > self.limits.max_bytes {
+            self.truncated = Some(format!(
+                "only the first {} rows are shown ({} bytes at most)",
+                self.rows.len(),
+                self.limits.max_bytes
+            ));
+            return false;
+        }
+        self.bytes += size;
+        self.rows.push(row);
+        true
+    }
+}
+
+async fn postgres(
+    o: &PgConnectOptions,
+    sql: &str,
+    limits: QueryLimits,
+) -> Result<SqlResult, sqlx::Error> {
+    let ms = limits.timeout.as_millis().to_string();
+    let o = o.clone().options([
+        ("default_transaction_read_only", "on"),
+        ("statement_timeout", ms.as_str()),
+    ]);
+    let mut conn = PgConnection::connect_with(&o).await?;
+    let mut tx = conn.begin().await?;
+    sqlx::query("SET TRANSACTION READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    let inner = AssertSqlSafe(sql.to_owned()).into_sql_str();
+    let columns: Vec<String> = (&mut *tx)
+        .prepare(inner)
+        .await?
+        .columns()
+        .iter()
+        .map(|c| c.name().to_owned())
+        .collect();
+    // Each row as JSON, by PostgreSQL: every type has a JSON form there.
+    let wrapped = format!(
+        "SELECT row_to_json(q)::text FROM ({sql}\n) AS q LIMIT {}",
+        limits.max_rows + 1
+    );
+    let mut rows = sqlx::query_scalar::<_, String>(AssertSqlSafe(wrapped)).fetch(&mut *tx);
+    let mut out = Collector::new(limits);
+    use futures_util::TryStreamExt;
+    while let Some(text) = rows.try_next().await? {
+        let object: Map<String, Value> = serde_json::from_str(&text).unwrap_or_default();
+        let row = columns
+            .iter()
+            .map(|c| object.get(c).cloned().unwrap_or(Value::Null))
+            .collect();
+        if !out.push(row) {
+            break;
+        }
+    }
+    drop(rows);
+    tx.rollback().await?;
+    Ok(SqlResult {
+        columns,
+        rows: out.rows,
+        truncated: out.truncated,
+    })
+}
+
+async fn sqlite(
+    path: &std::path::Path,
+    sql: &str,
+    limits: QueryLimits,
+) -> Result<SqlResult, sqlx::Error> {
+    let o = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .create_if_missing(false)
+        .pragma("query_only", "ON")
+        .busy_timeout(limits.timeout);
+    let mut conn = SqliteConnection::connect_with(&o).await?;
+    let wrapped = format!("SELECT * FROM ({sql}\n) LIMIT {}", limits.max_rows + 1);
+    let columns: Vec<String> = (&mut conn)
+        .prepare(AssertSqlSafe(wrapped.clone()).into_sql_str())
+        .await?
+        .columns()
+        .iter()
+        .map(|c| c.name().to_owned())
+        .collect();
+    let mut out = Collector::new(limits);
+    {
+        use futures_util::TryStreamExt;
+        let mut rows = sqlx::query(AssertSqlSafe(wrapped)).fetch(&mut conn);
+        while let Some(row) = rows.try_next().await? {
+            if !out.push(sqlite_row(&row)) {
+                break;
+            }
+        }
+    }
+    conn.close().await?;
+    Ok(SqlResult {
+        columns,
+        rows: out.rows,
+        truncated: out.truncated,
+    })
+}
+
+/// A SQLite row as JSON values, by each value's storage class.
+fn sqlite_row(row: &SqliteRow) -> Vec<Value> {
+    (0..row.len())
+        .map(|i| {
+            let Ok(raw) = row.try_get_raw(i) else {
+                return Value::Null;
+            };
+            if raw.is_null() {
+                return Value::Null;
+            }
+            match raw.type_info().name() {
+                "INTEGER" => row.try_get::<i64, _>(i).map_or(Value::Null, Value::from),
+                "REAL" => row.try_get::<f64, _>(i).map_or(Value::Null, Value::from),
+                "BLOB" => row.try_get::<Vec<u8>, _>(i).map_or(Value::Null, |b| {
+                    Value::String(format!("<{} bytes>", b.len()))
+                }),
+                _ => row
+                    .try_get::<String, _>(i)
+                    .map_or(Value::Null, Value::String),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_statement;
+
+    #[test]
+    fn one_statement_at_a_time() {
+        assert_eq!(one_statement("SELECT 1;"), Some("SELECT 1"));
+        assert_eq!(one_statement(" SELECT 1 ; ;\n"), Some("SELECT 1"));
+        assert_eq!(one_statement("SELECT ';' AS x"), Some("SELECT ';' AS x"));
+        assert_eq!(
+            one_statement("SELECT 1 -- ; DROP\n"),
+            Some("SELECT 1 -- ; DROP")
+        );
+        assert_eq!(
+            one_statement("SELECT \"a;b\" FROM t /* ; */"),
+            Some("SELECT \"a;b\" FROM t /* ; */")
+        );
+        assert_eq!(one_statement("SELECT 1; DROP TABLE t"), None);
+        assert_eq!(one_statement("SELECT 1); ATTACH 'x' AS y; SELECT (1"), None);
+        assert_eq!(one_statement(";"), None);
+        assert_eq!(
+            one_statement("SELECT 'unterminated"),
+            Some("SELECT 'unterminated")
+        );
+    }
+}
