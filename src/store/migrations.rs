@@ -39,6 +39,11 @@ pub(super) fn sqlite() -> Migrator {
             "connections",
             include_str!("../../migrations/sqlite/0006_connections.sql"),
         ),
+        (
+            7,
+            "chat_databases",
+            include_str!("../../migrations/sqlite/0007_chat_databases.sql"),
+        ),
     ])
 }
 
@@ -69,6 +74,11 @@ pub(super) fn postgres() -> Migrator {
             5,
             "connections",
             include_str!("../../migrations/postgres/0005_connections.sql"),
+        ),
+        (
+            6,
+            "chat_databases",
+            include_str!("../../migrations/postgres/0006_chat_databases.sql"),
         ),
     ])
 }

@@ -249,6 +249,31 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes `owner`'s connection `id`; `false` if there was none.
     async fn delete_connection(&self, owner: &str, id: Uuid) -> Result<bool, StoreError>;
+
+    /// Binds a chat to a connection with its schema snapshot (the last SQL
+    /// result is forgotten).
+    async fn put_chat_database(
+        &self,
+        chat_id: Uuid,
+        connection_id: Uuid,
+        db_schema: &str,
+    ) -> Result<(), StoreError>;
+
+    /// Keeps the chat's last SQL result (JSON); `false` if it has no database.
+    async fn put_sql_result(&self, chat_id: Uuid, sql_result: &str) -> Result<bool, StoreError>;
+
+    /// The chat's database, if it has one.
+    async fn chat_database(&self, chat_id: Uuid) -> Result<Option<ChatDatabaseRecord>, StoreError>;
+}
+
+/// The database a chat talks to (seed 003's `connection`, `db_schema`,
+/// `sql_result`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatDatabaseRecord {
+    pub connection_id: Uuid,
+    pub db_schema: String,
+    /// JSON `{columns, rows}`.
+    pub sql_result: Option<String>,
 }
 
 /// A user's database connection as stored (seed 003): its spec as JSON, its

@@ -394,3 +394,39 @@ async fn connections_on(open: Opener) {
     assert!(store.delete_connection("alice", c.id).await.unwrap());
     assert_eq!(store.connections("alice").await.unwrap(), vec![other]);
 }
+
+conformance!(a_chat_keeps_its_database, chat_database_on);
+async fn chat_database_on(open: Opener) {
+    let store = open().await;
+    let chat = Uuid::new_v4();
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    assert_eq!(store.chat_database(chat).await.unwrap(), None);
+    assert!(
+        !store.put_sql_result(chat, "{}").await.unwrap(),
+        "no database yet"
+    );
+    store.put_chat_database(chat, a, "## t").await.unwrap();
+    assert!(
+        store
+            .put_sql_result(chat, r#"{"columns":[],"rows":[]}"#)
+            .await
+            .unwrap()
+    );
+    let kept = store.chat_database(chat).await.unwrap().unwrap();
+    assert_eq!(kept.connection_id, a);
+    assert_eq!(
+        kept.sql_result.as_deref(),
+        Some(r#"{"columns":[],"rows":[]}"#)
+    );
+    // Another connection: a new schema, no result yet.
+    store.put_chat_database(chat, b, "## u").await.unwrap();
+    let again = open().await.chat_database(chat).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            again.connection_id,
+            again.db_schema.as_str(),
+            again.sql_result
+        ),
+        (b, "## u", None)
+    );
+}

@@ -6,6 +6,8 @@
 //! because a client may already have seen what it committed. Group commit is
 //! what keeps that affordable.
 
+mod databases;
+
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -19,8 +21,8 @@ use sqlx::{QueryBuilder, Row, Sqlite};
 use uuid::Uuid;
 
 use super::{
-    AppendBatch, ChatRecord, ChatState, ConnectionRecord, NewEnvelope, Store, StoreError,
-    StoredEnvelope,
+    AppendBatch, ChatDatabaseRecord, ChatRecord, ChatState, ConnectionRecord, NewEnvelope, Store,
+    StoreError, StoredEnvelope,
 };
 
 /// Most rows in one multi-row INSERT (7 variables a row; SQLite allows 32766).
@@ -371,33 +373,11 @@ impl Store for SqliteStore {
     }
 
     async fn put_connection(&self, c: &ConnectionRecord) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "INSERT INTO connections (id, owner, spec, secret, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?)
-             ON CONFLICT (id) DO UPDATE SET spec = excluded.spec, secret = excluded.secret,
-                 updated_at = excluded.updated_at
-             WHERE connections.owner = excluded.owner",
-        )
-        .bind(c.id.to_string())
-        .bind(&c.owner)
-        .bind(&c.spec)
-        .bind(c.secret.as_deref())
-        .bind(c.created_at)
-        .bind(c.updated_at)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        databases::put_connection(&self.pool, c).await
     }
 
     async fn connections(&self, owner: &str) -> Result<Vec<ConnectionRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, owner, spec, secret, created_at, updated_at FROM connections
-             WHERE owner = ? ORDER BY created_at, id",
-        )
-        .bind(owner)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(connection_from_row).collect()
+        databases::connections(&self.pool, owner).await
     }
 
     async fn connection(
@@ -405,26 +385,28 @@ impl Store for SqliteStore {
         owner: &str,
         id: Uuid,
     ) -> Result<Option<ConnectionRecord>, StoreError> {
-        sqlx::query(
-            "SELECT id, owner, spec, secret, created_at, updated_at FROM connections
-             WHERE owner = ? AND id = ?",
-        )
-        .bind(owner)
-        .bind(id.to_string())
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(connection_from_row)
-        .transpose()
+        databases::connection(&self.pool, owner, id).await
     }
 
     async fn delete_connection(&self, owner: &str, id: Uuid) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM connections WHERE owner = ? AND id = ?")
-            .bind(owner)
-            .bind(id.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
+        databases::delete_connection(&self.pool, owner, id).await
+    }
+
+    async fn put_chat_database(
+        &self,
+        chat_id: Uuid,
+        connection_id: Uuid,
+        db_schema: &str,
+    ) -> Result<(), StoreError> {
+        databases::put_chat_database(&self.pool, chat_id, connection_id, db_schema).await
+    }
+
+    async fn put_sql_result(&self, chat_id: Uuid, sql_result: &str) -> Result<bool, StoreError> {
+        databases::put_sql_result(&self.pool, chat_id, sql_result).await
+    }
+
+    async fn chat_database(&self, chat_id: Uuid) -> Result<Option<ChatDatabaseRecord>, StoreError> {
+        databases::chat_database(&self.pool, chat_id).await
     }
 
     async fn chats_in_state(&self, state: ChatState) -> Result<Vec<Uuid>, StoreError> {
@@ -439,16 +421,4 @@ impl Store for SqliteStore {
             })
             .collect()
     }
-}
-
-fn connection_from_row(r: &SqliteRow) -> Result<ConnectionRecord, StoreError> {
-    let id: String = r.try_get("id")?;
-    Ok(ConnectionRecord {
-        id: Uuid::parse_str(&id).map_err(|e| sqlx::Error::Decode(e.into()))?,
-        owner: r.try_get("owner")?,
-        spec: r.try_get("spec")?,
-        secret: r.try_get("secret")?,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
 }

@@ -5,6 +5,8 @@
 //! statement whatever the row count, so no bind-parameter limit). Payloads are
 //! `TEXT`, not `JSONB`, so a replay sends the bytes that were sent live.
 
+mod databases;
+
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,7 +15,8 @@ use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use uuid::Uuid;
 
 use super::{
-    AppendBatch, ChatRecord, ChatState, ConnectionRecord, Store, StoreError, StoredEnvelope,
+    AppendBatch, ChatDatabaseRecord, ChatRecord, ChatState, ConnectionRecord, Store, StoreError,
+    StoredEnvelope,
 };
 
 /// Most rows in one `UNNEST` insert.
@@ -389,33 +392,11 @@ impl Store for PgStore {
     }
 
     async fn put_connection(&self, c: &ConnectionRecord) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "INSERT INTO connections (id, owner, spec, secret, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (id) DO UPDATE SET spec = excluded.spec, secret = excluded.secret,
-                 updated_at = excluded.updated_at
-             WHERE connections.owner = excluded.owner",
-        )
-        .bind(c.id)
-        .bind(&c.owner)
-        .bind(&c.spec)
-        .bind(c.secret.as_deref())
-        .bind(c.created_at)
-        .bind(c.updated_at)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        databases::put_connection(&self.pool, c).await
     }
 
     async fn connections(&self, owner: &str) -> Result<Vec<ConnectionRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, owner, spec, secret, created_at, updated_at FROM connections
-             WHERE owner = $1 ORDER BY created_at, id",
-        )
-        .bind(owner)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(connection_from_row).collect()
+        databases::connections(&self.pool, owner).await
     }
 
     async fn connection(
@@ -423,26 +404,28 @@ impl Store for PgStore {
         owner: &str,
         id: Uuid,
     ) -> Result<Option<ConnectionRecord>, StoreError> {
-        sqlx::query(
-            "SELECT id, owner, spec, secret, created_at, updated_at FROM connections
-             WHERE owner = $1 AND id = $2",
-        )
-        .bind(owner)
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(connection_from_row)
-        .transpose()
+        databases::connection(&self.pool, owner, id).await
     }
 
     async fn delete_connection(&self, owner: &str, id: Uuid) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM connections WHERE owner = $1 AND id = $2")
-            .bind(owner)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
+        databases::delete_connection(&self.pool, owner, id).await
+    }
+
+    async fn put_chat_database(
+        &self,
+        chat_id: Uuid,
+        connection_id: Uuid,
+        db_schema: &str,
+    ) -> Result<(), StoreError> {
+        databases::put_chat_database(&self.pool, chat_id, connection_id, db_schema).await
+    }
+
+    async fn put_sql_result(&self, chat_id: Uuid, sql_result: &str) -> Result<bool, StoreError> {
+        databases::put_sql_result(&self.pool, chat_id, sql_result).await
+    }
+
+    async fn chat_database(&self, chat_id: Uuid) -> Result<Option<ChatDatabaseRecord>, StoreError> {
+        databases::chat_database(&self.pool, chat_id).await
     }
 
     async fn put_answer(&self, chat_id: Uuid, corr: &str, answer: &str) -> Result<(), StoreError> {
@@ -477,15 +460,4 @@ impl Store for PgStore {
             .map(|r| r.try_get::<Uuid, _>("id").map_err(Into::into))
             .collect()
     }
-}
-
-fn connection_from_row(r: &PgRow) -> Result<ConnectionRecord, StoreError> {
-    Ok(ConnectionRecord {
-        id: r.try_get("id")?,
-        owner: r.try_get("owner")?,
-        spec: r.try_get("spec")?,
-        secret: r.try_get("secret")?,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
 }
