@@ -132,7 +132,13 @@ pub async fn run(
     let (writer, writer_task) = LogWriter::spawn(store.clone());
     let token = CancellationToken::new();
     let tracker = TaskTracker::new();
+    let connections = Arc::new(databases::Connections::new(
+        store.clone(),
+        config.master_key.as_ref().map(|k| k.0),
+        config.connection_files_dir.clone(),
+    ));
     let registry = Registry::new(Arc::new(SessionContext {
+        connections: Some(connections.clone()),
         store: store.clone(),
         writer,
         agents: agents.clone(),
@@ -163,11 +169,6 @@ pub async fn run(
     let streams = session::UserSlots::new(config.limits.streams_per_user, "open event streams");
     let sockets = session::UserSlots::new(config.limits.sockets_per_user, "open WebSockets");
     let header_timeout = config.http_header_timeout;
-    let connections = Arc::new(databases::Connections::new(
-        store.clone(),
-        config.master_key.as_ref().map(|k| k.0),
-        config.connection_files_dir.clone(),
-    ));
     let state = http::AppState {
         config: Arc::new(config),
         registry,

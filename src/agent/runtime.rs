@@ -22,11 +22,16 @@ use crate::link::{Gone, RunControl, RunLink, ToolOutcome};
 use crate::llm::{ChatRequest, Message, ToolDefinition, Usage};
 use crate::protocol::{ErrorCode, EventKind, RunEndReason};
 use crate::templates::Speaker;
-use crate::tools::{CallEnv, execute};
+use crate::tools::{CallEnv, Database, execute};
 
 /// What one run starts from. (No `Debug`: it holds the caller's token.)
 #[derive(Clone)]
 pub struct RunSpec {
+    pub chat_id: uuid::Uuid,
+    /// The chat's owner (whose database connections the run may use).
+    pub user: String,
+    /// Users' databases, for `ask_database`.
+    pub connections: Option<Arc<crate::databases::Connections>>,
     pub agent: Arc<Agent>,
     /// The conversation so far, the new user message last.
     pub history: Vec<Message>,
@@ -52,6 +57,15 @@ impl RunSpec {
             context_type: self.context_type.as_deref(),
             bearer: self.bearer.as_deref(),
             max_result_chars: self.agent.max_tool_result_chars,
+            provider: self
+                .provider
+                .as_deref()
+                .unwrap_or(self.agent.provider.as_ref()),
+            database: self.connections.as_deref().map(|connections| Database {
+                connections,
+                user: &self.user,
+                chat_id: self.chat_id,
+            }),
         }
     }
 }

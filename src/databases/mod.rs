@@ -7,15 +7,17 @@
 
 pub mod introspect;
 pub mod query;
+mod spec;
 pub mod vault;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::store::{ConnectionRecord, Store, StoreError};
+use crate::store::{ChatDatabaseRecord, ConnectionRecord, Store, StoreError};
+use query::{QueryLimits, SqlResult, Target};
+pub use spec::{ConnectionSpec, Driver};
 pub use vault::{Vault, VaultError};
 
 /// The environment variable holding the master key.
@@ -41,32 +43,9 @@ pub enum DbError {
     /// A stored connection that cannot be read back.
     #[error("a stored connection cannot be read: {0}")]
     Corrupt(String),
-}
-
-/// A database engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Driver {
-    Postgres,
-    Sqlite,
-}
-
-/// A connection as the user describes it (without its password).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConnectionSpec {
-    pub name: String,
-    pub driver: Driver,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub database: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub username: Option<String>,
-    /// SQLite: a file inside `connection_files_dir`, relative to it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
+    /// The user's database cannot be reached or read.
+    #[error("the database cannot be used: {0}")]
+    Unreachable(String),
 }
 
 /// A connection as any route shows it: never its password.
@@ -301,6 +280,117 @@ impl Connections {
             }
         };
         Ok((spec, password))
+    }
+}
+
+/// The database a chat talks to (seed 003's state: `connection`,
+/// `db_schema`, `sql_result`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatDatabase {
+    pub connection_id: Uuid,
+    /// The markdown snapshot the model is grounded on.
+    pub db_schema: String,
+    /// The last result, `{columns, rows}`.
+    pub sql_result: Option<serde_json::Value>,
+}
+
+impl From<ChatDatabaseRecord> for ChatDatabase {
+    fn from(r: ChatDatabaseRecord) -> Self {
+        Self {
+            connection_id: r.connection_id,
+            db_schema: r.db_schema,
+            sql_result: r.sql_result.and_then(|s| serde_json::from_str(&s).ok()),
+        }
+    }
+}
+
+impl Connections {
+    /// Where `owner`'s connection `id` leads, its password opened.
+    async fn target(&self, owner: &str, id: Uuid) -> Result<(ConnectionSpec, Target), DbError> {
+        let (spec, password) = self.open(owner, id).await?;
+        let file = match spec.driver {
+            Driver::Sqlite => Some(self.file(&spec)?),
+            Driver::Postgres => None,
+        };
+        let target = Target::new(&spec, password.as_deref(), file);
+        Ok((spec, target))
+    }
+
+    /// Binds `owner`'s chat to their connection `connection_id`: connects,
+    /// snapshots the schema, and keeps both with the chat (the last result
+    /// is forgotten). The caller has checked that the chat is `owner`'s.
+    ///
+    /// # Errors
+    /// Not found, the password cannot be opened, the database cannot be
+    /// reached, the store.
+    pub async fn bind(
+        &self,
+        owner: &str,
+        chat_id: Uuid,
+        connection_id: Uuid,
+    ) -> Result<ChatDatabase, DbError> {
+        let (_, target) = self.target(owner, connection_id).await?;
+        let db_schema = introspect::snapshot(&target, QueryLimits::default())
+            .await
+            .map_err(DbError::Unreachable)?;
+        self.store
+            .put_chat_database(chat_id, connection_id, &db_schema)
+            .await?;
+        Ok(ChatDatabase {
+            connection_id,
+            db_schema,
+            sql_result: None,
+        })
+    }
+
+    /// The database chat `chat_id` talks to, if any.
+    ///
+    /// # Errors
+    /// The store.
+    pub async fn chat_database(&self, chat_id: Uuid) -> Result<Option<ChatDatabase>, DbError> {
+        Ok(self.store.chat_database(chat_id).await?.map(Into::into))
+    }
+
+    /// Runs `sql` read-only on the database of `owner`'s chat, and keeps a
+    /// result as the chat's `sql_result`.
+    ///
+    /// # Errors
+    /// `Invalid` with the database's message when the query fails (for the
+    /// model to fix); others when the database cannot be used at all.
+    pub async fn query(&self, owner: &str, chat_id: Uuid, sql: &str) -> Result<SqlResult, DbError> {
+        let db = self
+            .store
+            .chat_database(chat_id)
+            .await?
+            .ok_or_else(|| DbError::Invalid("this chat has no database connected".into()))?;
+        let (_, target) = self.target(owner, db.connection_id).await?;
+        let result = query::run(&target, sql, QueryLimits::default())
+            .await
+            .map_err(DbError::Invalid)?;
+        let kept = serde_json::to_string(&result).expect("a result serializes");
+        self.store.put_sql_result(chat_id, &kept).await?;
+        Ok(result)
+    }
+
+    /// The SQL dialect of the chat's database, for the model.
+    ///
+    /// # Errors
+    /// No database, not found, the store.
+    pub async fn dialect(&self, owner: &str, chat_id: Uuid) -> Result<&'static str, DbError> {
+        let db = self
+            .store
+            .chat_database(chat_id)
+            .await?
+            .ok_or_else(|| DbError::Invalid("this chat has no database connected".into()))?;
+        let record = self
+            .store
+            .connection(owner, db.connection_id)
+            .await?
+            .ok_or(DbError::NotFound)?;
+        Ok(match spec_of(&record)?.driver {
+            Driver::Postgres => "PostgreSQL",
+            Driver::Sqlite => "SQLite",
+        })
     }
 }
 

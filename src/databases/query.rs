@@ -17,7 +17,7 @@ use sqlx::{
     AssertSqlSafe, Column, Connection, Executor, Row, SqlSafeStr, Statement, TypeInfo, ValueRef,
 };
 
-use super::{ConnectionSpec, Driver};
+use super::spec::{ConnectionSpec, Driver};
 
 /// How much one query may take.
 #[derive(Debug, Clone, Copy)]

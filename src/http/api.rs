@@ -380,3 +380,30 @@ pub struct ConnectionView {
 pub struct ConnectionList {
     pub connections: Vec<ConnectionView>,
 }
+
+/// `POST /v1/chats/{id}/connection`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BindConnection {
+    pub connection_id: Uuid,
+}
+
+/// Seed 003's `GET /chat/{thread_id}/state`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatStateView {
+    pub thread_id: Uuid,
+    /// The chat's model (`null`: the agent's own).
+    pub model_name: Option<String>,
+    /// The markdown snapshot of the connected database.
+    pub db_schema: Option<String>,
+    pub connection: Option<ConnectionRef>,
+    /// The last SQL result, `{columns, rows, truncated?}`.
+    pub sql_result: Option<Value>,
+}
+
+/// Seed 003's `connection`: `{user_id, connection_id}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConnectionRef {
+    pub user_id: String,
+    pub connection_id: Uuid,
+}

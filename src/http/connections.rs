@@ -7,19 +7,26 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use uuid::Uuid;
 
-use super::api::{ConnectionBody, ConnectionList, ConnectionView, ErrorBody};
+use super::api::{
+    BindConnection, ChatStateView, ConnectionBody, ConnectionList, ConnectionRef, ConnectionView,
+    ErrorBody,
+};
 use super::auth::AuthUser;
-use super::chats::parse_body;
+use super::chats::{chat_id, parse_body};
 use super::error::ApiError;
 use super::state::AppState;
 use crate::databases::{Connection, ConnectionSpec, DbError, Driver, Password};
 
 /// The routes of this module, under both prefixes.
 pub fn router() -> Router<AppState> {
-    let mut r = Router::new();
+    let mut r = Router::new()
+        .route("/v1/chats/{id}/connection", post(bind))
+        .route("/chat/{id}/connection", post(bind))
+        .route("/v1/chats/{id}/state", get(chat_state))
+        .route("/chat/{id}/state", get(chat_state));
     for base in ["/v1/connections", "/connections"] {
         r = r.route(base, get(list).post(create)).route(
             &format!("{base}/{{id}}"),
@@ -160,14 +167,66 @@ pub(super) async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Connects a chat to one of the caller's connections (seed 003's
+/// `POST /chat/{thread_id}/connection`): the server connects, snapshots the
+/// schema (tables, typed columns, three sample rows) and keeps it with the
+/// chat for the model's prompt.
+#[utoipa::path(post, path = "/v1/chats/{id}/connection", tag = "connections", params(("id" = Uuid, Path)),
+    request_body = BindConnection,
+    responses((status = 200, body = ChatStateView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody, description = "the password cannot be decrypted with this master key"),
+              (status = 502, body = ErrorBody, description = "the database cannot be reached")))]
+pub(super) async fn bind(
+    State(state): State<AppState>,
+    AuthUser { user, .. }: AuthUser,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<ChatStateView>, ApiError> {
+    let id = chat_id(&id)?;
+    let BindConnection { connection_id } = parse_body(&body)?;
+    state.registry.chat(id, &user).await?;
+    state.connections.bind(&user, id, connection_id).await?;
+    chat_state_of(&state, id, &user).await.map(Json)
+}
+
+/// Seed 003's state view of a chat: its model, its database's schema, the
+/// connection, and the last SQL result.
+#[utoipa::path(get, path = "/v1/chats/{id}/state", tag = "connections", params(("id" = Uuid, Path)),
+    responses((status = 200, body = ChatStateView), (status = 404, body = ErrorBody)))]
+pub(super) async fn chat_state(
+    State(state): State<AppState>,
+    AuthUser { user, .. }: AuthUser,
+    Path(id): Path<String>,
+) -> Result<Json<ChatStateView>, ApiError> {
+    let id = chat_id(&id)?;
+    chat_state_of(&state, id, &user).await.map(Json)
+}
+
+async fn chat_state_of(state: &AppState, id: Uuid, user: &str) -> Result<ChatStateView, ApiError> {
+    let model_name = state.registry.chat_model(id, user).await?;
+    let db = state.connections.chat_database(id).await?;
+    Ok(ChatStateView {
+        thread_id: id,
+        model_name,
+        db_schema: db.as_ref().map(|d| d.db_schema.clone()),
+        connection: db.as_ref().map(|d| ConnectionRef {
+            user_id: user.to_owned(),
+            connection_id: d.connection_id,
+        }),
+        sql_result: db.and_then(|d| d.sql_result),
+    })
+}
+
 impl From<DbError> for ApiError {
     fn from(e: DbError) -> Self {
         match e {
             DbError::NotFound => ApiError::NotFound(e.to_string()),
             DbError::Invalid(_) | DbError::NoMasterKey => ApiError::BadRequest(e.to_string()),
-            DbError::Vault(_) | DbError::Store(_) | DbError::Corrupt(_) => {
-                ApiError::Internal(e.to_string())
-            }
+            DbError::Unreachable(_) => ApiError::Upstream(e.to_string()),
+            DbError::Vault(_) => ApiError::Conflict(format!(
+                "{e}: save the connection's password again under this key"
+            )),
+            DbError::Store(_) | DbError::Corrupt(_) => ApiError::Internal(e.to_string()),
         }
     }
 }

@@ -32,6 +32,8 @@ use super::{answers, api, chats, connections, openai, ops, sse};
         connections::one,
         connections::update,
         connections::remove,
+        connections::bind,
+        connections::chat_state,
         sse::agent_chat,
         sse::agent_host,
         sse::rejoin,

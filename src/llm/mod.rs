@@ -135,3 +135,39 @@ pub trait Provider: Send + Sync + 'static {
         request: ChatRequest,
     ) -> Result<BoxStream<'static, StreamEvent>, ProviderError>;
 }
+
+/// One model call without tools: its whole text, or why it failed; the
+/// call's usage is added to `usage`.
+///
+/// # Errors
+/// The provider's message.
+pub async fn complete(
+    provider: &dyn Provider,
+    system_prompt: &str,
+    messages: Vec<Message>,
+    max_tokens: u32,
+    usage: &mut Usage,
+) -> Result<String, String> {
+    use futures_util::StreamExt;
+
+    let request = ChatRequest {
+        system_prompt: system_prompt.to_owned(),
+        messages,
+        tools: Vec::new(),
+        max_tokens,
+    };
+    let mut stream = provider.stream_chat(request).await.map_err(|e| e.message)?;
+    let mut text = String::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            StreamEvent::ContentDelta(t) => text.push_str(&t),
+            StreamEvent::MessageComplete { usage: u, .. } => {
+                usage.prompt_tokens += u.prompt_tokens;
+                usage.completion_tokens += u.completion_tokens;
+            }
+            StreamEvent::Error(e) => return Err(e.message),
+            _ => {}
+        }
+    }
+    Ok(text)
+}

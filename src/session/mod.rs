@@ -54,6 +54,8 @@ pub struct SessionContext {
     pub tracker: TaskTracker,
     /// This node's membership of a cluster (PostgreSQL); `None` on SQLite.
     pub node: Option<std::sync::Arc<Node>>,
+    /// Users' databases (seed 003), for the runs' `ask_database` tool.
+    pub connections: Option<std::sync::Arc<crate::databases::Connections>>,
 }
 
 /// Why a request to a chat failed. Each maps to a contract error code.

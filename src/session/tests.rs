@@ -17,6 +17,7 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
         Arc::new(SqliteStore::open(&dir.join("db")).await.unwrap());
     let (writer, _task) = LogWriter::spawn(store.clone());
     Registry::new(Arc::new(SessionContext {
+        connections: None,
         store,
         writer,
         agents: AgentRegistry::load(&dir.join("none"), false, &[]).unwrap(),

@@ -100,41 +100,21 @@ pub(super) fn parse_generated(text: &str, widget: WidgetType) -> Result<Generate
     Ok(g)
 }
 
-/// One model call without tools: its text, or why it failed. Usage is added up.
+/// One model call without tools, as the speaker.
 async fn complete(
     agent: &Speaker<'_>,
     messages: Vec<crate::llm::Message>,
     max_tokens: u32,
     usage: &mut crate::llm::Usage,
 ) -> Result<String, String> {
-    use futures_util::StreamExt;
-
-    use crate::llm::{ChatRequest, StreamEvent};
-
-    let request = ChatRequest {
-        system_prompt: agent.system_prompt.to_owned(),
+    crate::llm::complete(
+        agent.provider,
+        agent.system_prompt,
         messages,
-        tools: Vec::new(),
         max_tokens,
-    };
-    let mut stream = agent
-        .provider
-        .stream_chat(request)
-        .await
-        .map_err(|e| e.message)?;
-    let mut text = String::new();
-    while let Some(event) = stream.next().await {
-        match event {
-            StreamEvent::ContentDelta(t) => text.push_str(&t),
-            StreamEvent::MessageComplete { usage: u, .. } => {
-                usage.prompt_tokens += u.prompt_tokens;
-                usage.completion_tokens += u.completion_tokens;
-            }
-            StreamEvent::Error(e) => return Err(e.message),
-            _ => {}
-        }
-    }
-    Ok(text)
+        usage,
+    )
+    .await
 }
 
 /// Asks the agent's model for a content, sending its mistakes back up to

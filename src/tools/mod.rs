@@ -10,6 +10,8 @@
 //! - `ask_user`: a `chat.input_request`; waits for the user's answer.
 //! - `builtin`: tools implemented inside the server (`progress`).
 //! - `http`: an HTTP endpoint, the caller's bearer forwarded.
+//! - `database`: `ask_database` (seed 003): the model's SQL, run read-only on
+//!   the chat's database.
 //!
 //! `pipeline` is what every call goes through, whatever its kind: the
 //! offer check, context injection, schema validation, the approval gate, the
@@ -34,6 +36,7 @@
 
 mod ask_user;
 mod builtin;
+mod database;
 mod http;
 mod pipeline;
 mod preview;
@@ -44,6 +47,7 @@ mod tool;
 mod ui;
 
 pub use builtin::Builtin;
+pub use database::Database;
 pub use http::HttpTool;
 pub use pipeline::{APPROVAL, cap, execute};
 pub use preview::PREVIEW_SUFFIX;

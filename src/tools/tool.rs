@@ -6,13 +6,13 @@ use std::sync::Arc;
 use jsonschema::Validator;
 use serde_json::Value;
 
-use super::ask_user;
 use super::builtin::{self, Builtin};
 use super::http::{self, HttpTool};
 use super::preview::Preview;
 use super::spec::ToolSpec;
 use super::summary::Summary;
 use super::ui::{self, ComponentType};
+use super::{ask_user, database};
 use crate::link::{Gone, RunLink, ToolOutcome};
 use crate::llm::ToolCall;
 use crate::protocol::Display;
@@ -30,6 +30,8 @@ pub enum ToolKind {
     },
     Builtin(Builtin),
     Http(HttpTool),
+    /// `builtin: ask_database` (seed 003).
+    AskDatabase,
 }
 
 impl ToolKind {
@@ -40,6 +42,7 @@ impl ToolKind {
             Self::InputRequest { .. } => "input",
             Self::Builtin(_) => "builtin",
             Self::Http(_) => "http",
+            Self::AskDatabase => "database",
         }
     }
 
@@ -61,6 +64,7 @@ impl ToolKind {
             } => ask_user::run(prompt_field, *password, call, env.link).await,
             Self::Builtin(builtin) => builtin::run(*builtin, call, env.link).await,
             Self::Http(http) => http::run(http, call, env.link, env.http, env.bearer).await,
+            Self::AskDatabase => database::run(call, env.link, env.provider, env.database).await,
         }
     }
 }
@@ -101,6 +105,10 @@ pub struct CallEnv<'a> {
     pub bearer: Option<&'a str>,
     /// Characters of a result the model sees at most.
     pub max_result_chars: usize,
+    /// The run's model (for tools that ask it, like `ask_database`).
+    pub provider: &'a dyn crate::llm::Provider,
+    /// The chat's database access, where the server has users' databases.
+    pub database: Option<database::Database<'a>>,
 }
 
 impl Tool {
@@ -121,6 +129,8 @@ impl Tool {
         }
         let default_schema = if spec.builtin.as_deref() == Some("ask_user") {
             ask_user::default_schema()
+        } else if spec.builtin.as_deref() == Some("ask_database") {
+            database::default_schema()
         } else {
             serde_json::json!({"type": "object"})
         };
@@ -157,6 +167,8 @@ impl Tool {
                 prompt_field: "prompt".into(),
                 password: false,
             }
+        } else if spec.builtin.as_deref() == Some("ask_database") {
+            ToolKind::AskDatabase
         } else if let Some(name) = spec.builtin {
             ToolKind::Builtin(
                 Builtin::by_name(&name)
@@ -178,7 +190,12 @@ impl Tool {
             inject.push((arg, rest.split('.').map(str::to_owned).collect()));
         }
         let preview = match spec.preview {
-            Some(_) if !matches!(kind, ToolKind::Http(_) | ToolKind::Builtin(_)) => {
+            Some(_)
+                if !matches!(
+                    kind,
+                    ToolKind::Http(_) | ToolKind::Builtin(_) | ToolKind::AskDatabase
+                ) =>
+            {
                 return Err(format!(
                     "{}: only a tool the server runs (http, builtin) can preview its result",
                     at("preview")

@@ -9,6 +9,7 @@ mod bench;
 mod cluster;
 mod connections;
 mod crash;
+mod database_chat;
 mod demo;
 mod deploy;
 mod fanout;

@@ -289,6 +289,19 @@ async fn every_json_answer_matches_the_document() {
     assert_eq!(s, 404);
     check(&doc, one, "get", s, &b);
 
+    // A chat's database: none bound (the connection is gone), then its state.
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{id}/connection"),
+        json!({"connection_id": conn}).to_string(),
+    )
+    .await;
+    assert_eq!(s, 404, "{b}");
+    check(&doc, "/v1/chats/{id}/connection", "post", s, &b);
+    let (s, b) = req("GET", format!("/v1/chats/{id}/state"), String::new()).await;
+    assert_eq!(s, 200, "{b}");
+    check(&doc, "/v1/chats/{id}/state", "get", s, &b);
+
     // The schemas are real: a wrong body fails them.
     let chat_schema = inline(
         &doc["paths"]["/v1/chats/{id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"],
@@ -325,6 +338,7 @@ async fn every_json_answer_matches_the_document() {
         "get /v1/chats/{id}",
         "get /v1/chats/{id}/events",
         "get /v1/chats/{id}/model",
+        "get /v1/chats/{id}/state",
         "get /v1/connections",
         "get /v1/connections/{id}",
         "get /v1/models",
@@ -340,6 +354,7 @@ async fn every_json_answer_matches_the_document() {
         "post /v1/chats/{id}/approvals/{tool_call_id}",
         "post /v1/chats/{id}/cancel",
         "post /v1/chats/{id}/components/{corr}",
+        "post /v1/chats/{id}/connection",
         "post /v1/chats/{id}/inputs/{request_id}",
         "post /v1/chats/{id}/messages",
         "post /v1/chats/{id}/model",

@@ -35,6 +35,7 @@ impl Actor {
         if chat.archived {
             return Err(SessionError::Archived);
         }
+        let owner = chat.owner.clone();
         self.may_start_template()?;
         let agent = self
             .ctx
@@ -83,6 +84,9 @@ impl Actor {
             .and_then(|m| self.ctx.agents.models().resolve(&m))
             .map(|m| m.provider.clone());
         let spec = RunSpec {
+            chat_id: self.chat_id,
+            user: owner,
+            connections: self.ctx.connections.clone(),
             agent,
             history,
             context,
