@@ -12,6 +12,7 @@
 //! - `http`: an HTTP endpoint, the caller's bearer forwarded.
 //! - `database`: `ask_database` (seed 003): the model's SQL, run read-only on
 //!   the chat's database.
+//! - `analyst`: `ask_analyst` (seed 003): a Vega-Lite spec of the last result.
 //!
 //! `pipeline` is what every call goes through, whatever its kind: the
 //! offer check, context injection, schema validation, the approval gate, the
@@ -34,6 +35,7 @@
 //! Uses `link` (the run's channel to its chat), `llm` and `protocol`; knows
 //! nothing of agents or sessions.
 
+mod analyst;
 mod ask_user;
 mod builtin;
 mod database;

@@ -12,7 +12,7 @@ use super::preview::Preview;
 use super::spec::ToolSpec;
 use super::summary::Summary;
 use super::ui::{self, ComponentType};
-use super::{ask_user, database};
+use super::{analyst, ask_user, database};
 use crate::link::{Gone, RunLink, ToolOutcome};
 use crate::llm::ToolCall;
 use crate::protocol::Display;
@@ -32,6 +32,8 @@ pub enum ToolKind {
     Http(HttpTool),
     /// `builtin: ask_database` (seed 003).
     AskDatabase,
+    /// `builtin: ask_analyst` (seed 003).
+    AskAnalyst,
 }
 
 impl ToolKind {
@@ -43,6 +45,7 @@ impl ToolKind {
             Self::Builtin(_) => "builtin",
             Self::Http(_) => "http",
             Self::AskDatabase => "database",
+            Self::AskAnalyst => "analyst",
         }
     }
 
@@ -65,6 +68,7 @@ impl ToolKind {
             Self::Builtin(builtin) => builtin::run(*builtin, call, env.link).await,
             Self::Http(http) => http::run(http, call, env.link, env.http, env.bearer).await,
             Self::AskDatabase => database::run(call, env.link, env.provider, env.database).await,
+            Self::AskAnalyst => analyst::run(call, env.link, env.provider, env.database).await,
         }
     }
 }
@@ -131,6 +135,8 @@ impl Tool {
             ask_user::default_schema()
         } else if spec.builtin.as_deref() == Some("ask_database") {
             database::default_schema()
+        } else if spec.builtin.as_deref() == Some("ask_analyst") {
+            analyst::default_schema()
         } else {
             serde_json::json!({"type": "object"})
         };
@@ -169,6 +175,8 @@ impl Tool {
             }
         } else if spec.builtin.as_deref() == Some("ask_database") {
             ToolKind::AskDatabase
+        } else if spec.builtin.as_deref() == Some("ask_analyst") {
+            ToolKind::AskAnalyst
         } else if let Some(name) = spec.builtin {
             ToolKind::Builtin(
                 Builtin::by_name(&name)
@@ -193,7 +201,10 @@ impl Tool {
             Some(_)
                 if !matches!(
                     kind,
-                    ToolKind::Http(_) | ToolKind::Builtin(_) | ToolKind::AskDatabase
+                    ToolKind::Http(_)
+                        | ToolKind::Builtin(_)
+                        | ToolKind::AskDatabase
+                        | ToolKind::AskAnalyst
                 ) =>
             {
                 return Err(format!(

@@ -33,6 +33,8 @@ system_prompt: You answer questions about the user's data.
 tools:
   - name: ask_database
     builtin: ask_database
+  - name: ask_analyst
+    builtin: ask_analyst
 "#,
         llm.url()
     )
@@ -322,4 +324,104 @@ async fn only_the_owner_binds_and_reads_the_state() {
         .unwrap();
     assert_eq!(state["connection"]["user_id"], "alice");
     assert_eq!(state["db_schema"], "The database has no tables.\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chart_after_three_bad_specs_and_an_error_after_four() {
+    let files = tempfile::tempdir().unwrap();
+    let o = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(files.path().join("shop.db"))
+        .create_if_missing(true);
+    let mut db = sqlx::SqliteConnection::connect_with(&o).await.unwrap();
+    for s in SALES {
+        sqlx::query(*s).execute(&mut db).await.unwrap();
+    }
+    let call = |id: &str, tool: &str| {
+        W.tools(
+            None,
+            &[(
+                id,
+                tool,
+                r#"{"question":"total sales by region as a bar chart"}"#,
+            )],
+            (1, 1),
+        )
+    };
+    let good = r#"{"mark": "bar", "data": {"values": [{"region": "North", "total": 15}]}, "encoding": {"x": {"field": "region"}}}"#;
+    let bad = [
+        "not json",
+        "[1, 2]",
+        r#"{"encoding": {}}"#,
+        r#"{"mark": "bar"}"#,
+    ];
+    let mut replies = vec![
+        call("c1", "ask_database"),
+        W.text(&[TOTALS], (1, 1)),
+        call("c2", "ask_analyst"),
+    ];
+    replies.extend(bad[..3].iter().map(|b| W.text(&[b], (1, 1))));
+    replies.push(W.text(&[good], (1, 1)));
+    replies.push(W.text(&["Here is the chart."], (1, 1)));
+    replies.push(call("c3", "ask_analyst"));
+    replies.extend(bad.iter().map(|b| W.text(&[b], (1, 1))));
+    replies.push(W.text(&["No chart, sorry."], (1, 1)));
+    let llm = MockServer::start(replies).await;
+    let server = start(&llm, files.path(), KEY, None).await;
+    let (_, c) = post(
+        &server,
+        "/connections",
+        json!({"name": "shop", "driver": "sqlite", "path": "shop.db"}),
+    )
+    .await;
+    let (_, t) = post(&server, "/chat", json!({"agent": "analyst"})).await;
+    let thread = t["thread_id"].as_str().unwrap().to_owned();
+    let (status, _) = post(
+        &server,
+        &format!("/chat/{thread}/connection"),
+        json!({"connection_id": c["id"]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    let turn = |message: &'static str| {
+        let path = format!("/chat/{thread}/message");
+        let server = &server;
+        async move {
+            let o = open(
+                server,
+                "POST",
+                &path,
+                Some(json!({"message": message})),
+                None,
+            )
+            .await;
+            all(o.events).await
+        }
+    };
+    let events = turn("total sales by region as a bar chart").await;
+    let chart = events
+        .iter()
+        .map(|e| &e.data["content"])
+        .find(|c| c["type"] == "vega_lite_spec")
+        .unwrap_or_else(|| panic!("a chart: {events:?}"));
+    let spec: Value = serde_json::from_str(chart["spec"].as_str().unwrap()).unwrap();
+    assert_eq!(spec["mark"], "bar");
+    // Each bad spec went back with what was wrong.
+    let fixes = &llm.requests()[6].body["messages"];
+    let last = fixes.as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(last.contains("no `mark`"), "{last}");
+
+    let events = turn("again").await;
+    let failed = events
+        .iter()
+        .filter_map(|e| e.data["content"].as_str())
+        .find(|c| c.contains("no valid Vega-Lite spec after 4 attempts"));
+    assert!(failed.is_some(), "{events:?}");
+    assert_eq!(
+        events.last().unwrap().data["full_response"],
+        "No chart, sorry."
+    );
 }
