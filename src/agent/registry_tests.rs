@@ -78,6 +78,7 @@ fn the_example_agents_load() {
             "anthropic-assistant",
             "arithmetic-quiz",
             "capitals-quiz",
+            "data-analyst",
             "demo",
             "gemini-assistant",
             "local-weather",

@@ -247,3 +247,23 @@ mod queries {
         behaves(target).await;
     }
 }
+
+#[tokio::test]
+async fn the_example_database_answers() {
+    use crate::databases::query::{QueryLimits, Target, run};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/data/sales.db");
+    let target = Target::Sqlite(path);
+    let md = crate::databases::introspect::snapshot(&target, QueryLimits::default())
+        .await
+        .unwrap();
+    for table in ["orders", "customers", "products", "regions"] {
+        assert!(md.contains(&format!("## \"{table}\"")), "{md}");
+    }
+    let by_region = "SELECT r.name, SUM(o.quantity * p.unit_price) AS sales FROM orders o \
+                     JOIN customers c ON c.id = o.customer_id JOIN regions r ON r.id = c.region_id \
+                     JOIN products p ON p.id = o.product_id GROUP BY r.name ORDER BY r.name";
+    let r = run(&target, by_region, QueryLimits::default())
+        .await
+        .unwrap();
+    assert_eq!(r.rows.len(), 4);
+}

@@ -32,7 +32,8 @@
 //! Inside, in dependency order: `spec`, `record`; the kinds; `tool`;
 //! `pipeline`. `mod.rs` only re-exports.
 //!
-//! Uses `link` (the run's channel to its chat), `llm` and `protocol`; knows
+//! Uses `link` (the run's channel to its chat), `llm`, `protocol` and
+//! `databases` (for `ask_database`, `ask_analyst`); knows
 //! nothing of agents or sessions.
 
 mod analyst;
