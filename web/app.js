@@ -75,7 +75,7 @@ class ChatView {
         if (m.agent === 'user') {
           this.add(el('li', { cls: 'user' }, el('div', { cls: 'msg', text: m.content })));
         } else {
-          this.bubble(m.agent).textContent = m.content;
+          renderMarkdown(this.bubble(m.agent), m.content);
           this.turn = null;
         }
         break;
@@ -106,6 +106,9 @@ class ChatView {
           this.done(card, c.approved === true ? 'approved' : `refused${c.reason ? `: ${c.reason}` : ''}`);
         } else {
           this.done(card, m.success ? 'done' : `failed: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`);
+          const c = m.content;
+          if (m.success && c && c.type === 'vega_lite_spec' && typeof c.spec === 'string') chart(card, c.spec);
+          else if (m.success && c && Array.isArray(c.columns) && Array.isArray(c.rows)) card.append(...resultTable(c));
         }
         break;
       }
@@ -274,6 +277,70 @@ class ChatView {
     this.cards.set(m.corr, card);
     this.add(el('li', {}, card));
   }
+}
+
+// ----- model output: markdown, SQL results, charts ----------------------------------
+
+/** Markdown with any raw HTML shown as text; the result sanitized again. */
+const markdown = window.marked
+  ? new window.marked.Marked({
+    gfm: true,
+    breaks: true,
+    renderer: { html: ({ text }) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;') },
+  })
+  : null;
+
+/** Model text into `el`: markdown when the libraries loaded, plain text otherwise. */
+function renderMarkdown(el, text) {
+  if (!markdown || !window.DOMPurify) {
+    el.textContent = text;
+    return;
+  }
+  el.innerHTML = window.DOMPurify.sanitize(markdown.parse(text).trim(), {
+    FORBID_TAGS: ['img', 'style', 'form', 'input', 'button', 'iframe'],
+    ALLOWED_URI_REGEXP: /^https?:/i,
+  });
+  for (const a of el.querySelectorAll('a')) {
+    a.rel = 'noopener noreferrer';
+    a.target = '_blank';
+  }
+  el.classList.add('markdown');
+}
+
+/** A query's `{sql?, columns, rows, truncated?}` as elements: the SQL, a table, the cut. */
+function resultTable(r) {
+  const out = [];
+  if (typeof r.sql === 'string') out.push(el('pre', { cls: 'sql', text: r.sql }));
+  const head = el('tr', {}, ...r.columns.map((c) => el('th', { text: String(c) })));
+  const cell = (v) => el('td', { text: v === null ? 'NULL' : typeof v === 'object' ? JSON.stringify(v) : String(v) });
+  const body = r.rows.slice(0, 200).map((row) => el('tr', {}, ...row.map(cell)));
+  out.push(el('table', { cls: 'result' }, el('thead', {}, head), el('tbody', {}, ...body)));
+  if (r.truncated) out.push(el('div', { cls: 'note', text: r.truncated }));
+  return out;
+}
+
+/** Draws a Vega-Lite spec in `card`, from inline data only (no URL is fetched). */
+function chart(card, specText) {
+  const box = el('div', { cls: 'chart' });
+  card.append(box);
+  let spec;
+  try {
+    spec = JSON.parse(specText);
+  } catch (e) {
+    box.textContent = `chart: ${e.message}`;
+    return;
+  }
+  if (!window.vegaEmbed || !window.vega) {
+    box.textContent = 'charts are unavailable';
+    return;
+  }
+  const loader = window.vega.loader();
+  const refuse = () => Promise.reject(new Error('charts use inline data only'));
+  loader.load = refuse;
+  loader.sanitize = refuse;
+  window.vegaEmbed(box, spec, { actions: false, renderer: 'svg', loader })
+    .then(() => box.setAttribute('data-drawn', 'true'))
+    .catch((e) => { box.textContent = `chart: ${e.message}`; });
 }
 
 function show(chat) {

@@ -1,13 +1,15 @@
 // The web page in a real headless Chromium (Debian's, driven by playwright-core):
 // a conversation with `demo`, input requests, a component, a server killed and
 // restarted mid-stream, model output that tries to be HTML, a template quiz
-// (examples/agents/capitals-quiz.yaml), and approvals and previews that stay
-// answered after a reload.
+// (examples/agents/capitals-quiz.yaml), approvals and previews that stay
+// answered after a reload, and seed 003's database chat drawing a chart (a
+// local stand-in for an OpenAI-compatible model writes the SQL and the spec).
 //
 // Needs AGENTWIRE_BIN (the built binary) and /usr/bin/chromium. Screenshots of
 // each step go to $E2E_SHOTS (default: ./shots).
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
@@ -47,6 +49,30 @@ tools:
     preview: {component_type: plan_preview, fields: {description: /input/description, outcome: /result}}
 `;
 
+/** A stand-in for an OpenAI-compatible server: each request gets the next reply. */
+const llmReplies = [];
+const llm = createServer((req, res) => {
+  req.resume();
+  req.on('end', () => {
+    const chunks = llmReplies.shift() || [{ content: 'no more replies' }];
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const line = (delta, finish = null) =>
+      `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    let out = line({ role: 'assistant', content: '' });
+    let finish = 'stop';
+    for (const c of chunks) {
+      if (c.call) {
+        out += line({ tool_calls: [{ index: 0, id: c.call.id, type: 'function', function: { name: c.call.name, arguments: c.call.args } }] });
+        finish = 'tool_calls';
+      } else {
+        out += line({ content: c.content });
+      }
+    }
+    out += line({}, finish) + 'data: [DONE]\n\n';
+    res.end(out);
+  });
+});
+
 let browser;
 let server;
 let port;
@@ -59,6 +85,16 @@ before(async () => {
   mkdirSync(join(dir, 'agents'), { recursive: true });
   copyFileSync(join(root, 'examples', 'agents', 'capitals-quiz.yaml'), join(dir, 'agents', 'capitals-quiz.yaml'));
   writeFileSync(join(dir, 'agents', 'hitl.yaml'), HITL_AGENT);
+  await new Promise((r) => llm.listen(0, '127.0.0.1', r));
+  writeFileSync(join(dir, 'agents', 'analyst.yaml'), `id: analyst
+name: Analyst
+description: Charts from the sample database
+model: {provider: openai, name: m, base_url: "http://127.0.0.1:${llm.address().port}/v1"}
+tools:
+  - {name: ask_database, builtin: ask_database}
+  - {name: ask_analyst, builtin: ask_analyst}
+`);
+  process.env.AGENTWIRE_CONNECTION_FILES_DIR = join(root, 'examples', 'data');
   port = await freePort();
   server = await startServer(dir, port);
   browser = await chromium.launch({
@@ -69,6 +105,7 @@ before(async () => {
 });
 
 after(async () => {
+  llm.close();
   await browser?.close();
   server?.kill('SIGKILL');
 });
@@ -222,5 +259,49 @@ test('approvals and a preview, in log order, still answered after a reload', asy
   assert.ok(at('Low stock alert') < order.length - 1, order.join(' | '));
   assert.match(order.at(-1), /run completed/);
   await page.shot('2-reloaded');
+  await page.close();
+});
+
+test('a database chat: the SQL result as a table, the chart drawn, the answer as markdown', async () => {
+  const page = await newChat('chart', 'analyst');
+  await page.locator('#chats li.current').waitFor();
+  const chatId = await page.locator('#chats li.current').getAttribute('data-id');
+  const post = (path, body) => fetch(`http://127.0.0.1:${port}${path}`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+  }).then(async (r) => ({ status: r.status, body: await r.json() }));
+  const conn = await post('/connections', { name: 'sales', driver: 'sqlite', path: 'sales.db' });
+  assert.equal(conn.status, 201, JSON.stringify(conn.body));
+  const bound = await post(`/v1/chats/${chatId}/connection`, { connection_id: conn.body.id });
+  assert.equal(bound.status, 200, JSON.stringify(bound.body));
+  assert.match(bound.body.db_schema, /orders/);
+
+  const sql = 'SELECT r.name AS region, SUM(o.quantity * p.unit_price) AS sales FROM orders o '
+    + 'JOIN customers c ON c.id = o.customer_id JOIN regions r ON r.id = c.region_id '
+    + 'JOIN products p ON p.id = o.product_id GROUP BY r.name ORDER BY r.name';
+  const spec = {
+    $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
+    mark: 'bar',
+    data: { values: [{ region: 'East', sales: 900 }, { region: 'North', sales: 1200 }, { region: 'South', sales: 700 }, { region: 'West', sales: 1000 }] },
+    encoding: { x: { field: 'region', type: 'nominal' }, y: { field: 'sales', type: 'quantitative' } },
+  };
+  const question = JSON.stringify({ question: 'total sales by region as a bar chart' });
+  llmReplies.push(
+    [{ call: { id: 'c1', name: 'ask_database', args: question } }],
+    [{ content: sql }],
+    [{ call: { id: 'c2', name: 'ask_analyst', args: question } }],
+    [{ content: JSON.stringify(spec) }],
+    [{ content: '**North** sells the most.\n\n- East\n- West\n\n<img src=x onerror="window.pwned=1">' }],
+  );
+  await say(page, 'total sales by region as a bar chart');
+  await page.locator('table.result tbody tr').nth(3).waitFor({ timeout: 20000 });
+  assert.equal(await page.locator('table.result tbody tr').count(), 4);
+  await page.locator('.chart[data-drawn="true"] svg').waitFor({ timeout: 20000 });
+  const bubble = page.locator('#log li.agent .msg').last();
+  await bubble.locator('strong', { hasText: 'North' }).waitFor();
+  assert.equal(await bubble.locator('li').count(), 2);
+  assert.equal(await page.locator('#log img').count(), 0, 'raw HTML from the model stays text');
+  assert.equal(await page.evaluate(() => window.pwned), undefined);
+  await page.locator('.chart').scrollIntoViewIfNeeded();
+  await page.shot('1-chart');
   await page.close();
 });

@@ -24,8 +24,8 @@ INSERT INTO customers (id, name, region_id) VALUES
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 120)
 INSERT INTO orders (id, customer_id, product_id, quantity, ordered_on)
 SELECT i,
-       1 + (i * 7) % 8,
-       1 + (i * 3) % 5,
-       1 + (i * 5) % 4,
+       1 + (i * i + i / 3) % 8,
+       1 + (i * 3 + i / 7) % 5,
+       1 + (i * i) % 5,
        date('2026-01-01', '+' || ((i * 11) % 300) || ' days')
 FROM n;

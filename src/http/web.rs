@@ -1,5 +1,6 @@
 //! The web page at `/`: a chat UI on the JavaScript client, built into the
-//! binary (no build step, nothing fetched at run time).
+//! binary (no build step, nothing fetched at run time), with the pinned
+//! libraries of `web/vendor/` for charts and markdown.
 
 use axum::Router;
 use axum::http::header;
@@ -13,10 +14,37 @@ const APP: &str = include_str!("../../web/app.js");
 const STYLE: &str = include_str!("../../web/style.css");
 const CLIENT: &str = include_str!("../../clients/js/agentwire.js");
 
+/// Pinned browser libraries (`web/vendor/README.md`): charts and markdown.
+const VENDOR: &[(&str, &str)] = &[
+    ("vega.min.js", include_str!("../../web/vendor/vega.min.js")),
+    (
+        "vega-lite.min.js",
+        include_str!("../../web/vendor/vega-lite.min.js"),
+    ),
+    (
+        "vega-embed.min.js",
+        include_str!("../../web/vendor/vega-embed.min.js"),
+    ),
+    (
+        "marked.min.js",
+        include_str!("../../web/vendor/marked.min.js"),
+    ),
+    (
+        "purify.min.js",
+        include_str!("../../web/vendor/purify.min.js"),
+    ),
+];
+
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/", get(|| asset("text/html; charset=utf-8", INDEX)))
+    let mut r = Router::new();
+    for (name, body) in VENDOR {
+        r = r.route(
+            &format!("/assets/vendor/{name}"),
+            get(|| asset("text/javascript; charset=utf-8", body)),
+        );
+    }
+    r.route("/", get(|| asset("text/html; charset=utf-8", INDEX)))
         .route(
             "/assets/app.js",
             get(|| asset("text/javascript; charset=utf-8", APP)),
