@@ -32,6 +32,9 @@ pub struct RunSpec {
     pub user: String,
     /// Users' databases, for `ask_database`.
     pub connections: Option<Arc<crate::databases::Connections>>,
+    /// The chat's database for the system prompt (its schema, the last
+    /// result), when one is connected.
+    pub database: Option<String>,
     pub agent: Arc<Agent>,
     /// The conversation so far, the new user message last.
     pub history: Vec<Message>,
@@ -132,6 +135,10 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
         json_mode,
         &definitions,
     );
+    let system_prompt = match &spec.database {
+        Some(db) => format!("{system_prompt}{db}"),
+        None => system_prompt,
+    };
     let tools = if json_mode { Vec::new() } else { definitions };
     let mut bad_json = 0;
 

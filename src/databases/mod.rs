@@ -394,6 +394,29 @@ impl Connections {
     }
 }
 
+/// Largest piece of a last result put in a prompt.
+const GROUNDING_RESULT_BYTES: usize = 4096;
+
+/// The block a chat's system prompt gets when a database is connected (seed
+/// 003's `aigis_prompt`): the schema, and the last result, cut.
+pub fn grounding(db_schema: &str, sql_result: Option<&str>) -> String {
+    let mut block = format!(
+        "\n\nThe user's connected database (call ask_database to query it, ask_analyst to chart the last result):\n{db_schema}"
+    );
+    if let Some(r) = sql_result {
+        let mut end = r.len().min(GROUNDING_RESULT_BYTES);
+        while !r.is_char_boundary(end) {
+            end -= 1;
+        }
+        block.push_str("\nThe last query result:\n");
+        block.push_str(&r[..end]);
+        if end < r.len() {
+            block.push_str(" […]");
+        }
+    }
+    block
+}
+
 /// `path` resolved inside `dir` (symlinks followed), if it is an existing file there.
 fn inside(dir: &Path, path: &Path) -> Option<PathBuf> {
     let dir = dir.canonicalize().ok()?;

@@ -107,6 +107,7 @@ async fn ask(server: &Server, llm: &MockServer, connection: &str) -> String {
     assert_eq!(bound["connection"]["connection_id"], connection);
     assert_eq!(bound["sql_result"], Value::Null);
 
+    let before = llm.requests().len();
     let o = open(
         server,
         "POST",
@@ -132,7 +133,16 @@ async fn ask(server: &Server, llm: &MockServer, connection: &str) -> String {
     assert_eq!(results[1]["rows"][0][1].as_f64(), Some(15.0));
     assert_eq!(events.last().unwrap().data["full_response"], "North leads.");
 
-    // The model was grounded on the schema when it wrote the SQL.
+    // The run's prompt is grounded on the schema (seed 003's aigis_prompt)…
+    let system = llm.requests()[before].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("connected database") && system.contains("region_id"),
+        "{system}"
+    );
+    // …and so was the call that wrote the SQL.
     let writer = &llm.requests()[llm.requests().len() - 4].body;
     assert!(
         writer["messages"][0]["content"]

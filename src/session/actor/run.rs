@@ -56,6 +56,16 @@ impl Actor {
                 .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok()),
         };
         let transcript = self.ctx.store.transcript(self.chat_id).await?;
+        // Seed 003: a chat with a database is grounded on it.
+        let database = match &self.ctx.connections {
+            Some(_) => self
+                .ctx
+                .store
+                .chat_database(self.chat_id)
+                .await?
+                .map(|d| crate::databases::grounding(&d.db_schema, d.sql_result.as_deref())),
+            None => None,
+        };
         let mut history = super::history::from_log(transcript.iter().map(|e| e.json.as_str()));
 
         let (link, rx) = RunLink::channel(RUN_QUEUE);
@@ -87,6 +97,7 @@ impl Actor {
             chat_id: self.chat_id,
             user: owner,
             connections: self.ctx.connections.clone(),
+            database,
             agent,
             history,
             context,
