@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::record::{backend_call, finish};
+use super::record::backend;
 use crate::link::{Gone, RunLink, ToolOutcome};
 use crate::llm::{Message, Provider, ToolCall, Usage};
 
@@ -52,9 +52,7 @@ pub(super) async fn run(
     provider: &dyn Provider,
     db: Option<Database<'_>>,
 ) -> Result<ToolOutcome, Gone> {
-    link.emit(backend_call(call)).await?;
-    let result = answer(call, provider, db).await;
-    finish(link, call, result).await
+    backend(link, call, answer(call, provider, db)).await
 }
 
 async fn answer(

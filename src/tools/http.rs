@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use reqwest::Method;
 use serde_json::Value;
 
-use super::record::{backend_call, finish};
+use super::record::backend;
 use super::spec::HttpSpec;
 use crate::link::{Gone, RunLink, ToolOutcome};
 use crate::llm::ToolCall;
@@ -135,7 +135,5 @@ pub(super) async fn run(
     client: &reqwest::Client,
     bearer: Option<&str>,
 ) -> Result<ToolOutcome, Gone> {
-    link.emit(backend_call(call)).await?;
-    let result = tool.call(client, &call.input, bearer).await;
-    finish(link, call, result).await
+    backend(link, call, tool.call(client, &call.input, bearer)).await
 }

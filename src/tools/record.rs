@@ -9,6 +9,18 @@ use crate::link::{ComponentOutcome, Gone, RunLink, RunMsg, ToolOutcome};
 use crate::llm::ToolCall;
 use crate::protocol::{Display, EventKind};
 
+/// A tool the server runs: its `chat.tool_call` logged, then the work, then
+/// its `chat.tool_response`.
+pub(super) async fn backend(
+    link: &RunLink,
+    call: &ToolCall,
+    work: impl Future<Output = Result<String, String>>,
+) -> Result<ToolOutcome, Gone> {
+    link.emit(backend_call(call)).await?;
+    let result = work.await;
+    finish(link, call, result).await
+}
+
 /// Logs the response of a backend tool and hands its result to the model.
 pub(super) async fn finish(
     link: &RunLink,
