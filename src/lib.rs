@@ -136,6 +136,7 @@ pub async fn run(
         store.clone(),
         config.master_key.as_ref().map(|k| k.0),
         config.connection_files_dir.clone(),
+        config.connection_hosts.clone(),
     ));
     let registry = Registry::new(Arc::new(SessionContext {
         connections: Some(connections.clone()),

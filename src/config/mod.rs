@@ -107,6 +107,8 @@ pub struct Config {
     pub master_key: Option<MasterKey>,
     /// The folder SQLite connections may name files in; `None`: none may.
     pub connection_files_dir: Option<PathBuf>,
+    /// Loopback or private hosts PostgreSQL connections may name anyway.
+    pub connection_hosts: Vec<String>,
 }
 
 /// The master key (32 bytes). Never printed.
@@ -300,6 +302,17 @@ impl Settings {
             .map(|k| MasterKey::parse(&k).map_err(|m| bad("master_key", m)))
             .transpose()?;
 
+        let connection_files_dir = pick!(connection_files_dir);
+        if let (Some(dir), Database::Sqlite(db)) = (&connection_files_dir, &database) {
+            let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+            if abs(db).starts_with(abs(dir)) {
+                return Err(bad(
+                    "connection_files_dir",
+                    "must not hold the server's own database (database_url): users could read it",
+                ));
+            }
+        }
+
         Ok(Config {
             listen,
             database,
@@ -322,7 +335,8 @@ impl Settings {
             http_body_timeout: Duration::from_secs(body_timeout),
             limits,
             master_key,
-            connection_files_dir: pick!(connection_files_dir),
+            connection_files_dir,
+            connection_hosts: pick!(connection_hosts).unwrap_or_default(),
         })
     }
 }

@@ -169,6 +169,15 @@ pub struct Settings {
     /// SQLite connections].
     #[arg(long, env = "AGENTWIRE_CONNECTION_FILES_DIR", global = true)]
     pub connection_files_dir: Option<PathBuf>,
+    /// Loopback or private hosts PostgreSQL connections may name anyway
+    /// [default: none].
+    #[arg(
+        long,
+        env = "AGENTWIRE_CONNECTION_HOSTS",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub connection_hosts: Option<Vec<String>>,
 }
 
 /// `agentwire.toml`: the same keys as the flags, snake_case.
@@ -203,6 +212,7 @@ pub(super) struct FileSettings {
     pub(super) max_runs_per_user: Option<u32>,
     pub(super) master_key: Option<String>,
     pub(super) connection_files_dir: Option<PathBuf>,
+    pub(super) connection_hosts: Option<Vec<String>>,
     #[serde(default)]
     pub(super) models: Vec<ModelConfig>,
 }

@@ -59,3 +59,13 @@ fn master_keys_are_32_bytes_in_hex_or_base64() {
     );
     assert_eq!(format!("{:?}", MasterKey([1; 32])), "MasterKey(…)");
 }
+
+#[test]
+fn the_connection_files_may_not_hold_the_store() {
+    let s = Settings {
+        database_url: Some("sqlite://./files/agentwire.db".into()),
+        connection_files_dir: Some("./files".into()),
+        ..Settings::default()
+    };
+    assert_eq!(s.resolve().unwrap_err().key, "connection_files_dir");
+}

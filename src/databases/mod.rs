@@ -18,6 +18,7 @@ use uuid::Uuid;
 use crate::store::{ChatDatabaseRecord, ConnectionRecord, Store, StoreError};
 use query::{QueryLimits, SqlResult, Target};
 pub use spec::{ConnectionSpec, Driver};
+use spec::{inside, public};
 pub use vault::{Vault, VaultError};
 
 /// The environment variable holding the master key.
@@ -72,6 +73,8 @@ pub struct Connections {
     store: Arc<dyn Store>,
     vault: Option<Vault>,
     files_dir: Option<PathBuf>,
+    /// Loopback or private hosts PostgreSQL connections may name anyway.
+    allowed_hosts: Vec<String>,
 }
 
 impl std::fmt::Debug for Connections {
@@ -88,11 +91,13 @@ impl Connections {
         store: Arc<dyn Store>,
         master_key: Option<[u8; 32]>,
         files_dir: Option<PathBuf>,
+        allowed_hosts: Vec<String>,
     ) -> Self {
         Self {
             store,
             vault: master_key.as_ref().map(Vault::new),
             files_dir,
+            allowed_hosts,
         }
     }
 
@@ -110,6 +115,20 @@ impl Connections {
                 }
                 if spec.database.as_deref().is_none_or(str::is_empty) {
                     return bad("a postgres connection needs `database`");
+                }
+                if spec.username.as_deref().is_none_or(str::is_empty) {
+                    return bad("a postgres connection needs `username`");
+                }
+                let host = spec.host.as_deref().unwrap_or_default();
+                if !self
+                    .allowed_hosts
+                    .iter()
+                    .any(|h| h.eq_ignore_ascii_case(host))
+                    && !public(host)
+                {
+                    return Err(DbError::Invalid(format!(
+                        "`host`: `{host}` is this server's own network (loopback, private, link-local or a socket); list it in connection_hosts to allow it"
+                    )));
                 }
                 if spec.path.is_some() {
                     return bad("`path` is for sqlite connections");
@@ -205,6 +224,15 @@ impl Connections {
             .connection(owner, id)
             .await?
             .ok_or(DbError::NotFound)?;
+        // A kept password goes only where it was given for.
+        let before = spec_of(&old)?;
+        let moved = (before.driver, &before.host, before.port, &before.username)
+            != (spec.driver, &spec.host, spec.port, &spec.username);
+        if moved && old.secret.is_some() && password == Password::Keep {
+            return Err(DbError::Invalid(
+                "`password`: give it again (or null) when the driver, host, port or username change".into(),
+            ));
+        }
         let record = ConnectionRecord {
             spec: serde_json::to_string(&spec).expect("a spec serializes"),
             secret: self.seal(id, password, old.secret)?,
@@ -415,13 +443,6 @@ pub fn grounding(db_schema: &str, sql_result: Option<&str>) -> String {
         }
     }
     block
-}
-
-/// `path` resolved inside `dir` (symlinks followed), if it is an existing file there.
-fn inside(dir: &Path, path: &Path) -> Option<PathBuf> {
-    let dir = dir.canonicalize().ok()?;
-    let file = dir.join(path).canonicalize().ok()?;
-    (file.starts_with(&dir) && file.is_file()).then_some(file)
 }
 
 fn spec_of(record: &ConnectionRecord) -> Result<ConnectionSpec, DbError> {

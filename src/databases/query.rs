@@ -68,16 +68,15 @@ impl Target {
     pub fn new(spec: &ConnectionSpec, password: Option<&str>, file: Option<PathBuf>) -> Self {
         match spec.driver {
             Driver::Postgres => {
-                let mut o = PgConnectOptions::new_without_pgpass()
-                    .host(spec.host.as_deref().unwrap_or("localhost"))
+                // Every field the server's own PG* environment could fill is
+                // set: a user's connection never borrows the server's login.
+                let o = PgConnectOptions::new_without_pgpass()
+                    .host(spec.host.as_deref().unwrap_or_default())
                     .port(spec.port.unwrap_or(5432))
-                    .database(spec.database.as_deref().unwrap_or_default());
-                if let Some(user) = &spec.username {
-                    o = o.username(user);
-                }
-                if let Some(p) = password {
-                    o = o.password(p);
-                }
+                    .database(spec.database.as_deref().unwrap_or_default())
+                    .username(spec.username.as_deref().unwrap_or_default())
+                    .password(password.unwrap_or_default())
+                    .ssl_mode(sqlx::postgres::PgSslMode::Prefer);
                 Self::Postgres(Box::new(o))
             }
             Driver::Sqlite => Self::Sqlite(file.unwrap_or_default()),
@@ -88,6 +87,9 @@ impl Target {
 /// The one statement of `sql`, without trailing semicolons; `None` when
 /// there is more than one (a `;` outside quotes and comments, then more).
 pub fn one_statement(sql: &str) -> Option<&str> {
+    if sql.contains('\0') {
+        return None;
+    }
     let bytes = sql.as_bytes();
     let (mut i, mut end) = (0, None);
     while i < bytes.len() {
@@ -206,19 +208,32 @@ async fn postgres(
         .iter()
         .map(|c| c.name().to_owned())
         .collect();
-    // Each row as JSON, by PostgreSQL: every type has a JSON form there.
+    // Each row as JSON, by PostgreSQL (every type has a JSON form there),
+    // its columns renamed by position so that equal names stay apart; a row
+    // over the byte cap comes back as NULL instead of whole.
+    let names: Vec<String> = (0..columns.len()).map(|i| format!("\"c{i}\"")).collect();
     let wrapped = format!(
-        "SELECT row_to_json(q)::text FROM ({sql}\n) AS q LIMIT {}",
-        limits.max_rows + 1
+        "SELECT CASE WHEN octet_length(row_to_json(q)::text) > {max} THEN NULL \
+         ELSE row_to_json(q)::text END FROM ({sql}\n) AS q({names}) LIMIT {rows}",
+        max = limits.max_bytes,
+        names = names.join(", "),
+        rows = limits.max_rows + 1
     );
-    let mut rows = sqlx::query_scalar::<_, String>(AssertSqlSafe(wrapped)).fetch(&mut *tx);
+    let mut rows = sqlx::query_scalar::<_, Option<String>>(AssertSqlSafe(wrapped)).fetch(&mut *tx);
     let mut out = Collector::new(limits);
     use futures_util::TryStreamExt;
     while let Some(text) = rows.try_next().await? {
+        let Some(text) = text else {
+            out.truncated = Some(format!(
+                "only the first {} rows are shown (a row is over {} bytes)",
+                out.rows.len(),
+                limits.max_bytes
+            ));
+            break;
+        };
         let object: Map<String, Value> = serde_json::from_str(&text).unwrap_or_default();
-        let row = columns
-            .iter()
-            .map(|c| object.get(c).cloned().unwrap_or(Value::Null))
+        let row = (0..columns.len())
+            .map(|i| object.get(&format!("c{i}")).cloned().unwrap_or(Value::Null))
             .collect();
         if !out.push(row) {
             break;
@@ -245,6 +260,12 @@ async fn sqlite(
         .pragma("query_only", "ON")
         .busy_timeout(limits.timeout);
     let mut conn = SqliteConnection::connect_with(&o).await?;
+    // The statement runs on sqlx's worker thread, which a dropped future does
+    // not stop: SQLite itself interrupts it past the deadline.
+    let deadline = std::time::Instant::now() + limits.timeout;
+    conn.lock_handle()
+        .await?
+        .set_progress_handler(10_000, move || std::time::Instant::now() < deadline);
     let wrapped = format!("SELECT * FROM ({sql}\n) LIMIT {}", limits.max_rows + 1);
     let columns: Vec<String> = (&mut conn)
         .prepare(AssertSqlSafe(wrapped.clone()).into_sql_str())
@@ -315,6 +336,7 @@ mod tests {
         assert_eq!(one_statement("SELECT 1; DROP TABLE t"), None);
         assert_eq!(one_statement("SELECT 1); ATTACH 'x' AS y; SELECT (1"), None);
         assert_eq!(one_statement(";"), None);
+        assert_eq!(one_statement("SELECT 1) \0 x"), None);
         assert_eq!(
             one_statement("SELECT 'unterminated"),
             Some("SELECT 'unterminated")

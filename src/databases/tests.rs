@@ -22,13 +22,14 @@ async fn specs_are_checked_and_files_stay_in_their_folder() {
     std::fs::write(dir.path().join("secret.db"), b"").unwrap();
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
-    let conns = Connections::new(store.clone(), None, Some(files.clone()));
+    let conns = Connections::new(store.clone(), None, Some(files.clone()), vec![]);
 
     let mut pg = spec(Driver::Postgres);
     let err = conns.create("u", pg.clone(), None).await.unwrap_err();
     assert!(err.to_string().contains("host"), "{err}");
     pg.host = Some("db".into());
     pg.database = Some("shop".into());
+    pg.username = Some("u".into());
     let made = conns.create("u", pg.clone(), None).await.unwrap();
     assert!(!made.has_password);
     // A password needs the master key, and says which variable.
@@ -44,7 +45,7 @@ async fn specs_are_checked_and_files_stay_in_their_folder() {
         assert!(matches!(err, DbError::Invalid(_)), "{escape}: {err}");
     }
     // No folder: no sqlite connections at all.
-    let off = Connections::new(store, None, None);
+    let off = Connections::new(store, None, None, vec![]);
     lite.path = Some("shop.db".into());
     let err = off.create("u", lite, None).await.unwrap_err();
     assert!(err.to_string().contains("connection_files_dir"), "{err}");
@@ -55,10 +56,11 @@ async fn passwords_are_sealed_kept_and_cleared() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
-    let conns = Connections::new(store.clone(), Some([3; 32]), None);
+    let conns = Connections::new(store.clone(), Some([3; 32]), None, vec![]);
     let mut pg = spec(Driver::Postgres);
     pg.host = Some("db".into());
     pg.database = Some("shop".into());
+    pg.username = Some("u".into());
     let c = conns
         .create("u", pg.clone(), Some("hunter2".into()))
         .await
@@ -76,7 +78,7 @@ async fn passwords_are_sealed_kept_and_cleared() {
     ));
 
     // Another master key cannot read it, and says so.
-    let other = Connections::new(store.clone(), Some([4; 32]), None);
+    let other = Connections::new(store.clone(), Some([4; 32]), None, vec![]);
     let err = other.open("u", c.id).await.unwrap_err();
     assert!(err.to_string().contains("master key"), "{err}");
 
@@ -216,6 +218,21 @@ mod queries {
     }
 
     #[tokio::test]
+    async fn a_runaway_sqlite_query_is_interrupted() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = sqlite_db(dir.path()).await;
+        let limits = QueryLimits {
+            timeout: Duration::from_millis(500),
+            ..QueryLimits::default()
+        };
+        let forever = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+        let started = std::time::Instant::now();
+        let err = run(&target, forever, limits).await.unwrap_err();
+        assert!(err.contains("interrupt"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
     async fn sqlite_is_read_only_and_bounded() {
         let dir = tempfile::tempdir().unwrap();
         let target = sqlite_db(dir.path()).await;
@@ -235,6 +252,40 @@ mod queries {
         let Some(target) = postgres_db().await else {
             return;
         };
+        // A function that writes, called from a query: the read-only
+        // transaction refuses it (not the SQL's shape).
+        let url = crate::testing::postgres().unwrap().fresh_database().await;
+        let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+        for s in SALES {
+            sqlx::query(sqlx::AssertSqlSafe(s.replace("REAL", "DOUBLE PRECISION")))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        sqlx::query(
+            "CREATE FUNCTION wipe() RETURNS int LANGUAGE sql AS 'DELETE FROM sales; SELECT 1'",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        let own = Target::Postgres(Box::new(
+            sqlx::postgres::PgConnectOptions::from_str(&url).unwrap(),
+        ));
+        let err = run(&own, "SELECT wipe()", QueryLimits::default())
+            .await
+            .unwrap_err();
+        assert!(err.contains("read-only"), "{err}");
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sales")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(n, 5);
+        // Equal column names stay apart.
+        let r = run(&own, "SELECT 1 AS a, 2 AS a", QueryLimits::default())
+            .await
+            .unwrap();
+        assert_eq!(r.rows, vec![vec![json!(1), json!(2)]]);
+
         let slow = QueryLimits {
             timeout: Duration::from_secs(1),
             ..QueryLimits::default()

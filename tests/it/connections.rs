@@ -93,6 +93,19 @@ async fn a_password_goes_in_encrypted_and_never_comes_out() {
         );
     }
 
+    // A kept password does not follow the connection to another host.
+    let mut moved = renamed.clone();
+    moved["host"] = json!("elsewhere.example");
+    let (status, err) = send(&server, "PUT", &format!("/connections/{id}"), moved).await;
+    assert_eq!(status, 400, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("password"),
+        "{err}"
+    );
+
     renamed["password"] = Value::Null;
     let (_, cleared) = send(&server, "PUT", &format!("/connections/{id}"), renamed).await;
     assert_eq!(cleared["has_password"], false);
@@ -119,7 +132,7 @@ async fn bad_connections_are_refused_with_what_is_wrong() {
         ..Default::default()
     })
     .await;
-    let pg = json!({"name": "w", "driver": "postgres", "host": "db", "database": "shop", "password": "x"});
+    let pg = json!({"name": "w", "driver": "postgres", "host": "db", "database": "shop", "username": "u", "password": "x"});
     let (status, err) = send(&server, "POST", "/v1/connections", pg).await;
     assert_eq!(status, 400);
     assert!(
@@ -134,6 +147,26 @@ async fn bad_connections_are_refused_with_what_is_wrong() {
         (
             json!({"name": "w", "driver": "postgres", "database": "shop"}),
             "host",
+        ),
+        (
+            json!({"name": "w", "driver": "postgres", "host": "db", "database": "shop"}),
+            "username",
+        ),
+        (
+            json!({"name": "w", "driver": "postgres", "host": "127.0.0.1", "database": "shop", "username": "u"}),
+            "connection_hosts",
+        ),
+        (
+            json!({"name": "w", "driver": "postgres", "host": "/var/run/postgresql", "database": "shop", "username": "u"}),
+            "connection_hosts",
+        ),
+        (
+            json!({"name": "w", "driver": "postgres", "host": "[::1]", "database": "shop", "username": "u"}),
+            "connection_hosts",
+        ),
+        (
+            json!({"name": "w", "driver": "postgres", "host": "10.1.2.3", "database": "shop", "username": "u"}),
+            "connection_hosts",
         ),
         (
             json!({"name": "", "driver": "sqlite", "path": "shop.db"}),
@@ -178,7 +211,7 @@ async fn a_user_sees_and_changes_only_their_own() {
     let client = agentwire::llm::http_client();
     let url = |p: &str| format!("http://{}{p}", server.addr);
     let (alice, bob) = (token("alice", 600, SECRET), token("bob", 600, SECRET));
-    let body = json!({"name": "w", "driver": "postgres", "host": "db", "database": "shop", "password": PASSWORD});
+    let body = json!({"name": "w", "driver": "postgres", "host": "db", "database": "shop", "username": "u", "password": PASSWORD});
     let made: Value = client
         .post(url("/v1/connections"))
         .bearer_auth(&alice)

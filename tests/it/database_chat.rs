@@ -74,6 +74,8 @@ async fn start(
         settings: agentwire::config::Settings {
             master_key: Some(key.into()),
             connection_files_dir: Some(files.to_owned()),
+            // The suite's PostgreSQL is on loopback, like this server.
+            connection_hosts: Some(vec!["127.0.0.1".into()]),
             ..Default::default()
         },
         agents: vec![("analyst.yaml".into(), analyst(llm))],
