@@ -396,7 +396,10 @@ impl Connections {
             .await
             .map_err(DbError::Invalid)?;
         let kept = serde_json::to_string(&result).expect("a result serializes");
-        self.store.put_sql_result(chat_id, &kept).await?;
+        // Kept only if the chat was not bound elsewhere meanwhile.
+        self.store
+            .put_sql_result(chat_id, db.connection_id, &kept)
+            .await?;
         Ok(result)
     }
 

@@ -259,8 +259,14 @@ pub trait Store: Send + Sync + 'static {
         db_schema: &str,
     ) -> Result<(), StoreError>;
 
-    /// Keeps the chat's last SQL result (JSON); `false` if it has no database.
-    async fn put_sql_result(&self, chat_id: Uuid, sql_result: &str) -> Result<bool, StoreError>;
+    /// Keeps the chat's last SQL result (JSON), if the chat is still bound to
+    /// `connection_id` (the one that answered); `false` otherwise.
+    async fn put_sql_result(
+        &self,
+        chat_id: Uuid,
+        connection_id: Uuid,
+        sql_result: &str,
+    ) -> Result<bool, StoreError>;
 
     /// The chat's database, if it has one.
     async fn chat_database(&self, chat_id: Uuid) -> Result<Option<ChatDatabaseRecord>, StoreError>;

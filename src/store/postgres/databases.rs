@@ -97,13 +97,17 @@ pub(super) async fn put_chat_database(
 pub(super) async fn put_sql_result(
     pool: &PgPool,
     chat_id: Uuid,
+    connection_id: Uuid,
     sql_result: &str,
 ) -> Result<bool, StoreError> {
-    let done = sqlx::query("UPDATE chat_databases SET sql_result = $1 WHERE chat_id = $2")
-        .bind(sql_result)
-        .bind(chat_id)
-        .execute(pool)
-        .await?;
+    let done = sqlx::query(
+        "UPDATE chat_databases SET sql_result = $1 WHERE chat_id = $2 AND connection_id = $3",
+    )
+    .bind(sql_result)
+    .bind(chat_id)
+    .bind(connection_id)
+    .execute(pool)
+    .await?;
     Ok(done.rows_affected() == 1)
 }
 

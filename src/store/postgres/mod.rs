@@ -420,8 +420,13 @@ impl Store for PgStore {
         databases::put_chat_database(&self.pool, chat_id, connection_id, db_schema).await
     }
 
-    async fn put_sql_result(&self, chat_id: Uuid, sql_result: &str) -> Result<bool, StoreError> {
-        databases::put_sql_result(&self.pool, chat_id, sql_result).await
+    async fn put_sql_result(
+        &self,
+        chat_id: Uuid,
+        connection_id: Uuid,
+        sql_result: &str,
+    ) -> Result<bool, StoreError> {
+        databases::put_sql_result(&self.pool, chat_id, connection_id, sql_result).await
     }
 
     async fn chat_database(&self, chat_id: Uuid) -> Result<Option<ChatDatabaseRecord>, StoreError> {

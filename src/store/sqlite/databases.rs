@@ -97,13 +97,17 @@ pub(super) async fn put_chat_database(
 pub(super) async fn put_sql_result(
     pool: &SqlitePool,
     chat_id: Uuid,
+    connection_id: Uuid,
     sql_result: &str,
 ) -> Result<bool, StoreError> {
-    let done = sqlx::query("UPDATE chat_databases SET sql_result = ? WHERE chat_id = ?")
-        .bind(sql_result)
-        .bind(chat_id.to_string())
-        .execute(pool)
-        .await?;
+    let done = sqlx::query(
+        "UPDATE chat_databases SET sql_result = ? WHERE chat_id = ? AND connection_id = ?",
+    )
+    .bind(sql_result)
+    .bind(chat_id.to_string())
+    .bind(connection_id.to_string())
+    .execute(pool)
+    .await?;
     Ok(done.rows_affected() == 1)
 }
 

@@ -402,13 +402,13 @@ async fn chat_database_on(open: Opener) {
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
     assert_eq!(store.chat_database(chat).await.unwrap(), None);
     assert!(
-        !store.put_sql_result(chat, "{}").await.unwrap(),
+        !store.put_sql_result(chat, a, "{}").await.unwrap(),
         "no database yet"
     );
     store.put_chat_database(chat, a, "## t").await.unwrap();
     assert!(
         store
-            .put_sql_result(chat, r#"{"columns":[],"rows":[]}"#)
+            .put_sql_result(chat, a, r#"{"columns":[],"rows":[]}"#)
             .await
             .unwrap()
     );
@@ -418,8 +418,10 @@ async fn chat_database_on(open: Opener) {
         kept.sql_result.as_deref(),
         Some(r#"{"columns":[],"rows":[]}"#)
     );
-    // Another connection: a new schema, no result yet.
+    // Another connection: a new schema, no result yet; a late result of the
+    // old one is not kept.
     store.put_chat_database(chat, b, "## u").await.unwrap();
+    assert!(!store.put_sql_result(chat, a, "{}").await.unwrap());
     let again = open().await.chat_database(chat).await.unwrap().unwrap();
     assert_eq!(
         (
