@@ -239,7 +239,8 @@ impl Connections {
             updated_at: chrono::Utc::now().timestamp_millis().max(old.created_at),
             ..old
         };
-        if !self.store.put_connection(&record).await? {
+        // An update never recreates a connection deleted meanwhile.
+        if !self.store.update_connection(&record).await? {
             return Err(DbError::NotFound);
         }
         view(&record)

@@ -237,6 +237,10 @@ pub trait Store: Send + Sync + 'static {
     /// is `owner`'s. `false`: the id is another user's.
     async fn put_connection(&self, c: &ConnectionRecord) -> Result<bool, StoreError>;
 
+    /// Replaces the spec and secret of `c.owner`'s existing connection `c.id`;
+    /// `false` if there is none (deleted meanwhile, or another user's).
+    async fn update_connection(&self, c: &ConnectionRecord) -> Result<bool, StoreError>;
+
     /// `owner`'s connections, oldest first.
     async fn connections(&self, owner: &str) -> Result<Vec<ConnectionRecord>, StoreError>;
 

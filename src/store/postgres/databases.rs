@@ -29,6 +29,24 @@ pub(super) async fn put_connection(
     Ok(done.rows_affected() == 1)
 }
 
+pub(super) async fn update_connection(
+    pool: &PgPool,
+    c: &ConnectionRecord,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE connections SET spec = $1, secret = $2, updated_at = $3
+         WHERE id = $4 AND owner = $5",
+    )
+    .bind(&c.spec)
+    .bind(c.secret.as_deref())
+    .bind(c.updated_at)
+    .bind(c.id)
+    .bind(&c.owner)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 pub(super) async fn connections(
     pool: &PgPool,
     owner: &str,

@@ -395,6 +395,10 @@ impl Store for PgStore {
         databases::put_connection(&self.pool, c).await
     }
 
+    async fn update_connection(&self, c: &ConnectionRecord) -> Result<bool, StoreError> {
+        databases::update_connection(&self.pool, c).await
+    }
+
     async fn connections(&self, owner: &str) -> Result<Vec<ConnectionRecord>, StoreError> {
         databases::connections(&self.pool, owner).await
     }

@@ -29,6 +29,24 @@ pub(super) async fn put_connection(
     Ok(done.rows_affected() == 1)
 }
 
+pub(super) async fn update_connection(
+    pool: &SqlitePool,
+    c: &ConnectionRecord,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE connections SET spec = ?, secret = ?, updated_at = ?
+         WHERE id = ? AND owner = ?",
+    )
+    .bind(&c.spec)
+    .bind(c.secret.as_deref())
+    .bind(c.updated_at)
+    .bind(c.id.to_string())
+    .bind(&c.owner)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 pub(super) async fn connections(
     pool: &SqlitePool,
     owner: &str,

@@ -390,8 +390,12 @@ async fn connections_on(open: Opener) {
         Some(c.clone())
     );
 
+    assert!(!store.update_connection(&theft).await.unwrap());
     assert!(!store.delete_connection("bob", c.id).await.unwrap());
     assert!(store.delete_connection("alice", c.id).await.unwrap());
+    // An update after a delete does not bring it back.
+    assert!(!store.update_connection(&c).await.unwrap());
+    assert_eq!(store.connection("alice", c.id).await.unwrap(), None);
     assert_eq!(store.connections("alice").await.unwrap(), vec![other]);
 }
 
