@@ -11,7 +11,7 @@
 //! persists, and answers input requests and UI tool calls. When that owner
 //! goes away the run stops at its next message.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -51,15 +51,15 @@ pub struct RunSpec {
 
 impl RunSpec {
     /// What the run's tool calls may use of it.
-    fn call_env<'a>(&'a self, link: &'a RunLink) -> CallEnv<'a> {
+    fn call_env<'a>(&'a self, link: &'a RunLink, usage: &'a Mutex<Usage>) -> CallEnv<'a> {
         CallEnv {
             link,
-            tools: &self.agent.tools,
             http: &self.agent.http,
             context: self.context.as_ref(),
             context_type: self.context_type.as_deref(),
             bearer: self.bearer.as_deref(),
             max_result_chars: self.agent.max_tool_result_chars,
+            usage,
             provider: self
                 .provider
                 .as_deref()
@@ -78,15 +78,20 @@ impl RunSpec {
 #[tracing::instrument(skip_all, fields(agent = %spec.agent.id))]
 pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
     let mut usage = Usage::default();
+    // What the tools' own model calls used (ask_database, ask_analyst).
+    let tool_usage = Mutex::new(Usage::default());
     let reason = tokio::select! {
         biased;
         _ = control.token.cancelled() => control.reason(),
-        r = tokio::time::timeout(spec.agent.run_timeout, body(&spec, &link, &mut usage)) => match r {
+        r = tokio::time::timeout(spec.agent.run_timeout, body(&spec, &link, &mut usage, &tool_usage)) => match r {
             Ok(Ok(reason)) => reason,
             Ok(Err(Gone)) => return,
             Err(_) => RunEndReason::Timeout,
         },
     };
+    let tools = tool_usage.into_inner().unwrap_or_else(|e| e.into_inner());
+    usage.prompt_tokens += tools.prompt_tokens;
+    usage.completion_tokens += tools.completion_tokens;
     let cost = spec.agent.price.map(|p| {
         let cost = (usage.prompt_tokens as f64 * p.prompt_per_million
             + usage.completion_tokens as f64 * p.completion_per_million)
@@ -105,7 +110,12 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
 }
 
 /// A template's walk, or the agentic loop.
-async fn body(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunEndReason, Gone> {
+async fn body(
+    spec: &RunSpec,
+    link: &RunLink,
+    usage: &mut Usage,
+    tool_usage: &Mutex<Usage>,
+) -> Result<RunEndReason, Gone> {
     match &spec.agent.template {
         Some(template) => {
             let speaker = Speaker {
@@ -115,18 +125,23 @@ async fn body(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunEn
             };
             crate::templates::run(&speaker, template, link, usage).await
         }
-        None => turns(spec, link, usage).await,
+        None => turns(spec, link, usage, tool_usage).await,
     }
 }
 
 /// Most consecutive unparsable JSON tool calls sent back to the model.
 const MAX_JSON_RETRIES: u32 = 3;
 
-async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunEndReason, Gone> {
+async fn turns(
+    spec: &RunSpec,
+    link: &RunLink,
+    usage: &mut Usage,
+    tool_usage: &Mutex<Usage>,
+) -> Result<RunEndReason, Gone> {
     let agent = &spec.agent;
     let json_mode = agent.tool_call_format == ToolCallFormat::Json;
     let mut messages = spec.history.clone();
-    let env = spec.call_env(link);
+    let env = spec.call_env(link, tool_usage);
     let definitions = definitions(agent, spec.context_type.as_deref());
     let system_prompt = system_prompt(
         agent,
@@ -199,7 +214,7 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
                         text: raw,
                         tool_calls: Vec::new(),
                     });
-                    let outcome = execute(&call, &env).await?;
+                    let outcome = execute(&call, &agent.tools, &env).await?;
                     let (content, is_error) = match outcome {
                         ToolOutcome::End(reason) => return Ok(reason),
                         ToolOutcome::Result { content, is_error } => (content, is_error),
@@ -223,8 +238,10 @@ async fn turns(spec: &RunSpec, link: &RunLink, usage: &mut Usage) -> Result<RunE
             tool_calls: calls.clone(),
         });
         // The calls of one turn run concurrently; results keep the model's order.
-        let outcomes =
-            futures_util::future::join_all(calls.iter().map(|call| execute(call, &env))).await;
+        let outcomes = futures_util::future::join_all(
+            calls.iter().map(|call| execute(call, &agent.tools, &env)),
+        )
+        .await;
         let mut end = None;
         for (call, outcome) in calls.iter().zip(outcomes) {
             match outcome? {

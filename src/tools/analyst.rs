@@ -7,9 +7,9 @@
 
 use serde_json::{Value, json};
 
-use super::database::Database;
+use super::env::{CallEnv, Database};
 use super::record::backend;
-use crate::link::{Gone, RunLink, ToolOutcome};
+use crate::link::{Gone, ToolOutcome};
 use crate::llm::{Message, Provider, ToolCall, Usage};
 
 /// Fixes asked after the first spec.
@@ -41,19 +41,25 @@ pub(super) fn spec_of(answer: &str) -> Result<Value, String> {
     Ok(spec)
 }
 
-pub(super) async fn run(
-    call: &ToolCall,
-    link: &RunLink,
-    provider: &dyn Provider,
-    db: Option<Database<'_>>,
-) -> Result<ToolOutcome, Gone> {
-    backend(link, call, chart(call, provider, db)).await
+pub(super) async fn run(call: &ToolCall, env: &CallEnv<'_>) -> Result<ToolOutcome, Gone> {
+    let mut usage = Usage::default();
+    let outcome = backend(
+        env.link,
+        call,
+        chart(call, env.provider, env.database, &mut usage),
+    )
+    .await;
+    let mut total = env.usage.lock().unwrap_or_else(|e| e.into_inner());
+    total.prompt_tokens += usage.prompt_tokens;
+    total.completion_tokens += usage.completion_tokens;
+    outcome
 }
 
 async fn chart(
     call: &ToolCall,
     provider: &dyn Provider,
     db: Option<Database<'_>>,
+    usage: &mut Usage,
 ) -> Result<String, String> {
     let Some(db) = db else {
         return Err("this server keeps no user databases".into());
@@ -72,10 +78,9 @@ async fn chart(
     let mut messages = vec![Message::User {
         text: format!("Chart: {question}\n\nThe query result (columns and rows):\n{result}"),
     }];
-    let mut usage = Usage::default();
     let mut why = String::new();
     for _ in 0..=FIXES {
-        let answer = crate::llm::complete(provider, &system, messages.clone(), 2048, &mut usage)
+        let answer = crate::llm::complete(provider, &system, messages.clone(), 2048, usage)
             .await
             .map_err(|e| format!("the model could not write the chart: {e}"))?;
         match spec_of(&answer) {

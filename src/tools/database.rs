@@ -6,17 +6,10 @@
 
 use serde_json::{Value, json};
 
+use super::env::{CallEnv, Database};
 use super::record::backend;
-use crate::link::{Gone, RunLink, ToolOutcome};
+use crate::link::{Gone, ToolOutcome};
 use crate::llm::{Message, Provider, ToolCall, Usage};
-
-/// What `ask_database` may use: the user's connections, for this chat.
-#[derive(Clone, Copy)]
-pub struct Database<'a> {
-    pub connections: &'a crate::databases::Connections,
-    pub user: &'a str,
-    pub chat_id: uuid::Uuid,
-}
 
 /// `ask_database`'s input when the agent file gives none.
 pub(super) fn default_schema() -> Value {
@@ -46,19 +39,25 @@ pub(super) fn sql_of(answer: &str) -> String {
     text.to_owned()
 }
 
-pub(super) async fn run(
-    call: &ToolCall,
-    link: &RunLink,
-    provider: &dyn Provider,
-    db: Option<Database<'_>>,
-) -> Result<ToolOutcome, Gone> {
-    backend(link, call, answer(call, provider, db)).await
+pub(super) async fn run(call: &ToolCall, env: &CallEnv<'_>) -> Result<ToolOutcome, Gone> {
+    let mut usage = Usage::default();
+    let outcome = backend(
+        env.link,
+        call,
+        answer(call, env.provider, env.database, &mut usage),
+    )
+    .await;
+    let mut total = env.usage.lock().unwrap_or_else(|e| e.into_inner());
+    total.prompt_tokens += usage.prompt_tokens;
+    total.completion_tokens += usage.completion_tokens;
+    outcome
 }
 
 async fn answer(
     call: &ToolCall,
     provider: &dyn Provider,
     db: Option<Database<'_>>,
+    usage: &mut Usage,
 ) -> Result<String, String> {
     let Some(db) = db else {
         return Err("this server keeps no user databases".into());
@@ -80,7 +79,6 @@ async fn answer(
         "You write one {dialect} query that answers a question about this database. \
          Answer with the SQL only: one read-only SELECT statement, no explanation.\n\n{schema}"
     );
-    let mut usage = Usage::default();
     let written = crate::llm::complete(
         provider,
         &system,
@@ -88,7 +86,7 @@ async fn answer(
             text: question.to_owned(),
         }],
         1024,
-        &mut usage,
+        usage,
     )
     .await
     .map_err(|e| format!("the model could not write the query: {e}"))?;

@@ -29,7 +29,7 @@
 //! names the matches in `tool.rs` that must learn it: [`Tool::from_spec`],
 //! the dispatch and the metric label).
 //!
-//! Inside, in dependency order: `spec`, `record`; the kinds; `tool`;
+//! Inside, in dependency order: `spec`, `record`, `env`; the kinds; `tool`;
 //! `pipeline`. `mod.rs` only re-exports.
 //!
 //! Uses `link` (the run's channel to its chat), `llm`, `protocol` and
@@ -40,6 +40,7 @@ mod analyst;
 mod ask_user;
 mod builtin;
 mod database;
+mod env;
 mod http;
 mod pipeline;
 mod preview;
@@ -50,9 +51,9 @@ mod tool;
 mod ui;
 
 pub use builtin::Builtin;
-pub use database::Database;
+pub use env::{CallEnv, Database};
 pub use http::HttpTool;
 pub use pipeline::{APPROVAL, cap, execute};
 pub use preview::PREVIEW_SUFFIX;
-pub use tool::{CallEnv, Tool, ToolKind};
+pub use tool::{Tool, ToolKind};
 pub use ui::ComponentType;

@@ -6,9 +6,10 @@
 
 use serde_json::{Value, json};
 
+use super::env::CallEnv;
 use super::preview::PREVIEW_SUFFIX;
 use super::record::{refuse, show};
-use super::tool::{CallEnv, Tool};
+use super::tool::Tool;
 use crate::link::{ComponentOutcome, Gone, RunLink, ToolOutcome};
 use crate::llm::ToolCall;
 use crate::protocol::{Display, EventKind, RunEndReason};
@@ -18,10 +19,13 @@ pub const APPROVAL: &str = "approval";
 
 /// Runs one tool call to its outcome; a result's content is capped at
 /// `env.max_result_chars` (the log keeps it whole).
-pub async fn execute(call: &ToolCall, env: &CallEnv<'_>) -> Result<ToolOutcome, Gone> {
+pub async fn execute(
+    call: &ToolCall,
+    tools: &[Tool],
+    env: &CallEnv<'_>,
+) -> Result<ToolOutcome, Gone> {
     let link = env.link;
-    let offered = env
-        .tools
+    let offered = tools
         .iter()
         .find(|t| t.name == call.name)
         .filter(|t| t.offered_for(env.context_type));

@@ -1,5 +1,5 @@
 //! [`Tool`]: one entry of an agent's tools, checked; [`ToolKind`]: the kinds,
-//! each run by its own file; [`CallEnv`]: what a call may use of its run.
+//! each run by its own file.
 
 use std::sync::Arc;
 
@@ -7,13 +7,14 @@ use jsonschema::Validator;
 use serde_json::Value;
 
 use super::builtin::{self, Builtin};
+use super::env::CallEnv;
 use super::http::{self, HttpTool};
 use super::preview::Preview;
 use super::spec::ToolSpec;
 use super::summary::Summary;
 use super::ui::{self, ComponentType};
 use super::{analyst, ask_user, database};
-use crate::link::{Gone, RunLink, ToolOutcome};
+use crate::link::{Gone, ToolOutcome};
 use crate::llm::ToolCall;
 use crate::protocol::Display;
 
@@ -67,8 +68,8 @@ impl ToolKind {
             } => ask_user::run(prompt_field, *password, call, env.link).await,
             Self::Builtin(builtin) => builtin::run(*builtin, call, env.link).await,
             Self::Http(http) => http::run(http, call, env.link, env.http, env.bearer).await,
-            Self::AskDatabase => database::run(call, env.link, env.provider, env.database).await,
-            Self::AskAnalyst => analyst::run(call, env.link, env.provider, env.database).await,
+            Self::AskDatabase => database::run(call, env).await,
+            Self::AskAnalyst => analyst::run(call, env).await,
         }
     }
 }
@@ -91,28 +92,6 @@ pub struct Tool {
     pub preview: Option<Preview>,
     /// The fields of a result the model sees.
     pub summary: Option<Summary>,
-}
-
-/// What one call may use of its run.
-pub struct CallEnv<'a> {
-    /// The run's channel to its chat.
-    pub link: &'a RunLink,
-    /// The agent's tools (a call names one).
-    pub tools: &'a [Tool],
-    /// The client of HTTP tools.
-    pub http: &'a reqwest::Client,
-    /// The chat's `context` object (for `inject`).
-    pub context: Option<&'a Value>,
-    /// Seed 000's `context_type`: only tools declared for it are offered.
-    pub context_type: Option<&'a str>,
-    /// The bearer of the connection that started the run (HTTP tools).
-    pub bearer: Option<&'a str>,
-    /// Characters of a result the model sees at most.
-    pub max_result_chars: usize,
-    /// The run's model (for tools that ask it, like `ask_database`).
-    pub provider: &'a dyn crate::llm::Provider,
-    /// The chat's database access, where the server has users' databases.
-    pub database: Option<database::Database<'a>>,
 }
 
 impl Tool {

@@ -153,6 +153,23 @@ async fn ask(server: &Server, llm: &MockServer, connection: &str) -> String {
             .contains("region_id")
     );
 
+    // The SQL-writing calls count in the run's usage: five calls of 1 + 1 tokens.
+    let (_, page) = http_json(
+        server,
+        "GET",
+        &format!("/v1/chats/{thread}/events?limit=100"),
+        "",
+    )
+    .await;
+    let summary = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|e| e["type"] == "chat.usage_summary")
+        .unwrap()
+        .clone();
+    assert_eq!(summary["total_tokens"], 10, "{summary}");
+
     let (_, state) = http_json(server, "GET", &format!("/chat/{thread}/state"), "").await;
     assert_eq!(state["sql_result"]["columns"], json!(["region", "total"]));
     assert_eq!(state["connection"]["connection_id"], connection);
