@@ -380,50 +380,62 @@ impl Connections {
         Ok(self.store.chat_database(chat_id).await?.map(Into::into))
     }
 
-    /// Runs `sql` read-only on the database of `owner`'s chat, and keeps a
-    /// result as the chat's `sql_result`.
+    /// The database of `owner`'s chat, opened for queries: its schema, its
+    /// dialect and where it leads (read once per tool call).
+    ///
+    /// # Errors
+    /// No database connected (`Invalid`), not found, the password, the store.
+    pub async fn chat_query(&self, owner: &str, chat_id: Uuid) -> Result<ChatQuery, DbError> {
+        let db = self
+            .store
+            .chat_database(chat_id)
+            .await?
+            .ok_or_else(|| {
+                DbError::Invalid(
+                    "this chat has no database connected: connect one first (POST /chat/{thread_id}/connection)".into(),
+                )
+            })?;
+        let (spec, target) = self.target(owner, db.connection_id).await?;
+        Ok(ChatQuery {
+            chat_id,
+            connection_id: db.connection_id,
+            db_schema: db.db_schema,
+            dialect: match spec.driver {
+                Driver::Postgres => "PostgreSQL",
+                Driver::Sqlite => "SQLite",
+            },
+            target,
+        })
+    }
+
+    /// Runs `sql` read-only on `q`'s database, and keeps a result as the
+    /// chat's `sql_result` (unless the chat was bound elsewhere meanwhile).
     ///
     /// # Errors
     /// `Invalid` with the database's message when the query fails (for the
-    /// model to fix); others when the database cannot be used at all.
-    pub async fn query(&self, owner: &str, chat_id: Uuid, sql: &str) -> Result<SqlResult, DbError> {
-        let db = self
-            .store
-            .chat_database(chat_id)
-            .await?
-            .ok_or_else(|| DbError::Invalid("this chat has no database connected".into()))?;
-        let (_, target) = self.target(owner, db.connection_id).await?;
-        let result = query::run(&target, sql, QueryLimits::default())
+    /// model to fix); the store.
+    pub async fn query(&self, q: &ChatQuery, sql: &str) -> Result<SqlResult, DbError> {
+        let result = query::run(&q.target, sql, QueryLimits::default())
             .await
             .map_err(DbError::Invalid)?;
         let kept = serde_json::to_string(&result).expect("a result serializes");
-        // Kept only if the chat was not bound elsewhere meanwhile.
         self.store
-            .put_sql_result(chat_id, db.connection_id, &kept)
+            .put_sql_result(q.chat_id, q.connection_id, &kept)
             .await?;
         Ok(result)
     }
+}
 
-    /// The SQL dialect of the chat's database, for the model.
-    ///
-    /// # Errors
-    /// No database, not found, the store.
-    pub async fn dialect(&self, owner: &str, chat_id: Uuid) -> Result<&'static str, DbError> {
-        let db = self
-            .store
-            .chat_database(chat_id)
-            .await?
-            .ok_or_else(|| DbError::Invalid("this chat has no database connected".into()))?;
-        let record = self
-            .store
-            .connection(owner, db.connection_id)
-            .await?
-            .ok_or(DbError::NotFound)?;
-        Ok(match spec_of(&record)?.driver {
-            Driver::Postgres => "PostgreSQL",
-            Driver::Sqlite => "SQLite",
-        })
-    }
+/// A chat's database opened for queries ([`Connections::chat_query`]).
+#[derive(Debug)]
+pub struct ChatQuery {
+    chat_id: Uuid,
+    connection_id: Uuid,
+    /// The schema snapshot the model writes its SQL from.
+    pub db_schema: String,
+    /// `PostgreSQL` or `SQLite`, for the model.
+    pub dialect: &'static str,
+    target: Target,
 }
 
 /// Largest piece of a last result put in a prompt.

@@ -7,10 +7,10 @@
 
 use serde_json::{Value, json};
 
-use super::env::{CallEnv, Database};
+use super::env::CallEnv;
 use super::record::backend;
 use crate::link::{Gone, ToolOutcome};
-use crate::llm::{Message, Provider, ToolCall, Usage};
+use crate::llm::{Message, ToolCall, Usage};
 
 /// Fixes asked after the first spec.
 pub(super) const FIXES: usize = 3;
@@ -43,27 +43,13 @@ pub(super) fn spec_of(answer: &str) -> Result<Value, String> {
 
 pub(super) async fn run(call: &ToolCall, env: &CallEnv<'_>) -> Result<ToolOutcome, Gone> {
     let mut usage = Usage::default();
-    let outcome = backend(
-        env.link,
-        call,
-        chart(call, env.provider, env.database, &mut usage),
-    )
-    .await;
-    let mut total = env.usage.lock().unwrap_or_else(|e| e.into_inner());
-    total.prompt_tokens += usage.prompt_tokens;
-    total.completion_tokens += usage.completion_tokens;
+    let outcome = backend(env.link, call, chart(call, env, &mut usage)).await;
+    env.add_usage(&usage);
     outcome
 }
 
-async fn chart(
-    call: &ToolCall,
-    provider: &dyn Provider,
-    db: Option<Database<'_>>,
-    usage: &mut Usage,
-) -> Result<String, String> {
-    let Some(db) = db else {
-        return Err("this server keeps no user databases".into());
-    };
+async fn chart(call: &ToolCall, env: &CallEnv<'_>, usage: &mut Usage) -> Result<String, String> {
+    let db = env.database()?;
     let result = db
         .connections
         .chat_database(db.chat_id)
@@ -80,7 +66,7 @@ async fn chart(
     }];
     let mut why = String::new();
     for _ in 0..=FIXES {
-        let answer = crate::llm::complete(provider, &system, messages.clone(), 2048, usage)
+        let answer = crate::llm::complete(env.provider, &system, messages.clone(), 2048, usage)
             .await
             .map_err(|e| format!("the model could not write the chart: {e}"))?;
         match spec_of(&answer) {

@@ -6,10 +6,10 @@
 
 use serde_json::{Value, json};
 
-use super::env::{CallEnv, Database};
+use super::env::CallEnv;
 use super::record::backend;
 use crate::link::{Gone, ToolOutcome};
-use crate::llm::{Message, Provider, ToolCall, Usage};
+use crate::llm::{Message, ToolCall, Usage};
 
 /// `ask_database`'s input when the agent file gives none.
 pub(super) fn default_schema() -> Value {
@@ -40,58 +40,36 @@ pub(super) fn sql_of(answer: &str) -> String {
 }
 
 pub(super) async fn run(call: &ToolCall, env: &CallEnv<'_>) -> Result<ToolOutcome, Gone> {
-    let mut usage = Usage::default();
-    let outcome = backend(
-        env.link,
-        call,
-        answer(call, env.provider, env.database, &mut usage),
-    )
-    .await;
-    let mut total = env.usage.lock().unwrap_or_else(|e| e.into_inner());
-    total.prompt_tokens += usage.prompt_tokens;
-    total.completion_tokens += usage.completion_tokens;
-    outcome
+    backend(env.link, call, answer(call, env)).await
 }
 
-async fn answer(
-    call: &ToolCall,
-    provider: &dyn Provider,
-    db: Option<Database<'_>>,
-    usage: &mut Usage,
-) -> Result<String, String> {
-    let Some(db) = db else {
-        return Err("this server keeps no user databases".into());
-    };
+async fn answer(call: &ToolCall, env: &CallEnv<'_>) -> Result<String, String> {
+    let db = env.database()?;
     let question = call.input["question"].as_str().unwrap_or_default();
-    let schema = db
+    let q = db
         .connections
-        .chat_database(db.chat_id)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or("this chat has no database connected: connect one first (POST /chat/{thread_id}/connection)")?
-        .db_schema;
-    let dialect = db
-        .connections
-        .dialect(db.user, db.chat_id)
+        .chat_query(db.user, db.chat_id)
         .await
         .map_err(|e| e.to_string())?;
     let system = format!(
-        "You write one {dialect} query that answers a question about this database. \
-         Answer with the SQL only: one read-only SELECT statement, no explanation.\n\n{schema}"
+        "You write one {} query that answers a question about this database. \
+         Answer with the SQL only: one read-only SELECT statement, no explanation.\n\n{}",
+        q.dialect, q.db_schema
     );
+    let mut usage = Usage::default();
     let written = crate::llm::complete(
-        provider,
+        env.provider,
         &system,
         vec![Message::User {
             text: question.to_owned(),
         }],
         1024,
-        usage,
+        &mut usage,
     )
-    .await
-    .map_err(|e| format!("the model could not write the query: {e}"))?;
-    let sql = sql_of(&written);
-    match db.connections.query(db.user, db.chat_id, &sql).await {
+    .await;
+    env.add_usage(&usage);
+    let sql = sql_of(&written.map_err(|e| format!("the model could not write the query: {e}"))?);
+    match db.connections.query(&q, &sql).await {
         Ok(result) => {
             let mut out = json!({"sql": sql, "columns": result.columns, "rows": result.rows});
             if let Some(t) = result.truncated {

@@ -28,6 +28,21 @@ pub struct CallEnv<'a> {
     pub database: Option<Database<'a>>,
 }
 
+impl CallEnv<'_> {
+    /// Adds what a tool's own model calls used to the run's usage.
+    pub(super) fn add_usage(&self, used: &crate::llm::Usage) {
+        let mut total = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+        total.prompt_tokens += used.prompt_tokens;
+        total.completion_tokens += used.completion_tokens;
+    }
+
+    /// The chat's database access, or why there is none.
+    pub(super) fn database(&self) -> Result<Database<'_>, String> {
+        self.database
+            .ok_or_else(|| "this server keeps no user databases".to_owned())
+    }
+}
+
 /// What `ask_database` may use: the user's connections, for this chat.
 #[derive(Clone, Copy)]
 pub struct Database<'a> {
