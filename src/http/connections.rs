@@ -185,6 +185,9 @@ pub(super) async fn bind(
     let id = chat_id(&id)?;
     let BindConnection { connection_id } = parse_body(&body)?;
     state.registry.chat(id, &user).await?;
+    // Each binding connects to a database and reads its schema: it counts
+    // as a turn against the user's rate.
+    state.registry.charge(&user)?;
     state.connections.bind(&user, id, connection_id).await?;
     chat_state_of(&state, id, &user).await.map(Json)
 }

@@ -28,6 +28,7 @@ mod pg_outage;
 mod providers;
 mod rest;
 mod resume;
+mod route_limits;
 mod sse;
 mod support;
 mod template;

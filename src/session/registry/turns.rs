@@ -10,6 +10,15 @@ use crate::session::SessionError;
 use crate::session::handle::{Op, Origin};
 
 impl Registry {
+    /// Counts one costly action of `user`'s outside a chat's actor (binding
+    /// a database: a connection and a schema read) against their turn rate.
+    ///
+    /// # Errors
+    /// `RateLimited` past `rate_messages_per_minute`.
+    pub fn charge(&self, user: &str) -> Result<(), SessionError> {
+        self.inner.ctx.quotas.message(user)
+    }
+
     /// `user.message`: a new user turn.
     pub async fn user_message(
         &self,

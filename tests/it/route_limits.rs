@@ -1,0 +1,187 @@
+//! The routes this wave added or moved, each held to what the older ones
+//! have: a body over `max_message_bytes` is 413 and logs nothing; another
+//! user's token finds nothing (404); a burst past the user's rate is 429.
+//! `/`, `/healthz` and `/metrics` take no body, belong to nobody and are not
+//! rate limited (operators' probes); they are checked to ignore a body.
+
+use serde_json::{Value, json};
+
+use crate::auth::{SECRET, token};
+use crate::support::*;
+
+const MAX: usize = 16 * 1024;
+
+async fn jwt_server(rate: Option<u32>) -> (Server, tempfile::TempDir) {
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("shop.db"), b"").unwrap();
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            auth: Some(agentwire::config::AuthMode::Jwt),
+            jwt_secret: Some(SECRET.into()),
+            max_message_bytes: Some(MAX),
+            rate_messages_per_minute: rate,
+            rate_chats_per_minute: rate,
+            connection_files_dir: Some(files.path().to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    (server, files)
+}
+
+struct Caller {
+    client: reqwest::Client,
+    base: String,
+    bearer: String,
+}
+
+impl Caller {
+    fn new(server: &Server, user: &str) -> Self {
+        Self {
+            client: agentwire::llm::http_client(),
+            base: format!("http://{}", server.addr),
+            bearer: token(user, 600, SECRET),
+        }
+    }
+
+    async fn send(&self, method: &str, path: &str, body: Option<String>) -> (u16, Value) {
+        let url = format!("{}{path}", self.base);
+        let mut req = match method {
+            "GET" => self.client.get(url),
+            _ => self.client.post(url),
+        }
+        .bearer_auth(&self.bearer);
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send("POST", path, Some(body.to_string())).await
+    }
+}
+
+/// A thread of `c`'s with a database bound.
+async fn thread(c: &Caller) -> (String, String) {
+    let (_, t) = c.post("/chat", json!({})).await;
+    let thread = t["thread_id"].as_str().unwrap().to_owned();
+    let (_, conn) = c
+        .post(
+            "/connections",
+            json!({"name": "shop", "driver": "sqlite", "path": "shop.db"}),
+        )
+        .await;
+    let conn = conn["id"].as_str().unwrap().to_owned();
+    (thread, conn)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversize_bodies_and_other_users_are_refused_on_every_new_route() {
+    let (server, _files) = jwt_server(None).await;
+    let (alice, bob) = (Caller::new(&server, "alice"), Caller::new(&server, "bob"));
+    let (t, conn) = thread(&alice).await;
+    let big = json!({"message": "x".repeat(MAX + 1), "connection_id": conn,
+                     "decisions": [{"tool_call_id": "c", "approved": true}]})
+    .to_string();
+    let before = alice.send("GET", &format!("/v1/chats/{t}"), None).await.1["last_seq"].clone();
+
+    // Every route that reads a body: over the limit, 413, nothing logged.
+    for path in [
+        "/chat".to_owned(),
+        format!("/chat/{t}/connection"),
+        format!("/chat/{t}/message"),
+        format!("/v1/chats/{t}/approvals"),
+    ] {
+        let (status, err) = alice.send("POST", &path, Some(big.clone())).await;
+        assert_eq!(status, 413, "{path}: {err}");
+        assert_eq!(err["error"]["code"], "SCHEMA_VALIDATION_FAILED", "{path}");
+    }
+    let after = alice.send("GET", &format!("/v1/chats/{t}"), None).await.1["last_seq"].clone();
+    assert_eq!(before, after, "nothing was logged");
+
+    // Another user's token: Alice's thread does not exist for Bob.
+    let bind = json!({"connection_id": conn});
+    for (method, path, body) in [
+        ("POST", format!("/chat/{t}/connection"), Some(bind.clone())),
+        (
+            "POST",
+            format!("/chat/{t}/message"),
+            Some(json!({"message": "hi"})),
+        ),
+        ("GET", format!("/chat/{t}/state"), None),
+        (
+            "POST",
+            format!("/v1/chats/{t}/approvals"),
+            Some(json!({"decisions": [{"tool_call_id": "c", "approved": true}]})),
+        ),
+    ] {
+        let (status, err) = bob.send(method, &path, body.map(|b| b.to_string())).await;
+        assert_eq!(status, 404, "{method} {path}: {err}");
+        assert_eq!(err["error"]["code"], "RESUME_FAILED", "{path}");
+    }
+    // Nor may Bob bind Alice's connection to a thread of his own.
+    let (_, his) = bob.post("/chat", json!({})).await;
+    let his = his["thread_id"].as_str().unwrap();
+    let (status, err) = bob.post(&format!("/chat/{his}/connection"), bind).await;
+    assert_eq!(
+        (status, err["error"]["code"].clone()),
+        (404, json!("WORKFLOW_NOT_FOUND"))
+    );
+    // `/chat` belongs to its caller: Bob's new thread is his, not Alice's.
+    let (status, _) = alice.send("GET", &format!("/chat/{his}/state"), None).await;
+    assert_eq!(status, 404);
+
+    // The body-less routes ignore a body, whoever sends it.
+    for path in ["/", "/healthz", "/metrics"] {
+        let (status, _) = bob.send("GET", path, Some(big.clone())).await;
+        assert_eq!(status, 200, "{path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_past_the_rate_is_refused_on_every_new_route() {
+    let (server, _files) = jwt_server(Some(2)).await;
+    let alice = Caller::new(&server, "alice");
+    let (t, conn) = thread(&alice).await;
+    let limited = |(status, err): (u16, Value)| {
+        assert_eq!(status, 429, "{err}");
+        assert_eq!(err["error"]["code"], "RATE_LIMIT_EXCEEDED", "{err}");
+    };
+    // New threads: `rate_chats_per_minute` (one made above).
+    let _ = alice.post("/chat", json!({})).await;
+    limited(alice.post("/chat", json!({})).await);
+    // Bindings count as turns: two, then refused.
+    for _ in 0..2 {
+        let (status, err) = alice
+            .post(
+                &format!("/chat/{t}/connection"),
+                json!({"connection_id": conn}),
+            )
+            .await;
+        assert_eq!(status, 200, "{err}");
+    }
+    let bind = json!({"connection_id": conn});
+    limited(alice.post(&format!("/chat/{t}/connection"), bind).await);
+    // Turns and approvals share that rate, now spent.
+    limited(
+        alice
+            .post(&format!("/chat/{t}/message"), json!({"message": "hi"}))
+            .await,
+    );
+    limited(
+        alice
+            .post(
+                &format!("/v1/chats/{t}/approvals"),
+                json!({"decisions": [{"tool_call_id": "c", "approved": true}]}),
+            )
+            .await,
+    );
+    // Reads are not rate limited: the state still answers.
+    let (status, state) = alice.send("GET", &format!("/chat/{t}/state"), None).await;
+    assert_eq!(status, 200, "{state}");
+}
