@@ -23,6 +23,8 @@ pub enum RunMsg {
         request_id: String,
         prompt: String,
         password: bool,
+        /// The answers to pick from, when the request is a choice.
+        options: Option<Vec<String>>,
         respond: oneshot::Sender<InputOutcome>,
     },
     /// Emit a `chat.tool_call` awaiting a response and answer with the client's
@@ -36,6 +38,8 @@ pub enum RunMsg {
         /// Checks a result before it is taken: a refused result is answered
         /// `SCHEMA_VALIDATION_FAILED`, logs nothing, and the call stays open.
         check: Option<AnswerCheck>,
+        /// The group member that shows it (set by its [`RunLink`]).
+        agent: Option<String>,
         respond: oneshot::Sender<ComponentOutcome>,
     },
     /// Keep the answer key (JSON) of a template question in the store, never
@@ -95,16 +99,39 @@ pub struct Gone;
 #[derive(Debug, Clone)]
 pub struct RunLink {
     tx: mpsc::Sender<RunMsg>,
+    /// The group member speaking through this link: stamped on the tool
+    /// calls and responses it logs, so every tool, whatever its kind, says
+    /// whose call it is without knowing about groups.
+    speaker: Option<Arc<str>>,
 }
 
 impl RunLink {
     /// A link and the receiver its chat reads.
     pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<RunMsg>) {
         let (tx, rx) = mpsc::channel(capacity);
-        (Self { tx }, rx)
+        (Self { tx, speaker: None }, rx)
     }
 
-    pub(crate) async fn send(&self, msg: RunMsg) -> Result<(), Gone> {
+    /// The same channel, speaking as group member `name`.
+    pub fn speaking_as(&self, name: &str) -> Self {
+        Self {
+            tx: self.tx.clone(),
+            speaker: Some(name.into()),
+        }
+    }
+
+    pub(crate) async fn send(&self, mut msg: RunMsg) -> Result<(), Gone> {
+        if let Some(speaker) = &self.speaker {
+            match &mut msg {
+                RunMsg::Emit(
+                    EventKind::ToolCall { agent, .. } | EventKind::ToolResponse { agent, .. },
+                )
+                | RunMsg::ShowComponent { agent, .. } => {
+                    agent.get_or_insert_with(|| speaker.to_string());
+                }
+                _ => {}
+            }
+        }
         self.tx.send(msg).await.map_err(|_| Gone)
     }
 
@@ -133,6 +160,14 @@ impl RunControl {
             .copied()
             .unwrap_or(RunEndReason::Cancelled)
     }
+}
+
+/// One message of the conversation a run starts from, with who said it:
+/// `None` the user, else the agent (or group member) named in the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Said {
+    pub by: Option<String>,
+    pub message: crate::llm::Message,
 }
 
 /// The result of one tool call: back to the model, or the end of the run.

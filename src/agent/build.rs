@@ -1,9 +1,13 @@
 //! An agent file built into an [`Agent`] that can run: its provider, its
-//! checked tools and template.
+//! checked tools and template. A group's built form ([`Group`], [`Member`])
+//! is here too, since a group is an agent made of agents; `group` checks and
+//! builds it.
 
 use std::sync::Arc;
 
-use super::definition::{AgentFile, Price, ProviderKind, ToolCallFormat};
+use super::definition::{
+    AgentFile, ModelSpec, Price, ProviderKind, SelectionMethod, ToolCallFormat,
+};
 use super::providers::build_provider;
 use super::scripted::ScriptedProvider;
 use crate::llm::Provider;
@@ -31,6 +35,51 @@ pub struct Agent {
     pub http: reqwest::Client,
     /// A conversation template: the run walks it instead of calling the model.
     pub template: Option<Arc<Template>>,
+    /// A group chat: its members take turns instead of this agent speaking.
+    pub group: Option<Arc<Group>>,
+}
+
+/// A group chat's members and rules, checked.
+pub struct Group {
+    pub members: Vec<Member>,
+    pub method: SelectionMethod,
+    pub max_rounds: u32,
+    /// The member (index) that opens every run.
+    pub first: Option<usize>,
+    /// A member's text containing it ends the run.
+    pub marker: Option<String>,
+    /// `handoff_to`, offered to every member when the file asks for it.
+    pub handoff_tool: Option<Tool>,
+    /// After member `i` speaks: who is next.
+    pub after: std::collections::HashMap<usize, Target>,
+    /// The model `auto` asks.
+    pub selector: Arc<dyn Provider>,
+    pub selector_price: Option<Price>,
+    /// Whether the selector is the group's default model (a chat's model
+    /// switch replaces it).
+    pub selector_default: bool,
+    /// The selector's system prompt, `{roles}` and `{agentlist}` filled.
+    pub selector_prompt: String,
+}
+
+/// One member of a group.
+pub struct Member {
+    /// Its name on the wire.
+    pub name: String,
+    pub description: String,
+    /// What it runs as: an inline member's own agent, or another file's.
+    pub agent: Arc<Agent>,
+    /// Whether it runs on the group's default model (a chat's model switch
+    /// replaces it).
+    pub default_model: bool,
+}
+
+/// Where a handoff goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Member(usize),
+    /// Back to the user: the run ends.
+    User,
 }
 
 impl std::fmt::Debug for Agent {
@@ -42,12 +91,41 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
-    /// Builds an agent from the text of an agent file.
+    /// Builds an agent from the text of an agent file (not a group: those
+    /// need the other agents, see `group::build`).
     ///
     /// # Errors
     /// A message naming the field at fault.
     pub fn from_yaml(text: &str, http: &reqwest::Client) -> Result<Self, String> {
-        let file: AgentFile = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        Self::from_file(parse(text)?, http)
+    }
+
+    /// Builds an agent from a parsed agent file that is not a group.
+    ///
+    /// # Errors
+    /// A message naming the field at fault.
+    pub fn from_file(file: AgentFile, http: &reqwest::Client) -> Result<Self, String> {
+        if file.group.is_some() {
+            return Err("group: a group needs the other agents (see AgentRegistry)".into());
+        }
+        let model = file
+            .model
+            .clone()
+            .ok_or("model: missing (every agent but a group needs one)")?;
+        let provider = provider(&model, http).map_err(|e| format!("model.{e}"))?;
+        Self::with_provider(file, model.price, provider, http)
+    }
+
+    /// Builds an agent from a parsed file and the provider of its model.
+    ///
+    /// # Errors
+    /// A message naming the field at fault.
+    pub fn with_provider(
+        file: AgentFile,
+        price: Option<Price>,
+        provider: Arc<dyn Provider>,
+        http: &reqwest::Client,
+    ) -> Result<Self, String> {
         if file.id.is_empty() || file.id.len() > 128 {
             return Err("id: must be 1 to 128 characters".into());
         }
@@ -57,26 +135,6 @@ impl Agent {
         if file.run_timeout_seconds == 0 {
             return Err("run_timeout_seconds: must be at least 1".into());
         }
-        let model = file.model;
-        let provider: Arc<dyn Provider> = match model.provider {
-            ProviderKind::Scripted => Arc::new(ScriptedProvider::new(
-                model
-                    .script
-                    .clone()
-                    .ok_or("model.script: the scripted provider needs rules")?,
-            )),
-            kind => build_provider(
-                kind,
-                model
-                    .name
-                    .clone()
-                    .ok_or("model.name: this provider needs a model name")?,
-                model.base_url.clone(),
-                model.api_key_env.clone(),
-                http,
-            )
-            .map_err(|e| format!("model.{e}"))?,
-        };
         let template = file.template.map(Template::from_spec).transpose()?;
 
         if let Some(empty) = file.context_prompts.keys().find(|k| k.is_empty()) {
@@ -104,11 +162,12 @@ impl Agent {
             prompt_budget_tokens: file.prompt_budget_tokens,
             max_tool_result_chars: file.max_tool_result_chars,
             tool_call_format: file.tool_call_format,
-            price: model.price,
+            price,
             tools,
             provider,
             http: http.clone(),
             template: template.map(Arc::new),
+            group: None,
         })
     }
 
@@ -116,4 +175,37 @@ impl Agent {
     pub fn tool(&self, name: &str) -> Option<&Tool> {
         self.tools.iter().find(|t| t.name == name)
     }
+}
+
+/// Parses the text of an agent file.
+///
+/// # Errors
+/// The YAML reader's message (it names the field).
+pub fn parse(text: &str) -> Result<AgentFile, String> {
+    serde_saphyr::from_str(text).map_err(|e| e.to_string())
+}
+
+/// The provider of a `model:` section.
+///
+/// # Errors
+/// A message naming the field under `model.` at fault.
+pub fn provider(model: &ModelSpec, http: &reqwest::Client) -> Result<Arc<dyn Provider>, String> {
+    Ok(match model.provider {
+        ProviderKind::Scripted => Arc::new(ScriptedProvider::new(
+            model
+                .script
+                .clone()
+                .ok_or("script: the scripted provider needs rules")?,
+        )),
+        kind => build_provider(
+            kind,
+            model
+                .name
+                .clone()
+                .ok_or("name: this provider needs a model name")?,
+            model.base_url.clone(),
+            model.api_key_env.clone(),
+            http,
+        )?,
+    })
 }

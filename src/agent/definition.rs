@@ -16,7 +16,10 @@ pub struct AgentFile {
     pub name: Option<String>,
     #[serde(default)]
     pub description: Option<String>,
-    pub model: ModelSpec,
+    /// The agent's model; in a group, the default of its members and of
+    /// its speaker selector (then optional if each names its own).
+    #[serde(default)]
+    pub model: Option<ModelSpec>,
     #[serde(default)]
     pub system_prompt: Option<String>,
     /// Per seed 000 `context_type`, the prompt that replaces `system_prompt`
@@ -45,6 +48,127 @@ pub struct AgentFile {
     /// A conversation template (seed 004), see `templates`.
     #[serde(default)]
     pub template: Option<crate::templates::TemplateSpec>,
+    /// A group chat (seed 001, AG2's group chat): members take turns.
+    #[serde(default)]
+    pub group: Option<GroupSpec>,
+}
+
+/// `group:`: the members of a group chat and how they take turns.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSpec {
+    pub members: Vec<MemberSpec>,
+    #[serde(default)]
+    pub speaker_selection: SelectionMethod,
+    /// Member turns per run; past it the run ends with `max_turns`.
+    #[serde(default = "default_max_rounds")]
+    pub max_rounds: u32,
+    /// The member that opens every run (else the method picks).
+    #[serde(default)]
+    pub first: Option<String>,
+    #[serde(default)]
+    pub termination: TerminationSpec,
+    #[serde(default)]
+    pub handoffs: HandoffSpec,
+    /// The model `auto` asks, and its prompt.
+    #[serde(default)]
+    pub selector: Option<SelectorSpec>,
+}
+
+fn default_max_rounds() -> u32 {
+    10
+}
+
+/// One member: inline (`name` and its own prompt, model, tools) or another
+/// agent file (`agent: <id>`, taken as it is).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberSpec {
+    /// Another agent file's id.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// The member's name on the wire (`agent` fields); a referenced agent's
+    /// id by default.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What the member is for: `auto` selection reads it.
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    /// The group's `model` when absent.
+    #[serde(default)]
+    pub model: Option<ModelSpec>,
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// Model turns in one member turn (its tool loop); the group's `max_turns` by default.
+    #[serde(default)]
+    pub max_turns: Option<u32>,
+    #[serde(default)]
+    pub tool_call_format: Option<ToolCallFormat>,
+}
+
+/// AG2's speaker selection methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SelectionMethod {
+    /// The members in their order, round and round.
+    #[default]
+    RoundRobin,
+    /// Any member but the last speaker, drawn from a generator seeded per
+    /// chat and run.
+    Random,
+    /// The selector model reads the members' descriptions and the transcript.
+    Auto,
+    /// The user picks, answering a `chat.input_request` with options.
+    Manual,
+}
+
+impl SelectionMethod {
+    /// Its wire name (`chat.select_speaker.method`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RoundRobin => "round_robin",
+            Self::Random => "random",
+            Self::Auto => "auto",
+            Self::Manual => "manual",
+        }
+    }
+}
+
+/// When a group run ends before `max_rounds`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TerminationSpec {
+    /// A member's turn whose text contains this ends the run (AG2's
+    /// `is_termination_msg`, e.g. `TERMINATE`).
+    #[serde(default)]
+    pub marker: Option<String>,
+}
+
+/// Handoffs, which override the selection method.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffSpec {
+    /// Offer every member the `handoff_to(agent)` tool (`user` ends the run).
+    #[serde(default)]
+    pub tool: bool,
+    /// After member `a` speaks, member `b` (or `user`: the run ends).
+    #[serde(default)]
+    pub after: std::collections::BTreeMap<String, String>,
+}
+
+/// `auto` selection's model and prompt.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SelectorSpec {
+    /// The group's `model` when absent.
+    #[serde(default)]
+    pub model: Option<ModelSpec>,
+    /// The system prompt; `{roles}` becomes the members with their
+    /// descriptions, `{agentlist}` their names.
+    #[serde(default)]
+    pub prompt: Option<String>,
 }
 
 fn default_max_turns() -> u32 {

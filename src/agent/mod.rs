@@ -2,22 +2,25 @@
 //!
 //! Owns agent files ([`definition`], checked by [`build`] into an [`Agent`]),
 //! the [`AgentRegistry`], the providers an agent can name, the `scripted`
-//! provider, and [`runtime`], which drives one run and talks to its chat only
-//! through a [`crate::link::RunLink`]. Its tools come from [`crate::tools`],
-//! a template's walk from [`crate::templates`]. Knows nothing of sessions,
-//! stores or transports.
+//! provider, group chats (`group`), and [`runtime`], which drives one run and
+//! talks to its chat only through a [`crate::link::RunLink`]. Its tools come
+//! from [`crate::tools`], a template's walk from [`crate::templates`]. Knows
+//! nothing of sessions, stores or transports.
 //!
 //! Inside, in dependency order: `definition`; `providers`, `scripted`;
-//! `models`, `build`; `registry`, `turn`; `runtime`. No file imports one
-//! after it, and `mod.rs` only re-exports.
+//! `models`, `build`; `turn`, `speak` (one speaker's tool loop); `group`;
+//! `registry`; `runtime`. No file imports one after it, and `mod.rs` only
+//! re-exports.
 
 mod build;
 pub mod definition;
+mod group;
 mod models;
 mod providers;
 mod registry;
 pub mod runtime;
 mod scripted;
+mod speak;
 mod turn;
 
 pub use crate::llm::Provider;

@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::build::Agent;
+use super::build::{Agent, parse};
+use super::group;
 use super::models::ModelRegistry;
 use crate::config::ModelConfig;
 
@@ -66,19 +67,40 @@ impl AgentRegistry {
             .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
             .collect();
         paths.sort();
+        // Plain agents first: a group's members may name them.
+        let mut groups = Vec::new();
         for path in paths {
+            let fail = |message: String| AgentFileError {
+                file: path.clone(),
+                message: message.replace("<input>", &path.display().to_string()),
+            };
+            let text = std::fs::read_to_string(&path).map_err(|e| fail(e.to_string()))?;
+            // The YAML reader names its source `<input>` in its snippets.
+            let file = parse(&text).map_err(fail)?;
+            if file.group.is_some() {
+                groups.push((path, file));
+                continue;
+            }
+            let agent = Agent::from_file(file, &http).map_err(fail)?;
+            insert(&mut agents, agent).map_err(fail)?;
+        }
+        let plain = agents.clone();
+        for (path, file) in groups {
             let fail = |message: String| AgentFileError {
                 file: path.clone(),
                 message,
             };
-            let text = std::fs::read_to_string(&path).map_err(|e| fail(e.to_string()))?;
-            // The YAML reader names its source `<input>` in its snippets.
-            let agent = Agent::from_yaml(&text, &http)
-                .map_err(|m| fail(m.replace("<input>", &path.display().to_string())))?;
-            if agents.contains_key(&agent.id) {
-                return Err(fail(format!("id: `{}` is already defined", agent.id)));
-            }
-            agents.insert(agent.id.clone(), Arc::new(agent));
+            let resolve = |id: &str| match plain.get(id) {
+                Some(agent) if agent.template.is_some() => Err(format!(
+                    "`{id}` walks a template; it cannot take turns in a group"
+                )),
+                Some(agent) => Ok(agent.clone()),
+                None => Err(format!(
+                    "no agent file has the id `{id}` (a member cannot be a group)"
+                )),
+            };
+            let agent = group::build(file, &http, resolve).map_err(fail)?;
+            insert(&mut agents, agent).map_err(fail)?;
         }
         Ok(Self { agents, models })
     }
@@ -106,6 +128,15 @@ impl AgentRegistry {
         ids.sort_unstable();
         ids
     }
+}
+
+/// Adds an agent, unless its id is taken.
+fn insert(agents: &mut HashMap<String, Arc<Agent>>, agent: Agent) -> Result<(), String> {
+    if agents.contains_key(&agent.id) {
+        return Err(format!("id: `{}` is already defined", agent.id));
+    }
+    agents.insert(agent.id.clone(), Arc::new(agent));
+    Ok(())
 }
 
 #[cfg(test)]

@@ -83,9 +83,15 @@ fn the_example_agents_load() {
             "gemini-assistant",
             "local-weather",
             "local-weather-json",
-            "ollama-assistant"
+            "ollama-assistant",
+            "research-team",
+            "research-team-local"
         ]
     );
+    let team = reg.get("research-team").unwrap();
+    let group = team.group.as_ref().unwrap();
+    assert_eq!(group.members.len(), 3);
+    assert_eq!(group.members[1].agent.tools[0].name, "get_weather");
     let generated = reg
         .get("arithmetic-quiz")
         .unwrap()

@@ -109,14 +109,18 @@ impl ScriptedProvider {
                 .messages
                 .iter()
                 .map(|m| match m {
-                    Message::User { text } | Message::Assistant { text, .. } => words(text),
+                    Message::User { text }
+                    | Message::Peer { text, .. }
+                    | Message::Assistant { text, .. } => words(text),
                     Message::ToolResult { content, .. } => words(content),
                 })
                 .sum::<u64>();
         let mut stop = StopReason::EndTurn;
 
         match request.messages.last() {
-            Some(Message::User { text }) => {
+            // In a group, what another member said last is answered as a
+            // user's message is.
+            Some(Message::User { text } | Message::Peer { text, .. }) => {
                 let found = self
                     .script
                     .rules

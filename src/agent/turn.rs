@@ -13,7 +13,6 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::Value;
 
-use super::build::Agent;
 use crate::link::{Gone, RunLink};
 use crate::llm::{ProviderError, StreamEvent, ToolCall, Usage};
 use crate::protocol::EventKind;
@@ -35,7 +34,7 @@ pub(super) struct TurnOutput {
 
 /// Reads the provider stream of one turn to its end.
 pub(super) async fn stream_turn(
-    agent: &Agent,
+    speaker: &str,
     link: &RunLink,
     mut stream: BoxStream<'static, StreamEvent>,
     usage: &mut Usage,
@@ -46,7 +45,7 @@ pub(super) async fn stream_turn(
     let mut failure = None;
     let mut filter = JsonFilter::default();
     let print = |content: String| EventKind::Print {
-        agent: agent.id.clone(),
+        agent: speaker.to_owned(),
         content,
         corr: None,
     };
@@ -105,7 +104,7 @@ pub(super) async fn stream_turn(
     }
     if !text.is_empty() {
         link.emit(EventKind::Text {
-            agent: agent.id.clone(),
+            agent: speaker.to_owned(),
             content: text.clone(),
         })
         .await?;

@@ -36,13 +36,17 @@ impl Anthropic {
         Self { endpoint }
     }
 
-    /// The request body for `request`. Consecutive tool results are merged
-    /// into one user message, as the API requires.
+    /// The request body for `request`. Consecutive tool results and user
+    /// turns (a group's members speak one after another) are merged into one
+    /// user message, as the API's alternation of roles requires.
     pub fn body(&self, request: &ChatRequest) -> Value {
         let mut messages: Vec<Value> = Vec::new();
         for m in &request.messages {
             match m {
-                Message::User { text } => messages.push(json!({"role": "user", "content": text})),
+                Message::User { text } => user_text(&mut messages, text),
+                Message::Peer { name, text } => {
+                    user_text(&mut messages, &Message::prefixed(name, text))
+                }
                 Message::Assistant { text, tool_calls } => {
                     let mut content = Vec::new();
                     if !text.is_empty() {
@@ -215,5 +219,21 @@ impl Decoder for EventDecoder {
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) {
         out.push(cut_short(VENDOR));
+    }
+}
+
+/// Adds a user text turn, as a text block of the user message before it if
+/// there is one.
+fn user_text(messages: &mut Vec<Value>, text: &str) {
+    match messages.last_mut() {
+        Some(last) if last["role"] == "user" => {
+            if let Some(prior) = last["content"].as_str() {
+                last["content"] = json!([{"type": "text", "text": prior}]);
+            }
+            if let Some(blocks) = last["content"].as_array_mut() {
+                blocks.push(json!({"type": "text", "text": text}));
+            }
+        }
+        _ => messages.push(json!({"role": "user", "content": text})),
     }
 }

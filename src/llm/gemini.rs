@@ -38,8 +38,9 @@ impl Gemini {
         let mut contents: Vec<Value> = Vec::new();
         for m in &request.messages {
             match m {
-                Message::User { text } => {
-                    contents.push(json!({"role": "user", "parts": [{"text": text}]}))
+                Message::User { text } => user_text(&mut contents, text),
+                Message::Peer { name, text } => {
+                    user_text(&mut contents, &Message::prefixed(name, text))
                 }
                 Message::Assistant { text, tool_calls } => {
                     let mut parts = Vec::new();
@@ -196,5 +197,18 @@ impl Decoder for ResponseDecoder {
             }),
             None => out.push(cut_short(VENDOR)),
         }
+    }
+}
+
+/// Adds a user text turn: a part of the user turn before it if there is one
+/// (a group's members speak one after another; roles alternate).
+fn user_text(contents: &mut Vec<Value>, text: &str) {
+    match contents.last_mut() {
+        Some(last) if last["role"] == "user" && last["parts"][0].get("text").is_some() => {
+            if let Some(parts) = last["parts"].as_array_mut() {
+                parts.push(json!({"text": text}));
+            }
+        }
+        _ => contents.push(json!({"role": "user", "parts": [{"text": text}]})),
     }
 }

@@ -49,6 +49,13 @@ pub enum Message {
         text: String,
         tool_calls: Vec<ToolCall>,
     },
+    /// Another participant's turn in a group chat, as the model being asked
+    /// sees it: `name` is the member who said it (the vendors with a name
+    /// field carry it there, the others as a `name: ` prefix of a user turn).
+    Peer {
+        name: String,
+        text: String,
+    },
     /// The result of the assistant's tool call `id`.
     ToolResult {
         id: String,
@@ -136,6 +143,13 @@ pub trait Provider: Send + Sync + 'static {
     ) -> Result<BoxStream<'static, StreamEvent>, ProviderError>;
 }
 
+impl Message {
+    /// The text of a turn seen by a vendor without a name field.
+    pub fn prefixed(name: &str, text: &str) -> String {
+        format!("{name}: {text}")
+    }
+}
+
 /// One model call without tools: its whole text, or why it failed; the
 /// call's usage is added to `usage`.
 ///
@@ -171,3 +185,7 @@ pub async fn complete(
     }
     Ok(text)
 }
+
+#[cfg(test)]
+#[path = "peer_tests.rs"]
+mod peer_tests;

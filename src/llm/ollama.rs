@@ -41,6 +41,9 @@ impl Ollama {
         for m in &request.messages {
             messages.push(match m {
                 Message::User { text } => json!({"role": "user", "content": text}),
+                Message::Peer { name, text } => {
+                    json!({"role": "user", "content": Message::prefixed(name, text)})
+                }
                 Message::Assistant { text, tool_calls } => {
                     let mut msg = json!({"role": "assistant", "content": text});
                     if !tool_calls.is_empty() {

@@ -49,6 +49,9 @@ impl OpenAi {
         for m in &request.messages {
             messages.push(match m {
                 Message::User { text } => json!({"role": "user", "content": text}),
+                Message::Peer { name, text } => {
+                    json!({"role": "user", "name": name, "content": text})
+                }
                 Message::Assistant { text, tool_calls } => {
                     let mut msg = json!({
                         "role": "assistant",

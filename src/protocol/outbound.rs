@@ -84,6 +84,16 @@ pub enum RunEndReason {
     Interrupted,
 }
 
+/// One member's share of a group run's usage (`chat.usage_summary.by_agent`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct AgentUsage {
+    pub total_tokens: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
 /// The body of a chat-scoped envelope: its `type` and its own fields.
 ///
 /// Serialized with the fields at top level (contract §1: no `data` wrapper).
@@ -103,7 +113,18 @@ pub enum EventKind {
     },
     /// A model turn of the agent loop begins.
     #[serde(rename = "chat.select_speaker")]
-    SelectSpeaker { agent: String },
+    SelectSpeaker {
+        agent: String,
+        /// Group runs only: how this member was chosen (`round_robin`,
+        /// `random`, `auto`, `manual`, `handoff`, `after`, `first`), or
+        /// `continue` for a member's next model turn after its tool results.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        method: Option<String>,
+        /// Group runs only: why, in words (a selector's answer that named no
+        /// member, a random pick's seed and draw).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// The run waits for the user to type something.
     #[serde(rename = "chat.input_request")]
     InputRequest {
@@ -113,6 +134,10 @@ pub enum EventKind {
         password: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_seconds: Option<u64>,
+        /// The answers to pick from, when the request is a choice (a group's
+        /// `manual` speaker selection): any other text is refused by the run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        options: Option<Vec<String>>,
     },
     /// The answer to an input request was accepted.
     #[serde(rename = "chat.input_ack")]
@@ -133,6 +158,9 @@ pub enum EventKind {
         payload: Value,
         corr: String,
         display: Display,
+        /// Group runs only: the member that made the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
     },
     /// The result of a tool call.
     #[serde(rename = "chat.tool_response")]
@@ -141,6 +169,9 @@ pub enum EventKind {
         content: Value,
         success: bool,
         corr: String,
+        /// Group runs only: the member whose call this answers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
     },
     /// A template conversation changed state (seed 004 §4).
     #[serde(rename = "chat.state")]
@@ -178,6 +209,10 @@ pub enum EventKind {
         completion_tokens: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost: Option<f64>,
+        /// Group runs only: the same counts per member (and the selector's
+        /// calls under the group's own id).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by_agent: Option<std::collections::BTreeMap<String, AgentUsage>>,
     },
     /// The run ended.
     #[serde(rename = "chat.run_complete")]

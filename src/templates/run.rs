@@ -219,6 +219,7 @@ pub async fn run(
                 corr: corr.clone(),
                 display: Display::Inline,
                 check: Some(answer_check(c)),
+                agent: None,
                 respond,
             })
             .await?;
@@ -235,6 +236,7 @@ pub async fn run(
                         content: data.clone(),
                         success: true,
                         corr,
+                        agent: None,
                     })
                     .await?;
                     if template.provide_feedback && !skipped {

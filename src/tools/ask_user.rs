@@ -32,6 +32,7 @@ pub(super) async fn run(
             .unwrap_or_default()
             .to_owned(),
         password,
+        options: None,
         respond,
     })
     .await?;

@@ -13,6 +13,8 @@
 //! - `database`: `ask_database` (seed 003): the model's SQL, run read-only on
 //!   the chat's database.
 //! - `analyst`: `ask_analyst` (seed 003): a Vega-Lite spec of the last result.
+//! - `handoff`: a group's `handoff_to` (seed 001): a member names who speaks
+//!   next.
 //!
 //! `pipeline` is what every call goes through, whatever its kind: the
 //! offer check, context injection, schema validation, the approval gate, the
@@ -41,6 +43,7 @@ mod ask_user;
 mod builtin;
 mod database;
 mod env;
+mod handoff;
 mod http;
 mod pipeline;
 mod preview;
@@ -52,6 +55,7 @@ mod ui;
 
 pub use builtin::Builtin;
 pub use env::{CallEnv, Database};
+pub use handoff::{HANDOFF_TOOL, TO_USER, target as handoff_target};
 pub use http::HttpTool;
 pub use pipeline::{APPROVAL, cap, execute};
 pub use preview::PREVIEW_SUFFIX;

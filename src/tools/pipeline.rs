@@ -72,6 +72,7 @@ pub async fn execute(
                 payload: preview.payload(&call.input, &content),
                 corr: format!("{}{PREVIEW_SUFFIX}", call.id),
                 display: Display::Artifact,
+                agent: None,
             })
             .await?;
             preview.answer()
@@ -141,6 +142,7 @@ async fn ask_approval(link: &RunLink, call: &ToolCall) -> Result<Approval, Gone>
                 content: data.clone(),
                 success: true,
                 corr,
+                agent: None,
             })
             .await?;
             Ok(if data["approved"].as_bool() == Some(true) {

@@ -48,6 +48,7 @@ pub(super) async fn respond(
         content,
         success,
         corr: call.id.clone(),
+        agent: None,
     })
     .await
 }
@@ -74,6 +75,7 @@ pub(super) fn backend_call(call: &ToolCall) -> EventKind {
         payload: call.input.clone(),
         corr: call.id.clone(),
         display: Display::Inline,
+        agent: None,
     }
 }
 
@@ -94,6 +96,7 @@ pub(super) async fn show(
         corr: corr.to_owned(),
         display,
         check: None,
+        agent: None,
         respond,
     })
     .await?;

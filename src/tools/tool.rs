@@ -13,7 +13,7 @@ use super::preview::Preview;
 use super::spec::ToolSpec;
 use super::summary::Summary;
 use super::ui::{self, ComponentType};
-use super::{analyst, ask_user, database};
+use super::{analyst, ask_user, database, handoff};
 use crate::link::{Gone, ToolOutcome};
 use crate::llm::ToolCall;
 use crate::protocol::Display;
@@ -35,6 +35,8 @@ pub enum ToolKind {
     AskDatabase,
     /// `builtin: ask_analyst` (seed 003).
     AskAnalyst,
+    /// A group's `handoff_to` (built by the group, never from a `tools:` entry).
+    Handoff,
 }
 
 impl ToolKind {
@@ -47,6 +49,7 @@ impl ToolKind {
             Self::Http(_) => "http",
             Self::AskDatabase => "database",
             Self::AskAnalyst => "analyst",
+            Self::Handoff => "handoff",
         }
     }
 
@@ -70,6 +73,7 @@ impl ToolKind {
             Self::Http(http) => http::run(http, call, env.link, env.http, env.bearer).await,
             Self::AskDatabase => database::run(call, env).await,
             Self::AskAnalyst => analyst::run(call, env).await,
+            Self::Handoff => handoff::run(call, env.link).await,
         }
     }
 }
@@ -95,6 +99,26 @@ pub struct Tool {
 }
 
 impl Tool {
+    /// A group's `handoff_to`, naming `members` (or `user`).
+    pub fn handoff(members: &[String]) -> Self {
+        let schema = handoff::schema(members);
+        let validator = jsonschema::options()
+            .build(&schema)
+            .expect("the handoff schema is valid");
+        Tool {
+            name: handoff::HANDOFF_TOOL.into(),
+            description: handoff::description(members),
+            input_schema: schema,
+            validator: Arc::new(validator),
+            kind: ToolKind::Handoff,
+            requires_approval: false,
+            inject: Vec::new(),
+            context_types: Vec::new(),
+            preview: None,
+            summary: None,
+        }
+    }
+
     /// Whether a run with this `context_type` may use the tool.
     pub fn offered_for(&self, context_type: Option<&str>) -> bool {
         self.context_types.is_empty()

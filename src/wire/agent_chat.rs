@@ -5,7 +5,8 @@
 //! steps that wait for a person: `input_request` (then `input_received` or
 //! `input_timeout`), `approval_request` (then `approval_result`),
 //! `component_request` (after its `tool_call_start`; then its
-//! `tool_call_result`).
+//! `tool_call_result`). In a group run, `message_start` names the member
+//! that speaks (`agent`).
 
 use std::collections::HashSet;
 
@@ -38,8 +39,12 @@ impl Encoder for AgentChat {
     fn encode(&mut self, env: &Envelope, _raw: &str, o: &mut Vec<Out>) {
         match &env.kind {
             EventKind::Text { agent, .. } if agent == "user" => self.turn = 0,
-            EventKind::SelectSpeaker { .. } => {
+            EventKind::SelectSpeaker { agent, method, .. } => {
                 let mut data = json!({"turn": self.turn});
+                // A group run names each turn's member.
+                if method.is_some() {
+                    data["agent"] = Value::String(agent.clone());
+                }
                 if let Some(c) = self.conversation.take() {
                     data["conversation_id"] = Value::String(c);
                 }

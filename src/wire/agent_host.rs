@@ -5,7 +5,10 @@
 //! the user or shows them something: `{action: input|approval|component|
 //! preview, call_id, …, answer_url}`. An approval gate is only a
 //! `client_action`; a UI tool is its `tool_call` then its `client_action`;
-//! an input request's end is a `tool_result` on its `call_id`.
+//! an input request's end is a `tool_result` on its `call_id`. In a group
+//! run each model turn is announced by `message_added {message_id, role:
+//! "assistant", name, content: ""}`, and its `message_complete` carries the
+//! member's `name` too.
 
 use std::collections::HashSet;
 
@@ -19,6 +22,8 @@ use crate::protocol::{Envelope, EventKind, RunEndReason};
 #[derive(Default)]
 pub(super) struct AgentHost {
     seen_calls: HashSet<String>,
+    /// Inside a group run (a `chat.select_speaker` said how it chose).
+    group: bool,
 }
 
 impl Encoder for AgentHost {
@@ -28,10 +33,23 @@ impl Encoder for AgentHost {
                 "message_added",
                 json!({"message_id": format!("{}:{}", env.chat_id, env.seq), "role": "user", "content": content}),
             )),
-            EventKind::Text { content, .. } => o.push(out(
-                "message_complete",
-                json!({"role": "assistant", "content": content}),
-            )),
+            EventKind::SelectSpeaker { agent, method, .. } => {
+                self.group = method.is_some();
+                if self.group {
+                    o.push(out(
+                        "message_added",
+                        json!({"message_id": format!("{}:{}", env.chat_id, env.seq), "role": "assistant",
+                               "name": agent, "content": ""}),
+                    ));
+                }
+            }
+            EventKind::Text { agent, content } => {
+                let mut data = json!({"role": "assistant", "content": content});
+                if self.group {
+                    data["name"] = json!(agent);
+                }
+                o.push(out("message_complete", data))
+            }
             EventKind::Print { content, .. } => o.push(out("content_chunk", json!({"content": content}))),
             EventKind::ToolCall {
                 tool_name,
@@ -77,8 +95,14 @@ impl Encoder for AgentHost {
             )),
             EventKind::RunComplete {
                 reason: RunEndReason::Cancelled,
-            } => o.push(out("cancelled", json!({"message": "the run was cancelled"}))),
-            EventKind::RunComplete { .. } => o.push(out("stream_complete", json!({}))),
+            } => {
+                self.group = false;
+                o.push(out("cancelled", json!({"message": "the run was cancelled"})))
+            }
+            EventKind::RunComplete { .. } => {
+                self.group = false;
+                o.push(out("stream_complete", json!({})))
+            }
             _ => {}
         }
     }

@@ -67,6 +67,7 @@ pub(super) fn request(env: &Envelope) -> Option<Request> {
             payload,
             corr,
             display,
+            ..
         } => Some(Request {
             action: "component",
             fields: json!({

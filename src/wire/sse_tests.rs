@@ -21,7 +21,14 @@ fn run() -> Vec<Envelope> {
                 content: "hi".into(),
             },
         ),
-        env(2, EventKind::SelectSpeaker { agent: "a".into() }),
+        env(
+            2,
+            EventKind::SelectSpeaker {
+                agent: "a".into(),
+                method: None,
+                reason: None,
+            },
+        ),
         env(
             3,
             EventKind::Print {
@@ -46,6 +53,7 @@ fn run() -> Vec<Envelope> {
                 payload: json!({"x": 1}),
                 corr: "c1".into(),
                 display: Display::Inline,
+                agent: None,
             },
         ),
         env(
@@ -55,9 +63,17 @@ fn run() -> Vec<Envelope> {
                 content: json!("ok"),
                 success: false,
                 corr: "c1".into(),
+                agent: None,
             },
         ),
-        env(7, EventKind::SelectSpeaker { agent: "a".into() }),
+        env(
+            7,
+            EventKind::SelectSpeaker {
+                agent: "a".into(),
+                method: None,
+                reason: None,
+            },
+        ),
         env(
             8,
             EventKind::Print {
@@ -186,6 +202,7 @@ fn waiting_run() -> Vec<Envelope> {
             payload,
             corr: corr.into(),
             display,
+            agent: None,
         }
     };
     let response = |corr: &str, content: Value| EventKind::ToolResponse {
@@ -193,6 +210,7 @@ fn waiting_run() -> Vec<Envelope> {
         content,
         success: true,
         corr: corr.into(),
+        agent: None,
     };
     let kinds = vec![
         EventKind::InputRequest {
@@ -201,6 +219,7 @@ fn waiting_run() -> Vec<Envelope> {
             corr: "r1".into(),
             password: false,
             timeout_seconds: Some(300),
+            options: None,
         },
         EventKind::InputAck {
             request_id: "r1".into(),
@@ -349,4 +368,102 @@ fn agent_host_and_threads_show_what_waits() {
         ]
     );
     assert!(threads.iter().all(|(_, d)| d["type"] == "tool_result"));
+}
+
+/// A group run: two members, the second calls a tool (stamped with its name).
+fn group_run() -> Vec<Envelope> {
+    let speaker = |agent: &str, method: &str| EventKind::SelectSpeaker {
+        agent: agent.into(),
+        method: Some(method.into()),
+        reason: None,
+    };
+    let said = |agent: &str, content: &str| {
+        [
+            EventKind::Print {
+                agent: agent.into(),
+                content: content.into(),
+                corr: None,
+            },
+            EventKind::Text {
+                agent: agent.into(),
+                content: content.into(),
+            },
+        ]
+    };
+    let mut kinds = vec![EventKind::Text {
+        agent: "user".into(),
+        content: "go".into(),
+    }];
+    kinds.push(speaker("planner", "round_robin"));
+    kinds.extend(said("planner", "Plan."));
+    kinds.push(speaker("writer", "handoff"));
+    kinds.push(EventKind::ToolCall {
+        tool_name: "t".into(),
+        component_type: None,
+        awaiting_response: false,
+        payload: json!({}),
+        corr: "c1".into(),
+        display: Display::Inline,
+        agent: Some("writer".into()),
+    });
+    kinds.push(speaker("writer", "continue"));
+    kinds.extend(said("writer", "Done."));
+    kinds.push(EventKind::RunComplete {
+        reason: crate::protocol::RunEndReason::Completed,
+    });
+    kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| env(i as u64 + 1, k))
+        .collect()
+}
+
+#[test]
+fn every_dialect_names_a_groups_speakers() {
+    let log = group_run;
+    let chat = encode_log(Dialect::AgentChat.encoder(None), log());
+    let starts: Vec<&Value> = chat
+        .iter()
+        .filter(|(n, _)| *n == Some("message_start"))
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            &json!({"turn": 0, "agent": "planner"}),
+            &json!({"turn": 1, "agent": "writer"}),
+            &json!({"turn": 2, "agent": "writer"})
+        ]
+    );
+
+    let host = encode_log(Dialect::AgentHost.encoder(None), log());
+    let named: Vec<(&str, &Value)> = host
+        .iter()
+        .filter(|(n, _)| matches!(n, Some("message_added" | "message_complete")))
+        .map(|(n, d)| (n.unwrap(), &d["name"]))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("message_added", &json!(null)), // the user's, as before
+            ("message_added", &json!("planner")),
+            ("message_complete", &json!("planner")),
+            ("message_added", &json!("writer")),
+            ("message_added", &json!("writer")),
+            ("message_complete", &json!("writer")),
+        ]
+    );
+    assert_eq!(host[1].1["role"], "assistant");
+
+    let threads = encode_log(Dialect::Threads.encoder(None), log());
+    let chunks: Vec<&Value> = threads
+        .iter()
+        .filter(|(_, d)| d["type"] == "chunk")
+        .map(|(_, d)| &d["agent"])
+        .collect();
+    assert_eq!(chunks, [&json!("planner"), &json!("writer")]);
+
+    // A plain run's events are as they always were.
+    let plain = encode_log(Dialect::Threads.encoder(None), run());
+    assert!(plain.iter().all(|(_, d)| d.get("agent").is_none()));
 }

@@ -2,7 +2,8 @@
 //! step that waits for the user (or a preview) is a `tool_result` whose
 //! `content.type` names it, as seed 003's charts are: `input_request`,
 //! `approval_request`, `component_request`, `preview`, with the fields a
-//! client renders and the `answer_url` it answers at.
+//! client renders and the `answer_url` it answers at. In a group run every
+//! `chunk` names the member that speaks (`agent`).
 
 use std::collections::HashSet;
 
@@ -20,6 +21,8 @@ pub(super) struct Threads {
     response: String,
     /// Requests shown already (a patched component is logged again).
     shown: HashSet<String>,
+    /// Inside a group run (a `chat.select_speaker` said how it chose).
+    group: bool,
 }
 
 fn data(v: Value) -> Out {
@@ -33,9 +36,14 @@ impl Encoder for Threads {
     fn encode(&mut self, env: &Envelope, _raw: &str, o: &mut Vec<Out>) {
         match &env.kind {
             EventKind::Text { agent, .. } if agent == "user" => self.response.clear(),
-            EventKind::Print { content, .. } => {
+            EventKind::SelectSpeaker { method, .. } => self.group = method.is_some(),
+            EventKind::Print { agent, content, .. } => {
                 self.response.push_str(content);
-                o.push(data(json!({"type": "chunk", "content": content})));
+                let mut chunk = json!({"type": "chunk", "content": content});
+                if self.group {
+                    chunk["agent"] = json!(agent);
+                }
+                o.push(data(chunk));
             }
             EventKind::InputRequest { .. } | EventKind::ToolCall { .. } => {
                 let Some(r) = request(env) else { return };
@@ -57,6 +65,7 @@ impl Encoder for Threads {
                 o.push(data(json!({"type": "error", "error": message})))
             }
             EventKind::RunComplete { .. } => {
+                self.group = false;
                 let full = std::mem::take(&mut self.response);
                 o.push(data(json!({"type": "end", "full_response": full})));
             }

@@ -15,6 +15,7 @@ mod deploy;
 mod fanout;
 mod first_run;
 mod fuzz;
+mod group;
 mod hardening;
 mod hitl;
 mod input;

@@ -434,6 +434,7 @@ impl Actor {
                     component_type: Some(component_type),
                     mut payload,
                     display,
+                    agent,
                     ..
                 },
             ..
@@ -467,6 +468,7 @@ impl Actor {
             payload,
             corr,
             display,
+            agent,
         };
         self.append_run(vec![(event, None)]).await?;
         Ok(())

@@ -5,20 +5,26 @@
 use serde_json::Value;
 
 use crate::agent::APPROVAL;
+use crate::link::Said;
 use crate::llm::{Message, ToolCall};
 use crate::protocol::{Envelope, EventKind};
 
 /// The messages of a chat's log (`chat.text`, `chat.tool_call` and
-/// `chat.tool_response` envelopes, in seq order).
+/// `chat.tool_response` envelopes, in seq order), each with who said it:
+/// the `agent` of a `chat.text`, of a tool call (group runs stamp it), or
+/// else of the `chat.select_speaker` that opened the model turn.
 ///
 /// Approval gates are not tool calls of the model; a call logged again (a
 /// patched component) counts once; a call whose result never came (the run
 /// was cut off) is dropped, since providers refuse a call without its result.
-pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Message> {
-    let mut out: Vec<Message> = Vec::new();
-    // The calls taken into the history, and those a result answered.
-    let mut seen_calls = std::collections::HashSet::new();
+pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said> {
+    let mut out: Vec<Said> = Vec::new();
+    // The calls taken into the history (with their speaker), and those a
+    // result answered.
+    let mut seen_calls = std::collections::HashMap::new();
     let mut answered = std::collections::HashSet::new();
+    // Who the current model turn belongs to.
+    let mut speaker: Option<String> = None;
     for raw in envelopes {
         let env = match serde_json::from_str::<Envelope>(raw) {
             Ok(env) => env,
@@ -29,36 +35,55 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Mess
             }
         };
         match env.kind {
-            EventKind::Text { agent, content } if agent == "user" => {
-                out.push(Message::User { text: content })
-            }
-            EventKind::Text { content, .. } => out.push(Message::Assistant {
-                text: content,
-                tool_calls: Vec::new(),
+            EventKind::SelectSpeaker { agent, .. } => speaker = Some(agent),
+            EventKind::Text { agent, content } if agent == "user" => out.push(Said {
+                by: None,
+                message: Message::User { text: content },
+            }),
+            EventKind::Text { agent, content } => out.push(Said {
+                by: Some(agent),
+                message: Message::Assistant {
+                    text: content,
+                    tool_calls: Vec::new(),
+                },
             }),
             EventKind::ToolCall {
                 tool_name,
                 component_type,
                 payload,
                 corr,
+                agent,
                 ..
             } => {
-                if component_type.as_deref() == Some(APPROVAL) || !seen_calls.insert(corr.clone()) {
+                if component_type.as_deref() == Some(APPROVAL) || seen_calls.contains_key(&corr) {
                     continue;
                 }
+                let by = agent.or_else(|| speaker.clone());
                 let call = ToolCall {
-                    id: corr,
+                    id: corr.clone(),
                     name: tool_name,
                     input: payload,
                 };
-                // A call belongs to the assistant turn before it, if that turn
-                // has not been answered by tool results yet.
+                // A call belongs to its speaker's assistant turn before it,
+                // if that turn has not been answered by tool results yet.
                 match out.last_mut() {
-                    Some(Message::Assistant { tool_calls, .. }) => tool_calls.push(call),
-                    _ => out.push(Message::Assistant {
-                        text: String::new(),
-                        tool_calls: vec![call],
-                    }),
+                    Some(Said {
+                        by: last_by,
+                        message: Message::Assistant { tool_calls, .. },
+                    }) if by.is_none() || *last_by == by => {
+                        tool_calls.push(call);
+                        seen_calls.insert(corr, last_by.clone());
+                    }
+                    _ => {
+                        seen_calls.insert(corr, by.clone());
+                        out.push(Said {
+                            by,
+                            message: Message::Assistant {
+                                text: String::new(),
+                                tool_calls: vec![call],
+                            },
+                        });
+                    }
                 }
             }
             EventKind::ToolResponse {
@@ -66,30 +91,37 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Mess
                 content,
                 success,
                 corr,
+                ..
             } => {
-                if !seen_calls.contains(&corr) || !answered.insert(corr.clone()) {
+                let Some(by) = seen_calls.get(&corr) else {
+                    continue;
+                };
+                if !answered.insert(corr.clone()) {
                     continue;
                 }
-                out.push(Message::ToolResult {
-                    id: corr,
-                    name: tool_name,
-                    content: match content {
-                        Value::String(s) => s,
-                        other => other.to_string(),
+                out.push(Said {
+                    by: by.clone(),
+                    message: Message::ToolResult {
+                        id: corr,
+                        name: tool_name,
+                        content: match content {
+                            Value::String(s) => s,
+                            other => other.to_string(),
+                        },
+                        is_error: !success,
                     },
-                    is_error: !success,
                 });
             }
             _ => {}
         }
     }
     // Drop the calls that never got a result.
-    for m in &mut out {
-        if let Message::Assistant { tool_calls, .. } = m {
+    for said in &mut out {
+        if let Message::Assistant { tool_calls, .. } = &mut said.message {
             tool_calls.retain(|c| answered.contains(&c.id));
         }
     }
-    out.retain(|m| !matches!(m, Message::Assistant { text, tool_calls } if text.is_empty() && tool_calls.is_empty()));
+    out.retain(|s| !matches!(&s.message, Message::Assistant { text, tool_calls } if text.is_empty() && tool_calls.is_empty()));
     out
 }
 
@@ -145,7 +177,10 @@ mod tests {
             ),
             call(9, "c2", Value::Null), // cut off: no result
         ];
-        let h = from_log(log.iter().map(String::as_str));
+        let h: Vec<Message> = from_log(log.iter().map(String::as_str))
+            .into_iter()
+            .map(|s| s.message)
+            .collect();
         assert_eq!(
             h,
             vec![

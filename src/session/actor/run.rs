@@ -87,7 +87,10 @@ impl Actor {
                 self.run = None;
                 return Err(e.into());
             }
-            history.push(Message::User { text });
+            history.push(crate::link::Said {
+                by: None,
+                message: Message::User { text },
+            });
         }
         // A model the chat switched to overrides the agent's.
         let provider = model
@@ -199,6 +202,7 @@ impl Actor {
                 request_id,
                 prompt,
                 password,
+                options,
                 respond,
             } => {
                 let timeout = self.ctx.input_timeout;
@@ -208,6 +212,7 @@ impl Actor {
                     prompt,
                     password,
                     timeout_seconds: Some(timeout.as_secs()),
+                    options,
                 };
                 match self.append_run(vec![(event, None)]).await {
                     Ok(()) => {
@@ -252,6 +257,7 @@ impl Actor {
                 corr,
                 display,
                 check,
+                agent,
                 respond,
             } => {
                 let approval = component_type == crate::agent::APPROVAL;
@@ -262,6 +268,7 @@ impl Actor {
                     payload,
                     corr: corr.clone(),
                     display,
+                    agent,
                 };
                 match self.append_run(vec![(event, None)]).await {
                     Ok(()) => {

@@ -1,0 +1,196 @@
+//! A group run: choose a member, let it speak on its own view of the shared
+//! transcript, add what it said under its name, and go on until a member's
+//! text carries the termination marker, a handoff goes back to the user, or
+//! `max_rounds` member turns have been taken (`max_turns`).
+
+use super::super::build::{Group, Member, Target};
+use super::super::definition::ToolCallFormat;
+use super::super::speak::{RunSpec, Spoke, Tally, Voice, definitions, speak, system_prompt};
+use super::select::{Ask, Chooser, Pick};
+use super::view::view;
+use crate::link::{Gone, RunLink, Said};
+use crate::llm::{Provider, Usage};
+use crate::protocol::RunEndReason;
+use crate::tools::Tool;
+
+/// Runs the group's turns. The selector's model calls count under the
+/// group's own id, when there are any.
+pub(in crate::agent) async fn run(
+    spec: &RunSpec,
+    group: &Group,
+    link: &RunLink,
+    tally: &mut Tally,
+) -> Result<RunEndReason, Gone> {
+    let mut selector = Usage::default();
+    let end = turns(spec, group, link, tally, &mut selector).await;
+    if selector != Usage::default() {
+        let usage = tally.by_speaker.of(&spec.agent.id, group.selector_price);
+        usage.prompt_tokens += selector.prompt_tokens;
+        usage.completion_tokens += selector.completion_tokens;
+    }
+    end
+}
+
+async fn turns(
+    spec: &RunSpec,
+    group: &Group,
+    link: &RunLink,
+    tally: &mut Tally,
+    selector_usage: &mut Usage,
+) -> Result<RunEndReason, Gone> {
+    let mut transcript: Vec<Said> = spec.history.clone();
+    let mut chooser = Chooser::new(group, seed(spec));
+    let selector: &dyn Provider = match (&spec.provider, group.selector_default) {
+        (Some(chat_model), true) => chat_model.as_ref(),
+        _ => group.selector.as_ref(),
+    };
+    let mut previous: Option<usize> = None;
+    let mut handoff: Option<Target> = None;
+    for _ in 0..group.max_rounds {
+        let ask = Ask {
+            selector,
+            usage: selector_usage,
+            link,
+        };
+        let (index, method, reason) = match chooser
+            .next(previous, handoff.take(), &transcript, ask)
+            .await?
+        {
+            Pick::Member {
+                index,
+                method,
+                reason,
+            } => (index, method, reason),
+            Pick::End(reason) => return Ok(reason),
+        };
+        let member = &group.members[index];
+        let chosen = (method, reason);
+        let (text, to) =
+            match turn(spec, group, member, link, tally, &mut transcript, chosen).await? {
+                Ok(done) => done,
+                Err(end) => return Ok(end),
+            };
+        if let Some(marker) = &group.marker
+            && text.contains(marker.as_str())
+        {
+            return Ok(RunEndReason::Completed);
+        }
+        handoff = to.map(|to| {
+            group
+                .members
+                .iter()
+                .position(|m| m.name == to)
+                .map_or(Target::User, Target::Member)
+        });
+        previous = Some(index);
+        if let Some((Target::User, _)) = chooser.forced(index, handoff) {
+            return Ok(RunEndReason::Completed);
+        }
+    }
+    Ok(RunEndReason::MaxTurns)
+}
+
+/// One member's turn: `Ok((text, handoff))` when it finished speaking (its
+/// last text, and whom it handed to), `Err(reason)` when the run ends with it.
+async fn turn(
+    spec: &RunSpec,
+    group: &Group,
+    member: &Member,
+    link: &RunLink,
+    tally: &mut Tally,
+    transcript: &mut Vec<Said>,
+    chosen: (&'static str, Option<String>),
+) -> Result<Result<(String, Option<String>), RunEndReason>, Gone> {
+    let agent = &member.agent;
+    let provider: &dyn Provider = match (&spec.provider, member.default_model) {
+        (Some(chat_model), true) => chat_model.as_ref(),
+        _ => agent.provider.as_ref(),
+    };
+    let tools: Vec<Tool> = agent
+        .tools
+        .iter()
+        .cloned()
+        .chain(group.handoff_tool.clone())
+        .collect();
+    let voice = Voice {
+        name: &member.name,
+        agent,
+        tools: &tools,
+        provider,
+        system_prompt: prompt(spec, group, member, &tools),
+        chosen: Some(chosen),
+    };
+    let link = link.speaking_as(&member.name);
+    let mut messages = view(transcript, Some(&member.name), agent.max_tool_result_chars);
+    let before = messages.len();
+    let Tally {
+        by_speaker,
+        tools: tool_usage,
+    } = tally;
+    let usage = by_speaker.of(&member.name, agent.price);
+    let env = spec.call_env(&link, tool_usage, agent, provider);
+    let spoke = speak(&voice, &env, &mut messages, usage).await?;
+    transcript.extend(messages.drain(before..).map(|message| Said {
+        by: Some(member.name.clone()),
+        message,
+    }));
+    Ok(match spoke {
+        Spoke::End(reason) => Err(reason),
+        Spoke::Done { text, handoff } => Ok((text, handoff)),
+    })
+}
+
+/// A member's system prompt: the group's, the member's own (with the chat
+/// context and, in `json` mode, its tools), who else is in the group, and
+/// the chat's database when one is connected.
+fn prompt(spec: &RunSpec, group: &Group, member: &Member, tools: &[Tool]) -> String {
+    let agent = &member.agent;
+    let json_mode = agent.tool_call_format == ToolCallFormat::Json;
+    let offered = definitions(tools, spec.context_type.as_deref());
+    let own = system_prompt(
+        agent,
+        spec.context.as_ref(),
+        spec.context_type.as_deref(),
+        json_mode,
+        &offered,
+    );
+    let mut prompt = String::new();
+    for part in [spec.agent.system_prompt.as_str(), own.as_str()] {
+        if !part.is_empty() {
+            if !prompt.is_empty() {
+                prompt.push_str("\n\n");
+            }
+            prompt.push_str(part);
+        }
+    }
+    let others: Vec<String> = group
+        .members
+        .iter()
+        .filter(|m| m.name != member.name)
+        .map(|m| match m.description.as_str() {
+            "" => m.name.clone(),
+            d => format!("{} ({d})", m.name),
+        })
+        .collect();
+    if !others.is_empty() {
+        prompt.push_str(&format!(
+            "\n\nYou are `{}` in a group chat with {}. Their messages reach you under their names.",
+            member.name,
+            others.join(", ")
+        ));
+    }
+    if let Some(db) = &spec.database {
+        prompt.push_str(db);
+    }
+    prompt
+}
+
+/// The `random` method's seed: the chat id's first eight bytes (little
+/// endian) plus the number of user messages before this run, so each run of
+/// a chat draws its own sequence and the log says which.
+fn seed(spec: &RunSpec) -> u64 {
+    let id = spec.chat_id.as_bytes();
+    let base = u64::from_le_bytes(id[..8].try_into().expect("eight bytes"));
+    let runs = spec.history.iter().filter(|s| s.by.is_none()).count() as u64;
+    base.wrapping_add(runs)
+}

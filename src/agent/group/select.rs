@@ -1,0 +1,276 @@
+//! Who speaks next in a group: a handoff (the member's `handoff_to` call,
+//! or an `after` rule) overrides the method; else the first turn may be
+//! fixed (`first`), and the method picks: `round_robin`, `random` (seeded
+//! per chat and run), `auto` (the selector model, asked again once, then
+//! round robin with the reason logged), `manual` (the user, asked with the
+//! members as options).
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::oneshot;
+
+use super::super::build::{Group, Target};
+use super::super::definition::SelectionMethod;
+use super::view::view;
+use crate::link::{Gone, InputOutcome, RunLink, RunMsg, Said};
+use crate::llm::{Message, Provider, Usage, complete};
+use crate::protocol::RunEndReason;
+use crate::tools::TO_USER;
+
+/// The next turn.
+pub(super) enum Pick {
+    /// Member `index` speaks, chosen by `method`, with `reason` in words.
+    Member {
+        index: usize,
+        method: &'static str,
+        reason: Option<String>,
+    },
+    /// The run ends.
+    End(RunEndReason),
+}
+
+/// Most times the user is asked to pick a member before round robin takes over.
+const MANUAL_ASKS: usize = 3;
+
+/// Chooses the speakers of one run.
+pub(super) struct Chooser<'a> {
+    group: &'a Group,
+    seed: u64,
+    rng: StdRng,
+    draws: u64,
+}
+
+impl<'a> Chooser<'a> {
+    /// `seed` drives `random` (the chat's and the run's, so a replay of the
+    /// log explains every pick).
+    pub(super) fn new(group: &'a Group, seed: u64) -> Self {
+        Self {
+            group,
+            seed,
+            rng: StdRng::seed_from_u64(seed),
+            draws: 0,
+        }
+    }
+
+    /// The handoff that decides the turn after member `previous`, if any: its
+    /// `handoff_to` call, else its `after` rule.
+    pub(super) fn forced(
+        &self,
+        previous: usize,
+        handoff: Option<Target>,
+    ) -> Option<(Target, &'static str)> {
+        handoff
+            .map(|t| (t, "handoff"))
+            .or_else(|| self.group.after.get(&previous).map(|t| (*t, "after")))
+    }
+
+    /// Chooses the next speaker after `previous` (`None`: the run's first turn).
+    pub(super) async fn next(
+        &mut self,
+        previous: Option<usize>,
+        handoff: Option<Target>,
+        transcript: &[Said],
+        ask: Ask<'_>,
+    ) -> Result<Pick, Gone> {
+        let group = self.group;
+        if let Some(p) = previous
+            && let Some((target, method)) = self.forced(p, handoff)
+        {
+            return Ok(match target {
+                Target::Member(index) => Pick::Member {
+                    index,
+                    method,
+                    reason: None,
+                },
+                Target::User => Pick::End(RunEndReason::Completed),
+            });
+        }
+        if previous.is_none()
+            && let Some(index) = group.first
+        {
+            return Ok(Pick::Member {
+                index,
+                method: "first",
+                reason: None,
+            });
+        }
+        let n = group.members.len();
+        let round_robin = previous.map_or(0, |p| (p + 1) % n);
+        let method = group.method.as_str();
+        let member = |index, reason| Pick::Member {
+            index,
+            method,
+            reason,
+        };
+        Ok(match group.method {
+            SelectionMethod::RoundRobin => member(round_robin, None),
+            SelectionMethod::Random => {
+                // Anyone but the last speaker, when there is anyone else.
+                let candidates: Vec<usize> =
+                    (0..n).filter(|i| n == 1 || Some(*i) != previous).collect();
+                let draw = self.rng.random_range(0..candidates.len());
+                self.draws += 1;
+                let reason = format!("seed {}, draw {}", self.seed, self.draws);
+                member(candidates[draw], Some(reason))
+            }
+            SelectionMethod::Auto => {
+                match self.ask_selector(transcript, ask.selector, ask.usage).await {
+                    Ok(index) => member(index, None),
+                    Err(why) => Pick::Member {
+                        index: round_robin,
+                        method: "round_robin",
+                        reason: Some(format!("{why}; round robin instead")),
+                    },
+                }
+            }
+            SelectionMethod::Manual => match self.ask_user(ask.link).await? {
+                Some(Ok(index)) => member(index, None),
+                Some(Err(why)) => Pick::Member {
+                    index: round_robin,
+                    method: "round_robin",
+                    reason: Some(format!("{why}; round robin instead")),
+                },
+                None => Pick::End(RunEndReason::Timeout),
+            },
+        })
+    }
+
+    /// `auto`: asks the selector model, once more if its answer names no
+    /// member (AG2's `max_attempts`).
+    async fn ask_selector(
+        &self,
+        transcript: &[Said],
+        selector: &dyn Provider,
+        usage: &mut Usage,
+    ) -> Result<usize, String> {
+        let names = self.names();
+        let list = format!("[{}]", names.join(", "));
+        let mut messages = view(transcript, None, 2_000);
+        messages.push(Message::User {
+            text: format!(
+                "Read the above conversation. Then select the next role from {list} to play. Only return the role."
+            ),
+        });
+        let mut last = String::new();
+        for _ in 0..2 {
+            let answer = complete(
+                selector,
+                &self.group.selector_prompt,
+                messages.clone(),
+                64,
+                usage,
+            )
+            .await
+            .map_err(|e| format!("the selector failed: {e}"))?;
+            if let Some(index) = named(&answer, &names) {
+                return Ok(index);
+            }
+            messages.push(Message::Assistant {
+                text: answer.clone(),
+                tool_calls: Vec::new(),
+            });
+            messages.push(Message::User {
+                text: format!(
+                    "You did not choose a single member. The only names accepted are {list}. \
+                     Respond with ONLY the name of the speaker."
+                ),
+            });
+            last = answer;
+        }
+        Err(format!(
+            "the selector answered `{}`, which names no single member",
+            last.trim().chars().take(80).collect::<String>()
+        ))
+    }
+
+    /// `manual`: asks the user, with the members as options. `None`: nobody
+    /// answered in time.
+    async fn ask_user(&self, link: &RunLink) -> Result<Option<Result<usize, String>>, Gone> {
+        let names = self.names();
+        let mut last = String::new();
+        for _ in 0..MANUAL_ASKS {
+            let (respond, answer) = oneshot::channel();
+            link.send(RunMsg::AskInput {
+                request_id: format!("speaker_{}", uuid::Uuid::new_v4().simple()),
+                prompt: format!("Who speaks next? {}", names.join(", ")),
+                password: false,
+                options: Some(names.iter().map(|n| (*n).to_owned()).collect()),
+                respond,
+            })
+            .await?;
+            match answer.await.map_err(|_| Gone)? {
+                InputOutcome::TimedOut => return Ok(None),
+                InputOutcome::Answered(text) => match picked(&text, &names) {
+                    Some(index) => return Ok(Some(Ok(index))),
+                    None => last = text,
+                },
+            }
+        }
+        Ok(Some(Err(format!(
+            "the user answered `{}`, which names no member, {MANUAL_ASKS} times",
+            last.trim().chars().take(80).collect::<String>()
+        ))))
+    }
+
+    fn names(&self) -> Vec<&str> {
+        self.group.members.iter().map(|m| m.name.as_str()).collect()
+    }
+}
+
+/// What the method may use to ask: the selector model (and where its usage
+/// goes), the run's link (for the user).
+pub(super) struct Ask<'a> {
+    pub selector: &'a dyn Provider,
+    pub usage: &'a mut Usage,
+    pub link: &'a RunLink,
+}
+
+/// The member a selector's answer names: the whole answer (quotes and
+/// punctuation aside), or the only member it mentions as a word.
+fn named(answer: &str, names: &[&str]) -> Option<usize> {
+    let bare = answer
+        .trim()
+        .trim_matches(|c: char| !c.is_alphanumeric() && c != '_' && c != '-');
+    if let Some(i) = names.iter().position(|n| n.eq_ignore_ascii_case(bare)) {
+        return Some(i);
+    }
+    let words: Vec<&str> = answer
+        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '-')
+        .collect();
+    let mentioned: Vec<usize> = (0..names.len())
+        .filter(|i| words.iter().any(|w| w.eq_ignore_ascii_case(names[*i])))
+        .collect();
+    (mentioned.len() == 1).then(|| mentioned[0])
+}
+
+/// The member a user's answer picks: a name, or its 1-based number.
+fn picked(answer: &str, names: &[&str]) -> Option<usize> {
+    let answer = answer.trim();
+    if answer == TO_USER {
+        return None;
+    }
+    match answer.parse::<usize>() {
+        Ok(n) if (1..=names.len()).contains(&n) => Some(n - 1),
+        _ => names.iter().position(|n| n.eq_ignore_ascii_case(answer)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{named, picked};
+
+    #[test]
+    fn answers_that_name_a_member() {
+        let names = ["planner", "researcher", "writer"];
+        assert_eq!(named("writer", &names), Some(2));
+        assert_eq!(named(" \"Writer\".\n", &names), Some(2));
+        assert_eq!(named("I think the researcher should go.", &names), Some(1));
+        assert_eq!(named("planner or writer", &names), None);
+        assert_eq!(named("nobody", &names), None);
+        assert_eq!(named("", &names), None);
+        assert_eq!(picked("2", &names), Some(1));
+        assert_eq!(picked(" PLANNER ", &names), Some(0));
+        assert_eq!(picked("4", &names), None);
+        assert_eq!(picked("user", &names), None);
+    }
+}

@@ -1,0 +1,132 @@
+//! Each member's view of the shared transcript: its own turns as the
+//! assistant's (tool calls and results as they were), everyone else's as
+//! [`Message::Peer`] turns under their names, their tool calls and results
+//! told in words (a model cannot be shown another model's tool calls as its
+//! own).
+
+use crate::link::Said;
+use crate::llm::Message;
+use crate::tools::cap;
+
+/// The transcript as member `me` sees it (`None`: as an observer, the
+/// speaker selector); other members' tool results cut to `max_chars`.
+pub(super) fn view(transcript: &[Said], me: Option<&str>, max_chars: usize) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(transcript.len());
+    for said in transcript {
+        let name = match &said.by {
+            Some(by) if Some(by.as_str()) != me => by,
+            _ => {
+                out.push(said.message.clone());
+                continue;
+            }
+        };
+        let told = match &said.message {
+            Message::User { text } | Message::Peer { text, .. } => text.clone(),
+            Message::Assistant { text, tool_calls } => {
+                let mut told = text.clone();
+                for call in tool_calls {
+                    if !told.is_empty() {
+                        told.push('\n');
+                    }
+                    told.push_str(&format!("[calls {} with {}]", call.name, call.input));
+                }
+                told
+            }
+            Message::ToolResult {
+                name: tool,
+                content,
+                is_error,
+                ..
+            } => {
+                let verb = if *is_error { "failed" } else { "returned" };
+                format!("[{tool} {verb}: {}]", cap(content, max_chars))
+            }
+        };
+        // One turn each, so the last thing said stays the last message.
+        if !told.is_empty() {
+            out.push(Message::Peer {
+                name: name.clone(),
+                text: told,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::llm::ToolCall;
+
+    fn said(by: Option<&str>, message: Message) -> Said {
+        Said {
+            by: by.map(str::to_owned),
+            message,
+        }
+    }
+
+    #[test]
+    fn a_member_sees_its_own_turns_and_the_others_by_name() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "search".into(),
+            input: json!({"q": "tides"}),
+        };
+        let transcript = vec![
+            said(
+                None,
+                Message::User {
+                    text: "Plan a trip".into(),
+                },
+            ),
+            said(
+                Some("planner"),
+                Message::Assistant {
+                    text: "Step 1: tides.".into(),
+                    tool_calls: vec![],
+                },
+            ),
+            said(
+                Some("researcher"),
+                Message::Assistant {
+                    text: String::new(),
+                    tool_calls: vec![call.clone()],
+                },
+            ),
+            said(
+                Some("researcher"),
+                Message::ToolResult {
+                    id: "c1".into(),
+                    name: "search".into(),
+                    content: "high at noon".into(),
+                    is_error: false,
+                },
+            ),
+        ];
+        let researcher = view(&transcript, Some("researcher"), 100);
+        assert_eq!(researcher.len(), 4);
+        assert_eq!(
+            researcher[1],
+            Message::Peer {
+                name: "planner".into(),
+                text: "Step 1: tides.".into()
+            }
+        );
+        assert!(
+            matches!(&researcher[2], Message::Assistant { tool_calls, .. } if tool_calls == &vec![call])
+        );
+        let writer = view(&transcript, Some("writer"), 4);
+        let peer = |text: &str| Message::Peer {
+            name: "researcher".into(),
+            text: text.into(),
+        };
+        assert_eq!(writer[2], peer("[calls search with {\"q\":\"tides\"}]"));
+        assert_eq!(
+            writer[3],
+            peer("[search returned: high\n[truncated: 8 of 12 characters omitted]]")
+        );
+        assert_eq!(writer.len(), 4);
+    }
+}

@@ -1,0 +1,438 @@
+//! One speaker's turn: the agentic loop (seed 000 §3, seed 002) of one agent
+//! or group member. Each model turn starts with `chat.select_speaker`,
+//! streams the model's text as `chat.print` and closes it with `chat.text`,
+//! then runs the tools the model called (concurrently; results go back in
+//! the model's order) and loops, up to the agent's `max_turns`, until the
+//! model answers without a tool call (or hands the conversation on).
+//!
+//! Also what every run shape shares: [`RunSpec`], the system prompt, the
+//! prompt budget, and how a run error is logged.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use super::build::Agent;
+use super::definition::{Price, ToolCallFormat};
+use super::turn::{TurnOutput, stream_turn};
+use crate::link::{Gone, RunLink, Said, ToolOutcome};
+use crate::llm::{ChatRequest, Message, Provider, ToolDefinition, Usage};
+use crate::protocol::{ErrorCode, EventKind, RunEndReason};
+use crate::tools::{CallEnv, Database, Tool, execute, handoff_target};
+
+/// What one run starts from. (No `Debug`: it holds the caller's token.)
+#[derive(Clone)]
+pub struct RunSpec {
+    pub chat_id: uuid::Uuid,
+    /// The chat's owner (whose database connections the run may use).
+    pub user: String,
+    /// Users' databases, for `ask_database`.
+    pub connections: Option<Arc<crate::databases::Connections>>,
+    /// The chat's database for the system prompt (its schema, the last
+    /// result), when one is connected.
+    pub database: Option<String>,
+    pub agent: Arc<Agent>,
+    /// The conversation so far (who said what), the new user message last.
+    pub history: Vec<Said>,
+    /// The chat's `context` object (given to the model, and to tool `inject`).
+    pub context: Option<Value>,
+    /// Seed 000's `context_type`: only tools declared for it are offered.
+    pub context_type: Option<String>,
+    /// The bearer token of the connection that started the run, forwarded to
+    /// HTTP tools verbatim. Never logged or stored.
+    pub bearer: Option<String>,
+    /// The chat's own model, overriding the agent's.
+    pub provider: Option<Arc<dyn crate::llm::Provider>>,
+}
+
+impl RunSpec {
+    /// What the tool calls of `agent` (the run's agent or a group member,
+    /// speaking through `link` on `provider`) may use of the run.
+    pub(super) fn call_env<'a>(
+        &'a self,
+        link: &'a RunLink,
+        usage: &'a Mutex<Usage>,
+        agent: &'a Agent,
+        provider: &'a dyn Provider,
+    ) -> CallEnv<'a> {
+        CallEnv {
+            link,
+            http: &agent.http,
+            context: self.context.as_ref(),
+            context_type: self.context_type.as_deref(),
+            bearer: self.bearer.as_deref(),
+            max_result_chars: agent.max_tool_result_chars,
+            usage,
+            provider,
+            database: self.connections.as_deref().map(|connections| Database {
+                connections,
+                user: &self.user,
+                chat_id: self.chat_id,
+            }),
+        }
+    }
+}
+
+/// What a run used: its own model calls (per speaker, in a group) and its
+/// tools' (`ask_database`, `ask_analyst`).
+#[derive(Default)]
+pub(super) struct Tally {
+    pub by_speaker: Speakers,
+    pub tools: Mutex<Usage>,
+}
+
+/// Speaker → its usage and the price of its model.
+#[derive(Default)]
+pub(super) struct Speakers(pub BTreeMap<String, (Usage, Option<Price>)>);
+
+impl Speakers {
+    /// The usage entry of `speaker` (created with `price`).
+    pub(super) fn of(&mut self, speaker: &str, price: Option<Price>) -> &mut Usage {
+        &mut self
+            .0
+            .entry(speaker.to_owned())
+            .or_insert((Usage::default(), price))
+            .0
+    }
+}
+
+/// Who speaks in a turn loop, and as whom.
+pub(super) struct Voice<'a> {
+    /// Its name on the wire (`agent` of its prints, texts, select_speakers).
+    pub name: &'a str,
+    /// Its limits and format (and, for a plain run, its tools).
+    pub agent: &'a Agent,
+    /// The tools it may call (a group adds `handoff_to`).
+    pub tools: &'a [Tool],
+    pub provider: &'a dyn Provider,
+    pub system_prompt: String,
+    /// Group runs: how the speaker was chosen, for its first
+    /// `chat.select_speaker` (the next ones say `continue`).
+    pub chosen: Option<(&'static str, Option<String>)>,
+}
+
+/// How a speaker's turn ended.
+pub(super) enum Spoke {
+    /// The run ends.
+    End(RunEndReason),
+    /// The speaker is done: the text of its last model turn, and whom it
+    /// handed the conversation to, if it did.
+    Done {
+        text: String,
+        handoff: Option<String>,
+    },
+}
+
+/// Most consecutive unparsable JSON tool calls sent back to the model.
+const MAX_JSON_RETRIES: u32 = 3;
+
+/// Runs one speaker's turn: model turns and tool calls until it answers
+/// without a call. What it says is appended to `messages` (its view of the
+/// conversation).
+pub(super) async fn speak(
+    voice: &Voice<'_>,
+    env: &CallEnv<'_>,
+    messages: &mut Vec<Message>,
+    usage: &mut Usage,
+) -> Result<Spoke, Gone> {
+    let agent = voice.agent;
+    let link = env.link;
+    let json_mode = agent.tool_call_format == ToolCallFormat::Json;
+    let tools = if json_mode {
+        Vec::new()
+    } else {
+        definitions(voice.tools, env.context_type)
+    };
+    let mut bad_json = 0;
+    let mut last_text = String::new();
+
+    for turn in 0..agent.max_turns {
+        let (method, reason) = match (&voice.chosen, turn) {
+            (None, _) => (None, None),
+            (Some((method, reason)), 0) => (Some((*method).to_owned()), reason.clone()),
+            (Some(_), _) => (Some("continue".to_owned()), None),
+        };
+        link.emit(EventKind::SelectSpeaker {
+            agent: voice.name.to_owned(),
+            method,
+            reason,
+        })
+        .await?;
+        let request = ChatRequest {
+            system_prompt: voice.system_prompt.clone(),
+            messages: fit_budget(messages, agent.prompt_budget_tokens, &voice.system_prompt),
+            tools: tools.clone(),
+            max_tokens: 4096,
+        };
+        let turn = match voice.provider.stream_chat(request).await {
+            Ok(stream) => stream_turn(voice.name, link, stream, usage, json_mode).await?,
+            Err(e) => return end(link, e.code, e.message, e.recoverable).await,
+        };
+        let TurnOutput {
+            text,
+            calls,
+            failure,
+            json_call,
+        } = turn;
+        if let Some(e) = failure {
+            return end(link, e.code, e.message, e.recoverable).await;
+        }
+        if !text.is_empty() {
+            last_text = text.clone();
+        }
+        if json_mode {
+            match json_call {
+                None => {
+                    if !text.is_empty() {
+                        messages.push(Message::Assistant {
+                            text,
+                            tool_calls: Vec::new(),
+                        });
+                    }
+                    return Ok(done(last_text, None));
+                }
+                Some(Err((raw, why))) => {
+                    bad_json += 1;
+                    if bad_json > MAX_JSON_RETRIES {
+                        return end(
+                            link,
+                            ErrorCode::ToolExecutionError,
+                            format!("the model's tool call could not be parsed {bad_json} times in a row: {why}"),
+                            true,
+                        )
+                        .await;
+                    }
+                    messages.push(Message::Assistant {
+                        text: raw,
+                        tool_calls: Vec::new(),
+                    });
+                    messages.push(Message::User {
+                        text: format!(
+                            "Your tool call could not be parsed: {why}. Reply with ONLY one JSON object: \
+                             {{\"tool\": \"tool_name\", \"parameters\": {{...}}, \"terminate\": false}}"
+                        ),
+                    });
+                    continue;
+                }
+                Some(Ok((raw, call, terminate))) => {
+                    bad_json = 0;
+                    messages.push(Message::Assistant {
+                        text: raw,
+                        tool_calls: Vec::new(),
+                    });
+                    let outcome = execute(&call, voice.tools, env).await?;
+                    let (content, is_error) = match outcome {
+                        ToolOutcome::End(reason) => return Ok(Spoke::End(reason)),
+                        ToolOutcome::Result { content, is_error } => (content, is_error),
+                    };
+                    let label = if is_error { "Error from" } else { "Result of" };
+                    messages.push(Message::User {
+                        text: format!("{label} {}:\n{}", call.name, content),
+                    });
+                    let handoff = handoff_target(&call).filter(|_| !is_error);
+                    if terminate || handoff.is_some() {
+                        return Ok(done(last_text, handoff));
+                    }
+                    continue;
+                }
+            }
+        }
+        if calls.is_empty() {
+            if !text.is_empty() {
+                messages.push(Message::Assistant {
+                    text,
+                    tool_calls: Vec::new(),
+                });
+            }
+            return Ok(done(last_text, None));
+        }
+        messages.push(Message::Assistant {
+            text,
+            tool_calls: calls.clone(),
+        });
+        // The calls of one turn run concurrently; results keep the model's order.
+        let outcomes = futures_util::future::join_all(
+            calls.iter().map(|call| execute(call, voice.tools, env)),
+        )
+        .await;
+        let mut end = None;
+        let mut handoff = None;
+        for (call, outcome) in calls.iter().zip(outcomes) {
+            match outcome? {
+                ToolOutcome::Result { content, is_error } => {
+                    if !is_error {
+                        handoff = handoff_target(call).or(handoff);
+                    }
+                    messages.push(Message::ToolResult {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        content,
+                        is_error,
+                    })
+                }
+                ToolOutcome::End(reason) => end = end.or(Some(reason)),
+            }
+        }
+        if let Some(reason) = end {
+            return Ok(Spoke::End(reason));
+        }
+        if handoff.is_some() {
+            return Ok(done(last_text, handoff));
+        }
+    }
+    fail(
+        link,
+        ErrorCode::ToolExecutionError,
+        format!(
+            "Maximum tool-call rounds exceeded ({} model turns)",
+            agent.max_turns
+        ),
+        true,
+    )
+    .await?;
+    Ok(Spoke::End(RunEndReason::MaxTurns))
+}
+
+fn done(text: String, handoff: Option<&str>) -> Spoke {
+    Spoke::Done {
+        text,
+        handoff: handoff.map(str::to_owned),
+    }
+}
+
+/// Logs a run error and ends the speaker's turn (and the run) with `error`.
+async fn end(
+    link: &RunLink,
+    code: ErrorCode,
+    message: String,
+    recoverable: bool,
+) -> Result<Spoke, Gone> {
+    fail(link, code, message, recoverable).await.map(Spoke::End)
+}
+
+/// The system prompt: the agent's (or its `context_prompts` entry for the
+/// run's `context_type`), the chat context, and in `json` mode the
+/// tool list with seed 002's format instruction.
+pub(super) fn system_prompt(
+    agent: &Agent,
+    context: Option<&Value>,
+    context_type: Option<&str>,
+    json_mode: bool,
+    tools: &[ToolDefinition],
+) -> String {
+    let mut prompt = context_type
+        .and_then(|ct| agent.context_prompts.get(ct))
+        .unwrap_or(&agent.system_prompt)
+        .clone();
+    if let Some(ctx) = context {
+        prompt.push_str(&context_block(ctx, context_type));
+    }
+    if json_mode && !tools.is_empty() {
+        prompt.push_str("\n\nYou can use these tools:\n");
+        for t in tools {
+            prompt.push_str(&format!(
+                "- {}: {} Parameters (JSON Schema): {}\n",
+                t.name, t.description, t.input_schema
+            ));
+        }
+        prompt.push_str(concat!(
+            "\nWhen you need to use a tool, output ONLY a JSON object in this exact format:\n",
+            "{\n  \"tool\": \"tool_name\",\n  \"parameters\": { \"param1\": \"value1\" },\n  \"terminate\": false\n}\n",
+            "Set \"terminate\" to false if you need to continue working after the tool result.\n",
+            "Set \"terminate\" to true if this is your final action or you want to return a response to the user.\n",
+            "Otherwise answer in plain text.",
+        ));
+    }
+    prompt
+}
+
+/// The tools a run with this `context_type` offers the model.
+pub(super) fn definitions(tools: &[Tool], context_type: Option<&str>) -> Vec<ToolDefinition> {
+    tools
+        .iter()
+        .filter(|t| t.offered_for(context_type))
+        .map(|t| ToolDefinition {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            input_schema: t.input_schema.clone(),
+        })
+        .collect()
+}
+
+/// Seed 000 §6's context block: a preamble, every `*_id` field pulled out for
+/// easy reference, then the compact context JSON.
+pub(super) fn context_block(context: &Value, context_type: Option<&str>) -> String {
+    let mut block = match context_type {
+        Some(ct) => format!("\n\nCurrent context (`{ct}`) of the user's screen:\n"),
+        None => "\n\nCurrent context of the user's screen:\n".to_owned(),
+    };
+    for (key, value) in context.as_object().into_iter().flatten() {
+        if let (Some(name), Some(id)) = (key.strip_suffix("_id"), value.as_str()) {
+            block.push_str(&format!(
+                "**Current {} ID: `{id}`**\n",
+                name.replace('_', " ")
+            ));
+        }
+    }
+    block.push_str(&format!("```json\n{context}\n```"));
+    block
+}
+
+/// A rough token estimate: four characters a token, plus a little per message.
+fn estimate(text: &str) -> u64 {
+    text.chars().count() as u64 / 4 + 4
+}
+
+fn message_cost(m: &Message) -> u64 {
+    match m {
+        Message::User { text } | Message::Peer { text, .. } => estimate(text),
+        Message::Assistant { text, tool_calls } => {
+            estimate(text)
+                + tool_calls
+                    .iter()
+                    .map(|c| estimate(&c.input.to_string()))
+                    .sum::<u64>()
+        }
+        Message::ToolResult { content, .. } => estimate(content),
+    }
+}
+
+/// The history cut to the prompt budget: oldest messages go first, the last
+/// one always stays, and the kept part starts at a user message or another
+/// member's turn (so no tool result is sent without its call).
+pub(super) fn fit_budget(messages: &[Message], budget: u64, system_prompt: &str) -> Vec<Message> {
+    let mut total = estimate(system_prompt) + messages.iter().map(message_cost).sum::<u64>();
+    let mut start = 0;
+    while total > budget && start + 1 < messages.len() {
+        total -= message_cost(&messages[start]);
+        start += 1;
+    }
+    while start + 1 < messages.len()
+        && !matches!(messages[start], Message::User { .. } | Message::Peer { .. })
+    {
+        start += 1;
+    }
+    messages[start..].to_vec()
+}
+
+/// Emits a run error; the run ends with `error`.
+pub(super) async fn fail(
+    link: &RunLink,
+    code: ErrorCode,
+    message: String,
+    recoverable: bool,
+) -> Result<RunEndReason, Gone> {
+    link.emit(EventKind::Error {
+        message,
+        error_code: code,
+        details: None,
+        recoverable,
+    })
+    .await?;
+    Ok(RunEndReason::Error)
+}
+
+#[cfg(test)]
+#[path = "speak_tests.rs"]
+mod tests;
