@@ -137,9 +137,12 @@ class ChatView {
         bar.title = m.status_message;
         break;
       }
-      case 'chat.usage_summary':
-        this.add(el('li', { cls: 'note', text: `tokens: ${m.total_tokens} (prompt ${m.prompt_tokens}, completion ${m.completion_tokens})${m.cost != null ? `, cost ${m.cost}` : ''}` }));
+      case 'chat.usage_summary': {
+        // A group's run also says what each member used.
+        const by = Object.entries(m.by_agent || {}).map(([who, u]) => `${who} ${u.total_tokens}`).join(', ');
+        this.add(el('li', { cls: 'note', text: `tokens: ${m.total_tokens} (prompt ${m.prompt_tokens}, completion ${m.completion_tokens})${m.cost != null ? `, cost ${m.cost}` : ''}${by ? `; ${by}` : ''}` }));
         break;
+      }
       case 'chat.run_complete':
         $('run').textContent = m.reason === 'completed' ? '' : `run ended: ${m.reason}`;
         // The end marker follows the run's output, in log order.
@@ -152,11 +155,14 @@ class ChatView {
     }
   }
 
-  /** The agent bubble of the current turn (created on first use). */
+  /** The agent bubble of the current turn (created on first use), in the
+   * speaker's own colour: a group's members each get theirs. */
   bubble(agent) {
     if (!this.turn) {
       const msg = el('div', { cls: 'msg' });
-      this.add(el('li', { cls: 'agent' }, el('div', { cls: 'who', text: agent }), msg));
+      const li = el('li', { cls: 'agent', attrs: { 'data-agent': agent } }, el('div', { cls: 'who', text: agent }), msg);
+      li.style.setProperty('--who', colour(agent));
+      this.add(li);
       this.turn = msg;
     }
     return this.turn;
@@ -169,6 +175,7 @@ class ChatView {
   }
 
   inputRequest(m) {
+    if (Array.isArray(m.options)) return this.choice(m);
     const input = el('input', { attrs: { type: m.password ? 'password' : 'text', 'aria-label': m.prompt } });
     const send = el('button', { text: 'Submit' });
     const card = el('div', { cls: 'card' }, el('div', { cls: 'title', text: m.prompt }), input, send);
@@ -184,6 +191,23 @@ class ChatView {
     this.add(el('li', {}, card));
   }
 
+  /** A request with options (a group's `manual` speaker selection): one
+   * button per option, each answering with its text. */
+  choice(m) {
+    const card = el('div', { cls: 'card choice' }, el('div', { cls: 'title', text: m.prompt }));
+    for (const o of m.options) {
+      const b = el('button', { text: o, attrs: { 'data-option': o } });
+      b.style.setProperty('--who', colour(o));
+      b.onclick = () => {
+        this.chat.submitInput(m.request_id, o);
+        card.querySelectorAll('button').forEach((x) => (x.disabled = true));
+      };
+      card.append(b);
+    }
+    this.inputs.set(m.request_id, card);
+    this.add(el('li', {}, card));
+  }
+
   toolCall(m) {
     const known = this.cards.get(m.corr);
     if (known) {
@@ -195,7 +219,8 @@ class ChatView {
     const reply = (data) => this.chat.sendComponentResult(m.corr, data);
     if (m.tool_name === 'template') return this.widget(m, reply);
     if (m.corr.endsWith('.preview')) return this.preview(m);
-    const title = m.component_type ? `${m.component_type} (${m.tool_name})` : `tool: ${m.tool_name}`;
+    const title = (m.component_type ? `${m.component_type} (${m.tool_name})` : `tool: ${m.tool_name}`)
+      + (m.agent ? ` · ${m.agent}` : '');
     const card = el('div', { cls: 'card' }, el('div', { cls: 'title', text: title }));
     const p = m.payload || {};
     const button = (text, data) => {
@@ -277,6 +302,13 @@ class ChatView {
     this.cards.set(m.corr, card);
     this.add(el('li', {}, card));
   }
+}
+
+/** A speaker's colour: a hue from its name, so each member keeps its own. */
+function colour(name) {
+  let h = 0;
+  for (const c of name) h = (h * 31 + c.codePointAt(0)) % 360;
+  return `hsl(${h}, 55%, 38%)`;
 }
 
 // ----- model output: markdown, SQL results, charts ----------------------------------

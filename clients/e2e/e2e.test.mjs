@@ -3,7 +3,9 @@
 // restarted mid-stream, model output that tries to be HTML, a template quiz
 // (examples/agents/capitals-quiz.yaml), approvals and previews that stay
 // answered after a reload, and seed 003's database chat drawing a chart (a
-// local stand-in for an OpenAI-compatible model writes the SQL and the spec).
+// local stand-in for an OpenAI-compatible model writes the SQL and the spec);
+// a group chat (examples/agents/research-team.yaml) with each member under its
+// own name and colour, and a group whose user picks the next speaker.
 //
 // Needs AGENTWIRE_BIN (the built binary) and /usr/bin/chromium. Screenshots of
 // each step go to $E2E_SHOTS (default: ./shots).
@@ -49,6 +51,18 @@ tools:
     preview: {component_type: plan_preview, fields: {description: /input/description, outcome: /result}}
 `;
 
+/** A group whose user picks each speaker (manual selection), two turns a run. */
+const PANEL_AGENT = `id: panel
+name: Panel
+description: Two members; you pick who speaks
+group:
+  speaker_selection: manual
+  max_rounds: 2
+  members:
+    - {name: alice, model: {provider: scripted, script: {rules: [{reply: "Alice here."}]}}}
+    - {name: bob, model: {provider: scripted, script: {rules: [{reply: "Bob here."}]}}}
+`;
+
 /** A stand-in for an OpenAI-compatible server: each request gets the next reply. */
 const llmReplies = [];
 const llm = createServer((req, res) => {
@@ -85,6 +99,8 @@ before(async () => {
   mkdirSync(join(dir, 'agents'), { recursive: true });
   copyFileSync(join(root, 'examples', 'agents', 'capitals-quiz.yaml'), join(dir, 'agents', 'capitals-quiz.yaml'));
   writeFileSync(join(dir, 'agents', 'hitl.yaml'), HITL_AGENT);
+  copyFileSync(join(root, 'examples', 'agents', 'research-team.yaml'), join(dir, 'agents', 'research-team.yaml'));
+  writeFileSync(join(dir, 'agents', 'panel.yaml'), PANEL_AGENT);
   await new Promise((r) => llm.listen(0, '127.0.0.1', r));
   writeFileSync(join(dir, 'agents', 'analyst.yaml'), `id: analyst
 name: Analyst
@@ -304,4 +320,33 @@ test('a database chat: the SQL result as a table, the chart drawn, the answer as
   await page.locator('.chart').scrollIntoViewIfNeeded();
   await page.shot('1-chart');
   await page.close();
+});
+
+test('a group chat: each member under its own name and colour; the user picks a speaker', async () => {
+  const page = await newChat('group', 'research-team');
+  await say(page, 'trip to Lisbon');
+  await lastAgentText(page, 'pack for anything');
+  const turns = await page.locator('#log li.agent').evaluateAll((lis) =>
+    lis.map((li) => [li.dataset.agent, li.querySelector('.who').textContent, getComputedStyle(li.querySelector('.who')).color]));
+  assert.deepEqual(turns.map(([agent, who]) => [agent, who]), [
+    ['planner', 'planner'], ['researcher', 'researcher'], ['writer', 'writer'],
+  ]);
+  assert.equal(new Set(turns.map(([, , colour]) => colour)).size, 3, `three colours: ${JSON.stringify(turns)}`);
+  await page.locator('.card', { hasText: 'tool: get_weather · researcher' }).waitFor();
+  await page.shot('1-team');
+  await page.close();
+
+  const panel = await newChat('group-manual', 'panel');
+  await say(panel, 'Who knows?');
+  const choice = panel.locator('.card.choice').last();
+  await choice.locator('button[data-option="bob"]').click();
+  await lastAgentText(panel, 'Bob here.');
+  await panel.locator('.card.choice').nth(1).locator('button[data-option="alice"]').click();
+  await lastAgentText(panel, 'Alice here.');
+  await panel.locator('#log li.run-end').waitFor();
+  const speakers = await panel.locator('#log li.agent').evaluateAll((lis) => lis.map((li) => li.dataset.agent));
+  assert.deepEqual(speakers, ['bob', 'alice']);
+  assert.equal(await panel.locator('.card.choice button:enabled').count(), 0, 'both choices answered');
+  await panel.shot('2-manual');
+  await panel.close();
 });

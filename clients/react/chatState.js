@@ -22,11 +22,13 @@
  * @property {unknown} [result]
  * @property {boolean} [success]
  * @property {{percent: number, status: string}} [progress]
+ * @property {string} [agent]  In a group run: the member that made the call.
  *
  * @typedef {object} InputRequest
  * @property {string} requestId
  * @property {string} prompt
  * @property {boolean} password
+ * @property {string[]} [options]  A choice (a group's manual speaker selection).
  * @property {'pending' | 'answered' | 'timed_out'} status
  *
  * @typedef {object} ChatState
@@ -35,7 +37,7 @@
  * @property {InputRequest[]} inputRequests
  * @property {'idle' | 'running'} run
  * @property {string | null} lastRunEnd      The last `run_complete` reason.
- * @property {{total: number, prompt: number, completion: number, cost?: number}[]} usage  One per run.
+ * @property {{total: number, prompt: number, completion: number, cost?: number, byAgent?: Record<string, {total_tokens: number, prompt_tokens: number, completion_tokens: number, cost?: number}>}[]} usage  One per run (a group's per member too).
  * @property {{code: string, message: string}[]} errors
  * @property {number} lastSeq
  */
@@ -72,6 +74,8 @@ export function applyEnvelope(s, m) {
       break;
     case 'chat.select_speaker':
       next.run = 'running';
+      // A new turn (in a group, maybe another member's): what streamed before is done.
+      if (streamingAgent) next.messages = replaceLast({ ...streamingAgent, streaming: false });
       break;
     case 'chat.print':
       next.messages = streamingAgent
@@ -85,7 +89,7 @@ export function applyEnvelope(s, m) {
       } else {
         next.toolCalls = [...s.toolCalls, {
           corr: m.corr, toolName: m.tool_name, componentType: m.component_type, display: m.display,
-          payload: m.payload, awaiting: m.awaiting_response,
+          payload: m.payload, awaiting: m.awaiting_response, ...(m.agent ? { agent: m.agent } : {}),
         }];
       }
       break;
@@ -96,7 +100,10 @@ export function applyEnvelope(s, m) {
       next.toolCalls = updateCall(m.corr, (c) => ({ ...c, progress: { percent: m.progress_percent, status: m.status_message } }));
       break;
     case 'chat.input_request':
-      next.inputRequests = [...s.inputRequests, { requestId: m.request_id, prompt: m.prompt, password: m.password, status: 'pending' }];
+      next.inputRequests = [...s.inputRequests, {
+        requestId: m.request_id, prompt: m.prompt, password: m.password, status: 'pending',
+        ...(m.options ? { options: m.options } : {}),
+      }];
       break;
     case 'chat.input_ack':
     case 'chat.input_timeout':
@@ -105,7 +112,10 @@ export function applyEnvelope(s, m) {
       );
       break;
     case 'chat.usage_summary':
-      next.usage = [...s.usage, { total: m.total_tokens, prompt: m.prompt_tokens, completion: m.completion_tokens, cost: m.cost }];
+      next.usage = [...s.usage, {
+        total: m.total_tokens, prompt: m.prompt_tokens, completion: m.completion_tokens, cost: m.cost,
+        ...(m.by_agent ? { byAgent: m.by_agent } : {}),
+      }];
       break;
     case 'chat.run_complete':
       next.run = 'idle';

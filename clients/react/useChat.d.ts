@@ -19,12 +19,16 @@ export interface ToolCall {
   result?: unknown;
   success?: boolean;
   progress?: { percent: number; status: string };
+  /** In a group run: the member that made the call. */
+  agent?: string;
 }
 
 export interface InputRequest {
   requestId: string;
   prompt: string;
   password: boolean;
+  /** A choice (a group's manual speaker selection): answer with one of them. */
+  options?: string[];
   status: 'pending' | 'answered' | 'timed_out';
 }
 
@@ -34,7 +38,14 @@ export interface ChatState {
   inputRequests: InputRequest[];
   run: 'idle' | 'running';
   lastRunEnd: string | null;
-  usage: { total: number; prompt: number; completion: number; cost?: number }[];
+  usage: {
+    total: number;
+    prompt: number;
+    completion: number;
+    cost?: number;
+    /** A group run's usage per member (and its selector, under the group's id). */
+    byAgent?: Record<string, { total_tokens: number; prompt_tokens: number; completion_tokens: number; cost?: number }>;
+  }[];
   errors: { code: string; message: string }[];
   lastSeq: number;
 }

@@ -6,6 +6,10 @@ import 'global-jsdom/register';
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
 import { act, renderHook, waitFor } from '@testing-library/react';
 
 import { AgentwireClient } from '../../js/agentwire.js';
@@ -18,7 +22,12 @@ let server;
 let client;
 before(async () => {
   const port = await freePort();
-  server = await startServer(tempDir(), port);
+  const dir = tempDir();
+  // The example group (its HTTP tool unreachable here: the researcher says so).
+  mkdirSync(join(dir, 'agents'), { recursive: true });
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+  copyFileSync(join(root, 'examples', 'agents', 'research-team.yaml'), join(dir, 'agents', 'research-team.yaml'));
+  server = await startServer(dir, port);
   client = new AgentwireClient(`ws://127.0.0.1:${port}/v1/ws`, { storage: null, WebSocket: NodeWebSocket });
 });
 after(() => {
@@ -28,8 +37,8 @@ after(() => {
 
 const wait = (f) => waitFor(f, { timeout: 15000, interval: 20 });
 
-function mount() {
-  const chat = client.startChat({ agent: 'demo' });
+function mount(agent = 'demo') {
+  const chat = client.startChat({ agent });
   const seen = [];
   const hook = renderHook(() => {
     const state = useChat(client, chat.id);
@@ -91,4 +100,17 @@ test('a chat opened later is replayed from its start', async () => {
   assert.equal(hook.result.current.messages.length, 2);
   hook.unmount();
   other.close();
+});
+
+test('a group: one message per member turn, each under its name', async () => {
+  const { hook } = mount('research-team');
+  await act(async () => hook.result.current.send('trip to Lisbon'));
+  await wait(() => assert.equal(hook.result.current.lastRunEnd, 'completed'));
+  const state = hook.result.current;
+  assert.deepEqual(state.messages.map((m) => m.agent), ['user', 'planner', 'researcher', 'writer']);
+  assert.ok(state.messages.every((m) => !m.streaming));
+  assert.equal(state.toolCalls[0].agent, 'researcher');
+  assert.equal(state.toolCalls[0].success, false, 'no weather server here');
+  assert.deepEqual(Object.keys(state.usage[0].byAgent).sort(), ['planner', 'researcher', 'writer']);
+  hook.unmount();
 });
