@@ -37,6 +37,17 @@ pub struct AgentInfo {
     pub name: String,
     pub description: String,
     pub agent_starts_first: bool,
+    /// A group chat's members, in order (absent for other agents).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<MemberInfo>>,
+}
+
+/// A member of a group chat: its name on the wire (`agent` fields) and
+/// what it is for.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemberInfo {
+    pub name: String,
+    pub description: String,
 }
 
 /// `GET /v1/agents`.

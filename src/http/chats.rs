@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::api::{
     Accepted, AgentInfo, AgentList, ChatList, ChatModels, ChatView, CreateChat, ErrorBody,
-    ModelInfo, ModelSet, SendMessage, SetModel,
+    MemberInfo, ModelInfo, ModelSet, SendMessage, SetModel,
 };
 use super::auth::AuthUser;
 use super::error::ApiError;
@@ -100,6 +100,15 @@ pub(super) async fn list_agents(State(state): State<AppState>, _: AuthUser) -> J
             name: a.name.clone(),
             description: a.description.clone(),
             agent_starts_first: a.starts_first,
+            members: a.group.as_ref().map(|g| {
+                g.members
+                    .iter()
+                    .map(|m| MemberInfo {
+                        name: m.name.clone(),
+                        description: m.description.clone(),
+                    })
+                    .collect()
+            }),
         })
         .collect();
     Json(AgentList { agents })

@@ -188,6 +188,27 @@ async fn round_robin_takes_turns_in_order_and_attributes_every_event() {
     assert_eq!(sum, usage["total_tokens"].as_u64().unwrap());
     assert!(by["researcher"]["completion_tokens"].as_u64().unwrap() > 0);
     assert_eq!(reason(&msgs), "completed");
+
+    // The agent list names a group's members, in order.
+    let (status, list) = http_json(&server, "GET", "/v1/agents", "").await;
+    assert_eq!(status, 200);
+    let team = list["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "team")
+        .unwrap();
+    assert_eq!(
+        team["members"][2],
+        json!({"name": "writer", "description": "Writes the final answer"})
+    );
+    let demo = list["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "demo")
+        .unwrap();
+    assert!(demo.get("members").is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -573,6 +594,7 @@ async fn each_member_sees_the_others_by_name_on_the_vendors_wire() {
         let llm = MockServer::start(vec![
             w.text(&["Plan ", "A"], (7, 2)),
             w.text(&["Done. ", "TERMINATE"], (11, 2)),
+            w.text(&["TERMINATE"], (1, 1)),
         ])
         .await;
         let base = match w.provider() {
@@ -581,6 +603,7 @@ async fn each_member_sees_the_others_by_name_on_the_vendors_wire() {
         };
         let yaml = format!(
             "id: duo\nmodel: {{provider: {p}, name: m, base_url: \"{base}\", api_key_env: AGENTWIRE_TEST_KEY}}\n\
+             system_prompt: You are a duo.\ncontext_prompts: {{trip: You are a travelling duo.}}\n\
              group:\n  termination: {{marker: TERMINATE}}\n  members:\n    \
              - {{name: planner, description: Plans, system_prompt: You plan.}}\n    \
              - {{name: writer, description: Writes, system_prompt: You write.}}\n",
@@ -593,7 +616,6 @@ async fn each_member_sees_the_others_by_name_on_the_vendors_wire() {
         let msgs = c.until_complete(chat).await;
         assert_eq!(reason(&msgs), "completed", "{}", w.provider());
         let requests = llm.requests();
-        assert_eq!(requests.len(), 2);
         let body = &requests[1].body;
         let messages = body["messages"].as_array().unwrap();
         match w.provider() {
@@ -604,7 +626,26 @@ async fn each_member_sees_the_others_by_name_on_the_vendors_wire() {
                 );
                 let system = messages[0]["content"].as_str().unwrap();
                 assert!(
-                    system.starts_with("You write.") && system.contains("You are `writer`"),
+                    system.starts_with("You are a duo.\n\nYou write.")
+                        && system.contains("You are `writer`"),
+                    "{system}"
+                );
+                // A run with a context_type reads the group's prompt for it.
+                let o = open(
+                    &server,
+                    "POST",
+                    "/v1/agent/chat",
+                    Some(json!({"message": "Go", "context_type": "trip", "agent": "duo"})),
+                    None,
+                )
+                .await;
+                all(o.events).await;
+                let system = llm.requests()[2].body["messages"][0]["content"].clone();
+                assert!(
+                    system
+                        .as_str()
+                        .unwrap()
+                        .starts_with("You are a travelling duo.\n\nYou plan."),
                     "{system}"
                 );
             }
@@ -660,4 +701,101 @@ async fn the_example_team_plans_looks_up_and_writes() {
     assert!(last_text(&msgs).contains("sunny"));
     assert_eq!(reason(&msgs), "completed", "after the writer, the user");
     assert_attributed(&msgs);
+}
+
+/// `examples/agents/research-team-local.yaml` as shipped, on a stand-in
+/// OpenAI-compatible server: the planner opens (`first`) and hands off with
+/// its tool, the researcher calls its HTTP tool, the selector (the same
+/// model, `auto`) names the writer, whose TERMINATE ends the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_example_team_runs_on_an_openai_compatible_server() {
+    let w = OpenAiWire;
+    let llm = MockServer::start(vec![
+        w.tools(
+            Some("Find the weather."),
+            &[("h1", "handoff_to", r#"{"agent":"researcher"}"#)],
+            (30, 5),
+        ),
+        w.tools(
+            None,
+            &[("g1", "get_weather", r#"{"city":"Lisbon"}"#)],
+            (40, 5),
+        ),
+        w.text(&["Lisbon: 21 C, sunny."], (50, 6)),
+        w.text(&["writer"], (60, 1)),
+        w.text(&["Pack sunglasses. ", "TERMINATE"], (70, 4)),
+    ])
+    .await;
+    let weather = MockServer::start(vec![crate::mock_llm::Reply::json(
+        200,
+        r#"{"city": "Lisbon", "temperature_c": 21, "conditions": "sunny"}"#,
+    )])
+    .await;
+    let yaml = include_str!("../../examples/agents/research-team-local.yaml")
+        .replace("http://127.0.0.1:11434/v1", &format!("{}/v1", llm.url()))
+        .replace("http://127.0.0.1:9000", &weather.url());
+    let server = server(&[("research-team-local", yaml)]).await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "research-team-local", "A day in Lisbon?")
+        .await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(
+        picks(&msgs),
+        pairs(&[
+            ("planner", "first"),
+            ("researcher", "handoff"),
+            ("writer", "auto")
+        ])
+    );
+    assert_eq!(reason(&msgs), "completed");
+    assert_eq!(last_text(&msgs), "Pack sunglasses. TERMINATE");
+    assert_attributed(&msgs);
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 5);
+    // Members are offered their own tools and handoff_to; the selector none.
+    let tools = |i: usize| -> Vec<String> {
+        requests[i].body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(tools(0), ["handoff_to"]);
+    assert_eq!(tools(1), ["get_weather", "handoff_to"]);
+    assert!(tools(3).is_empty());
+    // The selector reads the members and the conversation, with names.
+    let selector = &requests[3].body["messages"];
+    let system = selector[0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("writer: Writes the final answer"),
+        "{system}"
+    );
+    assert!(
+        selector
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "researcher" && m["content"].as_str().unwrap().contains("sunny")),
+        "{selector}"
+    );
+    // The writer sees the researcher's finding under its name.
+    let writer = requests[4].body["messages"].as_array().unwrap();
+    assert!(
+        writer.iter().any(|m| m
+            == &json!({"role": "user", "name": "researcher", "content": "Lisbon: 21 C, sunny."})),
+        "{writer:?}"
+    );
+    let usage = msgs
+        .iter()
+        .find(|m| m["type"] == "chat.usage_summary")
+        .unwrap();
+    assert_eq!(
+        usage["by_agent"]["research-team-local"]["prompt_tokens"], 60,
+        "the selector's call"
+    );
+    assert_eq!(usage["by_agent"]["researcher"]["prompt_tokens"], 90);
 }

@@ -140,7 +140,8 @@ async fn turn(
     })
 }
 
-/// A member's system prompt: the group's, the member's own (with the chat
+/// A member's system prompt: the group's (per `context_type` if it says
+/// so), the member's own (with the chat
 /// context and, in `json` mode, its tools), who else is in the group, and
 /// the chat's database when one is connected.
 fn prompt(spec: &RunSpec, group: &Group, member: &Member, tools: &[Tool]) -> String {
@@ -154,8 +155,15 @@ fn prompt(spec: &RunSpec, group: &Group, member: &Member, tools: &[Tool]) -> Str
         json_mode,
         &offered,
     );
+    // The group's prompt (or its `context_prompts` entry for the run's
+    // `context_type`), then the member's own.
+    let group_prompt = spec
+        .context_type
+        .as_deref()
+        .and_then(|ct| spec.agent.context_prompts.get(ct))
+        .unwrap_or(&spec.agent.system_prompt);
     let mut prompt = String::new();
-    for part in [spec.agent.system_prompt.as_str(), own.as_str()] {
+    for part in [group_prompt.as_str(), own.as_str()] {
         if !part.is_empty() {
             if !prompt.is_empty() {
                 prompt.push_str("\n\n");
