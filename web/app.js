@@ -44,10 +44,14 @@ client.on('state', (state, detail) => {
 
 let current = null; // { chat, view }
 
+/** Each group's members, in order, by agent id (from `/v1/agents`). */
+const groups = new Map();
+
 /** Everything one chat's log looks like on screen. */
 class ChatView {
-  constructor(chat) {
+  constructor(chat, agent) {
     this.chat = chat;
+    this.members = groups.get(agent) || [];
     this.turn = null; // the agent bubble being streamed
     this.cards = new Map(); // corr → card element
     this.progress = new Map(); // corr → <progress>
@@ -161,7 +165,7 @@ class ChatView {
     if (!this.turn) {
       const msg = el('div', { cls: 'msg' });
       const li = el('li', { cls: 'agent', attrs: { 'data-agent': agent } }, el('div', { cls: 'who', text: agent }), msg);
-      li.style.setProperty('--who', colour(agent));
+      li.style.setProperty('--who', this.colour(agent));
       this.add(li);
       this.turn = msg;
     }
@@ -191,13 +195,20 @@ class ChatView {
     this.add(el('li', {}, card));
   }
 
+  /** A speaker's colour: a group's members spread round the colour wheel by
+   * their place in the group, so no two look alike; anyone else by name. */
+  colour(name) {
+    const i = this.members.indexOf(name);
+    return i >= 0 ? `hsl(${(215 + (i * 360) / this.members.length) % 360}, 60%, 38%)` : colour(name);
+  }
+
   /** A request with options (a group's `manual` speaker selection): one
    * button per option, each answering with its text. */
   choice(m) {
     const card = el('div', { cls: 'card choice' }, el('div', { cls: 'title', text: m.prompt }));
     for (const o of m.options) {
       const b = el('button', { text: o, attrs: { 'data-option': o } });
-      b.style.setProperty('--who', colour(o));
+      b.style.setProperty('--who', this.colour(o));
       b.onclick = () => {
         this.chat.submitInput(m.request_id, o);
         card.querySelectorAll('button').forEach((x) => (x.disabled = true));
@@ -304,7 +315,7 @@ class ChatView {
   }
 }
 
-/** A speaker's colour: a hue from its name, so each member keeps its own. */
+/** A colour from a name's hash, for speakers of no known group. */
 function colour(name) {
   let h = 0;
   for (const c of name) h = (h * 31 + c.codePointAt(0)) % 360;
@@ -376,20 +387,20 @@ function chart(card, specText) {
     .catch((e) => { box.textContent = `chart: ${e.message}`; });
 }
 
-function show(chat) {
+function show(chat, agent) {
   if (current) current.view.close();
   $('log').replaceChildren();
   $('run').textContent = '';
   $('empty').hidden = true;
   $('composer').hidden = false;
-  current = { chat, view: new ChatView(chat) };
+  current = { chat, view: new ChatView(chat, agent) };
   for (const li of $('chats').children) li.classList.toggle('current', li.dataset.id === chat.id);
 }
 
-function open(chatId) {
+function open(chatId, agent) {
   // A fresh replay from the start, into an empty log.
   client.closeChat(chatId);
-  show(client.openChat(chatId));
+  show(client.openChat(chatId), agent);
 }
 
 $('composer').onsubmit = (e) => {
@@ -414,7 +425,7 @@ async function loadChats() {
   $('chats').replaceChildren(
     ...chats.map((c) => {
       const li = el('li', { text: `${c.agent} · ${new Date(c.created_at).toLocaleString()}`, attrs: { 'data-id': c.id } });
-      li.onclick = () => open(c.id);
+      li.onclick = () => open(c.id, c.agent);
       if (current && current.chat.id === c.id) li.classList.add('current');
       return li;
     }),
@@ -423,11 +434,13 @@ async function loadChats() {
 
 async function loadAgents() {
   const { agents } = await api('/v1/agents');
+  for (const a of agents) if (a.members) groups.set(a.id, a.members.map((m) => m.name));
   $('agents').replaceChildren(
     ...agents.map((a) => {
-      const tile = el('button', { cls: 'tile', attrs: { 'data-agent': a.id } }, el('b', { text: a.name }), el('small', { text: a.description }));
+      const tile = el('button', { cls: 'tile', attrs: { 'data-agent': a.id } }, el('b', { text: a.name }), el('small', { text: a.description }),
+        a.members ? el('small', { cls: 'members', text: a.members.map((m) => m.name).join(' · ') }) : null);
       tile.onclick = async () => {
-        show(client.startChat({ agent: a.id }));
+        show(client.startChat({ agent: a.id }), a.id);
         setTimeout(loadChats, 300);
         $('text').focus();
       };

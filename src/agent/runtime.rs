@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use super::build::Agent;
 use super::definition::{Price, ToolCallFormat};
 use super::group;
-use super::speak::{Spoke, Tally, Voice, definitions, speak, system_prompt};
+use super::speak::{Spent, Spoke, Tally, Voice, definitions, speak, system_prompt};
 use crate::link::{Gone, RunControl, RunLink};
 use crate::llm::Usage;
 use crate::protocol::{AgentUsage, EventKind, RunEndReason};
@@ -38,41 +38,42 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
     let _ = link.emit(EventKind::RunComplete { reason }).await;
 }
 
-/// `chat.usage_summary`: the run's total, and per member in a group. The
-/// tools' own model calls count for the run's agent (a group: its id).
+/// `chat.usage_summary`: the run's total, and per member in a group (a
+/// group's id only when its selector was asked). The run has a `cost` when
+/// every speaker that used tokens has a price.
 fn summary(spec: &RunSpec, tally: Tally) -> EventKind {
-    let tools = tally.tools.into_inner().unwrap_or_else(|e| e.into_inner());
-    let mut by_speaker = tally.by_speaker.0;
-    if tools != Usage::default() {
-        let own = by_speaker
-            .entry(spec.agent.id.clone())
-            .or_insert((Usage::default(), spec.agent.price));
-        own.0.prompt_tokens += tools.prompt_tokens;
-        own.0.completion_tokens += tools.completion_tokens;
+    let group = spec.agent.group.is_some();
+    let mut cost = Some(0.0);
+    let mut per = BTreeMap::new();
+    for (name, spent) in tally.0 {
+        let u = spent.total();
+        if group && name == spec.agent.id && u == Usage::default() {
+            continue;
+        }
+        let own = spent.price.map(|p| self::cost(&u, p));
+        cost = match (cost, own) {
+            (Some(sum), Some(c)) => Some(sum + c),
+            (_, None) if u == Usage::default() => cost,
+            _ => None,
+        };
+        let usage = AgentUsage {
+            total_tokens: u.prompt_tokens + u.completion_tokens,
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            cost: own,
+        };
+        per.insert(name, usage);
     }
-    let per: BTreeMap<String, AgentUsage> = by_speaker
-        .into_iter()
-        .map(|(name, (u, price))| {
-            let usage = AgentUsage {
-                total_tokens: u.prompt_tokens + u.completion_tokens,
-                prompt_tokens: u.prompt_tokens,
-                completion_tokens: u.completion_tokens,
-                cost: price.map(|p| cost(&u, p)),
-            };
-            (name, usage)
-        })
-        .collect();
+    let priced = per.values().any(|u| u.cost.is_some());
     let total = |f: fn(&AgentUsage) -> u64| per.values().map(f).sum::<u64>();
     let (prompt_tokens, completion_tokens) =
         (total(|u| u.prompt_tokens), total(|u| u.completion_tokens));
-    let costs: Vec<f64> = per.values().filter_map(|u| u.cost).collect();
-    let cost = (!costs.is_empty()).then(|| round(costs.iter().sum()));
     EventKind::UsageSummary {
         total_tokens: prompt_tokens + completion_tokens,
         prompt_tokens,
         completion_tokens,
-        cost,
-        by_agent: spec.agent.group.is_some().then_some(per),
+        cost: cost.filter(|_| priced).map(round),
+        by_agent: group.then_some(per),
     }
 }
 
@@ -97,7 +98,7 @@ async fn body(spec: &RunSpec, link: &RunLink, tally: &mut Tally) -> Result<RunEn
             system_prompt: &agent.system_prompt,
             provider: agent.provider.as_ref(),
         };
-        let usage = tally.by_speaker.of(&agent.id, agent.price);
+        let usage = &mut tally.of(&agent.id, agent.price).model;
         return crate::templates::run(&speaker, template, link, usage).await;
     }
     if let Some(group) = &agent.group {
@@ -135,10 +136,9 @@ async fn alone(
         chosen: None,
     };
     let mut messages = spec.history.iter().map(|s| s.message.clone()).collect();
-    let Tally { by_speaker, tools } = tally;
-    let usage = by_speaker.of(&agent.id, agent.price);
+    let Spent { model, tools, .. } = tally.of(&agent.id, agent.price);
     let env = spec.call_env(link, tools, agent, provider);
-    Ok(match speak(&voice, &env, &mut messages, usage).await? {
+    Ok(match speak(&voice, &env, &mut messages, model).await? {
         Spoke::End(reason) => reason,
         Spoke::Done { .. } => RunEndReason::Completed,
     })

@@ -19,7 +19,7 @@ use super::turn::{TurnOutput, stream_turn};
 use crate::link::{Gone, RunLink, Said, ToolOutcome};
 use crate::llm::{ChatRequest, Message, Provider, ToolDefinition, Usage};
 use crate::protocol::{ErrorCode, EventKind, RunEndReason};
-use crate::tools::{CallEnv, Database, Tool, execute, handoff_target};
+use crate::tools::{CallEnv, Database, Tool, execute};
 
 /// What one run starts from. (No `Debug`: it holds the caller's token.)
 #[derive(Clone)]
@@ -74,26 +74,41 @@ impl RunSpec {
     }
 }
 
-/// What a run used: its own model calls (per speaker, in a group) and its
-/// tools' (`ask_database`, `ask_analyst`).
+/// What a run used, per speaker (the agent; in a group each member, and
+/// the selector under the group's id), written as it is used so a run cut
+/// short still counts what it spent.
 #[derive(Default)]
-pub(super) struct Tally {
-    pub by_speaker: Speakers,
+pub(super) struct Tally(pub BTreeMap<String, Spent>);
+
+/// What one speaker used.
+#[derive(Default)]
+pub(super) struct Spent {
+    /// Its own model calls.
+    pub model: Usage,
+    /// Its tools' model calls (`ask_database`, `ask_analyst`: on its model).
     pub tools: Mutex<Usage>,
+    /// Its model's price.
+    pub price: Option<Price>,
 }
 
-/// Speaker → its usage and the price of its model.
-#[derive(Default)]
-pub(super) struct Speakers(pub BTreeMap<String, (Usage, Option<Price>)>);
+impl Spent {
+    /// Both kinds of calls together.
+    pub(super) fn total(&self) -> Usage {
+        let tools = *self.tools.lock().unwrap_or_else(|e| e.into_inner());
+        Usage {
+            prompt_tokens: self.model.prompt_tokens + tools.prompt_tokens,
+            completion_tokens: self.model.completion_tokens + tools.completion_tokens,
+        }
+    }
+}
 
-impl Speakers {
-    /// The usage entry of `speaker` (created with `price`).
-    pub(super) fn of(&mut self, speaker: &str, price: Option<Price>) -> &mut Usage {
-        &mut self
-            .0
-            .entry(speaker.to_owned())
-            .or_insert((Usage::default(), price))
-            .0
+impl Tally {
+    /// The entry of `speaker` (created with `price`).
+    pub(super) fn of(&mut self, speaker: &str, price: Option<Price>) -> &mut Spent {
+        self.0.entry(speaker.to_owned()).or_insert_with(|| Spent {
+            price,
+            ..Spent::default()
+        })
     }
 }
 
@@ -230,7 +245,7 @@ pub(super) async fn speak(
                     messages.push(Message::User {
                         text: format!("{label} {}:\n{}", call.name, content),
                     });
-                    let handoff = handoff_target(&call).filter(|_| !is_error);
+                    let handoff = Tool::handoff_target(&call, voice.tools).filter(|_| !is_error);
                     if terminate || handoff.is_some() {
                         return Ok(done(last_text, handoff));
                     }
@@ -262,7 +277,7 @@ pub(super) async fn speak(
             match outcome? {
                 ToolOutcome::Result { content, is_error } => {
                     if !is_error {
-                        handoff = handoff_target(call).or(handoff);
+                        handoff = Tool::handoff_target(call, voice.tools).or(handoff);
                     }
                     messages.push(Message::ToolResult {
                         id: call.id.clone(),

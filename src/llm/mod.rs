@@ -50,8 +50,8 @@ pub enum Message {
         tool_calls: Vec<ToolCall>,
     },
     /// Another participant's turn in a group chat, as the model being asked
-    /// sees it: `name` is the member who said it (the vendors with a name
-    /// field carry it there, the others as a `name: ` prefix of a user turn).
+    /// sees it: `name` is the member who said it, as a `name: ` prefix of a
+    /// user turn (and in OpenAI's `name` field too).
     Peer {
         name: String,
         text: String,

@@ -49,8 +49,10 @@ impl OpenAi {
         for m in &request.messages {
             messages.push(match m {
                 Message::User { text } => json!({"role": "user", "content": text}),
+                // `name` for OpenAI; the prefix for the compatible servers
+                // that drop it (Ollama, llama.cpp, vLLM's chat templates).
                 Message::Peer { name, text } => {
-                    json!({"role": "user", "name": name, "content": text})
+                    json!({"role": "user", "name": name, "content": Message::prefixed(name, text)})
                 }
                 Message::Assistant { text, tool_calls } => {
                     let mut msg = json!({

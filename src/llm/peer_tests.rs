@@ -1,6 +1,7 @@
 //! How each vendor's request carries another group member's turn
-//! ([`Message::Peer`]): OpenAI's `name` field; a `name: ` prefix elsewhere,
-//! merged into the user turn before it where roles must alternate.
+//! ([`Message::Peer`]): a `name: ` prefix everywhere (OpenAI-compatible
+//! local servers drop the `name` field OpenAI also gets), merged into the
+//! user turn before it where roles must alternate.
 
 use serde_json::{Value, json};
 
@@ -39,7 +40,7 @@ fn every_vendor_says_who_spoke() {
     let r = request();
     assert_eq!(
         messages(&OpenAi::new(endpoint()).body(&r), "messages"),
-        json!([{"role": "user", "content": "Go"}, {"role": "user", "name": "planner", "content": "Plan A"}])
+        json!([{"role": "user", "content": "Go"}, {"role": "user", "name": "planner", "content": "planner: Plan A"}])
     );
     assert_eq!(
         messages(&Ollama::new(endpoint()).body(&r), "messages"),

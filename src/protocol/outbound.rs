@@ -135,7 +135,7 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_seconds: Option<u64>,
         /// The answers to pick from, when the request is a choice (a group's
-        /// `manual` speaker selection): any other text is refused by the run.
+        /// `manual` speaker selection): the chat refuses any other answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         options: Option<Vec<String>>,
     },

@@ -1,7 +1,8 @@
 //! `handoff_to`: a group member names who speaks next (seed 001, AG2's
 //! handoffs). The group offers it when its file asks (`handoffs.tool`); the
 //! call is logged like any backend tool, and the group's loop reads the
-//! target from the successful call and ends the member's turn there.
+//! target from the successful call (`Tool::handoff_target`) and ends the
+//! member's turn there.
 
 use serde_json::{Value, json};
 
@@ -36,13 +37,6 @@ pub(super) fn description(members: &[String]) -> String {
         "Hand the conversation to another member of the group ({}), or back to the user. Your turn ends with this call.",
         members.join(", ")
     )
-}
-
-/// The target of a successful `handoff_to` call.
-pub fn target(call: &ToolCall) -> Option<&str> {
-    (call.name == HANDOFF_TOOL)
-        .then(|| call.input["agent"].as_str())
-        .flatten()
 }
 
 /// Logs the call and its answer.

@@ -55,7 +55,7 @@ mod ui;
 
 pub use builtin::Builtin;
 pub use env::{CallEnv, Database};
-pub use handoff::{HANDOFF_TOOL, TO_USER, target as handoff_target};
+pub use handoff::{HANDOFF_TOOL, TO_USER};
 pub use http::HttpTool;
 pub use pipeline::{APPROVAL, cap, execute};
 pub use preview::PREVIEW_SUFFIX;

@@ -119,6 +119,16 @@ impl Tool {
         }
     }
 
+    /// The target of `call` if it is a call of the group's `handoff_to` (the
+    /// tool of the handoff kind among `tools`, not merely one of that name).
+    pub fn handoff_target<'a>(call: &'a ToolCall, tools: &[Tool]) -> Option<&'a str> {
+        tools
+            .iter()
+            .any(|t| t.name == call.name && matches!(t.kind, ToolKind::Handoff))
+            .then(|| call.input["agent"].as_str())
+            .flatten()
+    }
+
     /// Whether a run with this `context_type` may use the tool.
     pub fn offered_for(&self, context_type: Option<&str>) -> bool {
         self.context_types.is_empty()
@@ -133,6 +143,13 @@ impl Tool {
         let at = |field: &str| format!("tools[{index}].{field}");
         if spec.name.is_empty() {
             return Err(format!("{}: must not be empty", at("name")));
+        }
+        if spec.name == handoff::HANDOFF_TOOL {
+            return Err(format!(
+                "{}: `{}` is reserved for a group's handoffs (group.handoffs.tool)",
+                at("name"),
+                handoff::HANDOFF_TOOL
+            ));
         }
         let default_schema = if spec.builtin.as_deref() == Some("ask_user") {
             ask_user::default_schema()

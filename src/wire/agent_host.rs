@@ -24,6 +24,18 @@ pub(super) struct AgentHost {
     seen_calls: HashSet<String>,
     /// Inside a group run (a `chat.select_speaker` said how it chose).
     group: bool,
+    /// The chat is a group's: every run is a group run.
+    group_chat: bool,
+}
+
+impl AgentHost {
+    pub(super) fn new(group_chat: bool) -> Self {
+        Self {
+            group: group_chat,
+            group_chat,
+            ..Self::default()
+        }
+    }
 }
 
 impl Encoder for AgentHost {
@@ -34,7 +46,7 @@ impl Encoder for AgentHost {
                 json!({"message_id": format!("{}:{}", env.chat_id, env.seq), "role": "user", "content": content}),
             )),
             EventKind::SelectSpeaker { agent, method, .. } => {
-                self.group = method.is_some();
+                self.group = self.group_chat || method.is_some();
                 if self.group {
                     o.push(out(
                         "message_added",
@@ -96,11 +108,11 @@ impl Encoder for AgentHost {
             EventKind::RunComplete {
                 reason: RunEndReason::Cancelled,
             } => {
-                self.group = false;
+                self.group = self.group_chat;
                 o.push(out("cancelled", json!({"message": "the run was cancelled"})))
             }
             EventKind::RunComplete { .. } => {
-                self.group = false;
+                self.group = self.group_chat;
                 o.push(out("stream_complete", json!({})))
             }
             _ => {}

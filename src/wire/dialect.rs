@@ -31,11 +31,18 @@ impl Dialect {
     /// A fresh encoder. `conversation` is named in the first event where the
     /// dialect has room for it.
     pub fn encoder(self, conversation: Option<String>) -> Box<dyn Encoder> {
+        self.encoder_in(conversation, false)
+    }
+
+    /// A fresh encoder for a chat that is a group's (`group`): it names the
+    /// speakers from its first event on, not only after a
+    /// `chat.select_speaker` it has seen.
+    pub fn encoder_in(self, conversation: Option<String>, group: bool) -> Box<dyn Encoder> {
         match self {
             Self::Chat => Box::new(Chat),
             Self::AgentChat => Box::new(AgentChat::new(conversation)),
-            Self::AgentHost => Box::new(AgentHost::default()),
-            Self::Threads => Box::new(Threads::default()),
+            Self::AgentHost => Box::new(AgentHost::new(group)),
+            Self::Threads => Box::new(Threads::new(group)),
         }
     }
 }

@@ -32,6 +32,7 @@ pub(super) fn request(env: &Envelope) -> Option<Request> {
             prompt,
             password,
             timeout_seconds,
+            options,
             ..
         } => {
             let mut fields = json!({
@@ -40,6 +41,10 @@ pub(super) fn request(env: &Envelope) -> Option<Request> {
             });
             if let Some(t) = timeout_seconds {
                 fields["timeout_seconds"] = json!(t);
+            }
+            // A choice: the answers it takes.
+            if let Some(options) = options {
+                fields["options"] = json!(options);
             }
             Some(Request {
                 action: "input",

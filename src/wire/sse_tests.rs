@@ -467,3 +467,43 @@ fn every_dialect_names_a_groups_speakers() {
     let plain = encode_log(Dialect::Threads.encoder(None), run());
     assert!(plain.iter().all(|(_, d)| d.get("agent").is_none()));
 }
+
+#[test]
+fn a_rejoin_inside_a_members_turn_still_names_it() {
+    // From the planner's first print on: its select_speaker is before the cut.
+    let rest = || group_run().into_iter().skip(2).collect::<Vec<_>>();
+    let threads = encode_log(Dialect::Threads.encoder_in(None, true), rest());
+    assert_eq!(
+        threads[0].1,
+        json!({"type": "chunk", "content": "Plan.", "agent": "planner"})
+    );
+    let host = encode_log(Dialect::AgentHost.encoder_in(None, true), rest());
+    assert_eq!(host[1].0, Some("message_complete"));
+    assert_eq!(host[1].1["name"], "planner");
+    // Without knowing the chat is a group's, the cut turn goes unnamed.
+    let blind = encode_log(Dialect::Threads.encoder(None), rest());
+    assert!(blind[0].1.get("agent").is_none());
+}
+
+#[test]
+fn a_choice_shows_its_options_on_every_dialect() {
+    let choice = env(
+        1,
+        EventKind::InputRequest {
+            request_id: "speaker_1".into(),
+            prompt: "Who speaks next? planner, writer".into(),
+            corr: "speaker_1".into(),
+            password: false,
+            timeout_seconds: Some(300),
+            options: Some(vec!["planner".into(), "writer".into()]),
+        },
+    );
+    for dialect in [Dialect::AgentChat, Dialect::AgentHost, Dialect::Threads] {
+        let out = encode_log(dialect.encoder(None), vec![choice.clone()]);
+        let data = &out[0].1;
+        let options = data
+            .get("options")
+            .or_else(|| data["content"].get("options"));
+        assert_eq!(options, Some(&json!(["planner", "writer"])), "{data}");
+    }
+}

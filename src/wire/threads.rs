@@ -23,6 +23,18 @@ pub(super) struct Threads {
     shown: HashSet<String>,
     /// Inside a group run (a `chat.select_speaker` said how it chose).
     group: bool,
+    /// The chat is a group's: every run is a group run.
+    group_chat: bool,
+}
+
+impl Threads {
+    pub(super) fn new(group_chat: bool) -> Self {
+        Self {
+            group: group_chat,
+            group_chat,
+            ..Self::default()
+        }
+    }
 }
 
 fn data(v: Value) -> Out {
@@ -36,7 +48,9 @@ impl Encoder for Threads {
     fn encode(&mut self, env: &Envelope, _raw: &str, o: &mut Vec<Out>) {
         match &env.kind {
             EventKind::Text { agent, .. } if agent == "user" => self.response.clear(),
-            EventKind::SelectSpeaker { method, .. } => self.group = method.is_some(),
+            EventKind::SelectSpeaker { method, .. } => {
+                self.group = self.group_chat || method.is_some()
+            }
             EventKind::Print { agent, content, .. } => {
                 self.response.push_str(content);
                 let mut chunk = json!({"type": "chunk", "content": content});
@@ -65,7 +79,7 @@ impl Encoder for Threads {
                 o.push(data(json!({"type": "error", "error": message})))
             }
             EventKind::RunComplete { .. } => {
-                self.group = false;
+                self.group = self.group_chat;
                 let full = std::mem::take(&mut self.response);
                 o.push(data(json!({"type": "end", "full_response": full})));
             }

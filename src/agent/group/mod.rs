@@ -127,7 +127,11 @@ pub(super) fn build(
             }
         };
         check_name(&member.name, &file.id).map_err(|e| format!("{at}.name: {e}"))?;
-        if members.iter().any(|o| o.name == member.name) {
+        // Selection reads names without regard to case.
+        if members
+            .iter()
+            .any(|o| o.name.eq_ignore_ascii_case(&member.name))
+        {
             return Err(format!("{at}.name: `{}` is a member already", member.name));
         }
         members.push(member);
@@ -205,13 +209,15 @@ fn check_name(name: &str, group_id: &str) -> Result<(), String> {
     let valid = (1..=MAX_NAME).contains(&name.len())
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        // A choice is also answered by number.
+        && !name.chars().all(|c| c.is_ascii_digit());
     if !valid {
         return Err(format!(
-            "`{name}` must be 1 to {MAX_NAME} ASCII letters, digits, `_` or `-`"
+            "`{name}` must be 1 to {MAX_NAME} ASCII letters, digits, `_` or `-`, not only digits"
         ));
     }
-    if name == TO_USER || name == group_id {
+    if name.eq_ignore_ascii_case(TO_USER) || name == group_id {
         return Err(format!(
             "`{name}` is reserved (the user, or the group's own id)"
         ));

@@ -5,41 +5,23 @@
 
 use super::super::build::{Group, Member, Target};
 use super::super::definition::ToolCallFormat;
-use super::super::speak::{RunSpec, Spoke, Tally, Voice, definitions, speak, system_prompt};
+use super::super::speak::{RunSpec, Spent, Spoke, Tally, Voice, definitions, speak, system_prompt};
 use super::select::{Ask, Chooser, Pick};
 use super::view::view;
 use crate::link::{Gone, RunLink, Said};
-use crate::llm::{Provider, Usage};
+use crate::llm::Provider;
 use crate::protocol::RunEndReason;
 use crate::tools::Tool;
 
-/// Runs the group's turns. The selector's model calls count under the
-/// group's own id, when there are any.
+/// Runs the group's turns.
 pub(in crate::agent) async fn run(
     spec: &RunSpec,
     group: &Group,
     link: &RunLink,
     tally: &mut Tally,
 ) -> Result<RunEndReason, Gone> {
-    let mut selector = Usage::default();
-    let end = turns(spec, group, link, tally, &mut selector).await;
-    if selector != Usage::default() {
-        let usage = tally.by_speaker.of(&spec.agent.id, group.selector_price);
-        usage.prompt_tokens += selector.prompt_tokens;
-        usage.completion_tokens += selector.completion_tokens;
-    }
-    end
-}
-
-async fn turns(
-    spec: &RunSpec,
-    group: &Group,
-    link: &RunLink,
-    tally: &mut Tally,
-    selector_usage: &mut Usage,
-) -> Result<RunEndReason, Gone> {
     let mut transcript: Vec<Said> = spec.history.clone();
-    let mut chooser = Chooser::new(group, seed(spec));
+    let mut chooser = Chooser::new(group, spec.agent.prompt_budget_tokens, seed(spec));
     let selector: &dyn Provider = match (&spec.provider, group.selector_default) {
         (Some(chat_model), true) => chat_model.as_ref(),
         _ => group.selector.as_ref(),
@@ -47,9 +29,10 @@ async fn turns(
     let mut previous: Option<usize> = None;
     let mut handoff: Option<Target> = None;
     for _ in 0..group.max_rounds {
+        // The selector's calls count under the group's id.
         let ask = Ask {
             selector,
-            usage: selector_usage,
+            usage: &mut tally.of(&spec.agent.id, group.selector_price).model,
             link,
         };
         let (index, method, reason) = match chooser
@@ -123,13 +106,13 @@ async fn turn(
     let link = link.speaking_as(&member.name);
     let mut messages = view(transcript, Some(&member.name), agent.max_tool_result_chars);
     let before = messages.len();
-    let Tally {
-        by_speaker,
+    let Spent {
+        model,
         tools: tool_usage,
-    } = tally;
-    let usage = by_speaker.of(&member.name, agent.price);
+        ..
+    } = tally.of(&member.name, agent.price);
     let env = spec.call_env(&link, tool_usage, agent, provider);
-    let spoke = speak(&voice, &env, &mut messages, usage).await?;
+    let spoke = speak(&voice, &env, &mut messages, model).await?;
     transcript.extend(messages.drain(before..).map(|message| Said {
         by: Some(member.name.clone()),
         message,

@@ -3,7 +3,7 @@
 //! fixed (`first`), and the method picks: `round_robin`, `random` (seeded
 //! per chat and run), `auto` (the selector model, asked again once, then
 //! round robin with the reason logged), `manual` (the user, asked with the
-//! members as options).
+//! members as options; the chat accepts nothing else).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -11,11 +11,11 @@ use tokio::sync::oneshot;
 
 use super::super::build::{Group, Target};
 use super::super::definition::SelectionMethod;
+use super::super::speak::fit_budget;
 use super::view::view;
 use crate::link::{Gone, InputOutcome, RunLink, RunMsg, Said};
 use crate::llm::{Message, Provider, Usage, complete};
 use crate::protocol::RunEndReason;
-use crate::tools::TO_USER;
 
 /// The next turn.
 pub(super) enum Pick {
@@ -29,12 +29,11 @@ pub(super) enum Pick {
     End(RunEndReason),
 }
 
-/// Most times the user is asked to pick a member before round robin takes over.
-const MANUAL_ASKS: usize = 3;
-
 /// Chooses the speakers of one run.
 pub(super) struct Chooser<'a> {
     group: &'a Group,
+    /// The selector's prompt budget (the group's `prompt_budget_tokens`).
+    budget: u64,
     seed: u64,
     rng: StdRng,
     draws: u64,
@@ -43,9 +42,10 @@ pub(super) struct Chooser<'a> {
 impl<'a> Chooser<'a> {
     /// `seed` drives `random` (the chat's and the run's, so a replay of the
     /// log explains every pick).
-    pub(super) fn new(group: &'a Group, seed: u64) -> Self {
+    pub(super) fn new(group: &'a Group, budget: u64, seed: u64) -> Self {
         Self {
             group,
+            budget,
             seed,
             rng: StdRng::seed_from_u64(seed),
             draws: 0,
@@ -146,6 +146,8 @@ impl<'a> Chooser<'a> {
         let names = self.names();
         let list = format!("[{}]", names.join(", "));
         let mut messages = view(transcript, None, 2_000);
+        // The selector reads no more of the conversation than a member may.
+        messages = fit_budget(&messages, self.budget, &self.group.selector_prompt);
         messages.push(Message::User {
             text: format!(
                 "Read the above conversation. Then select the next role from {list} to play. Only return the role."
@@ -183,33 +185,28 @@ impl<'a> Chooser<'a> {
         ))
     }
 
-    /// `manual`: asks the user, with the members as options. `None`: nobody
-    /// answered in time.
+    /// `manual`: asks the user, with the members as options (the chat takes
+    /// only one of them as the answer). `None`: nobody answered in time.
     async fn ask_user(&self, link: &RunLink) -> Result<Option<Result<usize, String>>, Gone> {
         let names = self.names();
-        let mut last = String::new();
-        for _ in 0..MANUAL_ASKS {
-            let (respond, answer) = oneshot::channel();
-            link.send(RunMsg::AskInput {
-                request_id: format!("speaker_{}", uuid::Uuid::new_v4().simple()),
-                prompt: format!("Who speaks next? {}", names.join(", ")),
-                password: false,
-                options: Some(names.iter().map(|n| (*n).to_owned()).collect()),
-                respond,
-            })
-            .await?;
-            match answer.await.map_err(|_| Gone)? {
-                InputOutcome::TimedOut => return Ok(None),
-                InputOutcome::Answered(text) => match picked(&text, &names) {
-                    Some(index) => return Ok(Some(Ok(index))),
-                    None => last = text,
-                },
-            }
-        }
-        Ok(Some(Err(format!(
-            "the user answered `{}`, which names no member, {MANUAL_ASKS} times",
-            last.trim().chars().take(80).collect::<String>()
-        ))))
+        let (respond, answer) = oneshot::channel();
+        link.send(RunMsg::AskInput {
+            request_id: format!("speaker_{}", uuid::Uuid::new_v4().simple()),
+            prompt: format!("Who speaks next? {}", names.join(", ")),
+            password: false,
+            options: Some(names.iter().map(|n| (*n).to_owned()).collect()),
+            respond,
+        })
+        .await?;
+        Ok(match answer.await.map_err(|_| Gone)? {
+            InputOutcome::TimedOut => None,
+            InputOutcome::Answered(text) => Some(
+                names
+                    .iter()
+                    .position(|n| *n == text)
+                    .ok_or_else(|| format!("the answer `{text}` names no member")),
+            ),
+        })
     }
 
     fn names(&self) -> Vec<&str> {
@@ -243,21 +240,9 @@ fn named(answer: &str, names: &[&str]) -> Option<usize> {
     (mentioned.len() == 1).then(|| mentioned[0])
 }
 
-/// The member a user's answer picks: a name, or its 1-based number.
-fn picked(answer: &str, names: &[&str]) -> Option<usize> {
-    let answer = answer.trim();
-    if answer == TO_USER {
-        return None;
-    }
-    match answer.parse::<usize>() {
-        Ok(n) if (1..=names.len()).contains(&n) => Some(n - 1),
-        _ => names.iter().position(|n| n.eq_ignore_ascii_case(answer)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{named, picked};
+    use super::named;
 
     #[test]
     fn answers_that_name_a_member() {
@@ -268,9 +253,5 @@ mod tests {
         assert_eq!(named("planner or writer", &names), None);
         assert_eq!(named("nobody", &names), None);
         assert_eq!(named("", &names), None);
-        assert_eq!(picked("2", &names), Some(1));
-        assert_eq!(picked(" PLANNER ", &names), Some(0));
-        assert_eq!(picked("4", &names), None);
-        assert_eq!(picked("user", &names), None);
     }
 }

@@ -78,6 +78,14 @@ fn mistakes_name_the_file_and_the_field() {
             "group.members[1].name",
         ),
         (
+            group("  members: [{name: a}, {name: A}]\n"),
+            "group.members[1].name",
+        ),
+        (
+            group("  members: [{name: '42'}]\n"),
+            "group.members[0].name",
+        ),
+        (
             group("  members: [{name: user}]\n"),
             "group.members[0].name",
         ),
@@ -136,6 +144,16 @@ fn mistakes_name_the_file_and_the_field() {
             "tools: a group's tools",
         ),
         ("id: solo\n".to_owned(), "model: missing"),
+        (
+            format!(
+                "id: solo\nmodel: {SCRIPT}\ntools: [{{name: handoff_to, builtin: progress}}]\n"
+            ),
+            "tools[0].name: `handoff_to` is reserved",
+        ),
+        (
+            group("  members: [{name: a, tools: [{name: handoff_to, builtin: progress}]}]\n"),
+            "group.members[0].tools[0].name",
+        ),
     ];
     for (text, field) in cases {
         let err = load(&[

@@ -9,7 +9,8 @@ use crate::llm::Message;
 use crate::tools::cap;
 
 /// The transcript as member `me` sees it (`None`: as an observer, the
-/// speaker selector); other members' tool results cut to `max_chars`.
+/// speaker selector); other members' tool calls and results cut to
+/// `max_chars`.
 pub(super) fn view(transcript: &[Said], me: Option<&str>, max_chars: usize) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::with_capacity(transcript.len());
     for said in transcript {
@@ -21,14 +22,16 @@ pub(super) fn view(transcript: &[Said], me: Option<&str>, max_chars: usize) -> V
             }
         };
         let told = match &said.message {
-            Message::User { text } | Message::Peer { text, .. } => text.clone(),
+            // A `json` member's tool results come back to it as user turns.
+            Message::User { text } | Message::Peer { text, .. } => cap(text, max_chars),
             Message::Assistant { text, tool_calls } => {
                 let mut told = text.clone();
                 for call in tool_calls {
                     if !told.is_empty() {
                         told.push('\n');
                     }
-                    told.push_str(&format!("[calls {} with {}]", call.name, call.input));
+                    let input = cap(&call.input.to_string(), max_chars);
+                    told.push_str(&format!("[calls {} with {input}]", call.name));
                 }
                 told
             }
@@ -122,11 +125,55 @@ mod tests {
             name: "researcher".into(),
             text: text.into(),
         };
-        assert_eq!(writer[2], peer("[calls search with {\"q\":\"tides\"}]"));
+        // Others' calls and results are cut to the viewer's limit (4 here).
+        assert_eq!(
+            writer[2],
+            peer("[calls search with {\"q\"\n[truncated: 9 of 13 characters omitted]]")
+        );
         assert_eq!(
             writer[3],
             peer("[search returned: high\n[truncated: 8 of 12 characters omitted]]")
         );
         assert_eq!(writer.len(), 4);
+    }
+
+    #[test]
+    fn the_selector_sees_every_member_by_name() {
+        let transcript = vec![
+            said(None, Message::User { text: "Go".into() }),
+            said(
+                Some("planner"),
+                Message::Assistant {
+                    text: "Plan.".into(),
+                    tool_calls: vec![],
+                },
+            ),
+            // A `json` member's tool result comes back to it as a user turn.
+            said(
+                Some("planner"),
+                Message::User {
+                    text: "Result of search:\nsunny all week".into(),
+                },
+            ),
+        ];
+        let observer = view(&transcript, None, 5);
+        assert_eq!(observer[0], Message::User { text: "Go".into() });
+        assert_eq!(
+            observer[1],
+            Message::Peer {
+                name: "planner".into(),
+                text: "Plan.".into()
+            }
+        );
+        assert!(
+            matches!(&observer[2], Message::Peer { name, text } if name == "planner" && text.starts_with("Resul\n[truncated")),
+            "{:?}",
+            observer[2]
+        );
+        // The planner itself sees its own result turn as it was.
+        assert_eq!(
+            view(&transcript, Some("planner"), 5)[2],
+            transcript[2].message
+        );
     }
 }

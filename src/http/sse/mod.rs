@@ -220,7 +220,22 @@ pub(super) async fn rejoin(
     }
     let (sub, rx) = subscriber(&state, &user)?;
     state.registry.resume(chat_id, &user, after, sub).await?;
-    Ok(respond(chat_id, Vec::new(), rx, dialect.encoder(None)))
+    // A group chat's speakers are named from the first event, even when the
+    // rejoin starts inside a member's turn (after its select_speaker).
+    let group = match state.registry.chat(chat_id, &user).await {
+        Ok((chat, _)) => state
+            .registry
+            .agents()
+            .get(&chat.agent)
+            .is_some_and(|a| a.group.is_some()),
+        Err(_) => false,
+    };
+    Ok(respond(
+        chat_id,
+        Vec::new(),
+        rx,
+        dialect.encoder_in(None, group),
+    ))
 }
 
 /// Ends the chat's active run (no effect when none is active).

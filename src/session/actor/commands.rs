@@ -319,30 +319,45 @@ impl Actor {
         text: String,
     ) -> Result<(), SessionError> {
         self.owned(user)?;
+        let Some(asked) = self.inputs.get(&request_id) else {
+            return Err(SessionError::RequestNotFound(request_id));
+        };
+        // A choice takes one of its options (or its 1-based number), as
+        // written; anything else is refused and the request stays open.
+        let choice = match &asked.options {
+            Some(options) => Some(super::run::chosen(options, &text).ok_or_else(|| {
+                SessionError::InvalidAnswer(format!("answer with one of: {}", options.join(", ")))
+            })?),
+            None => None,
+        };
         let Some(pending) = self.inputs.remove(&request_id) else {
             return Err(SessionError::RequestNotFound(request_id));
         };
-        let shown = if pending.password {
-            REDACTED.to_owned()
-        } else {
-            text.clone()
-        };
-        let events = vec![
-            (
-                EventKind::Text {
+        let ack = (
+            EventKind::InputAck {
+                corr: request_id.clone(),
+                request_id: request_id.clone(),
+            },
+            None,
+        );
+        // What the user typed is a turn of the conversation; a pick from a
+        // choice is not (its ack, and what the run does with it, say it).
+        let events = match &choice {
+            Some(_) => vec![ack],
+            None => {
+                let shown = if pending.password {
+                    REDACTED.to_owned()
+                } else {
+                    text.clone()
+                };
+                let said = EventKind::Text {
                     agent: "user".into(),
                     content: shown,
-                },
-                None,
-            ),
-            (
-                EventKind::InputAck {
-                    corr: request_id.clone(),
-                    request_id: request_id.clone(),
-                },
-                None,
-            ),
-        ];
+                };
+                vec![(said, None), ack]
+            }
+        };
+        let text = choice.unwrap_or(text);
         if let Err(e) = self.append_run(events).await {
             // Not acknowledged: the request stays open for another try (unless
             // the chat moved to another node, and its run with it).

@@ -11,8 +11,9 @@ use crate::protocol::{Envelope, EventKind};
 
 /// The messages of a chat's log (`chat.text`, `chat.tool_call` and
 /// `chat.tool_response` envelopes, in seq order), each with who said it:
-/// the `agent` of a `chat.text`, of a tool call (group runs stamp it), or
-/// else of the `chat.select_speaker` that opened the model turn.
+/// the `agent` of a `chat.text`, or of a tool call (a group run stamps its
+/// member on every call; a plain run's calls, without one, belong to the
+/// assistant turn before them).
 ///
 /// Approval gates are not tool calls of the model; a call logged again (a
 /// patched component) counts once; a call whose result never came (the run
@@ -23,8 +24,6 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said
     // result answered.
     let mut seen_calls = std::collections::HashMap::new();
     let mut answered = std::collections::HashSet::new();
-    // Who the current model turn belongs to.
-    let mut speaker: Option<String> = None;
     for raw in envelopes {
         let env = match serde_json::from_str::<Envelope>(raw) {
             Ok(env) => env,
@@ -35,7 +34,6 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said
             }
         };
         match env.kind {
-            EventKind::SelectSpeaker { agent, .. } => speaker = Some(agent),
             EventKind::Text { agent, content } if agent == "user" => out.push(Said {
                 by: None,
                 message: Message::User { text: content },
@@ -58,7 +56,7 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said
                 if component_type.as_deref() == Some(APPROVAL) || seen_calls.contains_key(&corr) {
                     continue;
                 }
-                let by = agent.or_else(|| speaker.clone());
+                let by = agent;
                 let call = ToolCall {
                     id: corr.clone(),
                     name: tool_name,
@@ -209,6 +207,49 @@ mod tests {
                     text: "and now?".into()
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_groups_turns_keep_their_members() {
+        let text = |seq, agent: &str, content: &str| {
+            env(
+                seq,
+                json!({"type": "chat.text", "agent": agent, "content": content}),
+            )
+        };
+        let log = [
+            text(1, "user", "go"),
+            text(2, "planner", "Plan."),
+            // The researcher calls before saying anything: its own turn.
+            env(
+                3,
+                json!({"type": "chat.tool_call", "tool_name": "t", "component_type": null, "awaiting_response": false,
+                       "payload": {}, "corr": "c1", "display": "inline", "agent": "researcher"}),
+            ),
+            env(
+                4,
+                json!({"type": "chat.tool_response", "tool_name": "t", "content": "ok", "success": true,
+                       "corr": "c1", "agent": "researcher"}),
+            ),
+            text(5, "researcher", "Found."),
+        ];
+        let h = from_log(log.iter().map(String::as_str));
+        let by: Vec<Option<&str>> = h.iter().map(|s| s.by.as_deref()).collect();
+        assert_eq!(
+            by,
+            [
+                None,
+                Some("planner"),
+                Some("researcher"),
+                Some("researcher"),
+                Some("researcher")
+            ]
+        );
+        assert!(
+            matches!(&h[2].message, Message::Assistant { text, tool_calls } if text.is_empty() && tool_calls.len() == 1),
+            "not the planner's turn: {:?}",
+            h[2]
         );
     }
 }

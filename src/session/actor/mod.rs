@@ -119,6 +119,8 @@ struct ActiveRun {
 
 struct PendingInput {
     password: bool,
+    /// A choice's options: only one of them answers it.
+    options: Option<Vec<String>>,
     deadline: Instant,
     respond: oneshot::Sender<InputOutcome>,
 }

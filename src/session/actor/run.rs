@@ -212,7 +212,7 @@ impl Actor {
                     prompt,
                     password,
                     timeout_seconds: Some(timeout.as_secs()),
-                    options,
+                    options: options.clone(),
                 };
                 match self.append_run(vec![(event, None)]).await {
                     Ok(()) => {
@@ -226,6 +226,7 @@ impl Actor {
                             request_id,
                             PendingInput {
                                 password,
+                                options,
                                 deadline: Instant::now() + timeout,
                                 respond,
                             },
@@ -373,4 +374,20 @@ impl Actor {
             let _ = pending.respond.send(ComponentOutcome::TimedOut);
         }
     }
+}
+
+/// The option `answer` picks: one of `options` (letter case aside) or its
+/// 1-based number.
+pub(super) fn chosen(options: &[String], answer: &str) -> Option<String> {
+    let answer = answer.trim();
+    let by_number = answer
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|i| options.get(i));
+    options
+        .iter()
+        .find(|o| o.eq_ignore_ascii_case(answer))
+        .or(by_number)
+        .cloned()
 }
