@@ -31,6 +31,9 @@ pub enum AuthError {
 #[derive(Deserialize)]
 struct Claims {
     sub: Option<String>,
+    /// Every other claim (a workflow's `allow` may name them).
+    #[serde(flatten)]
+    rest: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Verifies credentials.
@@ -74,8 +77,20 @@ impl Authenticator {
     /// In `jwt` mode: no token, a bad signature, an expired or not-yet-valid
     /// token, or no `sub`.
     pub fn authenticate(&self, token: Option<&str>) -> Result<String, AuthError> {
+        self.principal(token).map(|(user, _)| user)
+    }
+
+    /// [`Self::authenticate`], with the token's other claims (none in auth
+    /// mode `none`).
+    ///
+    /// # Errors
+    /// As [`Self::authenticate`].
+    pub fn principal(
+        &self,
+        token: Option<&str>,
+    ) -> Result<(String, serde_json::Map<String, serde_json::Value>), AuthError> {
         let Some((key, validation)) = &self.key else {
-            return Ok(DEV_USER.to_owned());
+            return Ok((DEV_USER.to_owned(), serde_json::Map::new()));
         };
         let token = token.filter(|t| !t.is_empty()).ok_or(AuthError::Missing)?;
         if decode_header(token)?.crit.is_some() {
@@ -84,10 +99,12 @@ impl Authenticator {
         let data = decode::<Claims>(token, key, validation)?;
         // The user id names chats and reaches the text log: no control
         // characters (a newline in `sub` would forge a log line).
-        data.claims
+        let user = data
+            .claims
             .sub
             .filter(|s| !s.is_empty() && s.len() <= 256 && !has_control_chars(s))
-            .ok_or(AuthError::NoSubject)
+            .ok_or(AuthError::NoSubject)?;
+        Ok((user, data.claims.rest))
     }
 }
 

@@ -14,6 +14,7 @@
 //! - [`link`]: the run's channel to its chat (`RunMsg`, `RunLink`, outcomes).
 //! - [`tools`]: tool kinds and the one pipeline every call takes.
 //! - [`templates`]: seed 004's conversation templates and their walk.
+//! - [`workflows`]: seed 002's user-invoked workflows: files, checks, registry.
 //! - [`agent`]: agent files, the agentic loop and the model turn.
 //! - [`session`]: one actor per chat, the single writer of its log.
 //! - [`wire`]: pure encoders of the log for each wire and SSE dialect.
@@ -38,6 +39,7 @@ pub mod templates;
 pub mod testing;
 pub mod tools;
 pub mod wire;
+pub mod workflows;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

@@ -8,8 +8,8 @@
 //! nothing of sessions, stores or transports.
 //!
 //! Inside, in dependency order: `definition`; `providers`, `scripted`;
-//! `models`, `build`; `turn`, `speak` (one speaker's tool loop); `group`;
-//! `registry`; `runtime`. No file imports one after it, and `mod.rs` only
+//! `models`, `build`; `turn`, `speak` (one speaker's tool loop); `group`,
+//! `workflow` (a user-invoked workflow's run); `registry`; `runtime`. No file imports one after it, and `mod.rs` only
 //! re-exports.
 
 mod build;
@@ -22,6 +22,7 @@ pub mod runtime;
 mod scripted;
 mod speak;
 mod turn;
+mod workflow;
 
 pub use crate::llm::Provider;
 pub use crate::tools::APPROVAL;

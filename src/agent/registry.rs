@@ -8,6 +8,7 @@ use super::build::{Agent, parse};
 use super::group;
 use super::models::ModelRegistry;
 use crate::config::ModelConfig;
+use crate::workflows::WorkflowRegistry;
 
 /// The `demo` agent, built into the binary.
 const DEMO: &str = include_str!("demo.yaml");
@@ -25,10 +26,13 @@ pub struct AgentFileError {
 pub struct AgentRegistry {
     agents: HashMap<String, Arc<Agent>>,
     models: ModelRegistry,
+    /// The agents folder's `workflows/`.
+    workflows: WorkflowRegistry,
 }
 
 impl AgentRegistry {
-    /// The built-in `demo` plus every `*.yaml`/`*.yml` file in `dir`.
+    /// The built-in `demo` plus every `*.yaml`/`*.yml` file in `dir`, and
+    /// the workflows in `dir/workflows/`.
     ///
     /// # Errors
     /// A bad file (named, with the field), a duplicate id, or an unreadable
@@ -53,7 +57,11 @@ impl AgentRegistry {
         let entries = match std::fs::read_dir(dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
-                return Ok(Self { agents, models });
+                return Ok(Self {
+                    agents,
+                    models,
+                    workflows: WorkflowRegistry::default(),
+                });
             }
             Err(e) => {
                 return Err(AgentFileError {
@@ -102,7 +110,21 @@ impl AgentRegistry {
             let agent = group::build(file, &http, resolve).map_err(fail)?;
             insert(&mut agents, agent).map_err(fail)?;
         }
-        Ok(Self { agents, models })
+        let workflows =
+            WorkflowRegistry::load(&dir.join("workflows")).map_err(|e| AgentFileError {
+                file: e.file,
+                message: e.message,
+            })?;
+        Ok(Self {
+            agents,
+            models,
+            workflows,
+        })
+    }
+
+    /// The user-invoked workflows (seed 002).
+    pub fn workflows(&self) -> &WorkflowRegistry {
+        &self.workflows
     }
 
     /// The agent with that id.

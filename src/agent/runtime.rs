@@ -13,10 +13,12 @@ use super::build::Agent;
 use super::definition::{Price, ToolCallFormat};
 use super::group;
 use super::speak::{Spent, Spoke, Tally, Voice, definitions, speak, system_prompt};
+use super::workflow::{self, Then};
 use crate::link::{Gone, RunControl, RunLink};
-use crate::llm::Usage;
+use crate::llm::{Message, Usage};
 use crate::protocol::{AgentUsage, EventKind, RunEndReason};
 use crate::templates::Speaker;
+use crate::workflows::Workflow;
 
 pub use super::speak::RunSpec;
 
@@ -89,9 +91,20 @@ fn round(cost: f64) -> f64 {
     (cost * 1e9).round() / 1e9
 }
 
-/// A template's walk, a group's turns, or the agentic loop.
+/// A workflow's invocation (then, for a prompt workflow, the agent's answer),
+/// a template's walk, a group's turns, or the agentic loop.
 async fn body(spec: &RunSpec, link: &RunLink, tally: &mut Tally) -> Result<RunEndReason, Gone> {
     let agent = &spec.agent;
+    // A workflow's prompt: the user's message for whoever answers next.
+    let mut prompt = None;
+    if let Some(invocation) = &spec.workflow {
+        match workflow::run(spec, invocation, link, tally).await? {
+            Then::End(reason) => return Ok(reason),
+            // A template's walk takes no free text.
+            Then::Answer(_) if agent.template.is_some() => return Ok(RunEndReason::Completed),
+            Then::Answer(text) => prompt = Some(text),
+        }
+    }
     if let Some(template) = &agent.template {
         let speaker = Speaker {
             id: &agent.id,
@@ -102,9 +115,11 @@ async fn body(spec: &RunSpec, link: &RunLink, tally: &mut Tally) -> Result<RunEn
         return crate::templates::run(&speaker, template, link, usage).await;
     }
     if let Some(group) = &agent.group {
-        return group::run(spec, group, link, tally).await;
+        return group::run(spec, group, link, tally, prompt).await;
     }
-    alone(spec, agent, link, tally).await
+    let mut messages: Vec<Message> = spec.history.iter().map(|s| s.message.clone()).collect();
+    messages.extend(prompt.map(|text| Message::User { text }));
+    alone(spec, agent, link, tally, messages).await
 }
 
 /// One agent, speaking until it answers.
@@ -113,6 +128,7 @@ async fn alone(
     agent: &Agent,
     link: &RunLink,
     tally: &mut Tally,
+    mut messages: Vec<Message>,
 ) -> Result<RunEndReason, Gone> {
     let provider = spec.provider.as_deref().unwrap_or(agent.provider.as_ref());
     let json_mode = agent.tool_call_format == ToolCallFormat::Json;
@@ -135,7 +151,6 @@ async fn alone(
         system_prompt: prompt,
         chosen: None,
     };
-    let mut messages = spec.history.iter().map(|s| s.message.clone()).collect();
     let Spent { model, tools, .. } = tally.of(&agent.id, agent.price);
     let env = spec.call_env(link, tools, agent, provider);
     Ok(match speak(&voice, &env, &mut messages, model).await? {
@@ -145,7 +160,27 @@ async fn alone(
 }
 
 /// The system prompt with its tool block, as seed 002's enhanced prompt: the
-/// tool definitions and the JSON call format, whatever the agent's own format.
-pub fn enhanced_system_prompt(agent: &Agent) -> String {
-    system_prompt(agent, None, None, true, &definitions(&agent.tools, None))
+/// tool definitions (by category, when the tools name any) and the JSON call
+/// format, whatever the agent's own format; then the `workflows` the user
+/// can run themselves, by category.
+pub fn enhanced_system_prompt(agent: &Agent, workflows: &[&Workflow]) -> String {
+    let mut prompt = system_prompt(agent, None, None, true, &definitions(&agent.tools, None));
+    if workflows.is_empty() {
+        return prompt;
+    }
+    prompt.push_str(
+        "\n\nThe user can also run these workflows from the interface (you cannot run them; \
+         suggest one when it fits what they ask):\n",
+    );
+    let mut groups: BTreeMap<&str, Vec<&Workflow>> = BTreeMap::new();
+    for w in workflows {
+        groups.entry(&w.category).or_default().push(w);
+    }
+    for (category, group) in groups {
+        prompt.push_str(&format!("\n## {category}\n"));
+        for w in group {
+            prompt.push_str(&format!("- {} (`{}`): {}\n", w.title, w.id, w.description));
+        }
+    }
+    prompt
 }

@@ -44,6 +44,8 @@ pub struct RunSpec {
     pub bearer: Option<String>,
     /// The chat's own model, overriding the agent's.
     pub provider: Option<Arc<dyn crate::llm::Provider>>,
+    /// A workflow the user invoked: the run is its invocation.
+    pub workflow: Option<crate::workflows::Invocation>,
 }
 
 impl RunSpec {
@@ -345,11 +347,32 @@ pub(super) fn system_prompt(
     }
     if json_mode && !tools.is_empty() {
         prompt.push_str("\n\nYou can use these tools:\n");
-        for t in tools {
-            prompt.push_str(&format!(
+        let line = |t: &ToolDefinition| {
+            format!(
                 "- {}: {} Parameters (JSON Schema): {}\n",
                 t.name, t.description, t.input_schema
-            ));
+            )
+        };
+        // Seed 002: grouped by category when the agent's tools name any.
+        let category = |t: &ToolDefinition| {
+            agent
+                .tool(&t.name)
+                .and_then(|tool| tool.category.as_deref())
+        };
+        if tools.iter().any(|t| category(t).is_some()) {
+            let mut groups: BTreeMap<&str, Vec<&ToolDefinition>> = BTreeMap::new();
+            for t in tools {
+                groups
+                    .entry(category(t).unwrap_or(crate::workflows::DEFAULT_CATEGORY))
+                    .or_default()
+                    .push(t);
+            }
+            for (name, group) in groups {
+                prompt.push_str(&format!("\n## {name}\n"));
+                group.into_iter().for_each(|t| prompt.push_str(&line(t)));
+            }
+        } else {
+            tools.iter().for_each(|t| prompt.push_str(&line(t)));
         }
         prompt.push_str(concat!(
             "\nWhen you need to use a tool, output ONLY a JSON object in this exact format:\n",

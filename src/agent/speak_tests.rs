@@ -39,3 +39,25 @@ fn the_budget_drops_the_oldest_turns_and_keeps_the_last() {
     assert!(cut.len() < history.len());
     assert_eq!(fit_budget(&history, 1, "sys"), vec![user("last")]);
 }
+
+#[test]
+fn seed_002s_tool_block_groups_tools_by_category() {
+    let yaml = "id: a\nmodel: {provider: scripted, script: {rules: []}}\nsystem_prompt: Base.\ntools:\n  \
+                - {name: query, description: Runs SQL., category: Data, builtin: progress}\n  \
+                - {name: chart, description: Draws., category: Data, builtin: progress}\n  \
+                - {name: ping, description: Pings., builtin: progress}\n";
+    let agent = crate::agent::Agent::from_yaml(yaml, &crate::llm::http_client()).unwrap();
+    let prompt = system_prompt(&agent, None, None, true, &definitions(&agent.tools, None));
+    let data = prompt.find("## Data\n- query: Runs SQL.").expect(&prompt);
+    let chart = prompt.find("- chart: Draws.").unwrap();
+    let general = prompt.find("## General\n- ping: Pings.").expect(&prompt);
+    assert!(data < chart && chart < general, "{prompt}");
+    // Without categories, the flat list of before.
+    let plain = crate::agent::Agent::from_yaml(
+        "id: b\nmodel: {provider: scripted, script: {rules: []}}\ntools: [{name: ping, description: Pings., builtin: progress}]\n",
+        &crate::llm::http_client(),
+    )
+    .unwrap();
+    let prompt = system_prompt(&plain, None, None, true, &definitions(&plain.tools, None));
+    assert!(prompt.contains("You can use these tools:\n- ping: Pings.") && !prompt.contains("##"));
+}

@@ -418,3 +418,57 @@ pub struct ConnectionRef {
     pub user_id: String,
     pub connection_id: Uuid,
 }
+
+/// A workflow (seed 002): what a UI lists, and its form.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkflowInfo {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    /// The UI's grouping.
+    pub category: String,
+    /// What it does: `http`, `prompt` or `steps`.
+    pub kind: String,
+    /// The user approves each run first.
+    pub requires_approval: bool,
+    /// The JSON Schema of its parameters (`type: object`).
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+}
+
+/// `GET /v1/workflows`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkflowList {
+    pub workflows: Vec<WorkflowInfo>,
+}
+
+/// A category and how many workflows it holds.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkflowCategory {
+    pub name: String,
+    pub count: usize,
+}
+
+/// `GET /v1/workflows/categories`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkflowCategories {
+    pub categories: Vec<WorkflowCategory>,
+}
+
+/// `POST /v1/chats/{id}/workflows/{workflow_id}`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowInvocation {
+    /// The form's values, checked against the workflow's schema [default: {}].
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub parameters: Option<Map<String, Value>>,
+}
+
+/// A workflow invoked: the `corr` of its `chat.tool_call` in the log.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkflowInvoked {
+    pub chat_id: Uuid,
+    pub workflow_id: String,
+    pub corr: String,
+}

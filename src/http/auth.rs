@@ -14,6 +14,8 @@ use crate::protocol::ErrorCode;
 pub struct AuthUser {
     pub user: String,
     pub token: Option<String>,
+    /// The token's other claims (a workflow's `allow` may name them).
+    pub claims: serde_json::Map<String, serde_json::Value>,
 }
 
 pub(super) fn bearer(parts: &Parts) -> Option<String> {
@@ -43,8 +45,12 @@ impl FromRequestParts<AppState> for AuthUser {
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
         let token = bearer(parts);
-        match state.auth.authenticate(token.as_deref()) {
-            Ok(user) => Ok(Self { user, token }),
+        match state.auth.principal(token.as_deref()) {
+            Ok((user, claims)) => Ok(Self {
+                user,
+                token,
+                claims,
+            }),
             Err(e) => {
                 // Debug: a token's text (an unknown `alg`…) may hold newlines.
                 tracing::info!(error = ?e.to_string(), "refused unauthenticated request");

@@ -75,9 +75,9 @@ impl IntoResponse for ApiError {
             }
             Self::Session(e) => {
                 let status = match e {
-                    SessionError::NotFound | SessionError::RequestNotFound(_) => {
-                        StatusCode::NOT_FOUND
-                    }
+                    SessionError::NotFound
+                    | SessionError::RequestNotFound(_)
+                    | SessionError::UnknownWorkflow(_) => StatusCode::NOT_FOUND,
                     SessionError::RunInProgress
                     | SessionError::Archived
                     | SessionError::IllegalTransition(_) => StatusCode::CONFLICT,

@@ -20,6 +20,7 @@ mod sse;
 mod state;
 mod template_ws;
 mod web;
+mod workflows;
 mod ws;
 
 use axum::Router;
@@ -90,6 +91,7 @@ pub fn router(state: AppState) -> Router {
         .merge(connections::router())
         .merge(sse::router())
         .merge(openai::router())
+        .merge(workflows::router())
         .merge(web::router())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(guard)

@@ -91,24 +91,30 @@ pub(super) async fn chat_completions(
     Ok(response)
 }
 
-/// The agent's system prompt with its tool block (tool definitions and seed
-/// 002's JSON call format).
+/// The agent's system prompt with its tool block (tool definitions by
+/// category and seed 002's JSON call format), and the workflows the caller
+/// may run, by category.
 #[utoipa::path(get, path = "/v1/system-prompts/{agent}/enhanced", tag = "openai", params(("agent" = String, Path)),
     responses((status = 200, body = EnhancedPrompt), (status = 422, body = ErrorBody)))]
 pub(super) async fn enhanced(
     State(state): State<AppState>,
-    _: AuthUser,
+    auth: AuthUser,
     Path(agent): Path<String>,
 ) -> Result<Json<EnhancedPrompt>, ApiError> {
-    let agent = state
-        .registry
-        .agents()
+    let agents = state.registry.agents();
+    let agent = agents
         .get(&agent)
         .ok_or_else(|| ApiError::Session(SessionError::UnknownAgent(agent.clone())))?;
+    let workflows: Vec<&crate::workflows::Workflow> = agents
+        .workflows()
+        .all()
+        .map(AsRef::as_ref)
+        .filter(|w| w.allows(&auth.user, &auth.claims))
+        .collect();
     Ok(Json(EnhancedPrompt {
         agent: agent.id.clone(),
         base: agent.system_prompt.clone(),
-        enhanced: enhanced_system_prompt(&agent),
+        enhanced: enhanced_system_prompt(&agent, &workflows),
         tools: agent.tools.iter().map(|t| t.name.clone()).collect(),
     }))
 }

@@ -6,7 +6,7 @@ use axum::response::Json;
 use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{answers, api, chats, connections, openai, ops, sse};
+use super::{answers, api, chats, connections, openai, ops, sse, workflows};
 
 /// The API description.
 #[derive(OpenApi)]
@@ -45,11 +45,16 @@ use super::{answers, api, chats, connections, openai, ops, sse};
         openai::models,
         openai::chat_completions,
         openai::enhanced,
+        workflows::list,
+        workflows::categories,
+        workflows::one,
+        workflows::invoke,
     ),
     components(schemas(api::ErrorBody, api::ErrorDetail)),
     modifiers(&Limits),
     tags(
         (name = "rest", description = "Chats and agents"),
+        (name = "workflows", description = "User-invoked workflows (seed 002); categories also under /workflows/categories"),
         (name = "connections", description = "Users' database connections (seed 003); also under /connections"),
         (name = "answers", description = "Human-in-the-loop answers: input requests, UI tool calls, approvals"),
         (name = "sse", description = "SSE dialects of the log, resumable with Last-Event-ID"),

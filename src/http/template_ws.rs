@@ -40,7 +40,7 @@ pub(super) struct Params {
 /// `GET /api/chat/ws`: 401 before the upgrade; an unknown agent is 422.
 pub(super) async fn upgrade(
     State(state): State<AppState>,
-    AuthUser { user, token }: AuthUser,
+    AuthUser { user, token, .. }: AuthUser,
     Query(params): Query<Params>,
     ws: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {

@@ -108,7 +108,11 @@ pub(super) const BINARY_REFUSED: &str =
 /// The upgrade handler: authentication happens before the upgrade (401).
 pub async fn upgrade(
     State(state): State<AppState>,
-    AuthUser { user, token }: AuthUser,
+    AuthUser {
+        user,
+        token,
+        claims,
+    }: AuthUser,
     ws: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
     // Held for the connection's life: 429 past `max_sockets_per_user`.
@@ -117,7 +121,7 @@ pub async fn upgrade(
         limited(ws, state.config.max_message_bytes).on_upgrade(move |socket| {
             let tracker = state.tracker.clone();
             tracker.track_future(async move {
-                serve(socket, state, user, token).await;
+                serve(socket, state, user, token, claims).await;
                 drop(slot);
             })
         }),
@@ -125,7 +129,13 @@ pub async fn upgrade(
 }
 
 #[tracing::instrument(skip_all, fields(conn_id, user = %user))]
-async fn serve(socket: WebSocket, state: AppState, user: String, bearer: Option<String>) {
+async fn serve(
+    socket: WebSocket,
+    state: AppState,
+    user: String,
+    bearer: Option<String>,
+    claims: serde_json::Map<String, serde_json::Value>,
+) {
     let conn_id = state.next_conn_id.fetch_add(1, Ordering::Relaxed);
     tracing::Span::current().record("conn_id", conn_id);
     let _open = crate::metrics::ConnectionGauge::open("ws");
@@ -141,6 +151,7 @@ async fn serve(socket: WebSocket, state: AppState, user: String, bearer: Option<
         registry: state.registry.clone(),
         user,
         bearer,
+        claims,
         sub,
         chats: HashSet::new(),
         max_message_bytes: state.config.max_message_bytes,
@@ -166,6 +177,8 @@ struct Connection {
     /// The token the connection presented, forwarded to HTTP tools of the
     /// runs it starts.
     bearer: Option<String>,
+    /// The token's other claims (a workflow's `allow`).
+    claims: serde_json::Map<String, serde_json::Value>,
     sub: Subscriber,
     /// Chats this connection is subscribed to.
     chats: HashSet<Uuid>,
@@ -324,6 +337,22 @@ impl Connection {
                 text,
                 ..
             } => reg.submit_input(chat_id, user, request_id, text).await,
+            ClientFrame::WorkflowInvoke {
+                chat_id,
+                workflow,
+                parameters,
+            } => {
+                let caller = Caller {
+                    user,
+                    bearer: self.bearer.as_deref(),
+                    context_type: None,
+                    context: None,
+                };
+                let parameters = parameters.unwrap_or_else(|| serde_json::json!({}));
+                reg.invoke_workflow(chat_id, caller, &workflow, parameters, &self.claims)
+                    .await
+                    .map(|_| ())
+            }
             ClientFrame::InlineComponentResult {
                 chat_id,
                 corr,

@@ -70,6 +70,14 @@ pub enum ClientFrame {
     /// Stop live delivery of a chat to this connection.
     #[serde(rename = "client.unsubscribe")]
     ClientUnsubscribe { chat_id: Uuid },
+    /// Run a user-invoked workflow (seed 002) in the chat.
+    #[serde(rename = "workflow.invoke")]
+    WorkflowInvoke {
+        chat_id: Uuid,
+        workflow: String,
+        #[serde(default)]
+        parameters: Option<Value>,
+    },
     /// Connection-level liveness check.
     #[serde(rename = "ping")]
     Ping,
@@ -88,7 +96,8 @@ impl ClientFrame {
             | Self::ChatCancel { chat_id }
             | Self::ChatPause { chat_id }
             | Self::ChatResumeRun { chat_id }
-            | Self::ClientUnsubscribe { chat_id } => Some(*chat_id),
+            | Self::ClientUnsubscribe { chat_id }
+            | Self::WorkflowInvoke { chat_id, .. } => Some(*chat_id),
             Self::Ping => None,
         }
     }

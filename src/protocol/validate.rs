@@ -50,6 +50,10 @@ const SCHEMAS: &[(&str, &str)] = &[
         "chat.resume_run",
         include_str!("../../protocol/inbound/chat.resume_run.json"),
     ),
+    (
+        "workflow.invoke",
+        include_str!("../../protocol/inbound/workflow.invoke.json"),
+    ),
     ("ping", include_str!("../../protocol/inbound/ping.json")),
 ];
 

@@ -107,6 +107,11 @@ pub(super) enum Op {
     Archive {
         user: String,
     },
+    /// Run a workflow (in `extras`).
+    Workflow {
+        user: String,
+        extras: RunExtras,
+    },
     /// Switch the chat's model (already resolved from an alias).
     SetModel {
         user: String,
@@ -128,7 +133,8 @@ impl Op {
             | Self::Pause { user }
             | Self::ResumeRun { user }
             | Self::Archive { user }
-            | Self::SetModel { user, .. } => Some(user),
+            | Self::SetModel { user, .. }
+            | Self::Workflow { user, .. } => Some(user),
         }
     }
 }
@@ -146,6 +152,19 @@ pub struct RunExtras {
     /// conversation id: the one way a chat with such an id is created.
     #[serde(default)]
     pub derived_id: bool,
+    /// A workflow the user invoked (checked already): the run is its
+    /// invocation.
+    #[serde(default)]
+    pub workflow: Option<WorkflowCall>,
+}
+
+/// A workflow invocation on its way to the chat.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct WorkflowCall {
+    pub id: String,
+    pub parameters: Value,
+    /// The invocation's `corr` (`workflow_…`).
+    pub corr: String,
 }
 
 impl std::fmt::Debug for RunExtras {

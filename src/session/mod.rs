@@ -71,6 +71,12 @@ pub enum SessionError {
     UnknownAgent(String),
     #[error("no model `{0}`")]
     UnknownModel(String),
+    /// No such workflow, or not one the caller may run.
+    #[error("no workflow `{0}`")]
+    UnknownWorkflow(String),
+    /// Parameters the workflow's schema refuses, each fault named.
+    #[error("invalid parameters: {0}")]
+    InvalidParameters(String),
     #[error("the agent `{0}` of this chat is no longer configured")]
     AgentMissing(String),
     #[error("a run is in progress; wait for chat.run_complete or send chat.cancel")]
@@ -134,14 +140,16 @@ impl SessionError {
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::NotFound => ErrorCode::ResumeFailed,
-            Self::UnknownAgent(_) | Self::UnknownModel(_) | Self::Archived => {
-                ErrorCode::WorkflowNotFound
-            }
+            Self::UnknownAgent(_)
+            | Self::UnknownModel(_)
+            | Self::UnknownWorkflow(_)
+            | Self::Archived => ErrorCode::WorkflowNotFound,
             Self::AgentMissing(_) => ErrorCode::AgentInitializationFailed,
             Self::RunInProgress => ErrorCode::RunInProgress,
             Self::RequestNotFound(_) => ErrorCode::InputRequestNotFound,
             Self::InvalidPatch(_)
             | Self::InvalidAnswer(_)
+            | Self::InvalidParameters(_)
             | Self::IllegalTransition(_)
             | Self::TooLarge(_)
             | Self::ReservedId => ErrorCode::SchemaValidationFailed,
@@ -165,7 +173,11 @@ impl SessionError {
     pub fn recoverable(&self) -> bool {
         !matches!(
             self,
-            Self::UnknownAgent(_) | Self::UnknownModel(_) | Self::AgentMissing(_) | Self::Archived
+            Self::UnknownAgent(_)
+                | Self::UnknownModel(_)
+                | Self::UnknownWorkflow(_)
+                | Self::AgentMissing(_)
+                | Self::Archived
         )
     }
 }

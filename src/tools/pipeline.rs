@@ -115,7 +115,8 @@ fn is_uuid(v: &Value) -> bool {
     v.as_str().is_some_and(|s| uuid::Uuid::parse_str(s).is_ok())
 }
 
-enum Approval {
+/// The user's answer to an approval gate.
+pub enum Approval {
     Granted,
     Refused(Option<String>),
     TimedOut,
@@ -123,7 +124,10 @@ enum Approval {
 
 /// Asks the user to approve a call (a `chat.tool_call` with `component_type:
 /// "approval"` and the validated input in its payload).
-async fn ask_approval(link: &RunLink, call: &ToolCall) -> Result<Approval, Gone> {
+///
+/// Also the gate of a workflow that `requires_approval` (its invocation is
+/// the call).
+pub async fn ask_approval(link: &RunLink, call: &ToolCall) -> Result<Approval, Gone> {
     let corr = format!("{}.approval", call.id);
     let payload = json!({"tool_name": call.name, "input": call.input, "tool_call_id": call.id});
     match show(

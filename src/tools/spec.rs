@@ -14,6 +14,9 @@ pub struct ToolSpec {
     pub name: String,
     #[serde(default)]
     pub description: Option<String>,
+    /// Groups the tool in seed 002's enhanced system prompt.
+    #[serde(default)]
+    pub category: Option<String>,
     /// JSON Schema of the input; `{type: object}` when absent.
     #[serde(default)]
     pub input_schema: Option<Value>,

@@ -83,6 +83,8 @@ impl ToolKind {
 pub struct Tool {
     pub name: String,
     pub description: String,
+    /// Its group in seed 002's enhanced system prompt.
+    pub category: Option<String>,
     pub input_schema: Value,
     pub validator: Arc<Validator>,
     pub kind: ToolKind,
@@ -108,6 +110,7 @@ impl Tool {
         Tool {
             name: handoff::HANDOFF_TOOL.into(),
             description: handoff::description(members),
+            category: None,
             input_schema: schema,
             validator: Arc::new(validator),
             kind: ToolKind::Handoff,
@@ -240,9 +243,17 @@ impl Tool {
             .map(Summary::from_spec)
             .transpose()
             .map_err(|e| format!("{}.{e}", at("summary")))?;
+        if spec
+            .category
+            .as_deref()
+            .is_some_and(|c| c.trim().is_empty())
+        {
+            return Err(format!("{}: must not be empty", at("category")));
+        }
         Ok(Tool {
             name: spec.name,
             description: spec.description.unwrap_or_default(),
+            category: spec.category,
             input_schema: schema,
             validator: Arc::new(validator),
             kind,

@@ -23,6 +23,7 @@ const LAYERS: &[&str] = &[
     "link",
     "tools",
     "templates",
+    "workflows",
     "agent",
     "session",
     "wire",

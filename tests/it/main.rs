@@ -34,3 +34,4 @@ mod sse;
 mod support;
 mod template;
 mod vendors;
+mod workflows;

@@ -68,6 +68,14 @@ async fn every_json_answer_matches_the_document() {
         ),
     )
     .unwrap();
+    // A workflow, for the workflow routes.
+    let flows = dir.path().join("agents").join("workflows");
+    std::fs::create_dir_all(&flows).unwrap();
+    std::fs::write(
+        flows.join("hello.yaml"),
+        "id: hello\ncategory: Demo\nparameters: {type: object, properties: {who: {type: string}}}\nprompt: \"Hello {who}\"\n",
+    )
+    .unwrap();
     let server = Server::start_in(
         dir,
         Opts {
@@ -302,6 +310,52 @@ async fn every_json_answer_matches_the_document() {
     assert_eq!(s, 200, "{b}");
     check(&doc, "/v1/chats/{id}/state", "get", s, &b);
 
+    // Workflows: the registry, one, an invocation, and its refusals.
+    for path in [
+        "/v1/workflows",
+        "/v1/workflows/categories",
+        "/v1/workflows/hello",
+    ] {
+        let (s, b) = req("GET", path.into(), String::new()).await;
+        assert_eq!(s, 200, "{b}");
+        let template = if path.ends_with("hello") {
+            "/v1/workflows/{id}"
+        } else {
+            path
+        };
+        check(&doc, template, "get", s, &b);
+    }
+    let (s, b) = req("GET", "/v1/workflows/nope".into(), String::new()).await;
+    check(&doc, "/v1/workflows/{id}", "get", s, &b);
+    let invoke = "/v1/chats/{id}/workflows/{workflow_id}";
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{id}/workflows/hello"),
+        json!({"parameters": {"who": 1}}).to_string(),
+    )
+    .await;
+    assert_eq!(s, 400, "{b}");
+    check(&doc, invoke, "post", s, &b);
+    // In a chat of its own (the one above may still be running).
+    let (_, b) = req(
+        "POST",
+        "/v1/chats".into(),
+        json!({"agent": "demo"}).to_string(),
+    )
+    .await;
+    let idle = serde_json::from_str::<Value>(&b).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{idle}/workflows/hello"),
+        json!({"parameters": {"who": "you"}}).to_string(),
+    )
+    .await;
+    assert_eq!(s, 202, "{b}");
+    check(&doc, invoke, "post", s, &b);
+
     // The schemas are real: a wrong body fails them.
     let chat_schema = inline(
         &doc["paths"]["/v1/chats/{id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"],
@@ -343,6 +397,9 @@ async fn every_json_answer_matches_the_document() {
         "get /v1/connections/{id}",
         "get /v1/models",
         "get /v1/system-prompts/{agent}/enhanced",
+        "get /v1/workflows",
+        "get /v1/workflows/categories",
+        "get /v1/workflows/{id}",
         "post /api/chat/send",
         "post /chat",
         "post /chat/{thread_id}/message",
@@ -358,6 +415,7 @@ async fn every_json_answer_matches_the_document() {
         "post /v1/chats/{id}/inputs/{request_id}",
         "post /v1/chats/{id}/messages",
         "post /v1/chats/{id}/model",
+        "post /v1/chats/{id}/workflows/{workflow_id}",
         "post /v1/connections",
         "put /v1/connections/{id}",
     ];

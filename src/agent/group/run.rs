@@ -13,14 +13,20 @@ use crate::llm::Provider;
 use crate::protocol::RunEndReason;
 use crate::tools::Tool;
 
-/// Runs the group's turns.
+/// Runs the group's turns; `prompt` is a user message the run adds (a
+/// workflow's).
 pub(in crate::agent) async fn run(
     spec: &RunSpec,
     group: &Group,
     link: &RunLink,
     tally: &mut Tally,
+    prompt: Option<String>,
 ) -> Result<RunEndReason, Gone> {
     let mut transcript: Vec<Said> = spec.history.clone();
+    transcript.extend(prompt.map(|text| Said {
+        by: None,
+        message: crate::llm::Message::User { text },
+    }));
     let mut chooser = Chooser::new(group, spec.agent.prompt_budget_tokens, seed(spec));
     let selector: &dyn Provider = match (&spec.provider, group.selector_default) {
         (Some(chat_model), true) => chat_model.as_ref(),

@@ -8,6 +8,7 @@ use crate::agent::APPROVAL;
 use crate::link::Said;
 use crate::llm::{Message, ToolCall};
 use crate::protocol::{Envelope, EventKind};
+use crate::workflows::{CORR_PREFIX, WORKFLOW};
 
 /// The messages of a chat's log (`chat.text`, `chat.tool_call` and
 /// `chat.tool_response` envelopes, in seq order), each with who said it:
@@ -18,12 +19,23 @@ use crate::protocol::{Envelope, EventKind};
 /// Approval gates are not tool calls of the model; a call logged again (a
 /// patched component) counts once; a call whose result never came (the run
 /// was cut off) is dropped, since providers refuse a call without its result.
+/// Nor is a workflow the user ran (seed 002) a call of the model's: its
+/// result reads as a user's note that they ran it, and its steps' calls are
+/// left out.
 pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said> {
     let mut out: Vec<Said> = Vec::new();
     // The calls taken into the history (with their speaker), and those a
     // result answered.
     let mut seen_calls = std::collections::HashMap::new();
     let mut answered = std::collections::HashSet::new();
+    // Workflow invocations: corr → (title, parameters).
+    let mut workflows: std::collections::HashMap<String, (String, Value)> =
+        std::collections::HashMap::new();
+    let of_workflow =
+        |corr: &str, workflows: &std::collections::HashMap<String, (String, Value)>| {
+            corr.starts_with(CORR_PREFIX)
+                && workflows.contains_key(corr.split('.').next().unwrap_or(corr))
+        };
     for raw in envelopes {
         let env = match serde_json::from_str::<Envelope>(raw) {
             Ok(env) => env,
@@ -45,6 +57,38 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said
                     tool_calls: Vec::new(),
                 },
             }),
+            EventKind::ToolCall {
+                component_type,
+                payload,
+                corr,
+                ..
+            } if component_type.as_deref() == Some(WORKFLOW) => {
+                let title = payload["title"].as_str().unwrap_or_default().to_owned();
+                workflows.insert(corr, (title, payload["parameters"].clone()));
+            }
+            EventKind::ToolCall { corr, .. } if of_workflow(&corr, &workflows) => {}
+            EventKind::ToolResponse {
+                content,
+                success,
+                corr,
+                ..
+            } if workflows.contains_key(&corr) => {
+                let (title, parameters) = &workflows[&corr];
+                let outcome = if success { "it returned" } else { "it failed" };
+                let content = match content {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                out.push(Said {
+                    by: None,
+                    message: Message::User {
+                        text: format!(
+                            "[I ran the workflow \"{title}\" with {parameters}; {outcome}: {content}]"
+                        ),
+                    },
+                });
+            }
+            EventKind::ToolResponse { corr, .. } if of_workflow(&corr, &workflows) => {}
             EventKind::ToolCall {
                 tool_name,
                 component_type,

@@ -55,6 +55,19 @@ impl Actor {
                 .as_deref()
                 .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok()),
         };
+        let workflow = match extras.workflow {
+            Some(call) => Some(crate::workflows::Invocation {
+                workflow: self
+                    .ctx
+                    .agents
+                    .workflows()
+                    .get(&call.id)
+                    .ok_or(SessionError::UnknownWorkflow(call.id))?,
+                parameters: call.parameters,
+                corr: call.corr,
+            }),
+            None => None,
+        };
         let transcript = self.ctx.store.transcript(self.chat_id).await?;
         // Seed 003: a chat with a database is grounded on it.
         let database = match &self.ctx.connections {
@@ -107,6 +120,7 @@ impl Actor {
             context_type: extras.context_type,
             bearer: extras.bearer,
             provider,
+            workflow,
         };
         if let Err(e) = self
             .transition(crate::protocol::ConversationState::Active)

@@ -78,6 +78,7 @@ impl<'a> Caller<'a> {
             context_type: self.context_type.map(str::to_owned),
             context: self.context.cloned(),
             derived_id: false,
+            workflow: None,
         }
     }
 }

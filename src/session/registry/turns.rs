@@ -2,12 +2,12 @@
 //! run's requests, cancel/pause/resume, and the chat's model. Each is checked
 //! here (sizes, per-user rates) and then handed to the chat's actor.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::{Caller, Registry, check_text};
 use crate::session::SessionError;
-use crate::session::handle::{Op, Origin};
+use crate::session::handle::{Op, Origin, RunExtras, WorkflowCall};
 
 impl Registry {
     /// Counts one costly action of `user`'s outside a chat's actor (binding
@@ -17,6 +17,66 @@ impl Registry {
     /// `RateLimited` past `rate_messages_per_minute`.
     pub fn charge(&self, user: &str) -> Result<(), SessionError> {
         self.inner.ctx.quotas.message(user)
+    }
+
+    /// Runs the workflow `id` in the chat (seed 002): one the caller may run
+    /// (`claims`: their token's, for its `allow`), its `parameters` checked
+    /// against its schema first, each fault named. A run of its own, so not
+    /// while another is active.
+    ///
+    /// # Returns
+    /// The invocation's `corr` (its `chat.tool_call`'s).
+    ///
+    /// # Errors
+    /// `UnknownWorkflow`, `InvalidParameters`, `RateLimited`, and what a new
+    /// turn may meet (`RunInProgress`, `NotFound`…).
+    pub async fn invoke_workflow(
+        &self,
+        chat_id: Uuid,
+        caller: Caller<'_>,
+        id: &str,
+        parameters: Value,
+        claims: &Map<String, Value>,
+    ) -> Result<String, SessionError> {
+        let workflow = self
+            .inner
+            .ctx
+            .agents
+            .workflows()
+            .get(id)
+            .filter(|w| w.allows(caller.user, claims))
+            .ok_or_else(|| SessionError::UnknownWorkflow(id.to_owned()))?;
+        let faults = workflow.check(&parameters);
+        if !faults.is_empty() {
+            let named: Vec<String> = faults
+                .iter()
+                .map(|(at, why)| match at.as_str() {
+                    "" => why.clone(),
+                    at => format!("{at}: {why}"),
+                })
+                .collect();
+            return Err(SessionError::InvalidParameters(named.join("; ")));
+        }
+        self.inner.ctx.quotas.message(caller.user)?;
+        let corr = format!(
+            "{}{}",
+            crate::workflows::CORR_PREFIX,
+            Uuid::new_v4().simple()
+        );
+        let op = Op::Workflow {
+            user: caller.user.to_owned(),
+            extras: RunExtras {
+                workflow: Some(WorkflowCall {
+                    id: id.to_owned(),
+                    parameters,
+                    corr: corr.clone(),
+                }),
+                ..caller.extras()
+            },
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await?;
+        Ok(corr)
     }
 
     /// `user.message`: a new user turn.

@@ -1,0 +1,118 @@
+use serde_json::{Map, Value, json};
+
+use super::*;
+
+fn parse(text: &str) -> Result<Workflow, String> {
+    let file: WorkflowFile = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+    Workflow::from_file(file)
+}
+
+const FORM: &str = "parameters: {type: object, properties: {name: {type: string, minLength: 1}, size: {type: integer}}, required: [name]}\n";
+
+#[test]
+fn the_three_kinds_and_their_checks() {
+    let http = parse(&format!(
+        "id: create\ncategory: Projects\n{FORM}http: {{url: \"http://127.0.0.1:9/x\"}}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        (
+            http.action.kind(),
+            http.category.as_str(),
+            http.title.as_str()
+        ),
+        ("http", "Projects", "create")
+    );
+    let prompt = parse("id: draft\nprompt: \"Write about {topic}\"\n").unwrap();
+    assert_eq!(
+        (prompt.action.kind(), prompt.category.as_str()),
+        ("prompt", DEFAULT_CATEGORY)
+    );
+    let steps = parse(
+        "id: s\nsteps: [{tool: count, input: {steps: \"{n}\"}}]\ntools: [{name: count, builtin: progress}]\n",
+    )
+    .unwrap();
+    assert_eq!(steps.action.kind(), "steps");
+
+    for (text, field) in [
+        ("id: 'a b'\nprompt: x\n", "id:"),
+        ("id: a\n", "exactly one of"),
+        (
+            "id: a\nprompt: x\nhttp: {url: \"http://x\"}\n",
+            "exactly one of",
+        ),
+        ("id: a\nprompt: \" \"\n", "prompt:"),
+        (
+            "id: a\nprompt: x\nparameters: {type: array}\n",
+            "parameters:",
+        ),
+        (
+            "id: a\nprompt: x\nparameters: {type: object, properties: {n: {type: 12}}}\n",
+            "parameters: not a valid",
+        ),
+        ("id: a\nhttp: {url: \"ftp://x\"}\n", "http.url"),
+        (
+            "id: a\nsteps: [{tool: nope}]\ntools: [{name: t, builtin: progress}]\n",
+            "steps[0].tool",
+        ),
+        (
+            "id: a\nsteps: [{tool: t}]\ntools: [{name: t, builtin: nope}]\n",
+            "tools[0].builtin",
+        ),
+        (
+            "id: a\nprompt: x\ntools: [{name: t, builtin: progress}]\n",
+            "tools: only",
+        ),
+        ("id: a\nprompt: x\ncategory: ''\n", "category"),
+        ("id: a\nprompt: x\nallow: {groups: [x]}\n", "groups"),
+    ] {
+        let err = parse(text)
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {text}"));
+        assert!(err.contains(field), "{field} not in {err}");
+    }
+}
+
+#[test]
+fn parameters_are_checked_with_the_faulty_field_named() {
+    let w = parse(&format!("id: a\n{FORM}prompt: x\n")).unwrap();
+    assert!(w.check(&json!({"name": "n", "size": 3})).is_empty());
+    let faults = w.check(&json!({"name": "", "size": "big"}));
+    let paths: Vec<&str> = faults.iter().map(|(p, _)| p.as_str()).collect();
+    assert!(
+        paths.contains(&"/name") && paths.contains(&"/size"),
+        "{faults:?}"
+    );
+    assert_eq!(w.check(&json!({}))[0].0, "");
+}
+
+#[test]
+fn who_may_run_it() {
+    let w =
+        parse("id: a\nprompt: x\nallow: {users: [alice], claims: {role: [admin, ops]}}\n").unwrap();
+    let claims = |v: Value| -> Map<String, Value> { v.as_object().unwrap().clone() };
+    let none = Map::new();
+    assert!(w.allows("alice", &none));
+    assert!(!w.allows("bob", &none));
+    assert!(w.allows("bob", &claims(json!({"role": "ops"}))));
+    assert!(w.allows("bob", &claims(json!({"role": ["user", "admin"]}))));
+    assert!(!w.allows("bob", &claims(json!({"role": "user"}))));
+    let open = parse("id: b\nprompt: x\n").unwrap();
+    assert!(open.allows("anyone", &none));
+}
+
+#[test]
+fn templates_fill_parameters() {
+    let p = json!({"name": "Apollo", "size": 3, "tags": ["a"]});
+    assert_eq!(
+        fill_text("Create {name} ({size}) {tags} {missing}", &p),
+        "Create Apollo (3) [\"a\"] {missing}"
+    );
+    assert_eq!(
+        fill_json(
+            &json!({"n": "{size}", "label": "x-{name}", "list": ["{tags}"], "gone": "{missing}", "k": 1}),
+            &p
+        ),
+        json!({"n": 3, "label": "x-Apollo", "list": [["a"]], "gone": null, "k": 1})
+    );
+}
