@@ -111,6 +111,7 @@ class ChatView {
         } else {
           this.done(card, m.success ? 'done' : `failed: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`);
           const c = m.content;
+          if (card.classList.contains('workflow') && m.success) card.append(el('pre', { cls: 'result', text: JSON.stringify(c, null, 2) }));
           if (m.success && c && c.type === 'vega_lite_spec' && typeof c.spec === 'string') chart(card, c.spec);
           else if (m.success && c && Array.isArray(c.columns) && Array.isArray(c.rows)) card.append(...resultTable(c));
         }
@@ -229,6 +230,7 @@ class ChatView {
     }
     const reply = (data) => this.chat.sendComponentResult(m.corr, data);
     if (m.tool_name === 'template') return this.widget(m, reply);
+    if (m.component_type === 'workflow') return this.workflow(m);
     if (m.corr.endsWith('.preview')) return this.preview(m);
     const title = (m.component_type ? `${m.component_type} (${m.tool_name})` : `tool: ${m.tool_name}`)
       + (m.agent ? ` · ${m.agent}` : '');
@@ -259,6 +261,17 @@ class ChatView {
       card.append(el('pre', { text: JSON.stringify(p, null, 2) }), input, send);
     }
     if (!m.awaiting_response) card.querySelectorAll('button, input').forEach((x) => (x.disabled = true));
+    this.cards.set(m.corr, card);
+    this.add(el('li', {}, card));
+  }
+
+  /** A workflow the user ran (seed 002): its title and parameters; its
+   * result arrives as its tool_response. */
+  workflow(m) {
+    const p = m.payload || {};
+    const card = el('div', { cls: 'card workflow', attrs: { 'data-workflow': p.workflow_id ?? m.tool_name } },
+      el('div', { cls: 'title', text: `Workflow: ${p.title ?? m.tool_name}` }),
+      el('pre', { text: JSON.stringify(p.parameters ?? {}, null, 2) }));
     this.cards.set(m.corr, card);
     this.add(el('li', {}, card));
   }
@@ -449,6 +462,106 @@ async function loadAgents() {
   );
 }
 
+// ----- workflows (seed 002): a picker by category, a form from each schema ------
+
+async function loadWorkflows() {
+  const { workflows } = await api('/v1/workflows');
+  const byCategory = new Map();
+  for (const w of workflows) {
+    if (!byCategory.has(w.category)) byCategory.set(w.category, []);
+    byCategory.get(w.category).push(w);
+  }
+  $('workflows').replaceChildren(
+    ...[...byCategory.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([category, list]) => {
+      const group = el('div', { cls: 'category', attrs: { 'data-category': category } }, el('h3', { text: category }));
+      for (const w of list) {
+        const b = el('button', { cls: 'tile', attrs: { 'data-workflow': w.id, title: w.description } }, el('b', { text: w.title }), el('small', { text: w.description }));
+        b.onclick = () => showForm(w);
+        group.append(b);
+      }
+      return group;
+    }),
+  );
+  if (!workflows.length) $('workflows').append(el('div', { cls: 'note', text: 'none (add files to the agents folder\'s workflows/)' }));
+}
+
+/** One input for a property of a parameters schema. */
+function field(name, prop, required) {
+  const label = `${prop.title || name}${required ? ' *' : ''}`;
+  let input;
+  if (Array.isArray(prop.enum)) {
+    input = el('select', { attrs: { name } }, ...(required ? [] : [el('option', { text: '', attrs: { value: '' } })]),
+      ...prop.enum.map((v) => el('option', { text: String(v), attrs: { value: JSON.stringify(v) } })));
+  } else if (prop.type === 'boolean') {
+    input = el('input', { attrs: { name, type: 'checkbox' } });
+  } else if (prop.type === 'integer' || prop.type === 'number') {
+    input = el('input', { attrs: { name, type: 'number', step: prop.type === 'integer' ? '1' : 'any' } });
+    if (prop.minimum !== undefined) input.min = prop.minimum;
+    if (prop.maximum !== undefined) input.max = prop.maximum;
+  } else {
+    input = el('input', { attrs: { name, type: 'text' } });
+    if (prop.maxLength) input.maxLength = prop.maxLength;
+  }
+  if (required && prop.type !== 'boolean') input.required = true;
+  if (prop.default !== undefined) {
+    if (prop.type === 'boolean') input.checked = prop.default === true;
+    else if (Array.isArray(prop.enum)) input.value = JSON.stringify(prop.default);
+    else input.value = prop.default;
+  }
+  input.dataset.type = prop.type || 'string';
+  input.dataset.enum = Array.isArray(prop.enum) ? 'yes' : '';
+  return el('label', { cls: 'field' }, el('span', { text: label }), input);
+}
+
+/** The form of workflow `w`, above the composer; it runs in the open chat. */
+function showForm(w) {
+  const form = $('workflow-form');
+  const schema = w.parameters || {};
+  const required = new Set(schema.required || []);
+  const fields = Object.entries(schema.properties || {}).map(([name, prop]) => field(name, prop, required.has(name)));
+  const error = el('div', { cls: 'note error' });
+  const run = el('button', { text: `Run ${w.title}`, attrs: { type: 'submit' } });
+  const close = el('button', { text: 'Close', attrs: { type: 'button' } });
+  close.onclick = () => { form.hidden = true; };
+  form.replaceChildren(el('div', { cls: 'title', text: `${w.title} (${w.category})` }),
+    el('div', { cls: 'description', text: w.description }), ...fields, error, run, close);
+  form.dataset.workflow = w.id;
+  form.hidden = false;
+  form.onsubmit = async (e) => {
+    e.preventDefault();
+    if (!current) {
+      error.textContent = 'open or start a chat first';
+      return;
+    }
+    const parameters = {};
+    for (const input of form.querySelectorAll('[name]')) {
+      const { type } = input.dataset;
+      if (type === 'boolean') parameters[input.name] = input.checked;
+      else if (input.value === '') continue;
+      else if (input.dataset.enum) parameters[input.name] = JSON.parse(input.value);
+      else if (type === 'integer' || type === 'number') parameters[input.name] = Number(input.value);
+      else parameters[input.name] = input.value;
+    }
+    try {
+      const r = await fetch(`/v1/chats/${current.chat.id}/workflows/${encodeURIComponent(w.id)}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify({ parameters }),
+      });
+      if (!r.ok) {
+        const body = await r.json().catch(() => ({}));
+        error.textContent = body.error ? `${body.error.code}: ${body.error.message}` : `HTTP ${r.status}`;
+        return;
+      }
+      error.textContent = '';
+      form.hidden = true;
+    } catch (err) {
+      error.textContent = String(err);
+    }
+  };
+}
+
 loadAgents().catch((e) => console.error(e));
 loadChats().catch((e) => console.error(e));
+loadWorkflows().catch((e) => console.error(e));
 window.agentwire = client; // for the console and for tests

@@ -5,7 +5,8 @@
 // answered after a reload, and seed 003's database chat drawing a chart (a
 // local stand-in for an OpenAI-compatible model writes the SQL and the spec);
 // a group chat (examples/agents/research-team.yaml) with each member under its
-// own name and colour, and a group whose user picks the next speaker.
+// own name and colour, and a group whose user picks the next speaker; seed
+// 002's workflows picked by category, their forms filled and run in a chat.
 //
 // Needs AGENTWIRE_BIN (the built binary) and /usr/bin/chromium. Screenshots of
 // each step go to $E2E_SHOTS (default: ./shots).
@@ -100,6 +101,10 @@ before(async () => {
   copyFileSync(join(root, 'examples', 'agents', 'capitals-quiz.yaml'), join(dir, 'agents', 'capitals-quiz.yaml'));
   writeFileSync(join(dir, 'agents', 'hitl.yaml'), HITL_AGENT);
   copyFileSync(join(root, 'examples', 'agents', 'research-team.yaml'), join(dir, 'agents', 'research-team.yaml'));
+  mkdirSync(join(dir, 'agents', 'workflows'), { recursive: true });
+  for (const f of ['summarize.yaml', 'batch-job.yaml']) {
+    copyFileSync(join(root, 'examples', 'agents', 'workflows', f), join(dir, 'agents', 'workflows', f));
+  }
   writeFileSync(join(dir, 'agents', 'panel.yaml'), PANEL_AGENT);
   await new Promise((r) => llm.listen(0, '127.0.0.1', r));
   writeFileSync(join(dir, 'agents', 'analyst.yaml'), `id: analyst
@@ -349,4 +354,40 @@ test('a group chat: each member under its own name and colour; the user picks a 
   assert.equal(await panel.locator('.card.choice button:enabled').count(), 0, 'both choices answered');
   await panel.shot('2-manual');
   await panel.close();
+});
+
+test('workflows: picked by category, their forms filled and run in the chat', async () => {
+  const page = await newChat('workflows');
+  await say(page, 'hello');
+  await lastAgentText(page, 'You said: hello');
+  const categories = await page.locator('#workflows .category h3').allTextContents();
+  assert.deepEqual(categories, ['Operations', 'Writing']);
+
+  // A prompt workflow: an enum with its default, a required text.
+  await page.locator('#workflows [data-workflow="summarize"]').click();
+  const form = page.locator('#workflow-form');
+  await form.locator('input[name="topic"]').fill('tides');
+  assert.equal(await form.locator('select[name="length"]').inputValue(), '"one line"');
+  await form.locator('select[name="length"]').selectOption({ label: 'one paragraph' });
+  await page.shot('1-form');
+  await form.locator('button[type="submit"]').click();
+  assert.equal(await lastAgentText(page, 'Summarize tides'), 'You said: Summarize tides in one paragraph.');
+  await page.locator('.card.workflow[data-workflow="summarize"] .note', { hasText: 'done' }).waitFor();
+  // A workflow is a run of its own: the next one waits for this one's end.
+  await page.locator('#log li.run-end').nth(1).waitFor();
+
+  // A steps workflow that asks first: a number, a checkbox, then the approval.
+  await page.locator('#workflows [data-workflow="batch-job"]').click();
+  assert.equal(await form.locator('input[name="batches"]').inputValue(), '3');
+  await form.locator('input[name="batches"]').fill('2');
+  await form.locator('input[name="dry_run"]').check();
+  await form.locator('button[type="submit"]').click();
+  const gate = page.locator('#log .card', { hasText: 'approval (batch-job)' });
+  await gate.locator('button', { hasText: 'Approve' }).click();
+  const card = page.locator('.card.workflow[data-workflow="batch-job"]');
+  await card.locator('pre.result').waitFor();
+  assert.match(await card.locator('pre').first().textContent(), /"batches": 2,\s+"dry_run": true/);
+  assert.match(await card.locator('pre.result').textContent(), /completed 2 steps/);
+  await page.shot('2-steps');
+  await page.close();
 });

@@ -88,6 +88,8 @@ fn the_example_agents_load() {
             "research-team-local"
         ]
     );
+    let flows: Vec<&str> = reg.workflows().all().map(|w| w.id.as_str()).collect();
+    assert_eq!(flows, ["batch-job", "summarize", "weather-report"]);
     let team = reg.get("research-team").unwrap();
     let group = team.group.as_ref().unwrap();
     assert_eq!(group.members.len(), 3);
