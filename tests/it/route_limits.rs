@@ -1,4 +1,4 @@
-//! The routes this wave added or moved, each held to what the older ones
+//! The routes this wave added or moved (workflows' invocation too), each held to what the older ones
 //! have: a body over `max_message_bytes` is 413 and logs nothing; another
 //! user's token finds nothing (404); a burst past the user's rate is 429.
 //! `/`, `/healthz` and `/metrics` take no body, belong to nobody and are not
@@ -24,7 +24,10 @@ async fn jwt_server(rate: Option<u32>) -> (Server, tempfile::TempDir) {
             connection_files_dir: Some(files.path().to_owned()),
             ..Default::default()
         },
-        ..Default::default()
+        agents: vec![(
+            "workflows/hello.yaml".into(),
+            "id: hello\nparameters: {type: object, properties: {who: {type: string}}}\nprompt: \"Hello {who}\"\n".into(),
+        )],
     })
     .await;
     (server, files)
@@ -96,6 +99,7 @@ async fn oversize_bodies_and_other_users_are_refused_on_every_new_route() {
         format!("/chat/{t}/connection"),
         format!("/chat/{t}/message"),
         format!("/v1/chats/{t}/approvals"),
+        format!("/v1/chats/{t}/workflows/hello"),
     ] {
         let (status, err) = alice.send("POST", &path, Some(big.clone())).await;
         assert_eq!(status, 413, "{path}: {err}");
@@ -118,6 +122,11 @@ async fn oversize_bodies_and_other_users_are_refused_on_every_new_route() {
             "POST",
             format!("/v1/chats/{t}/approvals"),
             Some(json!({"decisions": [{"tool_call_id": "c", "approved": true}]})),
+        ),
+        (
+            "POST",
+            format!("/v1/chats/{t}/workflows/hello"),
+            Some(json!({"parameters": {"who": "Bob"}})),
         ),
     ] {
         let (status, err) = bob.send(method, &path, body.map(|b| b.to_string())).await;
@@ -178,6 +187,14 @@ async fn a_burst_past_the_rate_is_refused_on_every_new_route() {
             .post(
                 &format!("/v1/chats/{t}/approvals"),
                 json!({"decisions": [{"tool_call_id": "c", "approved": true}]}),
+            )
+            .await,
+    );
+    limited(
+        alice
+            .post(
+                &format!("/v1/chats/{t}/workflows/hello"),
+                json!({"parameters": {"who": "me"}}),
             )
             .await,
     );

@@ -123,7 +123,10 @@ impl Server {
             .get_or_insert_with(|| dir.path().join("agents"));
         std::fs::create_dir_all(&agents).unwrap();
         for (name, yaml) in &opts.agents {
-            std::fs::write(agents.join(name), yaml).unwrap();
+            // A name may have a folder (`workflows/x.yaml`).
+            let path = agents.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, yaml).unwrap();
         }
         settings.shutdown_grace_seconds.get_or_insert(5);
         let config = settings.resolve().unwrap();
