@@ -229,8 +229,8 @@ class ChatView {
       return;
     }
     const reply = (data) => this.chat.sendComponentResult(m.corr, data);
-    if (m.tool_name === 'template') return this.widget(m, reply);
     if (m.component_type === 'workflow') return this.workflow(m);
+    if (m.tool_name === 'template') return this.widget(m, reply);
     if (m.corr.endsWith('.preview')) return this.preview(m);
     const title = (m.component_type ? `${m.component_type} (${m.tool_name})` : `tool: ${m.tool_name}`)
       + (m.agent ? ` · ${m.agent}` : '');

@@ -97,6 +97,16 @@ impl Workflow {
         if !valid_id {
             return Err("id: must be 1 to 128 ASCII letters, digits, `_`, `-` or `.`".into());
         }
+        if file.id == "categories" {
+            return Err("id: `categories` is reserved (GET /v1/workflows/categories)".into());
+        }
+        if file
+            .allow
+            .as_ref()
+            .is_some_and(|a| a.users.is_empty() && a.claims.is_empty())
+        {
+            return Err("allow: name at least one user or claim (or leave `allow` out)".into());
+        }
         let parameters = file
             .parameters
             .unwrap_or_else(|| serde_json::json!({"type": "object"}));
@@ -127,6 +137,11 @@ impl Workflow {
         } else {
             let mut tools: Vec<Tool> = Vec::with_capacity(file.tools.len());
             for (i, spec) in file.tools.into_iter().enumerate() {
+                if !spec.context_types.is_empty() {
+                    return Err(format!(
+                        "tools[{i}].context_types: a workflow's steps run with no context_type"
+                    ));
+                }
                 let tool = Tool::from_spec(spec, i)?;
                 if tools.iter().any(|t| t.name == tool.name) {
                     return Err(format!("tools[{i}].name: `{}` is defined twice", tool.name));
@@ -182,6 +197,30 @@ impl Workflow {
                 wanted.contains(&h)
             })
         })
+    }
+
+    /// `parameters` with the schema's top-level `default`s filled in where a
+    /// property is missing (as a form would).
+    pub fn with_defaults(&self, mut parameters: Value) -> Value {
+        let defaults = self.parameters["properties"].as_object();
+        if let (Some(given), Some(props)) = (parameters.as_object_mut(), defaults) {
+            for (name, prop) in props {
+                if let Some(default) = prop.get("default")
+                    && !given.contains_key(name)
+                {
+                    given.insert(name.clone(), default.clone());
+                }
+            }
+        }
+        parameters
+    }
+
+    /// The prompt a prompt workflow sends with these parameters.
+    pub fn prompt(&self, parameters: &Value) -> Option<String> {
+        match &self.action {
+            Action::Prompt(template) => Some(fill_text(template, parameters)),
+            _ => None,
+        }
     }
 
     /// The parameters' faults, each `(JSON Pointer, message)`; empty: valid.
@@ -258,15 +297,34 @@ impl WorkflowRegistry {
 }
 
 /// Fills `{name}` placeholders of a text with the parameters (strings as
-/// they are, anything else as JSON); unknown names stay as written.
+/// they are, anything else as JSON); unknown names stay as written. One scan
+/// of the template: a value is never read for placeholders itself (else a
+/// value naming another could multiply the text).
 pub fn fill_text(template: &str, parameters: &Value) -> String {
-    let mut out = template.to_owned();
-    for (name, value) in parameters.as_object().into_iter().flatten() {
-        let text = value
-            .as_str()
-            .map_or_else(|| value.to_string(), str::to_owned);
-        out = out.replace(&format!("{{{name}}}"), &text);
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let name = after
+            .find('}')
+            .map(|close| &after[..close])
+            .filter(|name| !name.contains('{'));
+        match name.and_then(|n| parameters.get(n).map(|v| (n, v))) {
+            Some((name, value)) => {
+                match value.as_str() {
+                    Some(s) => out.push_str(s),
+                    None => out.push_str(&value.to_string()),
+                }
+                rest = &after[name.len() + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
     }
+    out.push_str(rest);
     out
 }
 

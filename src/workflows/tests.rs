@@ -116,3 +116,36 @@ fn templates_fill_parameters() {
         json!({"n": 3, "label": "x-Apollo", "list": [["a"]], "gone": null, "k": 1})
     );
 }
+
+#[test]
+fn a_value_is_never_read_for_placeholders() {
+    // Filled in one scan: `{b}` inside a's value stays as it is.
+    let p = json!({"a": "{b}{b}{b}", "b": "xxxxxxxx"});
+    assert_eq!(fill_text("<{a}|{b}>", &p), "<{b}{b}{b}|xxxxxxxx>");
+    assert_eq!(fill_text("{unclosed {a}", &p), "{unclosed {b}{b}{b}");
+    assert_eq!(fill_text("}{}{", &p), "}{}{");
+}
+
+#[test]
+fn defaults_fill_what_the_caller_left_out() {
+    let w = parse("id: a\nparameters: {type: object, properties: {len: {type: string, default: short}, t: {type: string}}}\nprompt: \"{t} in {len}\"\n").unwrap();
+    let p = w.with_defaults(json!({"t": "tides"}));
+    assert_eq!(w.prompt(&p).unwrap(), "tides in short");
+    assert_eq!(
+        w.with_defaults(json!({"t": "x", "len": "long"}))["len"],
+        "long"
+    );
+    for (text, field) in [
+        ("id: categories\nprompt: x\n", "reserved"),
+        ("id: a\nprompt: x\nallow: {}\n", "allow:"),
+        (
+            "id: a\nsteps: [{tool: t}]\ntools: [{name: t, builtin: progress, context_types: [x]}]\n",
+            "tools[0].context_types",
+        ),
+    ] {
+        let err = parse(text)
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {text}"));
+        assert!(err.contains(field), "{field} not in {err}");
+    }
+}

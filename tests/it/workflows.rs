@@ -39,7 +39,7 @@ fn workflows(url: &str) -> Vec<(&'static str, String)> {
         ),
         (
             "summarize.yaml",
-            "id: summarize\ntitle: Summarize\ncategory: Writing\nparameters: {type: object, properties: {topic: {type: string}}, required: [topic]}\nprompt: \"Summarize {topic} briefly.\"\n".into(),
+            "id: summarize\ntitle: Summarize\ncategory: Writing\nparameters: {type: object, properties: {topic: {type: string}, how: {type: string, default: briefly}}, required: [topic]}\nprompt: \"Summarize {topic} {how}.\"\n".into(),
         ),
         (
             "count.yaml",
@@ -54,6 +54,10 @@ fn workflows(url: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A template agent that waits for the user (its conversation stays pending).
+const QUIZ: &str = "id: quiz\nmodel: {provider: scripted, script: {rules: [{reply: ok}]}}\n\
+    template:\n  title: Q\n  items:\n    - id: one\n      contents:\n        - {widget_type: message, stem: Hi}\n";
+
 /// A server whose agents folder has `workflows/`.
 async fn server_with(url: &str, settings: agentwire::config::Settings) -> Server {
     let dir = tempfile::tempdir().unwrap();
@@ -62,6 +66,7 @@ async fn server_with(url: &str, settings: agentwire::config::Settings) -> Server
     for (name, text) in workflows(url) {
         std::fs::write(folder.join(name), text).unwrap();
     }
+    std::fs::write(dir.path().join("agents").join("quiz.yaml"), QUIZ).unwrap();
     Server::start_in(
         dir,
         Opts {
@@ -338,10 +343,51 @@ async fn a_prompt_workflow_starts_the_chats_agent() {
         .into_iter()
         .find(|m| m["agent"] == "user")
         .unwrap();
+    // `how` was left out: its schema default filled it.
     assert_eq!(user["content"], "Summarize tides briefly.");
     assert_eq!(last_text(&msgs), "You said: Summarize tides briefly.");
     assert_eq!(of_type(&msgs, "chat.select_speaker").len(), 1);
     assert_eq!(msgs.last().unwrap()["reason"], "completed");
+
+    // A value is filled in once, never read for placeholders itself.
+    let sly = json!({"parameters": {"topic": "{how}{how}", "how": "x"}});
+    assert_eq!(invoke(&server, chat, "summarize", sly, None).await.0, 202);
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(last_text(&msgs), "You said: Summarize {how}{how} x.");
+    // The filled prompt is a user's message: no larger than one.
+    let big = json!({"parameters": {"topic": "t".repeat(200_000), "how": "h".repeat(100_000)}});
+    let (status, err) = invoke(&server, chat, "summarize", big, None).await;
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (413, &json!("SCHEMA_VALIDATION_FAILED")),
+        "{err}"
+    );
+
+    // A template's conversation runs no workflow.
+    let (_, quiz) = http_json(
+        &server,
+        "POST",
+        "/v1/chats",
+        &json!({"agent": "quiz"}).to_string(),
+    )
+    .await;
+    let quiz: Uuid = quiz["id"].as_str().unwrap().parse().unwrap();
+    let (status, err) = invoke(
+        &server,
+        quiz,
+        "summarize",
+        json!({"parameters": {"topic": "x"}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 409, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("template"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -389,6 +435,40 @@ async fn a_steps_workflow_reports_progress_and_a_failing_step_is_an_error() {
         "{err}"
     );
     assert_eq!(msgs.last().unwrap()["reason"], "error");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_workflow_that_fails_is_a_run_error() {
+    let api = MockServer::start(vec![Reply::json(503, r#"{"error": "down"}"#)]).await;
+    let server = server(&api.url()).await;
+    let mut c = server.client().await;
+    let chat = chat(&mut c).await;
+    let (status, ok) = invoke(
+        &server,
+        chat,
+        "create-project",
+        json!({"parameters": {"name": "A"}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 202);
+    let msgs = c.until_complete(chat).await;
+    let resp = of_type(&msgs, "chat.tool_response")[0];
+    assert_eq!(resp["success"], false);
+    assert!(resp["content"].as_str().unwrap().contains("503"), "{resp}");
+    let err = of_type(&msgs, "chat.error")[0];
+    assert_eq!(
+        (&err["error_code"], &err["details"]["corr"]),
+        (&json!("TOOL_EXECUTION_ERROR"), &ok["corr"])
+    );
+    assert_eq!(msgs.last().unwrap()["reason"], "error");
+    // Over the WebSocket, a second one while the chat is busy is refused.
+    c.say(chat, "slow: 100").await;
+    c.expect("chat.text").await;
+    c.send(json!({"type": "workflow.invoke", "chat_id": chat, "workflow": "create-project", "parameters": {"name": "B"}}))
+        .await;
+    let refused = c.recv_until(|m| m["type"] == "chat.error").await;
+    assert_eq!(refused.last().unwrap()["error_code"], "RUN_IN_PROGRESS");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -462,6 +542,34 @@ async fn in_jwt_mode_a_workflow_may_be_limited_to_users_or_a_claim() {
     assert!(sees_purge(token(json!({"sub": "bob", "role": "admin"}))).await);
     assert!(sees_purge(token(json!({"sub": "carol", "role": ["viewer", "admin"]}))).await);
     assert!(!sees_purge(token(json!({"sub": "dave", "role": "viewer"}))).await);
+    // Running it follows the same rule, over the WebSocket and HTTP.
+    for (claims, allowed) in [
+        (json!({"sub": "bob", "role": "admin"}), true),
+        (json!({"sub": "dave", "role": "viewer"}), false),
+    ] {
+        let t = token(claims);
+        let mut ws = Client::connect(&format!("{}?access_token={t}", server.ws_url())).await;
+        let chat = Uuid::new_v4();
+        ws.start(chat, "hi").await;
+        ws.until_complete(chat).await;
+        ws.send(json!({"type": "workflow.invoke", "chat_id": chat, "workflow": "purge"}))
+            .await;
+        let first = ws.next().await.unwrap();
+        if allowed {
+            assert_eq!(
+                (&first["type"], &first["component_type"]),
+                (&json!("chat.tool_call"), &json!("workflow")),
+                "{first}"
+            );
+            ws.until_complete(chat).await;
+            let (status, err) = invoke(&server, chat, "purge", json!({}), Some(&t)).await;
+            assert_eq!(status, 202, "{err}");
+        } else {
+            assert_eq!(first["error_code"], "WORKFLOW_NOT_FOUND", "{first}");
+            let (status, _) = invoke(&server, chat, "purge", json!({}), Some(&t)).await;
+            assert_eq!(status, 404);
+        }
+    }
     // And the enhanced prompt lists only what the caller may run.
     let auth = format!("Bearer {}", token(json!({"sub": "dave"})));
     let (_, prompt) = http_get(

@@ -134,13 +134,7 @@ impl Actor {
             Op::ResumeRun { user } => self.resume_run(&user).await,
             Op::SetModel { user, model } => self.set_model(&user, model).await,
             Op::Archive { user } => self.archive(&user).await,
-            Op::Workflow { user, extras } => {
-                self.owned(&user)?;
-                if self.run.is_some() {
-                    return Err(SessionError::RunInProgress);
-                }
-                self.start_run(None, extras).await
-            }
+            Op::Workflow { user, extras } => self.workflow(&user, extras).await,
         }
     }
 

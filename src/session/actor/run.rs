@@ -133,6 +133,29 @@ impl Actor {
         Ok(())
     }
 
+    /// Runs a workflow the user invoked (in `extras`): a run of its own.
+    pub(super) async fn workflow(
+        &mut self,
+        user: &str,
+        extras: RunExtras,
+    ) -> Result<(), SessionError> {
+        self.owned(user)?;
+        if self.run.is_some() {
+            return Err(SessionError::RunInProgress);
+        }
+        // A template's conversation is its walk: nothing else runs in it.
+        let agent = self
+            .chat
+            .as_ref()
+            .and_then(|c| self.ctx.agents.get(&c.agent));
+        if agent.is_some_and(|a| a.template.is_some()) {
+            return Err(SessionError::IllegalTransition(
+                "a template conversation runs no workflows".into(),
+            ));
+        }
+        self.start_run(None, extras).await
+    }
+
     /// Asks the run to end. Its open requests close now: an answer arriving
     /// before the run logs its end gets `INPUT_REQUEST_NOT_FOUND`, not an ack.
     pub(super) fn cancel_run(&mut self, reason: RunEndReason) {

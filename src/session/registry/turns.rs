@@ -46,6 +46,8 @@ impl Registry {
             .get(id)
             .filter(|w| w.allows(caller.user, claims))
             .ok_or_else(|| SessionError::UnknownWorkflow(id.to_owned()))?;
+        // What a form would send: the schema's defaults where nothing was given.
+        let parameters = workflow.with_defaults(parameters);
         let faults = workflow.check(&parameters);
         if !faults.is_empty() {
             let named: Vec<String> = faults
@@ -56,6 +58,10 @@ impl Registry {
                 })
                 .collect();
             return Err(SessionError::InvalidParameters(named.join("; ")));
+        }
+        // A prompt is a user's message: held to the same size.
+        if let Some(prompt) = workflow.prompt(&parameters) {
+            check_text("the workflow's prompt", &prompt)?;
         }
         self.inner.ctx.quotas.message(caller.user)?;
         let corr = format!(
