@@ -154,3 +154,27 @@ fn a_bad_template_stops_start_up_naming_the_file_and_field() {
         1
     );
 }
+
+#[test]
+fn a_bad_workflow_file_stops_start_up_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let flows = dir.path().join("workflows");
+    std::fs::create_dir_all(&flows).unwrap();
+    std::fs::write(flows.join("a.yaml"), "id: a\nprompt: hi\n").unwrap();
+    std::fs::write(flows.join("b.yaml"), "id: a\nprompt: hi again\n").unwrap();
+    let err = AgentRegistry::load(dir.path(), true, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("b.yaml") && err.contains("id: `a` is already defined"),
+        "{err}"
+    );
+    std::fs::write(flows.join("b.yaml"), "id: b\nprompt: x\nparamters: {}\n").unwrap();
+    let err = AgentRegistry::load(dir.path(), true, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("b.yaml") && err.contains("paramters"), "{err}");
+    std::fs::remove_file(flows.join("b.yaml")).unwrap();
+    let reg = AgentRegistry::load(dir.path(), true, &[]).unwrap();
+    assert_eq!(reg.workflows().get("a").unwrap().title, "a");
+}
