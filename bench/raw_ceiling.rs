@@ -3,7 +3,9 @@
 //! and `fanout` (`chat.start`, `user.message`, `client.resume`, `ping`) and
 //! sends what a `burst: N` run sends (N `chat.print`s and the five envelopes
 //! around them, the same JSON shapes), serialized once and shared by every
-//! subscriber. No log, no actor, no validation, no persistence.
+//! subscriber; `slow: N` the same with the demo's 20 ms between words, so the
+//! paced sweep has a ceiling too. No log, no actor, no validation, no
+//! persistence.
 //!
 //! `raw-ceiling [ADDR]` (default 127.0.0.1:8090).
 
@@ -94,12 +96,17 @@ fn subscribe(subs: &Subscribers, chat: &str, tx: &Sender<Utf8Bytes>) {
     list.push(tx.clone());
 }
 
-/// What `burst: N` logs, sent to every subscriber of the chat.
+/// The demo's pause between the words of `slow: N`.
+const SLOW_WORD: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// What `burst: N` (or `slow: N`, a word every 20 ms) logs, sent to every
+/// subscriber of the chat.
 async fn burst(subs: Subscribers, chat: String, message: String) {
-    let n: u64 = message
-        .strip_prefix("burst: ")
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(1);
+    let (count, pause) = match message.strip_prefix("slow: ") {
+        Some(n) => (Some(n), Some(SLOW_WORD)),
+        None => (message.strip_prefix("burst: "), None),
+    };
+    let n: u64 = count.and_then(|n| n.trim().parse().ok()).unwrap_or(1);
     let targets = subs
         .lock()
         .expect("lock")
@@ -121,6 +128,9 @@ async fn burst(subs: Subscribers, chat: String, message: String) {
     send(json!({"type": "chat.select_speaker", "agent": "demo"}));
     let mut words = String::new();
     for i in 1..=n {
+        if let Some(pause) = pause.filter(|_| i > 1) {
+            tokio::time::sleep(pause).await;
+        }
         let word = if i == n {
             format!("w{i}")
         } else {
