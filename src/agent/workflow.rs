@@ -14,7 +14,7 @@ use super::speak::{RunSpec, Tally};
 use crate::link::{Gone, RunLink, ToolOutcome};
 use crate::llm::ToolCall;
 use crate::protocol::{Display, ErrorCode, EventKind, RunEndReason};
-use crate::tools::{Approval, ask_approval, execute};
+use crate::tools::{Approval, ask_approval, execute, respond};
 use crate::workflows::{Action, Invocation, WORKFLOW, fill_json, fill_text};
 
 /// How a workflow's part of the run ended.
@@ -144,22 +144,6 @@ async fn finish(
             Ok(Then::End(RunEndReason::Error))
         }
     }
-}
-
-async fn respond(
-    link: &RunLink,
-    call: &ToolCall,
-    content: Value,
-    success: bool,
-) -> Result<(), Gone> {
-    link.emit(EventKind::ToolResponse {
-        tool_name: call.name.clone(),
-        content,
-        success,
-        corr: call.id.clone(),
-        agent: None,
-    })
-    .await
 }
 
 /// JSON text as JSON, anything else as a string.

@@ -59,5 +59,6 @@ pub use handoff::{HANDOFF_TOOL, TO_USER};
 pub use http::HttpTool;
 pub use pipeline::{APPROVAL, Approval, ask_approval, cap, execute};
 pub use preview::PREVIEW_SUFFIX;
+pub(crate) use record::respond;
 pub use tool::{Tool, ToolKind};
 pub use ui::ComponentType;

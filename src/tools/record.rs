@@ -37,7 +37,7 @@ pub(super) async fn finish(
     Ok(ToolOutcome::Result { content, is_error })
 }
 
-pub(super) async fn respond(
+pub(crate) async fn respond(
     link: &RunLink,
     call: &ToolCall,
     content: Value,
