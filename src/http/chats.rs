@@ -132,10 +132,8 @@ pub(super) async fn create_chat(
         return Err(ApiError::Conflict(format!("chat {id} exists already")));
     }
     let caller = Caller {
-        user: &auth.user,
-        bearer: auth.token.as_deref(),
-        context_type: None,
         context: body.context.as_ref(),
+        ..Caller::bearing(&auth.user, auth.token.as_deref())
     };
     state
         .registry
@@ -225,12 +223,7 @@ pub(super) async fn send_message(
     if body.text.trim().is_empty() {
         return Err(ApiError::BadRequest("`text` must not be empty".into()));
     }
-    let caller = Caller {
-        user: &auth.user,
-        bearer: auth.token.as_deref(),
-        context_type: None,
-        context: None,
-    };
+    let caller = Caller::bearing(&auth.user, auth.token.as_deref());
     state
         .registry
         .user_message(id, caller, body.text, body.client_msg_id)

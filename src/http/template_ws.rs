@@ -185,7 +185,7 @@ async fn serve(
                     let _ = sink.send(send(e)).await;
                     continue;
                 };
-                let caller = Caller { user: &user, bearer: bearer.as_deref(), context_type: None, context: None };
+                let caller = Caller::bearing(&user, bearer.as_deref());
                 let result = match v["type"].as_str() {
                     Some("ping") => {
                         let _ = sink.send(send(json!({"type": "pong"}))).await;

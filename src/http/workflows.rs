@@ -139,12 +139,7 @@ pub(super) async fn invoke(
     } else {
         parse_body(&body)?
     };
-    let caller = Caller {
-        user: &auth.user,
-        bearer: auth.token.as_deref(),
-        context_type: None,
-        context: None,
-    };
+    let caller = Caller::bearing(&auth.user, auth.token.as_deref());
     let parameters = serde_json::Value::Object(parameters.unwrap_or_default());
     let corr = state
         .registry

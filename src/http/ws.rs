@@ -293,10 +293,8 @@ impl Connection {
             } => {
                 self.admit(chat_id)?;
                 let caller = Caller {
-                    user,
-                    bearer: self.bearer.as_deref(),
-                    context_type: None,
                     context: context.as_ref(),
+                    ..Caller::bearing(user, self.bearer.as_deref())
                 };
                 reg.start(chat_id, caller, &agent, message, Some(self.sub.clone()))
                     .await?;
@@ -323,12 +321,7 @@ impl Connection {
                 text,
                 client_msg_id,
             } => {
-                let caller = Caller {
-                    user,
-                    bearer: self.bearer.as_deref(),
-                    context_type: None,
-                    context: None,
-                };
+                let caller = Caller::bearing(user, self.bearer.as_deref());
                 reg.user_message(chat_id, caller, text, client_msg_id).await
             }
             ClientFrame::UserInputSubmit {
@@ -342,12 +335,7 @@ impl Connection {
                 workflow,
                 parameters,
             } => {
-                let caller = Caller {
-                    user,
-                    bearer: self.bearer.as_deref(),
-                    context_type: None,
-                    context: None,
-                };
+                let caller = Caller::bearing(user, self.bearer.as_deref());
                 let parameters = parameters.unwrap_or_else(|| serde_json::json!({}));
                 reg.invoke_workflow(chat_id, caller, &workflow, parameters, &self.claims)
                     .await

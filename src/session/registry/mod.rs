@@ -64,9 +64,14 @@ pub struct Caller<'a> {
 impl<'a> Caller<'a> {
     /// A caller without a token.
     pub fn user(user: &'a str) -> Self {
+        Self::bearing(user, None)
+    }
+
+    /// A caller with their token (forwarded to HTTP tools), no context.
+    pub fn bearing(user: &'a str, bearer: Option<&'a str>) -> Self {
         Self {
             user,
-            bearer: None,
+            bearer,
             context_type: None,
             context: None,
         }
