@@ -24,10 +24,16 @@ async fn jwt_server(rate: Option<u32>) -> (Server, tempfile::TempDir) {
             connection_files_dir: Some(files.path().to_owned()),
             ..Default::default()
         },
-        agents: vec![(
-            "workflows/hello.yaml".into(),
-            "id: hello\nparameters: {type: object, properties: {who: {type: string}}}\nprompt: \"Hello {who}\"\n".into(),
-        )],
+        agents: vec![
+            (
+                "workflows/hello.yaml".into(),
+                "id: hello\nparameters: {type: object, properties: {who: {type: string}}}\nprompt: \"Hello {who}\"\n".into(),
+            ),
+            (
+                "workflows/secret.yaml".into(),
+                "id: secret\ncategory: Admin\nallow: {users: [alice]}\nprompt: hush\n".into(),
+            ),
+        ],
     })
     .await;
     (server, files)
@@ -201,4 +207,64 @@ async fn a_burst_past_the_rate_is_refused_on_every_new_route() {
     // Reads are not rate limited: the state still answers.
     let (status, state) = alice.send("GET", &format!("/chat/{t}/state"), None).await;
     assert_eq!(status, 200, "{state}");
+}
+
+/// The workflow registry's reads: a body is ignored, a workflow another user
+/// may not run is not there for them (the reads' "wrong owner"), no token is
+/// 401, and, as every GET here, they are not rate limited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workflow_reads_ignore_bodies_hide_what_is_not_yours_and_are_not_rate_limited() {
+    let (server, _files) = jwt_server(Some(2)).await;
+    let (alice, bob) = (Caller::new(&server, "alice"), Caller::new(&server, "bob"));
+    let big = "x".repeat(MAX + 1);
+    let reads = [
+        "/v1/workflows",
+        "/v1/workflows/categories",
+        "/workflows/categories",
+        "/v1/workflows/secret",
+    ];
+    for path in reads {
+        // Alice may run `secret`; a body past the limit is not read.
+        let (status, body) = alice.send("GET", path, Some(big.clone())).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        let text = body.to_string();
+        assert!(
+            text.contains("secret") || text.contains("Admin"),
+            "{path}: {body}"
+        );
+        // Bob may not: it is not there for him.
+        let (status, body) = bob.send("GET", path, None).await;
+        let text = body.to_string();
+        if path.ends_with("/secret") {
+            assert_eq!(
+                (status, &body["error"]["code"]),
+                (404, &json!("WORKFLOW_NOT_FOUND"))
+            );
+        } else {
+            assert_eq!(status, 200, "{path}");
+            assert!(
+                !text.contains("secret") && !text.contains("Admin"),
+                "{path}: {body}"
+            );
+        }
+        // No token: 401.
+        let (status, _) = http_get(server.addr, path, &[]).await;
+        assert_eq!(status, 401, "{path}");
+    }
+    // Reads past the turn rate (2 a minute here) still answer.
+    for _ in 0..5 {
+        for path in reads {
+            assert_eq!(alice.send("GET", path, None).await.0, 200, "{path}");
+        }
+    }
+    // Bob cannot run it either, in a chat of his own.
+    let (_, his) = bob.post("/chat", json!({})).await;
+    let his = his["thread_id"].as_str().unwrap();
+    let (status, err) = bob
+        .post(&format!("/v1/chats/{his}/workflows/secret"), json!({}))
+        .await;
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (404, &json!("WORKFLOW_NOT_FOUND"))
+    );
 }
