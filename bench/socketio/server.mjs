@@ -1,5 +1,5 @@
 // The peer: a Socket.IO 4 server with connection state recovery, sending what
-// agentwire's `burst: N` run sends (the same envelope JSON, one event each) to
+// agentwire's `burst: N` (all at once) and `slow: N` (a word every 20 ms) runs send (the same envelope JSON, one event each) to
 // every socket in the chat's room. Driven by `agentwire-bench --protocol
 // socketio`, which speaks Engine.IO v4 over a WebSocket.
 //
@@ -21,8 +21,9 @@ const ts = () => new Date().toISOString();
 const YIELD_EVERY = 256;
 
 async function burst(chat, message) {
-  const m = /^burst: (\d+)$/.exec(message || "");
-  const n = m ? Number(m[1]) : 1;
+  const m = /^(burst|slow): (\d+)$/.exec(message || "");
+  const n = m ? Number(m[2]) : 1;
+  const slow = m && m[1] === "slow";
   let seq = 0;
   const send = (env) => {
     seq += 1;
@@ -35,7 +36,8 @@ async function burst(chat, message) {
     const word = i === n ? `w${i}` : `w${i} `;
     words += word;
     send({ type: "chat.print", agent: "demo", content: word });
-    if (i % YIELD_EVERY === 0) await new Promise(setImmediate);
+    if (slow) await new Promise((r) => setTimeout(r, 20));
+    else if (i % YIELD_EVERY === 0) await new Promise(setImmediate);
   }
   send({ type: "chat.text", agent: "demo", content: words });
   send({ type: "chat.usage_summary", agent: "demo", usage: { input_tokens: 2, output_tokens: n }, cost: 0 });

@@ -44,6 +44,11 @@ pub(super) fn sqlite() -> Migrator {
             "chat_databases",
             include_str!("../../migrations/sqlite/0007_chat_databases.sql"),
         ),
+        (
+            8,
+            "journal",
+            include_str!("../../migrations/sqlite/0008_journal.sql"),
+        ),
     ])
 }
 

@@ -123,6 +123,9 @@ pub struct StoredEnvelope {
 pub enum StoreError {
     #[error("database error: {0}")]
     Database(Arc<sqlx::Error>),
+    /// From the embedded store's writing connection.
+    #[error("database error: {0}")]
+    Sqlite(Arc<rusqlite::Error>),
     #[error("migration failed: {0}")]
     Migration(Arc<sqlx::migrate::MigrateError>),
     #[error("cannot prepare the database file: {0}")]
@@ -138,6 +141,12 @@ pub enum StoreError {
     /// The answer of a request handled on another node, as that node reported it.
     #[error("{0}")]
     Remote(Arc<str>),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sqlite(Arc::new(e))
+    }
 }
 
 impl From<sqlx::Error> for StoreError {

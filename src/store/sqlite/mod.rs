@@ -4,20 +4,24 @@
 //! writer is never contended by ourselves; readers run beside it (WAL).
 //! `synchronous=FULL`: a commit survives power loss, not only a process crash,
 //! because a client may already have seen what it committed. Group commit is
-//! what keeps that affordable.
+//! what keeps that affordable, and the [journal](journal) what keeps a commit
+//! of words from many chats small.
 
 mod databases;
+mod journal;
+mod write;
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sqlx::Row;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Row, Sqlite};
 use uuid::Uuid;
 
 use super::{
@@ -25,13 +29,15 @@ use super::{
     StoreError, StoredEnvelope,
 };
 
-/// Most rows in one multi-row INSERT (7 variables a row; SQLite allows 32766).
-const ROWS_PER_INSERT: usize = 1000;
-
-/// The SQLite store. Cheap to clone (a pool handle).
+/// The SQLite store. Cheap to clone (a pool handle and the journal's tail);
+/// one process owns the file.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    tail: Arc<Mutex<journal::Tail>>,
+    /// The connection appends commit on (one at a time: each plans against
+    /// the tail the last one left).
+    writer: Arc<Mutex<rusqlite::Connection>>,
 }
 
 impl SqliteStore {
@@ -56,8 +62,42 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migration(e.into()))?;
-        Ok(Self { pool })
+        recover_journal(&pool).await?;
+        let writer = write::open(path)?;
+        Ok(Self {
+            pool,
+            tail: Arc::new(Mutex::new(journal::Tail::new(1))),
+            writer: Arc::new(Mutex::new(writer)),
+        })
     }
+
+    fn tail(&self) -> MutexGuard<'_, journal::Tail> {
+        // The tail is only changed after a commit, in one call that cannot
+        // panic halfway; a poisoned lock still holds a whole tail.
+        self.tail.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Moves what a previous process left in the journal into `envelopes` (rows
+/// it had already folded are there and are skipped), so the tail starts empty.
+async fn recover_journal(pool: &SqlitePool) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await?;
+    let moved = sqlx::query(
+        "INSERT OR IGNORE INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload)
+         SELECT chat_id, seq, type, ts, corr, client_msg_id, payload FROM journal ORDER BY id",
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let left = sqlx::query("DELETE FROM journal")
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    if left > 0 {
+        tracing::info!(rows = left, moved, "journal recovered into the log");
+    }
+    Ok(())
 }
 
 /// Creates the database's folder (0700) and file (0600) when they do not
@@ -117,6 +157,11 @@ fn envelope_from_row(row: &SqliteRow) -> Result<StoredEnvelope, StoreError> {
         kind: row.try_get("type")?,
         json: row.try_get("payload")?,
     })
+}
+
+/// A seq as SQLite's signed integer.
+fn clamp(seq: u64) -> i64 {
+    seq.min(i64::MAX as u64) as i64
 }
 
 fn now_ms() -> i64 {
@@ -206,50 +251,30 @@ impl Store for SqliteStore {
     }
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        // Every value is bound by reference: no copy per row.
-        let ids: Vec<String> = batches.iter().map(|b| b.chat_id.to_string()).collect();
-        let rows: Vec<(&str, &NewEnvelope)> = batches
-            .iter()
-            .zip(&ids)
-            .flat_map(|(b, id)| b.envelopes.iter().map(move |e| (id.as_str(), e)))
-            .collect();
-        for chunk in rows.chunks(ROWS_PER_INSERT) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload) ",
-            );
-            q.push_values(chunk, |mut b, (chat_id, e)| {
-                b.push_bind(*chat_id)
-                    .push_bind(e.seq as i64)
-                    .push_bind(e.kind)
-                    .push_bind(e.ts_ms)
-                    .push_bind(e.corr.as_deref())
-                    .push_bind(e.client_msg_id.as_deref())
-                    .push_bind(&*e.json);
-            });
-            q.build().execute(&mut *tx).await?;
-        }
-        let now = now_ms();
-        for b in batches {
-            if let Some(state) = b.state {
-                sqlx::query("UPDATE chats SET state = ?, updated_at = ? WHERE id = ?")
-                    .bind(state.as_str())
-                    .bind(now)
-                    .bind(b.chat_id.to_string())
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            if let Some(cs) = b.conversation_state {
-                sqlx::query("UPDATE chats SET conversation_state = ?, updated_at = ? WHERE id = ?")
-                    .bind(cs)
-                    .bind(now)
-                    .bind(b.chat_id.to_string())
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(())
+        let (store, batches) = (self.clone(), batches.to_vec());
+        tokio::task::spawn_blocking(move || {
+            let mut conn = store.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let (plan, folded) = {
+                let tail = store.tail();
+                let plan = tail.plan(&batches);
+                let folded: Vec<(String, NewEnvelope)> = plan
+                    .folds
+                    .iter()
+                    .flat_map(|chat| {
+                        let id = chat.to_string();
+                        tail.pending_rows(chat)
+                            .iter()
+                            .map(move |e| (id.clone(), e.clone()))
+                    })
+                    .collect();
+                (plan, folded)
+            };
+            write::append(&mut conn, &plan, &folded, &batches, now_ms())?;
+            store.tail().commit(&plan, &batches);
+            Ok(())
+        })
+        .await
+        .map_err(|e| StoreError::Io(Arc::new(std::io::Error::other(e))))?
     }
 
     async fn load_after(
@@ -258,18 +283,25 @@ impl Store for SqliteStore {
         after: u64,
         limit: u32,
     ) -> Result<Vec<StoredEnvelope>, StoreError> {
-        sqlx::query(
+        // The tail first: a row folded after this look is in the table by the
+        // time the query below reads it (see `journal`).
+        let (tail, below) = self.tail().read(&chat_id, after, |_| true);
+        let mut rows: Vec<StoredEnvelope> = sqlx::query(
             "SELECT seq, type, payload FROM envelopes
-             WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+             WHERE chat_id = ? AND seq > ? AND seq < ? ORDER BY seq LIMIT ?",
         )
         .bind(chat_id.to_string())
-        .bind(after.min(i64::MAX as u64) as i64)
+        .bind(clamp(after))
+        .bind(below.map_or(i64::MAX, clamp))
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?
         .iter()
         .map(envelope_from_row)
-        .collect()
+        .collect::<Result<_, _>>()?;
+        rows.extend(tail);
+        rows.truncate(limit as usize);
+        Ok(rows)
     }
 
     async fn load_bounded(
@@ -279,22 +311,29 @@ impl Store for SqliteStore {
         limit: u32,
         max_bytes: usize,
     ) -> Result<(Vec<StoredEnvelope>, bool), StoreError> {
-        use futures_util::TryStreamExt;
+        use futures_util::{StreamExt, TryStreamExt};
+        let (tail, below) = self.tail().read(&chat_id, after, |_| true);
         let rows = sqlx::query(
             "SELECT seq, type, payload FROM envelopes
-             WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+             WHERE chat_id = ? AND seq > ? AND seq < ? ORDER BY seq LIMIT ?",
         )
         .bind(chat_id.to_string())
-        .bind(after.min(i64::MAX as u64) as i64)
+        .bind(clamp(after))
+        .bind(below.map_or(i64::MAX, clamp))
         .bind(i64::from(limit))
         .fetch(&self.pool);
         let envelopes = rows
             .map_err(StoreError::from)
-            .and_then(|row| async move { envelope_from_row(&row) });
+            .and_then(|row| async move { envelope_from_row(&row) })
+            .chain(futures_util::stream::iter(tail.into_iter().map(Ok)))
+            .take(limit as usize);
         super::take_bounded(envelopes, limit, max_bytes).await
     }
 
     async fn last(&self, chat_id: Uuid) -> Result<Option<(u64, String)>, StoreError> {
+        if let Some(last) = self.tail().read(&chat_id, 0, |_| true).0.pop() {
+            return Ok(Some((last.seq, last.kind)));
+        }
         let row = sqlx::query(
             "SELECT seq, type FROM envelopes WHERE chat_id = ? ORDER BY seq DESC LIMIT 1",
         )
@@ -306,19 +345,37 @@ impl Store for SqliteStore {
     }
 
     async fn transcript(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError> {
-        sqlx::query(
+        let (tail, below) = self.tail().read(&chat_id, 0, |e| {
+            matches!(
+                e.kind,
+                "chat.text" | "chat.tool_call" | "chat.tool_response"
+            )
+        });
+        let mut rows: Vec<StoredEnvelope> = sqlx::query(
             "SELECT seq, type, payload FROM envelopes
-             WHERE chat_id = ? AND type IN ('chat.text', 'chat.tool_call', 'chat.tool_response') ORDER BY seq",
+             WHERE chat_id = ? AND seq < ?
+               AND type IN ('chat.text', 'chat.tool_call', 'chat.tool_response') ORDER BY seq",
         )
         .bind(chat_id.to_string())
+        .bind(below.map_or(i64::MAX, clamp))
         .fetch_all(&self.pool)
         .await?
         .iter()
         .map(envelope_from_row)
-        .collect()
+        .collect::<Result<_, _>>()?;
+        rows.extend(tail);
+        Ok(rows)
     }
 
     async fn has_client_msg_id(&self, chat_id: Uuid, id: &str) -> Result<bool, StoreError> {
+        let in_tail = !self
+            .tail()
+            .read(&chat_id, 0, |e| e.client_msg_id.as_deref() == Some(id))
+            .0
+            .is_empty();
+        if in_tail {
+            return Ok(true);
+        }
         let row =
             sqlx::query("SELECT 1 FROM envelopes WHERE chat_id = ? AND client_msg_id = ? LIMIT 1")
                 .bind(chat_id.to_string())
@@ -333,6 +390,16 @@ impl Store for SqliteStore {
         chat_id: Uuid,
         corr: &str,
     ) -> Result<Option<StoredEnvelope>, StoreError> {
+        let in_tail = self
+            .tail()
+            .read(&chat_id, 0, |e| {
+                e.kind == "chat.tool_call" && e.corr.as_deref() == Some(corr)
+            })
+            .0
+            .pop();
+        if in_tail.is_some() {
+            return Ok(in_tail);
+        }
         sqlx::query(
             "SELECT seq, type, payload FROM envelopes
              WHERE chat_id = ? AND corr = ? AND type = 'chat.tool_call'

@@ -55,6 +55,8 @@ macro_rules! conformance {
     };
 }
 
+mod paced;
+
 fn chat(owner: &str) -> ChatRecord {
     ChatRecord {
         id: Uuid::new_v4(),

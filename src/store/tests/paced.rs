@@ -1,0 +1,186 @@
+//! Appends spread thin over many chats, the shape of paced model output: one
+//! word per chat per commit. On SQLite they go through the journal first
+//! (`store::sqlite::journal`); every read must see them all the same, a taken
+//! seq must still be refused, and a restart must lose none.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::{Opener, chat, postgres, sqlite};
+use crate::store::*;
+
+/// A word of about 200 bytes; every tenth a tool call, the third a user text.
+fn word(seq: u64) -> NewEnvelope {
+    let (kind, corr) = if seq.is_multiple_of(10) {
+        ("chat.tool_call", Some(format!("c-{seq}")))
+    } else {
+        ("chat.text", None)
+    };
+    NewEnvelope {
+        seq,
+        kind,
+        ts_ms: seq as i64,
+        corr,
+        client_msg_id: (seq == 3).then(|| "m-3".to_owned()),
+        json: format!(
+            r#"{{"type":"{kind}","seq":{seq},"pad":"{}"}}"#,
+            "w".repeat(160)
+        )
+        .into(),
+    }
+}
+
+fn batch(chat_id: Uuid, envelopes: Vec<NewEnvelope>) -> AppendBatch {
+    AppendBatch {
+        chat_id,
+        envelopes,
+        state: None,
+        conversation_state: None,
+        fence: None,
+    }
+}
+
+/// Appends words `from..=to` to every chat, one word per chat per commit.
+async fn paced(store: &Arc<dyn Store>, chats: &[Uuid], from: u64, to: u64) {
+    for seq in from..=to {
+        let batches: Vec<_> = chats.iter().map(|&c| batch(c, vec![word(seq)])).collect();
+        store.append(&batches).await.unwrap();
+    }
+}
+
+/// Every read of every chat sees exactly words `1..=upto`.
+async fn reads_see_all(store: &Arc<dyn Store>, chats: &[Uuid], upto: u64) {
+    let seqs = |page: &[StoredEnvelope]| page.iter().map(|e| e.seq).collect::<Vec<_>>();
+    for &c in chats {
+        let all = store.load_after(c, 0, 1000).await.unwrap();
+        assert_eq!(seqs(&all), (1..=upto).collect::<Vec<_>>(), "load_after");
+        assert_eq!(all[0].json, &*word(1).json, "the JSON as written");
+        let some = store.load_after(c, upto - 5, 3).await.unwrap();
+        assert_eq!(seqs(&some), vec![upto - 4, upto - 3, upto - 2]);
+        let (rest, more) = store.load_bounded(c, 2, 1000, 1 << 20).await.unwrap();
+        assert_eq!((seqs(&rest), more), ((3..=upto).collect(), false));
+        let (first, more) = store.load_bounded(c, 0, 1000, 1000).await.unwrap();
+        assert!(more && !first.is_empty() && first.len() < 10);
+        assert_eq!(seqs(&first), (1..=first.len() as u64).collect::<Vec<_>>());
+        let (page, more) = store.load_bounded(c, upto - 4, 2, 1 << 20).await.unwrap();
+        assert_eq!((seqs(&page), more), (vec![upto - 3, upto - 2], true));
+        let kind = word(upto).kind.to_owned();
+        assert_eq!(store.last(c).await.unwrap(), Some((upto, kind)));
+        assert_eq!(store.transcript(c).await.unwrap().len() as u64, upto);
+        assert!(store.has_client_msg_id(c, "m-3").await.unwrap());
+        assert!(!store.has_client_msg_id(c, "m-4").await.unwrap());
+        let corr = format!("c-{}", upto / 10 * 10);
+        let call = store.last_tool_call(c, &corr).await.unwrap();
+        assert_eq!(call.map(|e| e.seq), Some(upto / 10 * 10));
+    }
+}
+
+conformance!(paced_appends_read_back_whole, paced_on);
+async fn paced_on(open: Opener) {
+    let store = open().await;
+    let mut chats = Vec::new();
+    for _ in 0..60 {
+        chats.push(store.create_chat(&chat("p")).await.unwrap().id);
+    }
+    paced(&store, &chats, 1, 25).await;
+    reads_see_all(&store, &chats, 25).await;
+    // Past the size at which SQLite folds a chat's words into its pages.
+    paced(&store, &chats, 26, 70).await;
+    reads_see_all(&store, &chats, 70).await;
+
+    // A taken seq is refused whether it sits in the journal or the table,
+    // and the refused commit changes nothing.
+    for taken in [vec![word(71), word(70)], vec![word(70)], vec![word(2)]] {
+        assert!(store.append(&[batch(chats[0], taken)]).await.is_err());
+    }
+    let words = vec![word(71)];
+    let other = batch(chats[1], vec![word(71)]);
+    assert!(
+        store
+            .append(&[
+                batch(chats[0], words),
+                other,
+                batch(chats[2], vec![word(69)])
+            ])
+            .await
+            .is_err()
+    );
+    reads_see_all(&store, &chats, 70).await;
+    // A chat that does not exist is refused too.
+    assert!(
+        store
+            .append(&[batch(Uuid::new_v4(), vec![word(1)])])
+            .await
+            .is_err()
+    );
+
+    paced(&store, &chats, 71, 73).await;
+    drop(store);
+    let store = open().await;
+    reads_see_all(&store, &chats, 73).await;
+    paced(&store, &chats, 74, 80).await;
+    reads_see_all(&store, &chats, 80).await;
+}
+
+/// SQLite only: where the words sit, and that start-up empties the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sqlite_journal_is_folded_and_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentwire.db");
+    let count = |sql: &'static str, chat: Option<Uuid>| {
+        let path = path.clone();
+        async move {
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+                .await
+                .unwrap();
+            let n: i64 = sqlx::query_scalar(sql)
+                .bind(chat.map(|c| c.to_string()))
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+            n
+        }
+    };
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    let (a, b) = (
+        store.create_chat(&chat("j")).await.unwrap().id,
+        store.create_chat(&chat("j")).await.unwrap().id,
+    );
+    paced(&store, &[a], 1, 5).await;
+    let in_journal = "SELECT COUNT(*) FROM journal WHERE chat_id = ?";
+    let in_table = "SELECT COUNT(*) FROM envelopes WHERE chat_id = ?";
+    // The first word of a chat this process has not written goes to the
+    // table (its last seq is unknown); the next ones to the journal.
+    assert_eq!(count(in_table, Some(a)).await, 1);
+    assert_eq!(count(in_journal, Some(a)).await, 4);
+
+    // A burst (eight words or more) goes to the table, with the chat's tail.
+    store
+        .append(&[batch(a, (6..=13).map(word).collect())])
+        .await
+        .unwrap();
+    assert_eq!(count(in_table, Some(a)).await, 13);
+
+    // Words left alone are folded by a later commit once they are old.
+    paced(&store, &[a], 14, 15).await;
+    assert_eq!(count(in_table, Some(a)).await, 13);
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    paced(&store, &[b], 1, 2).await;
+    assert_eq!(count(in_table, Some(a)).await, 15);
+    reads_see_all(&store, &[a], 15).await;
+
+    // A process that dies with words in the journal: the next start moves them.
+    paced(&store, &[a], 16, 20).await;
+    paced(&store, &[b], 3, 20).await;
+    assert!(count("SELECT COUNT(*) FROM journal WHERE ? IS NULL", None).await > 0);
+    drop(store);
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    assert_eq!(
+        count("SELECT COUNT(*) FROM journal WHERE ? IS NULL", None).await,
+        0
+    );
+    assert_eq!(count(in_table, Some(a)).await, 20);
+    reads_see_all(&store, &[a, b], 20).await;
+}
