@@ -63,8 +63,10 @@ wait_port() {
 
 if [ "$size" = quick ]; then
   chats=4 n=2000 subs=20 fan_n=500 idle=500 mixed=100 mixed_s=3 resume_big=20000 rows=20000
+  sweep="50 250"
 else
   chats=20 n=5000 subs=100 fan_n=1000 idle=10000 mixed=1000 mixed_s=20 resume_big=100000 rows=200000
+  sweep="50 100 250 500 1000 2000"
 fi
 
 start_agentwire() { # port database-url
@@ -91,14 +93,11 @@ kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
 start_agentwire 18080 "sqlite://$work/agentwire.db"
 aw=(--url ws://127.0.0.1:18080/v1/ws --pid "$aw_pid" --label agentwire)
 bench stream "${aw[@]}" --chats "$chats" --n "$n"
-max_rate=$(tail -n 1 "$results" | grep -o '"envelopes_per_s":[0-9.]*' | cut -d: -f2 | cut -d. -f1)
-# Paced streams (chats of `slow:`: a word every 20 ms, 50 envelopes/s each) at
-# 1/64, 1/16, 1/8, 1/4 and 1/2 of that maximum: where latency holds.
-for share in 64 16 8 4 2; do
-  paced_chats=$(( max_rate / share / 50 ))
-  [ "$paced_chats" -lt 1 ] && paced_chats=1
-  bench stream "${aw[@]}" --chats "$paced_chats" --n 150 --paced
-done
+bench stream "${aw[@]}" --chats 100 --n 2000
+# The paced sweep (chats of `slow: 150`: a word every 20 ms, 50 envelopes/s
+# each), the shape of real model output, on every server below too.
+paced() { for c in $sweep; do bench stream "$@" --chats "$c" --n 150 --paced; done; }
+paced "${aw[@]}"
 bench fanout "${aw[@]}" --subscribers "$subs" --n "$fan_n"
 bench resume "${aw[@]}" --envelopes 10000 --repeats 20
 bench resume "${aw[@]}" --envelopes "$resume_big" --repeats 5
@@ -111,6 +110,8 @@ pids+=($!); raw_pid=$!
 wait_port 18090
 raw=(--url ws://127.0.0.1:18090 --pid "$raw_pid" --label raw)
 bench stream "${raw[@]}" --chats "$chats" --n "$n"
+bench stream "${raw[@]}" --chats 100 --n 2000
+paced "${raw[@]}"
 bench fanout "${raw[@]}" --subscribers "$subs" --n "$fan_n"
 kill "$raw_pid"
 
@@ -121,6 +122,7 @@ pids+=($!); sio_pid=$!
 wait_port 18091
 sio=(--url ws://127.0.0.1:18091 --protocol socketio --pid "$sio_pid" --label socketio)
 bench stream "${sio[@]}" --chats "$chats" --n "$n"
+paced "${sio[@]}"
 bench fanout "${sio[@]}" --subscribers "$subs" --n "$fan_n"
 kill "$sio_pid"
 
@@ -140,7 +142,9 @@ if [ -n "$pg_bin" ] && [ "$(id -u)" = 0 ]; then
   runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15432 -U postgres agentwire
   runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15432 -U postgres ceiling
   start_agentwire 18081 "postgres://postgres@127.0.0.1:15432/agentwire"
-  bench stream --url ws://127.0.0.1:18081/v1/ws --pid "$aw_pid" --label agentwire-postgres --chats "$chats" --n "$n"
+  pg=(--url ws://127.0.0.1:18081/v1/ws --pid "$aw_pid" --label agentwire-postgres)
+  bench stream "${pg[@]}" --chats "$chats" --n "$n"
+  paced "${pg[@]}"
   bench resume --url ws://127.0.0.1:18081/v1/ws --label agentwire-postgres --envelopes 10000 --repeats 20
   kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
   bench storage --database-url "postgres://postgres@127.0.0.1:15432/ceiling" --rows "$rows" --batches 1,10,100,1000
@@ -148,7 +152,7 @@ fi
 
 echo "== docs/benchmarks.md"
 {
-  "$bin/agentwire-bench" report "$results"
+  "$bin/agentwire-bench" report --svg docs/paced.svg "$results"
   if [ -f bench/notes.md ]; then echo; cat bench/notes.md; fi
 } > docs/benchmarks.md
-echo "wrote docs/benchmarks.md and bench/results.jsonl"
+echo "wrote docs/benchmarks.md, docs/paced.svg and bench/results.jsonl"

@@ -5,6 +5,7 @@
 //! Each run prints one JSON line on stdout (machine, commit, scenario,
 //! parameters, figures) and a table on stderr. See `bench/compare.sh`.
 
+mod paced;
 mod report;
 mod scenarios;
 mod storage;
@@ -131,6 +132,9 @@ enum Scenario {
     Report {
         /// Files of JSON lines; none: stdin.
         files: Vec<std::path::PathBuf>,
+        /// Also write the paced sweep's chart here (SVG), embedded by name.
+        #[arg(long)]
+        svg: Option<std::path::PathBuf>,
     },
 }
 
@@ -225,8 +229,8 @@ async fn main() -> anyhow::Result<()> {
             );
             return Ok(());
         }
-        Scenario::Report { files } => {
-            print!("{}", summary::markdown(&files)?);
+        Scenario::Report { files, svg } => {
+            print!("{}", summary::markdown(&files, svg.as_deref())?);
             return Ok(());
         }
     };
