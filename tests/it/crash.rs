@@ -64,6 +64,54 @@ async fn sigkill_mid_stream_then_restart() {
     assert_eq!(last_text(&more), "You said: after the crash");
 }
 
+/// Many chats streaming at model speed: on SQLite their words sit in the
+/// journal, not yet in the chat-clustered table, when the process dies; the
+/// next start must replay every word any client saw, once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_with_many_paced_chats_loses_no_word() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+    let (mut child, addr) = spawn_server(dir.path()).await;
+    let mut clients = Vec::new();
+    for _ in 0..24 {
+        let chat = Uuid::new_v4();
+        let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+        c.start(chat, "slow: 400").await;
+        clients.push((chat, c, Vec::new()));
+    }
+    for (_, c, seen) in &mut clients {
+        while seen.len() < 30 {
+            seen.push(c.recv().await);
+        }
+    }
+    child.start_kill().unwrap(); // SIGKILL
+    child.wait().await.unwrap();
+    for (_, c, seen) in &mut clients {
+        while let Ok(m) = c.next().await {
+            seen.push(m);
+        }
+        assert_gap_free(&seqs(seen));
+    }
+
+    let (_child, addr) = spawn_server(dir.path()).await;
+    for (chat, _, seen) in &clients {
+        let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+        c.resume(*chat, 0).await;
+        let replay = c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+        let log = &replay[..replay.len() - 1];
+        assert_gap_free(&seqs(log));
+        assert!(
+            log.len() > seen.len(),
+            "everything seen, then the interruption"
+        );
+        for m in seen {
+            let seq = m["seq"].as_u64().unwrap() as usize;
+            assert_eq!(without_replay(&log[seq - 1]), *m, "seq {seq} of {chat}");
+        }
+        assert_eq!(log.last().unwrap()["reason"], "interrupted");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_closes_with_1001_and_marks_the_run() {
     let server = Server::start().await;
