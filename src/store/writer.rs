@@ -26,17 +26,10 @@ pub struct LogWriter {
 }
 
 impl LogWriter {
-    /// Starts the writer over `store`, on a thread of its own (see below).
+    /// Starts the writer task over `store`.
     pub fn spawn(store: Arc<dyn Store>) -> (Self, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(QUEUE);
-        // A commit is a few round trips to the database (BEGIN, INSERTs,
-        // COMMIT), each an await. As a task among the runtime's hundreds
-        // (actors, sockets), the writer would wait behind all of them at every
-        // step: measured at 500 paced chats, a commit took 12 ms. On its own
-        // thread (the runtime's I/O and timers still drive it) each step
-        // resumes as soon as the database answers.
-        let handle = tokio::runtime::Handle::current();
-        let task = tokio::task::spawn_blocking(move || handle.block_on(run(store, rx)));
+        let task = tokio::spawn(run(store, rx));
         (Self { tx }, task)
     }
 

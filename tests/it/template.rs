@@ -222,15 +222,26 @@ use crate::mock_llm::MockServer;
 use crate::providers::server_with;
 use crate::vendors::{OpenAiWire, Wire};
 
-/// The test server's store, opened a second time.
-async fn store_of(server: &Server) -> std::sync::Arc<dyn agentwire::store::Store> {
+/// The answer key the test server keeps for `corr`, read from its database
+/// beside it (SQLite: read-only, the server owns the file).
+async fn kept_answer(server: &Server, chat: Uuid, corr: &str) -> Option<String> {
+    use agentwire::store::Store as _;
     if on_postgres() {
         let url = std::fs::read_to_string(server.dir.path().join("postgres_url")).unwrap();
-        std::sync::Arc::new(agentwire::store::PgStore::open(&url, 2).await.unwrap())
-    } else {
-        let file = server.data_dir().join("agentwire.db");
-        std::sync::Arc::new(agentwire::store::SqliteStore::open(&file).await.unwrap())
+        let store = agentwire::store::PgStore::open(&url, 2).await.unwrap();
+        return store.answer(chat, corr).await.unwrap();
     }
+    let file = server.data_dir().join("agentwire.db");
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(file)
+        .read_only(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    sqlx::query_scalar("SELECT answer FROM template_answers WHERE chat_id = ? AND corr = ?")
+        .bind(chat.to_string())
+        .bind(corr)
+        .fetch_optional(&pool)
+        .await
+        .unwrap()
 }
 
 /// A quiz of one generated question, over an OpenAI-compatible test server.
@@ -296,11 +307,7 @@ async fn a_generated_question_survives_two_bad_replies() {
     assert_eq!(widget["payload"]["options"].as_array().unwrap().len(), 3);
     assert!(!widget.to_string().contains("correct_answer"));
     // The answer key is kept on the server, never in the log.
-    let kept = store_of(&server)
-        .await
-        .answer(chat, widget["corr"].as_str().unwrap())
-        .await
-        .unwrap();
+    let kept = kept_answer(&server, chat, widget["corr"].as_str().unwrap()).await;
     assert_eq!(kept.as_deref(), Some(r#""4""#));
     answer(&mut c, chat, &widget, json!({"answer": "4"})).await;
     let rest = c.until_complete(chat).await;

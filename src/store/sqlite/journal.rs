@@ -48,6 +48,9 @@ pub(super) struct Plan {
     pub folds: Vec<Uuid>,
     /// Journal rows with a lower id may be deleted by this commit.
     pub delete_below: Option<i64>,
+    /// Chats written directly whose last seq this process does not know: the
+    /// commit reads it back (a first write may fill a hole below the last).
+    pub probe: Vec<Uuid>,
 }
 
 /// A chat's journaled rows.
@@ -130,6 +133,9 @@ impl Tail {
                 if pending.is_some() && folding.insert(chat) {
                     plan.folds.push(chat);
                 }
+                if last.is_none() && !plan.probe.contains(&chat) {
+                    plan.probe.push(chat);
+                }
             }
         }
         // Fold the chats that have waited longest, oldest first.
@@ -165,8 +171,8 @@ impl Tail {
         self.chats.get(chat).map_or(&[], |p| &p.rows)
     }
 
-    /// Records a committed plan.
-    pub fn commit(&mut self, plan: &Plan, batches: &[AppendBatch]) {
+    /// Records a committed plan, with the last seqs its commit read back.
+    pub fn commit(&mut self, plan: &Plan, batches: &[AppendBatch], probed: &[(Uuid, u64)]) {
         if self.known_last.len() > KNOWN_CHATS {
             self.known_last.clear();
         }
@@ -178,11 +184,15 @@ impl Tail {
                 }
             }
         }
+        // A chat written directly had its last seq known (then the log's
+        // last is the higher of it and what was written) or read back.
         for &(b, r) in &plan.direct {
             let (chat, seq) = (batches[b].chat_id, batches[b].envelopes[r].seq);
-            let known = self.known_last.entry(chat).or_insert(seq);
-            *known = (*known).max(seq);
+            if let Some(known) = self.known_last.get_mut(&chat) {
+                *known = (*known).max(seq);
+            }
         }
+        self.known_last.extend(probed.iter().copied());
         let now = Instant::now();
         for &(id, b, r) in &plan.journal {
             let chat = batches[b].chat_id;

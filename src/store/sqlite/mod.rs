@@ -38,6 +38,8 @@ pub struct SqliteStore {
     /// The connection appends commit on (one at a time: each plans against
     /// the tail the last one left).
     writer: Arc<Mutex<rusqlite::Connection>>,
+    /// This process's lock on the file (see `write::lock`).
+    _owner: Arc<std::fs::File>,
 }
 
 impl SqliteStore {
@@ -47,6 +49,7 @@ impl SqliteStore {
     /// The folder cannot be created, the file cannot be opened, or a migration fails.
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
         create_private(path).map_err(|e| StoreError::Io(e.into()))?;
+        let owner = write::lock(path)?;
         let options = SqliteConnectOptions::from_str("sqlite://")?
             .filename(path)
             .create_if_missing(true)
@@ -62,12 +65,12 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migration(e.into()))?;
-        recover_journal(&pool).await?;
         let writer = write::open(path)?;
         Ok(Self {
             pool,
             tail: Arc::new(Mutex::new(journal::Tail::new(1))),
             writer: Arc::new(Mutex::new(writer)),
+            _owner: Arc::new(owner),
         })
     }
 
@@ -76,28 +79,6 @@ impl SqliteStore {
         // panic halfway; a poisoned lock still holds a whole tail.
         self.tail.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-/// Moves what a previous process left in the journal into `envelopes` (rows
-/// it had already folded are there and are skipped), so the tail starts empty.
-async fn recover_journal(pool: &SqlitePool) -> Result<(), StoreError> {
-    let mut tx = pool.begin().await?;
-    let moved = sqlx::query(
-        "INSERT OR IGNORE INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload)
-         SELECT chat_id, seq, type, ts, corr, client_msg_id, payload FROM journal ORDER BY id",
-    )
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    let left = sqlx::query("DELETE FROM journal")
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    tx.commit().await?;
-    if left > 0 {
-        tracing::info!(rows = left, moved, "journal recovered into the log");
-    }
-    Ok(())
 }
 
 /// Creates the database's folder (0700) and file (0600) when they do not
@@ -269,8 +250,8 @@ impl Store for SqliteStore {
                     .collect();
                 (plan, folded)
             };
-            write::append(&mut conn, &plan, &folded, &batches, now_ms())?;
-            store.tail().commit(&plan, &batches);
+            let probed = write::append(&mut conn, &plan, &folded, &batches, now_ms())?;
+            store.tail().commit(&plan, &batches, &probed);
             Ok(())
         })
         .await

@@ -1,5 +1,6 @@
-//! The append transaction, run whole on a blocking thread over a connection
-//! of its own (`rusqlite`, the same bundled SQLite as sqlx's readers).
+//! The process that owns the file: its lock, the journal's recovery, and the
+//! append transaction, run whole on a blocking thread over a connection of
+//! its own (`rusqlite`, the same bundled SQLite as sqlx's readers).
 //!
 //! Through sqlx every statement of a commit is a round trip between the
 //! caller's task and sqlx's worker thread; with the two cores busy (hundreds
@@ -7,34 +8,78 @@
 //! and a commit of five statements took 10 ms at 500 paced chats. Here a
 //! commit is one hand-over to this thread and one back.
 
+use std::fs::{File, TryLockError};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use uuid::Uuid;
 
-use super::super::{AppendBatch, NewEnvelope};
+use super::super::{AppendBatch, NewEnvelope, StoreError};
 use super::journal::Plan;
 
-/// Opens the writing connection on the store's (migrated) file.
+/// Takes the exclusive lock on `<file>-owner` (created 0600 beside it), held
+/// while the returned file is open. The journal's tail lives in the owner's
+/// memory, so a second process appending, or recovering the journal under a
+/// live owner, would corrupt the log: it is refused instead.
+pub(super) fn lock(path: &Path) -> Result<File, StoreError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-owner");
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options
+        .open(&name)
+        .map_err(|e| StoreError::Io(Arc::new(e)))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => {
+            Err(StoreError::Io(Arc::new(std::io::Error::other(format!(
+                "{} is in use by another process (the embedded store has one owner; \
+                 run several nodes on PostgreSQL)",
+                path.display()
+            )))))
+        }
+        Err(TryLockError::Error(e)) => Err(StoreError::Io(Arc::new(e))),
+    }
+}
+
+/// Opens the writing connection on the store's (migrated) file and moves what
+/// a previous owner left in the journal into `envelopes` (rows it had already
+/// folded are there and are skipped), so the tail starts empty.
 pub(super) fn open(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open(path)?;
+    let mut conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(10))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", true)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let moved = tx.execute(
+        "INSERT OR IGNORE INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload)
+         SELECT chat_id, seq, type, ts, corr, client_msg_id, payload FROM journal ORDER BY id",
+        [],
+    )?;
+    let left = tx.execute("DELETE FROM journal", [])?;
+    tx.commit()?;
+    if left > 0 {
+        tracing::info!(rows = left, moved, "journal recovered into the log");
+    }
     Ok(conn)
 }
 
 /// Commits `plan`: the folded rows (`folded`, chat id as text) and the direct
 /// rows into `envelopes`, the journal's rows, the journal head's deletion and
-/// the chats' new states, all or nothing.
+/// the chats' new states, all or nothing. Returns the last seq in `envelopes`
+/// of each chat in `plan.probe`, read inside the transaction.
 pub(super) fn append(
     conn: &mut Connection,
     plan: &Plan,
     folded: &[(String, NewEnvelope)],
     batches: &[AppendBatch],
     now_ms: i64,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<Vec<(Uuid, u64)>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let ids: Vec<String> = batches.iter().map(|b| b.chat_id.to_string()).collect();
     {
@@ -47,7 +92,7 @@ pub(super) fn append(
             .iter()
             .map(|&(b, r)| (ids[b].as_str(), &batches[b].envelopes[r]));
         for (chat, e) in folded.iter().map(|(id, e)| (id.as_str(), e)).chain(direct) {
-            table.execute(params![
+            let row = params![
                 chat,
                 e.seq as i64,
                 e.kind,
@@ -55,24 +100,27 @@ pub(super) fn append(
                 e.corr,
                 e.client_msg_id,
                 &*e.json
-            ])?;
+            ];
+            table.execute(row)?;
         }
+        // The same columns, after the journal's own id.
         let mut journal = tx.prepare_cached(
-            "INSERT INTO journal (id, chat_id, seq, type, ts, corr, client_msg_id, payload)
+            "INSERT INTO journal (chat_id, seq, type, ts, corr, client_msg_id, payload, id)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
         for &(id, b, r) in &plan.journal {
             let e = &batches[b].envelopes[r];
-            journal.execute(params![
-                id,
+            let row = params![
                 ids[b],
                 e.seq as i64,
                 e.kind,
                 e.ts_ms,
                 e.corr,
                 e.client_msg_id,
-                &*e.json
-            ])?;
+                &*e.json,
+                id
+            ];
+            journal.execute(row)?;
         }
         if let Some(below) = plan.delete_below {
             tx.prepare_cached("DELETE FROM journal WHERE id < ?1")?
@@ -91,5 +139,15 @@ pub(super) fn append(
             }
         }
     }
-    tx.commit()
+    let mut probed = Vec::with_capacity(plan.probe.len());
+    for chat in &plan.probe {
+        let last: Option<i64> = tx
+            .prepare_cached("SELECT MAX(seq) FROM envelopes WHERE chat_id = ?1")?
+            .query_row([chat.to_string()], |r| r.get(0))
+            .optional()?
+            .flatten();
+        probed.extend(last.map(|l| (*chat, l as u64)));
+    }
+    tx.commit()?;
+    Ok(probed)
 }

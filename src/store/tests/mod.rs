@@ -428,6 +428,7 @@ async fn chat_database_on(open: Opener) {
     // old one is not kept.
     store.put_chat_database(chat, b, "## u").await.unwrap();
     assert!(!store.put_sql_result(chat, a, "{}").await.unwrap());
+    drop(store);
     let again = open().await.chat_database(chat).await.unwrap().unwrap();
     assert_eq!(
         (

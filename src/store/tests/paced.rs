@@ -183,4 +183,24 @@ async fn the_sqlite_journal_is_folded_and_recovered() {
     );
     assert_eq!(count(in_table, Some(a)).await, 20);
     reads_see_all(&store, &[a, b], 20).await;
+
+    // While a store owns the file, a second one may not open it: it would
+    // recover (and delete) the journal the first still counts on.
+    let err = SqliteStore::open(&path).await.unwrap_err().to_string();
+    assert!(err.contains("in use by another process"), "{err}");
+
+    // A first write after a start that fills a hole below the chat's last seq
+    // does not make the store forget what is above it.
+    let c = store.create_chat(&chat("j")).await.unwrap().id;
+    let upto: Vec<_> = (2..=11).map(word).collect();
+    store.append(&[batch(c, upto)]).await.unwrap();
+    drop(store);
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    store.append(&[batch(c, vec![word(1)])]).await.unwrap();
+    for taken in [5, 11] {
+        let again = store.append(&[batch(c, vec![word(taken)])]).await;
+        assert!(again.is_err(), "seq {taken}");
+    }
+    store.append(&[batch(c, vec![word(12)])]).await.unwrap();
+    reads_see_all(&store, &[c], 12).await;
 }
