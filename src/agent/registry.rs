@@ -54,8 +54,8 @@ impl AgentRegistry {
             message,
         })?;
         agents.insert(demo.id.clone(), Arc::new(demo));
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
+        let paths = match crate::config::yaml_files(dir) {
+            Ok(paths) => paths,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
                 return Ok(Self {
                     agents,
@@ -70,11 +70,6 @@ impl AgentRegistry {
                 });
             }
         };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-            .collect();
-        paths.sort();
         // Plain agents first: a group's members may name them.
         let mut groups = Vec::new();
         for path in paths {

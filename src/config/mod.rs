@@ -411,5 +411,20 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
     toml::from_str(&text).map_err(|e| bad("config", format!("{}: {e}", path.display())))
 }
 
+/// The `*.yaml` / `*.yml` files directly in `dir`, sorted by path (the order
+/// agent and workflow files load in, so a duplicate is reported the same way
+/// every time).
+///
+/// # Errors
+/// `dir` cannot be read (`NotFound` when it does not exist).
+pub fn yaml_files(dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut paths: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
 #[cfg(test)]
 mod tests;

@@ -252,8 +252,8 @@ impl WorkflowRegistry {
     /// # Errors
     /// A bad file (named, with the field), a duplicate id, an unreadable folder.
     pub fn load(dir: &Path) -> Result<Self, WorkflowFileError> {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
+        let paths = match crate::config::yaml_files(dir) {
+            Ok(paths) => paths,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
             Err(e) => {
                 return Err(WorkflowFileError {
@@ -262,11 +262,6 @@ impl WorkflowRegistry {
                 });
             }
         };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-            .collect();
-        paths.sort();
         let mut workflows = BTreeMap::new();
         for path in paths {
             let fail = |message: String| WorkflowFileError {
