@@ -73,19 +73,32 @@ impl Target {
     }
 }
 
+/// The interval between a paced (`slow:`) chat's words.
+const PACED_WORD: Duration = Duration::from_millis(20);
+
 /// `stream`: `chats` connections, each starting a chat that runs `burst: n`
 /// (or, `paced`, `slow: n`: a word every 20 ms, 50 envelopes/s per chat).
+///
+/// Paced chats start spread evenly over one word's interval, as independent
+/// agents would: the offered rate is then steady, not every chat's word in the
+/// same millisecond (that shape is a burst every 20 ms, measured by `burst:`).
 pub async fn stream(t: &Target, chats: usize, n: u64, paced: bool) -> anyhow::Result<Value> {
     let word = if paced { "slow" } else { "burst" };
     let conns = t.connect_many(chats).await?;
     let cpu_before = t.pid.and_then(cpu_seconds);
     let delivered = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    let tasks = conns.into_iter().map(|mut conn| {
+    let tasks = conns.into_iter().enumerate().map(|(i, mut conn)| {
         let delivered = delivered.clone();
+        let offset = if paced {
+            PACED_WORD * u32::try_from(i).unwrap_or(u32::MAX) / u32::try_from(chats).unwrap_or(1)
+        } else {
+            Duration::ZERO
+        };
         tokio::spawn(async move {
             let mut lat = Latencies::default();
             let chat = Uuid::new_v4();
+            tokio::time::sleep_until((started + offset).into()).await;
             conn.start(chat, Some(&format!("{word}: {n}"))).await?;
             read_run(&mut conn, &delivered, &mut lat).await?;
             conn.close().await;

@@ -4,8 +4,10 @@
 //! one word from each of N chats dirties N B-tree pages (N WAL frames of
 //! 4 KiB). The `journal` table is ordered by insertion: the same commit fills
 //! a page or two. A chat's journaled rows are moved into `envelopes` later, all
-//! of them at once ("folded"), inside a later append's transaction, when they
-//! fill a page or grow old, so each clustered page is written about once.
+//! of them at once ("folded"), inside a later append's transaction: when the
+//! chat goes quiet, or its rows grow large or old. The longer they wait, the
+//! fewer clustered pages a row costs; a few chats per commit at most, so no
+//! commit (every word in flight waits for it) grows long.
 //!
 //! [`Tail`] is the in-memory copy of every journaled, not yet folded row. It
 //! is what readers consult instead of an index on the journal (which would cost
@@ -21,21 +23,38 @@ use uuid::Uuid;
 
 use super::super::{AppendBatch, NewEnvelope, StoredEnvelope};
 
-/// A chat's journaled bytes at which it is folded (about two clustered pages).
-const FOLD_BYTES: usize = 8 * 1024;
+/// A chat's journaled bytes at which it is folded with its next append
+/// (jittered per chat between ½ and 1½ of this, so chats that stream alike do
+/// not all fold in the same commit). Folding writes a chat's rows into their
+/// clustered pages, ~8 WAL frames for 25 rows but ~14 for 100: the longer a
+/// chat's rows wait, the less a row costs to fold.
+const FOLD_BYTES: usize = 64 * 1024;
 /// A chat's new rows in one commit at which they skip the journal: they fill
 /// their clustered page by themselves (a burst).
 const DENSE_ROWS: usize = 8;
-/// Journaled rows older than this are folded, so a chat that went quiet does
-/// not hold the journal's head back.
-const FOLD_AGE: Duration = Duration::from_millis(500);
-/// Most chats folded for age in one commit, so no commit grows long.
-const AGE_FOLDS_PER_COMMIT: usize = 32;
+/// A chat with nothing journaled for this long has gone quiet (its run ended
+/// or waits): it is folded, off the streaming words' path.
+const QUIET: Duration = Duration::from_millis(500);
+/// A chat's rows older than this (jittered like [`FOLD_BYTES`]) are folded
+/// even while it streams, so the journal's head moves on.
+const FOLD_AGE: Duration = Duration::from_secs(10);
+/// Rows a commit folds for age or quiet, at least one chat: folds are spread
+/// over commits so that none grows long (their rows are written on the
+/// commit path).
+const AGE_FOLD_ROWS: usize = 64;
+/// When the folds fall behind (the journal's oldest row is 4 × [`FOLD_AGE`]
+/// old, or the tail holds [`TAIL_BYTES`]), a commit folds this many rows per
+/// row it journals.
+const AGE_FOLD_ROWS_PER_JOURNALED: usize = 2;
+/// The tail's bytes (all chats) past which folds catch up.
+const TAIL_BYTES: usize = 64 * 1024 * 1024;
+/// Oldest chats looked at for a fold in one commit.
+const AGE_FOLD_SCAN: usize = 256;
 /// Chats whose last seq is remembered; past this the memory starts again
 /// (such a chat's next append goes to `envelopes`, which is only slower).
 const KNOWN_CHATS: usize = 65_536;
 /// Journal rows deleted at once (the head is deleted in ranges, not per fold).
-const DELETE_EVERY: i64 = 1024;
+const DELETE_EVERY: i64 = 256;
 
 /// Where the rows of one append go.
 #[derive(Debug, Default)]
@@ -59,7 +78,9 @@ struct Pending {
     rows: Vec<NewEnvelope>,
     bytes: usize,
     first_id: i64,
+    /// When the first and the last of `rows` were journaled.
     since: Instant,
+    last: Instant,
 }
 
 /// Every journaled, not yet folded row, by chat.
@@ -72,6 +93,8 @@ pub(super) struct Tail {
     next_id: i64,
     /// Journal rows below this id are deleted (or were never written).
     deleted_below: i64,
+    /// The JSON bytes of every chat's `rows`.
+    bytes: usize,
     /// The last seq of chats with nothing journaled, as far as this process
     /// wrote them (forgotten in bulk past [`KNOWN_CHATS`]).
     known_last: HashMap<Uuid, u64>,
@@ -85,6 +108,7 @@ impl Tail {
             firsts: BTreeSet::new(),
             next_id,
             deleted_below: next_id,
+            bytes: 0,
             known_last: HashMap::new(),
         }
     }
@@ -93,7 +117,7 @@ impl Tail {
     /// what this process knows of its chat's log (a chat not seen since start,
     /// a seq taken or out of order) goes to `envelopes`, whose key refuses a
     /// taken seq; so does a chat's second batch in the same commit.
-    pub fn plan(&self, batches: &[AppendBatch]) -> Plan {
+    pub fn plan(&self, batches: &[AppendBatch], now: Instant) -> Plan {
         let mut batches_of: HashMap<Uuid, usize> = HashMap::new();
         for batch in batches {
             *batches_of.entry(batch.chat_id).or_default() += 1;
@@ -120,7 +144,7 @@ impl Tail {
             if batches_of[&chat] == 1
                 && extends
                 && batch.envelopes.len() < DENSE_ROWS
-                && bytes < FOLD_BYTES
+                && bytes < fold_bytes(&chat)
             {
                 for r in 0..batch.envelopes.len() {
                     plan.journal.push((next_id, b, r));
@@ -138,16 +162,29 @@ impl Tail {
                 }
             }
         }
-        // Fold the chats that have waited longest, oldest first.
-        let now = Instant::now();
-        for (_, chat) in &self.firsts {
-            if plan.folds.len() >= AGE_FOLDS_PER_COMMIT
-                || now.duration_since(self.chats[chat].since) < FOLD_AGE
-            {
+        // Fold the chats that are due (quiet, or old), oldest first, within
+        // the budget.
+        let behind = self.bytes > TAIL_BYTES
+            || self
+                .firsts
+                .first()
+                .is_some_and(|(_, chat)| now.duration_since(self.chats[chat].since) > 4 * FOLD_AGE);
+        let mut budget = if behind {
+            AGE_FOLD_ROWS.max(plan.journal.len() * AGE_FOLD_ROWS_PER_JOURNALED)
+        } else {
+            AGE_FOLD_ROWS
+        };
+        for (_, chat) in self.firsts.iter().take(AGE_FOLD_SCAN) {
+            if budget == 0 {
                 break;
             }
-            if !journaled.contains(chat) && folding.insert(*chat) {
+            let pending = &self.chats[chat];
+            let due = behind
+                || now.duration_since(pending.last) >= QUIET
+                || now.duration_since(pending.since) >= fold_age(chat);
+            if due && !journaled.contains(chat) && folding.insert(*chat) {
                 plan.folds.push(*chat);
+                budget = budget.saturating_sub(pending.rows.len());
             }
         }
         // What of the journal's head no chat needs any more.
@@ -171,14 +208,22 @@ impl Tail {
         self.chats.get(chat).map_or(&[], |p| &p.rows)
     }
 
-    /// Records a committed plan, with the last seqs its commit read back.
-    pub fn commit(&mut self, plan: &Plan, batches: &[AppendBatch], probed: &[(Uuid, u64)]) {
+    /// Records a committed plan, with the last seqs its commit read back;
+    /// `now` is when its journaled rows count as written.
+    pub fn commit(
+        &mut self,
+        plan: &Plan,
+        batches: &[AppendBatch],
+        probed: &[(Uuid, u64)],
+        now: Instant,
+    ) {
         if self.known_last.len() > KNOWN_CHATS {
             self.known_last.clear();
         }
         for chat in &plan.folds {
             if let Some(p) = self.chats.remove(chat) {
                 self.firsts.remove(&(p.first_id, *chat));
+                self.bytes -= p.bytes;
                 if let Some(last) = p.rows.last() {
                     self.known_last.insert(*chat, last.seq);
                 }
@@ -193,7 +238,6 @@ impl Tail {
             }
         }
         self.known_last.extend(probed.iter().copied());
-        let now = Instant::now();
         for &(id, b, r) in &plan.journal {
             let chat = batches[b].chat_id;
             let row = batches[b].envelopes[r].clone();
@@ -202,12 +246,15 @@ impl Tail {
                 bytes: 0,
                 first_id: id,
                 since: now,
+                last: now,
             });
             if p.rows.is_empty() {
                 self.firsts.insert((id, chat));
                 self.known_last.remove(&chat);
             }
             p.bytes += row.json.len();
+            p.last = now;
+            self.bytes += row.json.len();
             p.rows.push(row);
             self.next_id = self.next_id.max(id + 1);
         }
@@ -237,10 +284,171 @@ impl Tail {
     }
 }
 
+/// `chat`'s fold limits: [`FOLD_BYTES`] and [`FOLD_AGE`] jittered by its id
+/// between ½ and 1½ of them, so chats that started together and stream alike
+/// fall due in different commits.
+fn fold_bytes(chat: &Uuid) -> usize {
+    FOLD_BYTES / 2 + FOLD_BYTES * per_mille(chat) as usize / 1000
+}
+
+fn fold_age(chat: &Uuid) -> Duration {
+    FOLD_AGE / 2 + FOLD_AGE * per_mille(chat) / 1000
+}
+
+fn per_mille(chat: &Uuid) -> u32 {
+    u32::try_from(chat.as_u128() % 1000).unwrap_or(0)
+}
+
 fn stored(e: &NewEnvelope) -> StoredEnvelope {
     StoredEnvelope {
         seq: e.seq,
         kind: e.kind.to_owned(),
         json: e.json.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(chat: Uuid, from: u64, n: u64) -> AppendBatch {
+        AppendBatch {
+            chat_id: chat,
+            envelopes: (from..from + n)
+                .map(|seq| NewEnvelope {
+                    seq,
+                    kind: "chat.print",
+                    ts_ms: 0,
+                    corr: None,
+                    client_msg_id: None,
+                    json: format!(r#"{{"seq":"{seq:06}","pad":"{}"}}"#, "w".repeat(100)).into(),
+                })
+                .collect(),
+            state: None,
+            conversation_state: None,
+            fence: None,
+        }
+    }
+
+    /// Commits `batches` as planned at `now` (each chat's first write is read
+    /// back as `seq - 1`, as if the table held what came before).
+    fn commit(tail: &mut Tail, batches: &[AppendBatch], now: Instant) -> Plan {
+        let plan = tail.plan(batches, now);
+        let probed: Vec<_> = plan
+            .probe
+            .iter()
+            .map(|c| {
+                let b = batches.iter().find(|b| b.chat_id == *c).unwrap();
+                (*c, b.envelopes.last().unwrap().seq)
+            })
+            .collect();
+        tail.commit(&plan, batches, &probed, now);
+        plan
+    }
+
+    #[test]
+    fn fold_limits_are_jittered_between_half_and_one_and_a_half() {
+        let chats: Vec<Uuid> = (0..2000).map(|_| Uuid::new_v4()).collect();
+        let bytes: HashSet<usize> = chats.iter().map(fold_bytes).collect();
+        assert!(bytes.len() > 500, "spread over many values");
+        assert!(
+            bytes
+                .iter()
+                .all(|b| (FOLD_BYTES / 2..FOLD_BYTES * 3 / 2).contains(b))
+        );
+        let ages: Vec<Duration> = chats.iter().map(fold_age).collect();
+        assert!(
+            ages.iter()
+                .all(|a| *a >= FOLD_AGE / 2 && *a < FOLD_AGE * 3 / 2)
+        );
+    }
+
+    #[test]
+    fn streaming_chats_stay_journaled_and_quiet_ones_fold_a_few_per_commit() {
+        let t0 = Instant::now();
+        let mut tail = Tail::new(1);
+        let chats: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
+        // First writes go to the table (last seq unknown), then one word per
+        // chat per commit to the journal.
+        let first: Vec<_> = chats.iter().map(|&c| words(c, 1, 1)).collect();
+        let plan = commit(&mut tail, &first, t0);
+        assert_eq!((plan.direct.len(), plan.probe.len()), (100, 100));
+        for seq in 2..=6 {
+            let at = t0 + Duration::from_millis(20 * seq);
+            let batches: Vec<_> = chats.iter().map(|&c| words(c, seq, 1)).collect();
+            let plan = commit(&mut tail, &batches, at);
+            assert_eq!(plan.journal.len(), 100, "seq {seq}");
+            assert!(plan.folds.is_empty() && plan.direct.is_empty());
+        }
+        // Still streaming (last word 20 ms ago): nothing is due.
+        let other = Uuid::new_v4();
+        let now = t0 + Duration::from_millis(140);
+        assert!(tail.plan(&[words(other, 1, 1)], now).folds.is_empty());
+
+        // Gone quiet: each commit folds its budget of rows (five per chat
+        // here), oldest first, until every chat is folded.
+        let mut now = t0 + Duration::from_millis(120) + QUIET;
+        let (mut folded, mut commits, mut seq) = (HashSet::new(), 0, 1);
+        while folded.len() < chats.len() {
+            now += Duration::from_millis(2);
+            let plan = commit(&mut tail, &[words(other, seq, 1)], now);
+            seq += 1;
+            commits += 1;
+            assert!(!plan.folds.is_empty() && plan.folds.len() <= AGE_FOLD_ROWS / 5 + 1);
+            for chat in &plan.folds {
+                assert!(folded.insert(*chat), "folded once");
+            }
+            assert!(commits < 100);
+        }
+        assert!(commits >= chats.len() / (AGE_FOLD_ROWS / 5 + 1));
+        assert!(tail.read(&chats[0], 0, |_| true).0.is_empty());
+        assert_eq!(
+            tail.bytes,
+            tail.chats.values().map(|p| p.bytes).sum::<usize>()
+        );
+    }
+
+    #[test]
+    fn a_chat_streaming_past_its_fold_size_or_age_is_folded() {
+        let t0 = Instant::now();
+        let mut tail = Tail::new(1);
+        let chat = Uuid::new_v4();
+        commit(&mut tail, &[words(chat, 1, 1)], t0);
+        // One word every 20 ms, each ~120 bytes: the chat goes to the table
+        // with its whole tail once it reaches its (jittered) size.
+        let mut seq = 2;
+        let mut now = t0;
+        let folded_at = loop {
+            now += Duration::from_millis(20);
+            let plan = commit(&mut tail, &[words(chat, seq, 1)], now);
+            if !plan.folds.is_empty() {
+                assert_eq!((plan.folds.len(), plan.direct.len()), (1, 1));
+                break seq;
+            }
+            seq += 1;
+            assert!(seq < 2000);
+        };
+        let row = words(chat, 1, 1).envelopes[0].json.len();
+        let limit = fold_bytes(&chat);
+        assert!((folded_at as usize - 2) * row < limit && limit <= (folded_at as usize - 1) * row);
+
+        // A slow chat (a word every 2 s is never quiet for QUIET... but its
+        // rows grow old): folded once its first row is past its age.
+        let slow = Uuid::new_v4();
+        commit(&mut tail, &[words(slow, 1, 1)], now);
+        let start = now;
+        let mut seq = 2;
+        loop {
+            now += QUIET / 2;
+            let plan = commit(&mut tail, &[words(slow, seq, 1)], now);
+            seq += 1;
+            // Its own commit journals it; the next commit (another chat's) may fold it.
+            let plan2 = commit(&mut tail, &[words(chat, 1000 + seq, 1)], now);
+            if plan.folds.contains(&slow) || plan2.folds.contains(&slow) {
+                break;
+            }
+            assert!(now.duration_since(start) < FOLD_AGE * 2);
+        }
+        assert!(now.duration_since(start) >= fold_age(&slow));
     }
 }

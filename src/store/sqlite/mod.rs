@@ -7,6 +7,7 @@
 //! what keeps that affordable, and the [journal](journal) what keeps a commit
 //! of words from many chats small.
 
+mod checkpoint;
 mod databases;
 mod journal;
 mod write;
@@ -40,6 +41,7 @@ pub struct SqliteStore {
     writer: Arc<Mutex<rusqlite::Connection>>,
     /// This process's lock on the file (see `write::lock`).
     _owner: Arc<std::fs::File>,
+    _checkpointer: Arc<checkpoint::Checkpointer>,
 }
 
 impl SqliteStore {
@@ -56,6 +58,7 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10))
+            .pragma("wal_autocheckpoint", checkpoint::BACKSTOP_PAGES.to_string())
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
@@ -66,11 +69,13 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Migration(e.into()))?;
         let writer = write::open(path)?;
+        let checkpointer = checkpoint::Checkpointer::spawn(path)?;
         Ok(Self {
             pool,
             tail: Arc::new(Mutex::new(journal::Tail::new(1))),
             writer: Arc::new(Mutex::new(writer)),
             _owner: Arc::new(owner),
+            _checkpointer: Arc::new(checkpointer),
         })
     }
 
@@ -237,7 +242,7 @@ impl Store for SqliteStore {
             let mut conn = store.writer.lock().unwrap_or_else(PoisonError::into_inner);
             let (plan, folded) = {
                 let tail = store.tail();
-                let plan = tail.plan(&batches);
+                let plan = tail.plan(&batches, std::time::Instant::now());
                 let folded: Vec<(String, NewEnvelope)> = plan
                     .folds
                     .iter()
@@ -251,7 +256,9 @@ impl Store for SqliteStore {
                 (plan, folded)
             };
             let probed = write::append(&mut conn, &plan, &folded, &batches, now_ms())?;
-            store.tail().commit(&plan, &batches, &probed);
+            store
+                .tail()
+                .commit(&plan, &batches, &probed, std::time::Instant::now());
             Ok(())
         })
         .await

@@ -85,28 +85,29 @@ async fn paced_on(open: Opener) {
     }
     paced(&store, &chats, 1, 25).await;
     reads_see_all(&store, &chats, 25).await;
-    // Past the size at which SQLite folds a chat's words into its pages.
-    paced(&store, &chats, 26, 70).await;
-    reads_see_all(&store, &chats, 70).await;
+    // Past the size at which SQLite folds a chat's words into its pages
+    // (at most 96 KiB: ~490 of these words).
+    paced(&store, &chats, 26, 520).await;
+    reads_see_all(&store, &chats, 520).await;
 
     // A taken seq is refused whether it sits in the journal or the table,
     // and the refused commit changes nothing.
-    for taken in [vec![word(71), word(70)], vec![word(70)], vec![word(2)]] {
+    for taken in [vec![word(521), word(520)], vec![word(520)], vec![word(2)]] {
         assert!(store.append(&[batch(chats[0], taken)]).await.is_err());
     }
-    let words = vec![word(71)];
-    let other = batch(chats[1], vec![word(71)]);
+    let words = vec![word(521)];
+    let other = batch(chats[1], vec![word(521)]);
     assert!(
         store
             .append(&[
                 batch(chats[0], words),
                 other,
-                batch(chats[2], vec![word(69)])
+                batch(chats[2], vec![word(519)])
             ])
             .await
             .is_err()
     );
-    reads_see_all(&store, &chats, 70).await;
+    reads_see_all(&store, &chats, 520).await;
     // A chat that does not exist is refused too.
     assert!(
         store
@@ -115,12 +116,12 @@ async fn paced_on(open: Opener) {
             .is_err()
     );
 
-    paced(&store, &chats, 71, 73).await;
+    paced(&store, &chats, 521, 523).await;
     drop(store);
     let store = open().await;
-    reads_see_all(&store, &chats, 73).await;
-    paced(&store, &chats, 74, 80).await;
-    reads_see_all(&store, &chats, 80).await;
+    reads_see_all(&store, &chats, 523).await;
+    paced(&store, &chats, 524, 530).await;
+    reads_see_all(&store, &chats, 530).await;
 }
 
 /// SQLite only: where the words sit, and that start-up empties the journal.
