@@ -74,7 +74,7 @@ enum Scenario {
         #[arg(long, default_value_t = 5000)]
         n: u64,
         /// `slow: N` (a word every 20 ms) instead of `burst: N`: a fixed rate
-        /// of 50 envelopes/s per chat.
+        /// of 50 envelopes/s per chat, the chats starting spread over 20 ms.
         #[arg(long)]
         paced: bool,
     },

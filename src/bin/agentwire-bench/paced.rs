@@ -77,6 +77,8 @@ pub fn section(runs: &[Value], svg_name: Option<&str>, md: &mut String) {
     let _ = writeln!(
         md,
         "\n## Paced streams: chats of `slow: 150` (a word every 20 ms)\n\n\
+         The chats start spread evenly over one word's interval (as independent \
+         agents would), so the offered rate is steady. \
          Each cell: latency p50 / p99 in ms (`ts` to receipt), then the share of \
          the offered envelopes/s delivered while the run lasted (below 100 %: \
          the server, or the load generator on the same cores, fell behind).\n"
