@@ -180,10 +180,12 @@ impl std::fmt::Debug for RunExtras {
 #[derive(Debug)]
 pub(super) struct Gone;
 
-/// A chat actor's mailbox.
+/// A chat actor's mailbox. Commands travel boxed: tokio allocates a
+/// channel's slots 32 at a time, and a mailbox of idle chats' actors (one per
+/// subscribed connection) then holds 32 pointers, not 32 commands.
 #[derive(Debug, Clone)]
 pub(super) struct Handle {
-    pub(super) tx: mpsc::Sender<Command>,
+    pub(super) tx: mpsc::Sender<Box<Command>>,
 }
 
 impl Handle {
@@ -193,7 +195,10 @@ impl Handle {
         make: impl FnOnce(Reply) -> Command,
     ) -> Result<Result<(), SessionError>, Gone> {
         let (reply, answer) = oneshot::channel();
-        self.tx.send(make(reply)).await.map_err(|_| Gone)?;
+        self.tx
+            .send(Box::new(make(reply)))
+            .await
+            .map_err(|_| Gone)?;
         answer.await.map_err(|_| Gone)
     }
 }

@@ -23,8 +23,10 @@ pub enum Outbound {
     Event(Arc<str>),
     /// A connection-level frame: `pong`, a per-connection `chat.error`.
     Frame(String),
-    /// A replay to write before anything queued after it, then its boundary.
-    Replay(Replay),
+    /// A replay to write before anything queued after it, then its boundary
+    /// (boxed: it is rare, and a queue's slots are sized by the largest
+    /// variant, 32 of them allocated per connection up front).
+    Replay(Box<Replay>),
 }
 
 /// A replay of one chat's log from `after` up to `upto`, read lazily in pages

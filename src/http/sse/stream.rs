@@ -246,7 +246,7 @@ pub(super) fn event_stream(
                     st.handle(&raw);
                     st.done |= st.run_over();
                 }
-                Some(Outbound::Replay(replay)) => st.replay = Some(replay),
+                Some(Outbound::Replay(replay)) => st.replay = Some(*replay),
                 // A per-connection error, or no more events (the chat closed
                 // this subscriber as too slow): end; the client rejoins.
                 Some(Outbound::Frame(_)) | None => st.done = true,

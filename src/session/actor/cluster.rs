@@ -219,8 +219,8 @@ impl Actor {
                         reply,
                     };
                     if let Some(me) = me.upgrade()
-                        && let Err(lost) = me.send(again).await
-                        && let Command::Op { reply, .. } = lost.0
+                        && let Err(lost) = me.send(Box::new(again)).await
+                        && let Command::Op { reply, .. } = *lost.0
                     {
                         let _ = reply.send(Err(SessionError::ShuttingDown));
                     }

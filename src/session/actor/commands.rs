@@ -191,7 +191,7 @@ impl Actor {
             metrics::counter!(crate::metrics::REPLAYS).increment(1);
             metrics::histogram!(crate::metrics::REPLAY_ENVELOPES).record((last - from) as f64);
             let replay = Replay::new(self.chat_id, from, last, recovered, self.ctx.store.clone());
-            if sub.tx.try_send(Outbound::Replay(replay)).is_err() {
+            if sub.tx.try_send(Outbound::Replay(Box::new(replay))).is_err() {
                 sub.closer
                     .close(1013, "too slow: resume from your last seq");
                 return Ok(());

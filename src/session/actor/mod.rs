@@ -48,9 +48,9 @@ const REDACTED: &str = "[redacted]";
 /// What a new actor is made of.
 pub(super) struct Spawn {
     pub(super) chat_id: Uuid,
-    pub(super) rx: mpsc::Receiver<Command>,
+    pub(super) rx: mpsc::Receiver<Box<Command>>,
     /// The actor's own mailbox, to requeue a forward that found the chat moved.
-    pub(super) me: mpsc::WeakSender<Command>,
+    pub(super) me: mpsc::WeakSender<Box<Command>>,
     pub(super) signal: Arc<Signal>,
     pub(super) ctx: Arc<SessionContext>,
     /// Called once the actor has stopped: the registry forgets it (unless
@@ -137,8 +137,8 @@ struct PendingComponent {
 struct Actor {
     chat_id: Uuid,
     ctx: Arc<SessionContext>,
-    rx: mpsc::Receiver<Command>,
-    me: mpsc::WeakSender<Command>,
+    rx: mpsc::Receiver<Box<Command>>,
+    me: mpsc::WeakSender<Box<Command>>,
     signal: Arc<Signal>,
     role: Role,
     /// The chat's row; `None` while the chat does not exist.
@@ -209,7 +209,7 @@ impl Actor {
                     Box::pin(self.on_wake()).await;
                 }
                 cmd = self.rx.recv(), if !orphaned => match cmd {
-                    Some(cmd) => Box::pin(self.on_command(cmd)).await,
+                    Some(cmd) => Box::pin(self.on_command(*cmd)).await,
                     None => orphaned = true,
                 },
                 _ = sleep_until(deadline) => Box::pin(self.expire()).await,
