@@ -155,6 +155,17 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// What is left after [`Store::tidy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tidy {
+    /// Nothing: no need to call again before the next append.
+    Done,
+    /// Some work was done and more may be due: call again when still idle.
+    Again,
+    /// Work is waiting but not due yet: call again in a while.
+    Later,
+}
+
 /// The session log: chats and their envelopes.
 ///
 /// Implementations must make [`Store::append`] atomic across all the batches
@@ -191,6 +202,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Appends every batch in one transaction (the group commit).
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError>;
+
+    /// Work the store puts off while appends wait (the embedded store folds
+    /// its journal), called by the writer task when no append waits.
+    async fn tidy(&self) -> Result<Tidy, StoreError> {
+        Ok(Tidy::Done)
+    }
 
     /// Up to `limit` envelopes of the chat with `seq > after`, in order.
     async fn load_after(

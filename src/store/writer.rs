@@ -2,16 +2,20 @@
 //! them together, so a token stream does not cost one fsync per token.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::{AppendBatch, Store, StoreError};
+use super::{AppendBatch, Store, StoreError, Tidy};
 
 /// Most append requests folded into one transaction.
 const MAX_REQUESTS_PER_COMMIT: usize = 512;
 /// Append requests waiting for the writer; senders wait when it is full.
 const QUEUE: usize = 1024;
+/// How long the writer waits for requests before it lets the store tidy
+/// (and between tidies while the store's work is not due yet).
+const IDLE: Duration = Duration::from_millis(100);
 
 struct Request {
     batch: AppendBatch,
@@ -49,7 +53,35 @@ impl LogWriter {
 
 async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
     let mut requests = Vec::with_capacity(MAX_REQUESTS_PER_COMMIT);
-    while rx.recv_many(&mut requests, MAX_REQUESTS_PER_COMMIT).await > 0 {
+    // When to let the store tidy if no request comes: after each commit, and
+    // right away while tidying finds work (a request still goes first).
+    let mut tidy = Some(Duration::ZERO);
+    loop {
+        let received = match tidy {
+            None => rx.recv_many(&mut requests, MAX_REQUESTS_PER_COMMIT).await,
+            Some(wait) => {
+                let recv = rx.recv_many(&mut requests, MAX_REQUESTS_PER_COMMIT);
+                match tokio::time::timeout(wait, recv).await {
+                    Ok(received) => received,
+                    Err(_) => {
+                        tidy = match store.tidy().await {
+                            Ok(Tidy::Done) => None,
+                            Ok(Tidy::Again) => Some(Duration::ZERO),
+                            Ok(Tidy::Later) => Some(IDLE),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "tidying the log failed");
+                                Some(IDLE)
+                            }
+                        };
+                        continue;
+                    }
+                }
+            }
+        };
+        if received == 0 {
+            break;
+        }
+        tidy = Some(IDLE);
         let (batches, waiters): (Vec<_>, Vec<_>) =
             requests.drain(..).map(|r| (r.batch, r.done)).unzip();
         let started = std::time::Instant::now();

@@ -55,6 +55,23 @@ const AGE_FOLD_SCAN: usize = 256;
 const KNOWN_CHATS: usize = 65_536;
 /// Journal rows deleted at once (the head is deleted in ranges, not per fold).
 const DELETE_EVERY: i64 = 256;
+/// Most journal rows one commit deletes: after a wave of folds the head may
+/// be free up to 100,000s of rows back, and deleting them at once held a
+/// commit for a quarter of a second (`bench/notes.md`).
+const DELETE_MOST: i64 = 2048;
+
+/// What one commit brings to a chat, for [`Tail::plan`].
+struct Journaling {
+    /// The chat's last seq as far as known, then its rows' in this commit.
+    last: Option<u64>,
+    /// Every row of this commit follows the one before (and the known last).
+    extends: bool,
+    rows: usize,
+    /// Journaled bytes with this commit's rows.
+    bytes: usize,
+    /// The chat has rows journaled.
+    pending: bool,
+}
 
 /// Where the rows of one append go.
 #[derive(Debug, Default)]
@@ -118,9 +135,31 @@ impl Tail {
     /// a seq taken or out of order) goes to `envelopes`, whose key refuses a
     /// taken seq; so does a chat's second batch in the same commit.
     pub fn plan(&self, batches: &[AppendBatch], now: Instant) -> Plan {
-        let mut batches_of: HashMap<Uuid, usize> = HashMap::new();
+        // A chat's batches in this commit are journaled all together or none:
+        // when, one after the other, they extend its log and stay under its
+        // fold size, and either the chat has rows journaled already or they
+        // are few (a dense first write fills its clustered page by itself).
+        // A writer that fell behind then does not turn the words each chat
+        // queued meanwhile into a fold of its whole tail in the next commit.
+        let mut chats: HashMap<Uuid, Journaling> = HashMap::new();
         for batch in batches {
-            *batches_of.entry(batch.chat_id).or_default() += 1;
+            let chat = batch.chat_id;
+            let j = chats.entry(chat).or_insert_with(|| {
+                let pending = self.chats.get(&chat);
+                Journaling {
+                    last: self.last_known(&chat),
+                    extends: true,
+                    rows: 0,
+                    bytes: pending.map_or(0, |p| p.bytes),
+                    pending: pending.is_some(),
+                }
+            });
+            for e in &batch.envelopes {
+                j.extends &= j.last.is_some_and(|last| e.seq > last);
+                j.last = Some(e.seq);
+                j.rows += 1;
+                j.bytes += e.json.len();
+            }
         }
         let mut plan = Plan::default();
         let mut next_id = self.next_id;
@@ -128,24 +167,8 @@ impl Tail {
         let mut journaled: HashSet<Uuid> = HashSet::new();
         for (b, batch) in batches.iter().enumerate() {
             let chat = batch.chat_id;
-            let pending = self.chats.get(&chat);
-            let last = pending
-                .and_then(|p| p.rows.last().map(|r| r.seq))
-                .or_else(|| self.known_last.get(&chat).copied());
-            let extends = last.is_some_and(|last| {
-                batch
-                    .envelopes
-                    .iter()
-                    .try_fold(last, |prev, e| (e.seq > prev).then_some(e.seq))
-                    .is_some()
-            });
-            let bytes = pending.map_or(0, |p| p.bytes)
-                + batch.envelopes.iter().map(|e| e.json.len()).sum::<usize>();
-            if batches_of[&chat] == 1
-                && extends
-                && batch.envelopes.len() < DENSE_ROWS
-                && bytes < fold_bytes(&chat)
-            {
+            let j = &chats[&chat];
+            if j.extends && j.bytes < fold_bytes(&chat) && (j.pending || j.rows < DENSE_ROWS) {
                 for r in 0..batch.envelopes.len() {
                     plan.journal.push((next_id, b, r));
                     next_id += 1;
@@ -154,10 +177,10 @@ impl Tail {
             } else {
                 plan.direct
                     .extend((0..batch.envelopes.len()).map(|r| (b, r)));
-                if pending.is_some() && folding.insert(chat) {
+                if j.pending && folding.insert(chat) {
                     plan.folds.push(chat);
                 }
-                if last.is_none() && !plan.probe.contains(&chat) {
+                if self.last_known(&chat).is_none() && !plan.probe.contains(&chat) {
                     plan.probe.push(chat);
                 }
             }
@@ -194,7 +217,9 @@ impl Tail {
             .find(|(_, chat)| !folding.contains(chat))
             .map(|(id, _)| *id)
             .or_else(|| plan.journal.first().map(|(id, _, _)| *id));
-        let below = oldest_kept.unwrap_or(next_id);
+        let below = oldest_kept
+            .unwrap_or(next_id)
+            .min(self.deleted_below + DELETE_MOST);
         if below - self.deleted_below >= DELETE_EVERY
             || (oldest_kept.is_none() && below > self.deleted_below)
         {
@@ -203,9 +228,29 @@ impl Tail {
         plan
     }
 
-    /// The rows a fold of `chat` writes into `envelopes`.
-    pub fn pending_rows(&self, chat: &Uuid) -> &[NewEnvelope] {
-        self.chats.get(chat).map_or(&[], |p| &p.rows)
+    /// The chat's last seq as far as this process knows.
+    fn last_known(&self, chat: &Uuid) -> Option<u64> {
+        self.chats
+            .get(chat)
+            .and_then(|p| p.rows.last().map(|r| r.seq))
+            .or_else(|| self.known_last.get(chat).copied())
+    }
+
+    /// Whether no row waits to be folded or deleted.
+    pub fn is_empty(&self) -> bool {
+        self.chats.is_empty() && self.deleted_below >= self.next_id
+    }
+
+    /// The rows `plan`'s folds write into `envelopes`, with their chat's id
+    /// as text.
+    pub fn folded_rows(&self, plan: &Plan) -> Vec<(String, NewEnvelope)> {
+        let mut rows = Vec::new();
+        for chat in &plan.folds {
+            let id = chat.to_string();
+            let pending = self.chats.get(chat).map_or(&[][..], |p| &p.rows);
+            rows.extend(pending.iter().map(|e| (id.clone(), e.clone())));
+        }
+        rows
     }
 
     /// Records a committed plan, with the last seqs its commit read back;
@@ -308,147 +353,4 @@ fn stored(e: &NewEnvelope) -> StoredEnvelope {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn words(chat: Uuid, from: u64, n: u64) -> AppendBatch {
-        AppendBatch {
-            chat_id: chat,
-            envelopes: (from..from + n)
-                .map(|seq| NewEnvelope {
-                    seq,
-                    kind: "chat.print",
-                    ts_ms: 0,
-                    corr: None,
-                    client_msg_id: None,
-                    json: format!(r#"{{"seq":"{seq:06}","pad":"{}"}}"#, "w".repeat(100)).into(),
-                })
-                .collect(),
-            state: None,
-            conversation_state: None,
-            fence: None,
-        }
-    }
-
-    /// Commits `batches` as planned at `now` (each chat's first write is read
-    /// back as `seq - 1`, as if the table held what came before).
-    fn commit(tail: &mut Tail, batches: &[AppendBatch], now: Instant) -> Plan {
-        let plan = tail.plan(batches, now);
-        let probed: Vec<_> = plan
-            .probe
-            .iter()
-            .map(|c| {
-                let b = batches.iter().find(|b| b.chat_id == *c).unwrap();
-                (*c, b.envelopes.last().unwrap().seq)
-            })
-            .collect();
-        tail.commit(&plan, batches, &probed, now);
-        plan
-    }
-
-    #[test]
-    fn fold_limits_are_jittered_between_half_and_one_and_a_half() {
-        let chats: Vec<Uuid> = (0..2000).map(|_| Uuid::new_v4()).collect();
-        let bytes: HashSet<usize> = chats.iter().map(fold_bytes).collect();
-        assert!(bytes.len() > 500, "spread over many values");
-        assert!(
-            bytes
-                .iter()
-                .all(|b| (FOLD_BYTES / 2..FOLD_BYTES * 3 / 2).contains(b))
-        );
-        let ages: Vec<Duration> = chats.iter().map(fold_age).collect();
-        assert!(
-            ages.iter()
-                .all(|a| *a >= FOLD_AGE / 2 && *a < FOLD_AGE * 3 / 2)
-        );
-    }
-
-    #[test]
-    fn streaming_chats_stay_journaled_and_quiet_ones_fold_a_few_per_commit() {
-        let t0 = Instant::now();
-        let mut tail = Tail::new(1);
-        let chats: Vec<Uuid> = (0..100).map(|_| Uuid::new_v4()).collect();
-        // First writes go to the table (last seq unknown), then one word per
-        // chat per commit to the journal.
-        let first: Vec<_> = chats.iter().map(|&c| words(c, 1, 1)).collect();
-        let plan = commit(&mut tail, &first, t0);
-        assert_eq!((plan.direct.len(), plan.probe.len()), (100, 100));
-        for seq in 2..=6 {
-            let at = t0 + Duration::from_millis(20 * seq);
-            let batches: Vec<_> = chats.iter().map(|&c| words(c, seq, 1)).collect();
-            let plan = commit(&mut tail, &batches, at);
-            assert_eq!(plan.journal.len(), 100, "seq {seq}");
-            assert!(plan.folds.is_empty() && plan.direct.is_empty());
-        }
-        // Still streaming (last word 20 ms ago): nothing is due.
-        let other = Uuid::new_v4();
-        let now = t0 + Duration::from_millis(140);
-        assert!(tail.plan(&[words(other, 1, 1)], now).folds.is_empty());
-
-        // Gone quiet: each commit folds its budget of rows (five per chat
-        // here), oldest first, until every chat is folded.
-        let mut now = t0 + Duration::from_millis(120) + QUIET;
-        let (mut folded, mut commits, mut seq) = (HashSet::new(), 0, 1);
-        while folded.len() < chats.len() {
-            now += Duration::from_millis(2);
-            let plan = commit(&mut tail, &[words(other, seq, 1)], now);
-            seq += 1;
-            commits += 1;
-            assert!(!plan.folds.is_empty() && plan.folds.len() <= AGE_FOLD_ROWS / 5 + 1);
-            for chat in &plan.folds {
-                assert!(folded.insert(*chat), "folded once");
-            }
-            assert!(commits < 100);
-        }
-        assert!(commits >= chats.len() / (AGE_FOLD_ROWS / 5 + 1));
-        assert!(tail.read(&chats[0], 0, |_| true).0.is_empty());
-        assert_eq!(
-            tail.bytes,
-            tail.chats.values().map(|p| p.bytes).sum::<usize>()
-        );
-    }
-
-    #[test]
-    fn a_chat_streaming_past_its_fold_size_or_age_is_folded() {
-        let t0 = Instant::now();
-        let mut tail = Tail::new(1);
-        let chat = Uuid::new_v4();
-        commit(&mut tail, &[words(chat, 1, 1)], t0);
-        // One word every 20 ms, each ~120 bytes: the chat goes to the table
-        // with its whole tail once it reaches its (jittered) size.
-        let mut seq = 2;
-        let mut now = t0;
-        let folded_at = loop {
-            now += Duration::from_millis(20);
-            let plan = commit(&mut tail, &[words(chat, seq, 1)], now);
-            if !plan.folds.is_empty() {
-                assert_eq!((plan.folds.len(), plan.direct.len()), (1, 1));
-                break seq;
-            }
-            seq += 1;
-            assert!(seq < 2000);
-        };
-        let row = words(chat, 1, 1).envelopes[0].json.len();
-        let limit = fold_bytes(&chat);
-        assert!((folded_at as usize - 2) * row < limit && limit <= (folded_at as usize - 1) * row);
-
-        // A slow chat (a word every 2 s is never quiet for QUIET... but its
-        // rows grow old): folded once its first row is past its age.
-        let slow = Uuid::new_v4();
-        commit(&mut tail, &[words(slow, 1, 1)], now);
-        let start = now;
-        let mut seq = 2;
-        loop {
-            now += QUIET / 2;
-            let plan = commit(&mut tail, &[words(slow, seq, 1)], now);
-            seq += 1;
-            // Its own commit journals it; the next commit (another chat's) may fold it.
-            let plan2 = commit(&mut tail, &[words(chat, 1000 + seq, 1)], now);
-            if plan.folds.contains(&slow) || plan2.folds.contains(&slow) {
-                break;
-            }
-            assert!(now.duration_since(start) < FOLD_AGE * 2);
-        }
-        assert!(now.duration_since(start) >= fold_age(&slow));
-    }
-}
+mod tests;

@@ -26,8 +26,8 @@ use sqlx::sqlite::{
 use uuid::Uuid;
 
 use super::{
-    AppendBatch, ChatDatabaseRecord, ChatRecord, ChatState, ConnectionRecord, NewEnvelope, Store,
-    StoreError, StoredEnvelope,
+    AppendBatch, ChatDatabaseRecord, ChatRecord, ChatState, ConnectionRecord, Store, StoreError,
+    StoredEnvelope, Tidy,
 };
 
 /// The SQLite store. Cheap to clone (a pool handle and the journal's tail);
@@ -39,6 +39,8 @@ pub struct SqliteStore {
     /// The connection appends commit on (one at a time: each plans against
     /// the tail the last one left).
     writer: Arc<Mutex<rusqlite::Connection>>,
+    /// Chats waiting for the writer's next transaction.
+    creates: Arc<write::Creates>,
     /// This process's lock on the file (see `write::lock`).
     _owner: Arc<std::fs::File>,
     _checkpointer: Arc<checkpoint::Checkpointer>,
@@ -50,7 +52,7 @@ impl SqliteStore {
     /// # Errors
     /// The folder cannot be created, the file cannot be opened, or a migration fails.
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
-        create_private(path).map_err(|e| StoreError::Io(e.into()))?;
+        write::create_private(path).map_err(|e| StoreError::Io(e.into()))?;
         let owner = write::lock(path)?;
         let options = SqliteConnectOptions::from_str("sqlite://")?
             .filename(path)
@@ -74,6 +76,7 @@ impl SqliteStore {
             pool,
             tail: Arc::new(Mutex::new(journal::Tail::new(1))),
             writer: Arc::new(Mutex::new(writer)),
+            creates: Arc::default(),
             _owner: Arc::new(owner),
             _checkpointer: Arc::new(checkpointer),
         })
@@ -84,38 +87,45 @@ impl SqliteStore {
         // panic halfway; a poisoned lock still holds a whole tail.
         self.tail.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
 
-/// Creates the database's folder (0700) and file (0600) when they do not
-/// exist yet: the log holds every conversation, so only the server's user may
-/// read it. SQLite gives its `-wal` and `-shm` files the database file's mode.
-fn create_private(path: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)?;
-        }
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(e),
-        }
+    fn writer(&self) -> MutexGuard<'_, rusqlite::Connection> {
+        // A transaction that panicked is rolled back when dropped.
+        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
     }
-    #[cfg(not(unix))]
-    {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
+
+    /// Commits `batches` with the chats queued for creation and the folds
+    /// that are due, on the calling (blocking) thread. With no batches (the
+    /// writer is idle), commits only if a fold is due.
+    fn commit(&self, batches: &[AppendBatch]) -> Result<Tidy, StoreError> {
+        let mut conn = self.writer();
+        let creates = self.creates.take();
+        let (plan, folded, journaled) = {
+            let tail = self.tail();
+            let plan = tail.plan(batches, std::time::Instant::now());
+            let folded = tail.folded_rows(&plan);
+            (plan, folded, !tail.is_empty())
+        };
+        if batches.is_empty() && plan.folds.is_empty() && plan.delete_below.is_none() {
+            write::create(&mut conn, creates);
+            return Ok(if journaled { Tidy::Later } else { Tidy::Done });
         }
-        Ok(())
+        let chats = creates.iter().map(|(c, _)| c);
+        let probed = match write::append(&mut conn, chats, &plan, &folded, batches, now_ms()) {
+            Ok(probed) => probed,
+            Err(e) => {
+                // The chats are not the batches' fault.
+                write::create(&mut conn, creates);
+                return Err(e.into());
+            }
+        };
+        write::created(creates, &Ok(()));
+        let mut tail = self.tail();
+        tail.commit(&plan, batches, &probed, std::time::Instant::now());
+        Ok(if tail.is_empty() {
+            Tidy::Done
+        } else {
+            Tidy::Again
+        })
     }
 }
 
@@ -162,19 +172,16 @@ impl Store for SqliteStore {
     }
 
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError> {
-        sqlx::query(
-            "INSERT INTO chats (id, owner, agent, state, context, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(chat.id.to_string())
-        .bind(&chat.owner)
-        .bind(&chat.agent)
-        .bind(chat.state.as_str())
-        .bind(&chat.context)
-        .bind(chat.created_at)
-        .bind(chat.created_at)
-        .execute(&self.pool)
-        .await?;
+        // Committed by the writer's next transaction (see `write::Creates`).
+        let (created, start) = self.creates.push(chat.clone());
+        if start {
+            let store = self.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut conn = store.writer();
+                write::create(&mut conn, store.creates.take_committing());
+            });
+        }
+        created.await.map_err(|_| StoreError::WriterGone)??;
         // Read back: the row may be someone else's (or an earlier start's).
         self.chat(chat.id)
             .await?
@@ -238,31 +245,16 @@ impl Store for SqliteStore {
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
         let (store, batches) = (self.clone(), batches.to_vec());
-        tokio::task::spawn_blocking(move || {
-            let mut conn = store.writer.lock().unwrap_or_else(PoisonError::into_inner);
-            let (plan, folded) = {
-                let tail = store.tail();
-                let plan = tail.plan(&batches, std::time::Instant::now());
-                let folded: Vec<(String, NewEnvelope)> = plan
-                    .folds
-                    .iter()
-                    .flat_map(|chat| {
-                        let id = chat.to_string();
-                        tail.pending_rows(chat)
-                            .iter()
-                            .map(move |e| (id.clone(), e.clone()))
-                    })
-                    .collect();
-                (plan, folded)
-            };
-            let probed = write::append(&mut conn, &plan, &folded, &batches, now_ms())?;
-            store
-                .tail()
-                .commit(&plan, &batches, &probed, std::time::Instant::now());
-            Ok(())
-        })
-        .await
-        .map_err(|e| StoreError::Io(Arc::new(std::io::Error::other(e))))?
+        tokio::task::spawn_blocking(move || store.commit(&batches).map(drop))
+            .await
+            .map_err(|e| StoreError::Io(Arc::new(std::io::Error::other(e))))?
+    }
+
+    async fn tidy(&self) -> Result<Tidy, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.commit(&[]))
+            .await
+            .map_err(|e| StoreError::Io(Arc::new(std::io::Error::other(e))))?
     }
 
     async fn load_after(

@@ -10,14 +10,109 @@
 
 use std::fs::{File, TryLockError};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::super::{AppendBatch, NewEnvelope, StoreError};
+use super::super::{AppendBatch, ChatRecord, NewEnvelope, StoreError};
 use super::journal::Plan;
+
+/// Told when its chat's row is committed.
+type Created = oneshot::Sender<Result<(), StoreError>>;
+
+/// Chats waiting to be created, committed by whichever transaction takes the
+/// writing connection next: an append's (chats are created in the same
+/// commit as the words in flight, no fsync or write lock of their own) or,
+/// when none is under way, the creator's own with every chat queued by then.
+///
+/// Through a pooled connection of their own, 500 chats created at once held
+/// SQLite's write lock for a transaction and an fsync each, and every word in
+/// flight waited behind them (`bench/notes.md`).
+#[derive(Debug, Default)]
+pub(super) struct Creates {
+    queue: Mutex<Vec<(ChatRecord, Created)>>,
+    /// A creator's own commit is started and has not taken the queue yet.
+    committing: AtomicBool,
+}
+
+impl Creates {
+    /// Queues `chat`; the receiver hears when its row is committed. `true`:
+    /// the caller starts a commit of its own ([`Self::take_committing`]), as
+    /// no other is started yet (so 500 chats created at once wait on one
+    /// thread for the writer, not 500).
+    pub fn push(&self, chat: ChatRecord) -> (oneshot::Receiver<Result<(), StoreError>>, bool) {
+        let (done, created) = oneshot::channel();
+        self.queue().push((chat, done));
+        (created, !self.committing.swap(true, Ordering::SeqCst))
+    }
+
+    /// Everything queued so far, for an append's transaction.
+    pub fn take(&self) -> Vec<(ChatRecord, Created)> {
+        std::mem::take(&mut *self.queue())
+    }
+
+    /// Everything queued so far, for the commit a creator started: a chat
+    /// queued from now on starts one of its own.
+    pub fn take_committing(&self) -> Vec<(ChatRecord, Created)> {
+        self.committing.store(false, Ordering::SeqCst);
+        self.take()
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<(ChatRecord, Created)>> {
+        // Pushing and taking cannot panic halfway.
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Tells each of `creates` that its chat is committed (`result`).
+pub(super) fn created(creates: Vec<(ChatRecord, Created)>, result: &Result<(), StoreError>) {
+    for (_, done) in creates {
+        // The creator may have gone away: the row stays, nothing else to do.
+        let _ = done.send(result.clone());
+    }
+}
+
+/// Creates `creates` in a transaction of their own.
+pub(super) fn create(conn: &mut Connection, creates: Vec<(ChatRecord, Created)>) {
+    if creates.is_empty() {
+        return;
+    }
+    let result = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .and_then(|tx| {
+            insert_chats(&tx, creates.iter().map(|(c, _)| c))?;
+            tx.commit()
+        })
+        .map_err(StoreError::from);
+    created(creates, &result);
+}
+
+/// Inserts chats' rows; one that exists is left as it is (the creator reads
+/// the row back: it may be someone else's, or an earlier start's).
+fn insert_chats<'a>(
+    tx: &Transaction<'_>,
+    chats: impl Iterator<Item = &'a ChatRecord>,
+) -> rusqlite::Result<()> {
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO chats (id, owner, agent, state, context, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (id) DO NOTHING",
+    )?;
+    for chat in chats {
+        insert.execute(params![
+            chat.id.to_string(),
+            chat.owner,
+            chat.agent,
+            chat.state.as_str(),
+            chat.context,
+            chat.created_at
+        ])?;
+    }
+    Ok(())
+}
 
 /// Takes the exclusive lock on `<file>-owner` (created 0600 beside it), held
 /// while the returned file is open. The journal's tail lives in the owner's
@@ -43,6 +138,39 @@ pub(super) fn lock(path: &Path) -> Result<File, StoreError> {
             )))))
         }
         Err(TryLockError::Error(e)) => Err(StoreError::Io(Arc::new(e))),
+    }
+}
+
+/// Creates the database's folder (0700) and file (0600) when they do not
+/// exist yet: the log holds every conversation, so only the server's user may
+/// read it. SQLite gives its `-wal` and `-shm` files the database file's mode.
+pub(super) fn create_private(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        Ok(())
     }
 }
 
@@ -88,18 +216,20 @@ fn retry_soon(tries: i32) -> bool {
     true
 }
 
-/// Commits `plan`: the folded rows (`folded`, chat id as text) and the direct
+/// Commits `plan` (after creating `chats`): the folded rows (`folded`, chat id as text) and the direct
 /// rows into `envelopes`, the journal's rows, the journal head's deletion and
 /// the chats' new states, all or nothing. Returns the last seq in `envelopes`
 /// of each chat in `plan.probe`, read inside the transaction.
-pub(super) fn append(
+pub(super) fn append<'a>(
     conn: &mut Connection,
+    chats: impl Iterator<Item = &'a ChatRecord>,
     plan: &Plan,
     folded: &[(String, NewEnvelope)],
     batches: &[AppendBatch],
     now_ms: i64,
 ) -> rusqlite::Result<Vec<(Uuid, u64)>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    insert_chats(&tx, chats)?;
     let ids: Vec<String> = batches.iter().map(|b| b.chat_id.to_string()).collect();
     {
         let mut table = tx.prepare_cached(
@@ -169,4 +299,69 @@ pub(super) fn append(
     }
     tx.commit()?;
     Ok(probed)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::super::{ChatState, Store};
+    use super::super::SqliteStore;
+    use super::*;
+
+    fn record() -> ChatRecord {
+        ChatRecord {
+            id: Uuid::new_v4(),
+            owner: "o".into(),
+            agent: "demo".into(),
+            state: ChatState::Idle,
+            context: None,
+            model: None,
+            archived: false,
+            conversation_state: None,
+            created_at: 1,
+            updated_at: 1,
+        }
+    }
+
+    fn word(chat_id: Uuid, seq: u64) -> AppendBatch {
+        AppendBatch {
+            chat_id,
+            envelopes: vec![NewEnvelope {
+                seq,
+                kind: "chat.text",
+                ts_ms: 1,
+                corr: None,
+                client_msg_id: None,
+                json: Arc::from(format!(r#"{{"seq":{seq}}}"#)),
+            }],
+            state: None,
+            conversation_state: None,
+            fence: None,
+        }
+    }
+
+    /// A chat queued for creation is created even when the append that
+    /// carried it fails (on a batch that is not its own).
+    #[tokio::test]
+    async fn a_failed_append_still_creates_the_chats_it_carried() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("db")).await.unwrap();
+        let a = store.create_chat(&record()).await.unwrap().id;
+        store.append(&[word(a, 1)]).await.unwrap();
+        let b = record();
+        let (mut created, _) = store.creates.push(b.clone());
+        let s = store.clone();
+        let taken = tokio::task::spawn_blocking(move || s.commit(&[word(a, 1)]))
+            .await
+            .unwrap();
+        assert!(taken.is_err(), "seq 1 is taken");
+        assert!(matches!(created.try_recv(), Ok(Ok(()))));
+        assert_eq!(
+            store.chat(b.id).await.unwrap().map(|c| c.owner),
+            Some("o".into())
+        );
+        store.append(&[word(b.id, 1)]).await.unwrap();
+        assert_eq!(store.last(b.id).await.unwrap().map(|l| l.0), Some(1));
+    }
 }

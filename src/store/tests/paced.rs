@@ -157,24 +157,43 @@ async fn the_sqlite_journal_is_folded_and_recovered() {
     assert_eq!(count(in_table, Some(a)).await, 1);
     assert_eq!(count(in_journal, Some(a)).await, 4);
 
-    // A burst (eight words or more) goes to the table, with the chat's tail.
+    // A burst (eight words or more) of a chat with rows journaled joins
+    // them: its tail is not folded in the commit that carries it.
     store
         .append(&[batch(a, (6..=13).map(word).collect())])
         .await
         .unwrap();
-    assert_eq!(count(in_table, Some(a)).await, 13);
+    assert_eq!(count(in_table, Some(a)).await, 1);
+    assert_eq!(count(in_journal, Some(a)).await, 12);
 
-    // Words left alone are folded by a later commit once they are old.
+    // Words left alone are folded by a later commit once they are quiet.
     paced(&store, &[a], 14, 15).await;
-    assert_eq!(count(in_table, Some(a)).await, 13);
+    assert_eq!(count(in_table, Some(a)).await, 1);
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
     paced(&store, &[b], 1, 2).await;
     assert_eq!(count(in_table, Some(a)).await, 15);
     reads_see_all(&store, &[a], 15).await;
 
+    // A burst of a chat with nothing journaled fills its pages by itself.
+    store
+        .append(&[batch(a, (16..=23).map(word).collect())])
+        .await
+        .unwrap();
+    assert_eq!(count(in_table, Some(a)).await, 23);
+
+    // Two batches of a chat in one commit, one after the other, are
+    // journaled together; two that take the same seq are refused.
+    paced(&store, &[a], 24, 24).await;
+    let (w25, w26) = (batch(a, vec![word(25)]), batch(a, vec![word(26)]));
+    store.append(&[w25, w26]).await.unwrap();
+    assert_eq!(count(in_journal, Some(a)).await, 3);
+    let twice = [batch(a, vec![word(27)]), batch(a, vec![word(27)])];
+    assert!(store.append(&twice).await.is_err());
+    reads_see_all(&store, &[a], 26).await;
+
     // A process that dies with words in the journal: the next start moves them.
-    paced(&store, &[a], 16, 20).await;
-    paced(&store, &[b], 3, 20).await;
+    paced(&store, &[a], 27, 30).await;
+    paced(&store, &[b], 3, 30).await;
     assert!(count("SELECT COUNT(*) FROM journal WHERE ? IS NULL", None).await > 0);
     drop(store);
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
@@ -182,8 +201,8 @@ async fn the_sqlite_journal_is_folded_and_recovered() {
         count("SELECT COUNT(*) FROM journal WHERE ? IS NULL", None).await,
         0
     );
-    assert_eq!(count(in_table, Some(a)).await, 20);
-    reads_see_all(&store, &[a, b], 20).await;
+    assert_eq!(count(in_table, Some(a)).await, 30);
+    reads_see_all(&store, &[a, b], 30).await;
 
     // While a store owns the file, a second one may not open it: it would
     // recover (and delete) the journal the first still counts on.
@@ -204,4 +223,98 @@ async fn the_sqlite_journal_is_folded_and_recovered() {
     }
     store.append(&[batch(c, vec![word(12)])]).await.unwrap();
     reads_see_all(&store, &[c], 12).await;
+}
+
+conformance!(chats_created_while_words_commit, created_while_streaming_on);
+async fn created_while_streaming_on(open: Opener) {
+    let store = open().await;
+    let (writer, task) = LogWriter::spawn(store.clone());
+    let streaming: Vec<Uuid> = {
+        let mut ids = Vec::new();
+        for _ in 0..20 {
+            ids.push(store.create_chat(&chat("s")).await.unwrap().id);
+        }
+        ids
+    };
+    // Words keep committing through the writer while 200 chats are created
+    // at once (on SQLite, inside the words' transactions).
+    let words = {
+        let writer = writer.clone();
+        let streaming = streaming.clone();
+        tokio::spawn(async move {
+            for seq in 1..=40 {
+                let commits = streaming
+                    .iter()
+                    .map(|&c| writer.append(batch(c, vec![word(seq)])));
+                for done in futures_util::future::join_all(commits).await {
+                    done.unwrap();
+                }
+            }
+        })
+    };
+    let records: Vec<ChatRecord> = (0..200).map(|i| chat(&format!("u{i}"))).collect();
+    let created =
+        futures_util::future::join_all(records.iter().map(|r| store.create_chat(r))).await;
+    for (record, created) in records.iter().zip(created) {
+        let created = created.unwrap();
+        assert_eq!((created.id, &created.owner), (record.id, &record.owner));
+        assert_eq!(created.context, record.context);
+    }
+    // Creating one again answers the chat as it is.
+    let again = ChatRecord {
+        owner: "someone else".into(),
+        ..records[7].clone()
+    };
+    assert_eq!(store.create_chat(&again).await.unwrap().owner, "u7");
+    words.await.unwrap();
+    reads_see_all(&store, &streaming, 40).await;
+    // Each created chat takes words.
+    for r in &records[..10] {
+        writer.append(batch(r.id, vec![word(1)])).await.unwrap();
+    }
+    drop(writer);
+    task.await.unwrap();
+}
+
+/// SQLite only: once no append comes, the writer task folds what is quiet by
+/// itself (it does not wait for the next append to carry the folds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_idle_sqlite_writer_folds_quiet_chats() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentwire.db");
+    let sqlite = Arc::new(SqliteStore::open(&path).await.unwrap());
+    let store: Arc<dyn Store> = sqlite.clone();
+    let records: Vec<ChatRecord> = (0..30).map(|_| chat("q")).collect();
+    let created =
+        futures_util::future::join_all(records.iter().map(|r| store.create_chat(r))).await;
+    let chats: Vec<Uuid> = created.into_iter().map(|c| c.unwrap().id).collect();
+    paced(&store, &chats, 1, 30).await;
+    // Fresh words are not due: nothing to fold yet, but work waits.
+    assert_eq!(store.tidy().await.unwrap(), Tidy::Later);
+    let journaled = || async {
+        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM journal")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        n
+    };
+    assert!(journaled().await > 800);
+    let (writer, task) = LogWriter::spawn(store.clone());
+    let started = std::time::Instant::now();
+    while journaled().await > 0 {
+        assert!(started.elapsed().as_secs() < 20, "the idle writer folds");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(store.tidy().await.unwrap(), Tidy::Done);
+    reads_see_all(&store, &chats, 30).await;
+    // And reads after a restart see the same.
+    drop(writer);
+    task.await.unwrap();
+    drop((store, sqlite));
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    reads_see_all(&store, &chats, 30).await;
 }
