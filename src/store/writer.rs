@@ -69,8 +69,10 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
                             Ok(Tidy::Again) => Some(Duration::ZERO),
                             Ok(Tidy::Later) => Some(IDLE),
                             Err(e) => {
+                                // The next append reports a lasting failure;
+                                // tidying tries again later, not ten times a second.
                                 tracing::warn!(error = %e, "tidying the log failed");
-                                Some(IDLE)
+                                Some(IDLE * 50)
                             }
                         };
                         continue;
