@@ -185,6 +185,11 @@ impl Actor {
         // Every handle gone (the registry was dropped at shutdown): no more
         // commands, but a run in flight still gets to log its end.
         let mut orphaned = false;
+        // One wait for shutdown across the loop: a fresh `cancelled()` per
+        // iteration registered with (and left) the token every actor shares,
+        // twice per word under a lock (`bench/notes.md`).
+        let shutdown = self.ctx.shutdown.clone().cancelled_owned();
+        tokio::pin!(shutdown);
         loop {
             let deadline = self.next_deadline();
             // A chat that does not exist (a resume of a random id) leaves at once.
@@ -196,7 +201,7 @@ impl Actor {
             let idle_at = self.is_idle().then(|| self.idle_since + linger);
             tokio::select! {
                 biased;
-                _ = self.ctx.shutdown.cancelled(), if !shutting_down => {
+                () = &mut shutdown, if !shutting_down => {
                     shutting_down = true;
                     // A paused run is read again, so it can log its end.
                     self.paused = false;
@@ -365,7 +370,7 @@ impl Actor {
         for json in delivered {
             self.deliver(json);
         }
-        metrics::histogram!(crate::metrics::DELIVERY_SECONDS).record(started.elapsed());
+        crate::metrics::delivered(started.elapsed());
         Ok(())
     }
 

@@ -16,9 +16,10 @@
 //! in `envelopes` for that chat has a lower seq), because a chat's rows go
 //! directly to `envelopes` only together with its whole journaled tail.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use uuid::Uuid;
 
 use super::super::{AppendBatch, NewEnvelope, StoredEnvelope};
@@ -93,6 +94,9 @@ pub(super) struct Plan {
 #[derive(Debug)]
 struct Pending {
     rows: Vec<NewEnvelope>,
+    /// The last of `rows`' seq, kept beside them: every plan asks for it, and
+    /// reaching into `rows` was a cache miss per chat per commit.
+    last_seq: u64,
     bytes: usize,
     first_id: i64,
     /// When the first and the last of `rows` were journaled.
@@ -141,7 +145,7 @@ impl Tail {
         // are few (a dense first write fills its clustered page by itself).
         // A writer that fell behind then does not turn the words each chat
         // queued meanwhile into a fold of its whole tail in the next commit.
-        let mut chats: HashMap<Uuid, Journaling> = HashMap::new();
+        let mut chats: HashMap<Uuid, Journaling> = HashMap::with_capacity(batches.len());
         for batch in batches {
             let chat = batch.chat_id;
             let j = chats.entry(chat).or_insert_with(|| {
@@ -164,7 +168,7 @@ impl Tail {
         let mut plan = Plan::default();
         let mut next_id = self.next_id;
         let mut folding: HashSet<Uuid> = HashSet::new();
-        let mut journaled: HashSet<Uuid> = HashSet::new();
+        let mut journaled: HashSet<Uuid> = HashSet::with_capacity(batches.len());
         for (b, batch) in batches.iter().enumerate() {
             let chat = batch.chat_id;
             let j = &chats[&chat];
@@ -232,7 +236,7 @@ impl Tail {
     fn last_known(&self, chat: &Uuid) -> Option<u64> {
         self.chats
             .get(chat)
-            .and_then(|p| p.rows.last().map(|r| r.seq))
+            .map(|p| p.last_seq)
             .or_else(|| self.known_last.get(chat).copied())
     }
 
@@ -269,9 +273,7 @@ impl Tail {
             if let Some(p) = self.chats.remove(chat) {
                 self.firsts.remove(&(p.first_id, *chat));
                 self.bytes -= p.bytes;
-                if let Some(last) = p.rows.last() {
-                    self.known_last.insert(*chat, last.seq);
-                }
+                self.known_last.insert(*chat, p.last_seq);
             }
         }
         // A chat written directly had its last seq known (then the log's
@@ -288,6 +290,7 @@ impl Tail {
             let row = batches[b].envelopes[r].clone();
             let p = self.chats.entry(chat).or_insert_with(|| Pending {
                 rows: Vec::new(),
+                last_seq: 0,
                 bytes: 0,
                 first_id: id,
                 since: now,
@@ -299,6 +302,7 @@ impl Tail {
             }
             p.bytes += row.json.len();
             p.last = now;
+            p.last_seq = row.seq;
             self.bytes += row.json.len();
             p.rows.push(row);
             self.next_id = self.next_id.max(id + 1);
