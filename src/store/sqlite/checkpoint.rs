@@ -40,12 +40,17 @@ impl Checkpointer {
             .name("sqlite-checkpoint".into())
             .spawn(move || {
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(EVERY) {
+                    let started = std::time::Instant::now();
                     let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
                         Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
                     });
                     match done {
                         Ok((wal, copied)) => {
-                            tracing::trace!(wal, copied, "checkpoint");
+                            let ms = started.elapsed().as_millis();
+                            tracing::trace!(wal, copied, ms, "checkpoint");
+                            if ms >= 10 {
+                                tracing::debug!(wal, copied, ms, "slow checkpoint");
+                            }
                         }
                         Err(e) => tracing::warn!(error = %e, file = %name, "checkpoint failed"),
                     }

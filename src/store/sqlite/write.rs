@@ -228,7 +228,9 @@ pub(super) fn append<'a>(
     batches: &[AppendBatch],
     now_ms: i64,
 ) -> rusqlite::Result<Vec<(Uuid, u64)>> {
+    let started = std::time::Instant::now();
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let locked = started.elapsed();
     insert_chats(&tx, chats)?;
     let ids: Vec<String> = batches.iter().map(|b| b.chat_id.to_string()).collect();
     {
@@ -297,9 +299,28 @@ pub(super) fn append<'a>(
             .flatten();
         probed.extend(last.map(|l| (*chat, l as u64)));
     }
+    let written = started.elapsed();
     tx.commit()?;
+    let took = started.elapsed();
+    if took >= SLOW_COMMIT {
+        // Every word in flight waited for it: where did the time go?
+        tracing::debug!(
+            ms = took.as_millis(),
+            lock_ms = locked.as_millis(),
+            statements_ms = (written - locked).as_millis(),
+            sync_ms = (took - written).as_millis(),
+            journaled = plan.journal.len(),
+            direct = plan.direct.len(),
+            folded = folded.len(),
+            deleted_below = plan.delete_below,
+            "slow commit"
+        );
+    }
     Ok(probed)
 }
+
+/// A commit at least this long is logged (at `debug`) with its parts.
+const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 #[cfg(test)]
 mod tests {
