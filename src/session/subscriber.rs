@@ -1,14 +1,14 @@
 //! What a chat sends to a connection, and how it tells a connection to go.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::protocol::{mark_replay, resume_boundary};
-use crate::store::{Store, StoreError};
+use crate::store::{AppendBatch, OnCommit, Store, StoreError};
 
 /// The most envelopes read from the store per page of a replay.
 const REPLAY_PAGE: u32 = 500;
@@ -187,6 +187,64 @@ impl Subscriber {
             self.queued.release(len);
         })
     }
+}
+
+/// A chat's subscribers, shared by its actor (which adds and removes them)
+/// and the log writer, which hands each of the chat's commits to them the
+/// moment it is durable ([`OnCommit`]).
+#[derive(Debug, Default)]
+pub(crate) struct Fanout {
+    subs: Mutex<Vec<Subscriber>>,
+}
+
+impl Fanout {
+    /// The subscribers. Never held across an await.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Vec<Subscriber>> {
+        // Nothing panics while the list is held.
+        self.subs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands a committed envelope to every subscriber without waiting.
+    pub(crate) fn deliver(&self, json: &Arc<str>) {
+        deliver(&mut self.lock(), json);
+    }
+
+    /// Whether no subscriber's connection is open.
+    pub(crate) fn all_gone(&self) -> bool {
+        self.lock().iter().all(|s| s.tx.is_closed())
+    }
+}
+
+impl OnCommit for Fanout {
+    fn committed(&self, batch: &AppendBatch) {
+        let mut subs = self.lock();
+        for e in &batch.envelopes {
+            if subs.is_empty() {
+                return;
+            }
+            deliver(&mut subs, &e.json);
+        }
+    }
+}
+
+/// Hands `json` to each of `subs` without waiting. One whose queue is full is
+/// closed with 1013 (it will resume by `seq`) and dropped, as is one whose
+/// connection is gone.
+fn deliver(subs: &mut Vec<Subscriber>, json: &Arc<str>) {
+    subs.retain(|sub| match sub.try_send_event(json.clone()) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            metrics::counter!(crate::metrics::SLOW_DISCONNECTS).increment(1);
+            tracing::info!(
+                conn_id = sub.conn_id,
+                "subscriber too slow; closing with 1013"
+            );
+            sub.closer
+                .close(1013, "too slow: resume from your last seq");
+            false
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
+    });
 }
 
 /// The bytes of live envelopes waiting in one connection's queue.

@@ -23,7 +23,7 @@ pub use cluster::{Lease, LogNotice, NodeMessage, PgCluster};
 pub use postgres::PgStore;
 pub use seal::SealError;
 pub use sqlite::SqliteStore;
-pub use writer::LogWriter;
+pub use writer::{LogWriter, OnCommit};
 
 /// Whether a chat has a run in flight. Kept in the store so that, after a
 /// crash, start-up can find the runs that were cut off.

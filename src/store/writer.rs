@@ -17,9 +17,37 @@ const QUEUE: usize = 1024;
 /// (and between tidies while the store's work is not due yet).
 const IDLE: Duration = Duration::from_millis(100);
 
+/// What a chat does with a batch the moment it is committed: the writer calls
+/// it in commit order, before the batch's `append` returns, so a chat hands
+/// its envelopes to its connections without waiting for its own task to be
+/// scheduled again (after a commit of N chats' words, the last connection's
+/// word waited behind N actors' turns, `bench/notes.md`).
+pub trait OnCommit: Send + Sync {
+    /// `batch` is durable. Must not block: it runs on the writer's task.
+    fn committed(&self, batch: &AppendBatch);
+}
+
 struct Request {
     batch: AppendBatch,
+    done: Waiter,
+}
+
+/// Who waits for a request: its `append` call, and what it does first.
+struct Waiter {
     done: oneshot::Sender<Result<(), StoreError>>,
+    then: Option<Arc<dyn OnCommit>>,
+}
+
+impl Waiter {
+    fn send(self, result: Result<(), StoreError>, batch: &AppendBatch) {
+        if result.is_ok()
+            && let Some(then) = &self.then
+        {
+            then.committed(batch);
+        }
+        // The asker may have gone away (its chat stopped): nothing to do.
+        let _ = self.done.send(result);
+    }
 }
 
 /// Handle to the writer task. Cheap to clone. The task ends, after committing
@@ -42,7 +70,22 @@ impl LogWriter {
     /// # Errors
     /// The transaction they were part of failed; none of them is stored.
     pub async fn append(&self, batch: AppendBatch) -> Result<(), StoreError> {
+        self.append_then(batch, None).await
+    }
+
+    /// [`append`](Self::append), calling `then` with the batch once it is
+    /// committed, before returning.
+    ///
+    /// # Errors
+    /// The transaction they were part of failed; none of them is stored and
+    /// `then` is not called.
+    pub async fn append_then(
+        &self,
+        batch: AppendBatch,
+        then: Option<Arc<dyn OnCommit>>,
+    ) -> Result<(), StoreError> {
         let (done, rx) = oneshot::channel();
+        let done = Waiter { done, then };
         self.tx
             .send(Request { batch, done })
             .await
@@ -95,7 +138,7 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
             let (mut kept, mut kept_waiters) = (Vec::new(), Vec::new());
             for (batch, done) in batches.into_iter().zip(waiters) {
                 if lost.contains(&batch.chat_id) {
-                    let _ = done.send(Err(StoreError::Fenced(lost.clone())));
+                    done.send(Err(StoreError::Fenced(lost.clone())), &batch);
                 } else {
                     kept.push(batch);
                     kept_waiters.push(done);
@@ -112,9 +155,8 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
             Ok(()) => {
                 let envelopes = batches.iter().map(|b| b.envelopes.len()).sum();
                 crate::metrics::committed(batches.len(), envelopes, started.elapsed());
-                for done in waiters {
-                    // The asker may have gone away (its chat stopped): nothing to do.
-                    let _ = done.send(Ok(()));
+                for (batch, done) in batches.iter().zip(waiters) {
+                    done.send(Ok(()), batch);
                 }
             }
             Err(e) if batches.len() > 1 => {
@@ -132,13 +174,13 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
                             tracing::error!(error = %e, chat_id = %batch.chat_id, "append failed");
                         }
                     }
-                    let _ = done.send(result);
+                    done.send(result, batch);
                 }
             }
             Err(e) => {
                 tracing::error!(error = %e, chat_id = %batches[0].chat_id, "append failed");
-                for done in waiters {
-                    let _ = done.send(Err(e.clone()));
+                for (batch, done) in batches.iter().zip(waiters) {
+                    done.send(Err(e.clone()), batch);
                 }
             }
         }

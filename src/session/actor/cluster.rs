@@ -52,7 +52,7 @@ impl Actor {
         {
             tracing::warn!(error = %e, "cannot take over the chat of a node that is gone");
         }
-        if self.role != Role::Follower || self.subscribers.iter().all(|s| s.tx.is_closed()) {
+        if self.role != Role::Follower || self.subscribers.all_gone() {
             // Nobody to deliver to: a subscription reads the store first anyway.
             return;
         }
@@ -94,7 +94,7 @@ impl Actor {
     /// delivered, in order, reading the store a page at a time. With nobody
     /// to deliver to, it only moves its position to the end of the log.
     pub(super) async fn catch_up(&mut self) -> Result<(), StoreError> {
-        if self.subscribers.iter().all(|s| s.tx.is_closed()) {
+        if self.subscribers.all_gone() {
             if let Some((last, _)) = self.ctx.store.last(self.chat_id).await? {
                 self.next_seq = self.next_seq.max(last + 1);
                 if self.chat.is_none() {
@@ -118,7 +118,7 @@ impl Actor {
             }
             for env in page {
                 self.next_seq = env.seq + 1;
-                self.deliver(Arc::from(env.json));
+                self.subscribers.deliver(&Arc::from(env.json));
             }
             if !full {
                 return Ok(());

@@ -14,7 +14,7 @@ impl Actor {
     pub(super) async fn on_command(&mut self, cmd: Command) {
         self.idle_since = Instant::now();
         if let Command::Unsubscribe { conn_id, reply } = cmd {
-            self.subscribers.retain(|s| s.conn_id != conn_id);
+            self.subscribers.lock().retain(|s| s.conn_id != conn_id);
             let _ = reply.send(Ok(()));
             return;
         }
@@ -175,9 +175,9 @@ impl Actor {
         sub: Subscriber,
         replay_after: Option<u64>,
     ) -> Result<(), SessionError> {
-        self.subscribers
-            .retain(|s| s.conn_id != sub.conn_id && !s.tx.is_closed());
-        if self.subscribers.len() >= MAX_SUBSCRIBERS {
+        let mut subs = self.subscribers.lock();
+        subs.retain(|s| s.conn_id != sub.conn_id && !s.tx.is_closed());
+        if subs.len() >= MAX_SUBSCRIBERS {
             return Err(SessionError::TooManySubscriptions);
         }
         if let Some(after) = replay_after {
@@ -197,7 +197,7 @@ impl Actor {
                 return Ok(());
             }
         }
-        self.subscribers.push(sub);
+        subs.push(sub);
         Ok(())
     }
 

@@ -31,7 +31,8 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::handle::{Command, Reply, Signal};
-use super::{Outbound, SessionContext, Subscriber};
+use super::subscriber::Fanout;
+use super::{Outbound, SessionContext};
 use crate::link::{ComponentOutcome, InputOutcome, RunControl, RunMsg};
 use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason, now_ts};
 use crate::store::{AppendBatch, ChatRecord, ChatState, Fence, NewEnvelope, StoreError};
@@ -80,7 +81,7 @@ pub(super) fn spawn(s: Spawn) {
             broken: None,
             next_seq: 1,
             paused: false,
-            subscribers: Vec::new(),
+            subscribers: Arc::default(),
             run: None,
             inputs: HashMap::new(),
             components: HashMap::new(),
@@ -150,7 +151,8 @@ struct Actor {
     next_seq: u64,
     /// A paused template conversation: the run's messages wait unread.
     paused: bool,
-    subscribers: Vec<Subscriber>,
+    /// Shared with the log writer, which delivers each commit to them.
+    subscribers: Arc<Fanout>,
     run: Option<ActiveRun>,
     /// Input requests awaiting `user.input.submit`, by `request_id`.
     inputs: HashMap<String, PendingInput>,
@@ -278,7 +280,7 @@ impl Actor {
         self.run.is_none()
             && self.inputs.is_empty()
             && self.components.is_empty()
-            && self.subscribers.iter().all(|s| s.tx.is_closed())
+            && self.subscribers.all_gone()
     }
 
     fn next_deadline(&self) -> Option<Instant> {
@@ -349,9 +351,9 @@ impl Actor {
             conversation_state,
             fence,
         };
-        // The JSON texts outlive the batch the writer takes (cheap `Arc` clones).
-        let delivered: Vec<Arc<str>> = batch.envelopes.iter().map(|e| e.json.clone()).collect();
-        if let Err(e) = self.ctx.writer.append(batch).await {
+        // The writer hands the batch to the subscribers once it is committed.
+        let deliver: Arc<dyn crate::store::OnCommit> = self.subscribers.clone();
+        if let Err(e) = self.ctx.writer.append_then(batch, Some(deliver)).await {
             if let StoreError::Fenced(_) = e {
                 self.demote().await;
             }
@@ -367,30 +369,8 @@ impl Actor {
                 chat.conversation_state = Some(cs.to_owned());
             }
         }
-        for json in delivered {
-            self.deliver(json);
-        }
         crate::metrics::delivered(started.elapsed());
         Ok(())
-    }
-
-    /// Hands a committed envelope to every subscriber without waiting.
-    fn deliver(&mut self, json: Arc<str>) {
-        self.subscribers
-            .retain(|sub| match sub.try_send_event(json.clone()) {
-                Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    metrics::counter!(crate::metrics::SLOW_DISCONNECTS).increment(1);
-                    tracing::info!(
-                        conn_id = sub.conn_id,
-                        "subscriber too slow; closing with 1013"
-                    );
-                    sub.closer
-                        .close(1013, "too slow: resume from your last seq");
-                    false
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
-            });
     }
 
     /// Sends a non-persisted error to every subscriber (the log could not take it).
@@ -407,7 +387,7 @@ impl Actor {
             None,
             true,
         );
-        for sub in &self.subscribers {
+        for sub in self.subscribers.lock().iter() {
             let _ = sub.tx.try_send(Outbound::Frame(frame.clone()));
         }
     }

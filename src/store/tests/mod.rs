@@ -261,6 +261,23 @@ async fn list_chats_on(open: Opener) {
     assert_eq!(got, ids);
 }
 
+/// Records the seqs of the batches the writer says are committed.
+#[derive(Default)]
+struct Seen(std::sync::Mutex<Vec<u64>>);
+
+impl OnCommit for Seen {
+    fn committed(&self, batch: &AppendBatch) {
+        let mut seen = self.0.lock().unwrap();
+        seen.extend(batch.envelopes.iter().map(|e| e.seq));
+    }
+}
+
+impl Seen {
+    fn has(&self, seq: u64) -> bool {
+        self.0.lock().unwrap().contains(&seq)
+    }
+}
+
 conformance!(the_writer_isolates_a_failing_batch, writer_on);
 async fn writer_on(open: Opener) {
     let store = open().await;
@@ -268,34 +285,52 @@ async fn writer_on(open: Opener) {
     let (writer, task) = LogWriter::spawn(store.clone());
 
     // Many concurrent appends share commits; a batch for a chat that does not
-    // exist (foreign key) fails alone.
+    // exist (foreign key) fails alone. Each committed batch is handed to its
+    // `OnCommit` before its append returns; the failed one to nobody.
+    let seen = Arc::new(Seen::default());
     let mut joins = Vec::new();
     for seq in 1..=200u64 {
-        let w = writer.clone();
+        let (w, seen) = (writer.clone(), seen.clone());
         joins.push(tokio::spawn(async move {
-            w.append(AppendBatch {
+            let batch = AppendBatch {
                 chat_id: good.id,
                 envelopes: vec![env(seq, "chat.print", None, None)],
                 state: None,
                 conversation_state: None,
                 fence: None,
-            })
-            .await
+            };
+            w.append_then(batch, Some(seen.clone())).await?;
+            assert!(
+                seen.has(seq),
+                "{seq} was handed over before the append returned"
+            );
+            Ok::<_, StoreError>(())
         }));
     }
+    let refused = Arc::new(Seen::default());
     let bad = writer
-        .append(AppendBatch {
-            chat_id: Uuid::new_v4(),
-            envelopes: vec![env(1, "chat.print", None, None)],
-            state: None,
-            conversation_state: None,
-            fence: None,
-        })
+        .append_then(
+            AppendBatch {
+                chat_id: Uuid::new_v4(),
+                envelopes: vec![env(1, "chat.print", None, None)],
+                state: None,
+                conversation_state: None,
+                fence: None,
+            },
+            Some(refused.clone()),
+        )
         .await;
     assert!(bad.is_err());
+    assert!(
+        refused.0.lock().unwrap().is_empty(),
+        "a failed batch is not delivered"
+    );
     for j in joins {
         j.await.unwrap().unwrap();
     }
+    let mut all = seen.0.lock().unwrap().clone();
+    all.sort_unstable();
+    assert_eq!(all, (1..=200).collect::<Vec<u64>>(), "each once");
     assert_eq!(store.last(good.id).await.unwrap().unwrap().0, 200);
     drop(writer);
     task.await.unwrap();
