@@ -221,7 +221,7 @@ impl Connection {
     async fn send(&self, frame: String) {
         // Waits when the queue is full: a client that does not read stops
         // being read (and its chats close it with 1013 meanwhile).
-        let _ = self.sub.tx.send(Outbound::Frame(frame)).await;
+        self.sub.send(Outbound::Frame(frame)).await;
     }
 
     async fn send_error(

@@ -3,7 +3,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -149,7 +148,10 @@ pub struct Subscriber {
     /// Unique per connection, for unsubscribing.
     pub conn_id: u64,
     /// The connection's bounded outbound queue, shared by all its chats.
-    pub tx: mpsc::Sender<Outbound>,
+    /// flume's, not tokio's: it allocates its slots as items come, where
+    /// tokio's took ~1.3 KB up front — a tenth of an idle connection
+    /// (`bench/notes.md`).
+    tx: flume::Sender<Outbound>,
     /// How the chat closes a connection too slow to drain its queue (1013).
     pub closer: Closer,
     /// The bytes of live envelopes in the queue, and their bound.
@@ -160,7 +162,7 @@ impl Subscriber {
     /// A new connection's queue: at most `messages` items and about
     /// `max_bytes` of live envelopes.
     pub fn channel(conn_id: u64, messages: usize, max_bytes: usize) -> (Self, OutboundRx) {
-        let (tx, rx) = mpsc::channel(messages);
+        let (tx, rx) = flume::bounded(messages);
         let queued = QueueBytes::new(max_bytes);
         let sub = Self {
             conn_id,
@@ -178,14 +180,31 @@ impl Subscriber {
     pub(crate) fn try_send_event(
         &self,
         json: Arc<str>,
-    ) -> Result<(), mpsc::error::TrySendError<Outbound>> {
+    ) -> Result<(), flume::TrySendError<Outbound>> {
         let len = json.len();
         if !self.queued.admit(len) {
-            return Err(mpsc::error::TrySendError::Full(Outbound::Event(json)));
+            return Err(flume::TrySendError::Full(Outbound::Event(json)));
         }
         self.tx.try_send(Outbound::Event(json)).inspect_err(|_| {
             self.queued.release(len);
         })
+    }
+
+    /// Queues `item` without waiting; `false` if the queue is full or the
+    /// connection gone.
+    pub(crate) fn try_send(&self, item: Outbound) -> bool {
+        self.tx.try_send(item).is_ok()
+    }
+
+    /// Queues `item`, waiting while the queue is full; `false` if the
+    /// connection is gone.
+    pub async fn send(&self, item: Outbound) -> bool {
+        self.tx.send_async(item).await.is_ok()
+    }
+
+    /// Whether the connection has stopped reading its queue (it is gone).
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_disconnected()
     }
 }
 
@@ -211,7 +230,7 @@ impl Fanout {
 
     /// Whether no subscriber's connection is open.
     pub(crate) fn all_gone(&self) -> bool {
-        self.lock().iter().all(|s| s.tx.is_closed())
+        self.lock().iter().all(Subscriber::is_closed)
     }
 }
 
@@ -233,7 +252,7 @@ impl OnCommit for Fanout {
 fn deliver(subs: &mut Vec<Subscriber>, json: &Arc<str>) {
     subs.retain(|sub| match sub.try_send_event(json.clone()) {
         Ok(()) => true,
-        Err(mpsc::error::TrySendError::Full(_)) => {
+        Err(flume::TrySendError::Full(_)) => {
             metrics::counter!(crate::metrics::SLOW_DISCONNECTS).increment(1);
             tracing::info!(
                 conn_id = sub.conn_id,
@@ -243,7 +262,7 @@ fn deliver(subs: &mut Vec<Subscriber>, json: &Arc<str>) {
                 .close(1013, "too slow: resume from your last seq");
             false
         }
-        Err(mpsc::error::TrySendError::Closed(_)) => false,
+        Err(flume::TrySendError::Disconnected(_)) => false,
     });
 }
 
@@ -282,14 +301,14 @@ impl QueueBytes {
 /// the byte bound as the connection takes them.
 #[derive(Debug)]
 pub struct OutboundRx {
-    rx: mpsc::Receiver<Outbound>,
+    rx: flume::Receiver<Outbound>,
     queued: QueueBytes,
 }
 
 impl OutboundRx {
     /// The next item; `None` when every sender is gone.
     pub async fn recv(&mut self) -> Option<Outbound> {
-        let item = self.rx.recv().await;
+        let item = self.rx.recv_async().await.ok();
         if let Some(Outbound::Event(json)) = &item {
             self.queued.release(json.len());
         }

@@ -176,7 +176,7 @@ impl Actor {
         replay_after: Option<u64>,
     ) -> Result<(), SessionError> {
         let mut subs = self.subscribers.lock();
-        subs.retain(|s| s.conn_id != sub.conn_id && !s.tx.is_closed());
+        subs.retain(|s| s.conn_id != sub.conn_id && !s.is_closed());
         if subs.len() >= MAX_SUBSCRIBERS {
             return Err(SessionError::TooManySubscriptions);
         }
@@ -191,7 +191,7 @@ impl Actor {
             metrics::counter!(crate::metrics::REPLAYS).increment(1);
             metrics::histogram!(crate::metrics::REPLAY_ENVELOPES).record((last - from) as f64);
             let replay = Replay::new(self.chat_id, from, last, recovered, self.ctx.store.clone());
-            if sub.tx.try_send(Outbound::Replay(Box::new(replay))).is_err() {
+            if !sub.try_send(Outbound::Replay(Box::new(replay))) {
                 sub.closer
                     .close(1013, "too slow: resume from your last seq");
                 return Ok(());

@@ -388,7 +388,7 @@ impl Actor {
             true,
         );
         for sub in self.subscribers.lock().iter() {
-            let _ = sub.tx.try_send(Outbound::Frame(frame.clone()));
+            sub.try_send(Outbound::Frame(frame.clone()));
         }
     }
 }
