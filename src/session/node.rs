@@ -209,8 +209,8 @@ async fn listen(node: Arc<Node>, registry: Registry, mut listener: sqlx::postgre
         };
         match received {
             Ok(Some(n)) => match PgCluster::parse(n.channel(), n.payload()) {
-                Some(NodeMessage::Log(notice)) => {
-                    if notice.node != node.id() {
+                Some(NodeMessage::Log(notices)) => {
+                    for notice in notices.iter().filter(|n| n.node != node.id()) {
                         registry.on_commit(notice.chat_id, notice.seq);
                     }
                 }

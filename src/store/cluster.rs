@@ -24,7 +24,7 @@ use sqlx::postgres::{PgConnection, PgListener, PgPool};
 use sqlx::{Connection, Row};
 use uuid::Uuid;
 
-use super::postgres::LOG_CHANNEL;
+use super::postgres::notice::{self, LOG_CHANNEL, LogNotice};
 use super::seal::{NodeKey, seal};
 use super::{PgStore, StoreError};
 
@@ -53,22 +53,12 @@ pub enum Lease {
 /// A notification for this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeMessage {
-    /// A commit of this chat up to this seq.
-    Log(LogNotice),
+    /// A commit: of each chat, up to its seq.
+    Log(Vec<LogNotice>),
     /// A command (in `node_commands`) for this node.
     Command(Uuid),
     /// The answer to a command this node sent.
     Reply { id: Uuid, body: String },
-}
-
-/// A commit announced on the log channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogNotice {
-    pub chat_id: Uuid,
-    /// The highest seq committed.
-    pub seq: u64,
-    /// The node that appended (0 if the append was not fenced).
-    pub node: i64,
 }
 
 /// This node's membership of the cluster.
@@ -375,13 +365,7 @@ impl PgCluster {
     /// Reads a notification received by [`listen`](Self::listen)'s listener.
     pub fn parse(channel: &str, payload: &str) -> Option<NodeMessage> {
         if channel == LOG_CHANNEL {
-            let mut parts = payload.split(' ');
-            let notice = LogNotice {
-                chat_id: parts.next()?.parse().ok()?,
-                seq: parts.next()?.parse().ok()?,
-                node: parts.next()?.parse().ok()?,
-            };
-            return Some(NodeMessage::Log(notice));
+            return notice::parse(payload).map(NodeMessage::Log);
         }
         let (kind, rest) = payload.split_once(' ')?;
         match kind {

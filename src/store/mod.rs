@@ -19,8 +19,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-pub use cluster::{Lease, LogNotice, NodeMessage, PgCluster};
+pub use cluster::{Lease, NodeMessage, PgCluster};
 pub use postgres::PgStore;
+pub use postgres::notice::LogNotice;
 pub use seal::SealError;
 pub use sqlite::SqliteStore;
 pub use writer::{LogWriter, OnCommit};

@@ -6,6 +6,7 @@
 //! `TEXT`, not `JSONB`, so a replay sends the bytes that were sent live.
 
 mod databases;
+pub(super) mod notice;
 
 use std::time::Duration;
 
@@ -21,9 +22,6 @@ use super::{
 
 /// Most rows in one `UNNEST` insert.
 const ROWS_PER_INSERT: usize = 5000;
-
-/// The channel on which every commit announces, per chat, its highest seq.
-pub(super) const LOG_CHANNEL: &str = "agentwire_log";
 
 /// The PostgreSQL store. Cheap to clone (a pool handle).
 #[derive(Debug, Clone)]
@@ -252,20 +250,13 @@ impl Store for PgStore {
             .execute(&mut *tx)
             .await?;
         }
-        // One announcement per chat per commit, delivered by PostgreSQL only
-        // if the transaction commits: "<chat id> <highest seq> <node>" (node 0:
-        // an unfenced append).
-        let notices: Vec<String> = batches
-            .iter()
-            .filter_map(|b| {
-                let seq = b.envelopes.last()?.seq;
-                let node = b.fence.map_or(0, |f| f.node);
-                Some(format!("{} {seq} {node}", b.chat_id))
-            })
-            .collect();
+        // The commit's announcement, delivered by PostgreSQL only if the
+        // transaction commits: a line "<chat id> <highest seq> <node>" per
+        // chat (node 0: an unfenced append), as few notifications as fit.
+        let notices = notice::announcements(batches);
         if !notices.is_empty() {
             sqlx::query("SELECT pg_notify($1, n) FROM UNNEST($2::text[]) AS t(n)")
-                .bind(LOG_CHANNEL)
+                .bind(notice::LOG_CHANNEL)
                 .bind(&notices)
                 .execute(&mut *tx)
                 .await?;

@@ -182,11 +182,11 @@ async fn commands_travel_sealed_and_commits_are_announced() {
     let n = inbox.recv().await.unwrap();
     assert_eq!(
         PgCluster::parse(n.channel(), n.payload()),
-        Some(NodeMessage::Log(LogNotice {
+        Some(NodeMessage::Log(vec![LogNotice {
             chat_id: c.id,
             seq: 2,
             node: 0
-        }))
+        }]))
     );
 }
 
