@@ -24,7 +24,7 @@ pub enum Outbound {
     Frame(String),
     /// A replay to write before anything queued after it, then its boundary
     /// (boxed: it is rare, and a queue's slots are sized by the largest
-    /// variant, 32 of them allocated per connection up front).
+    /// variant).
     Replay(Box<Replay>),
 }
 
@@ -305,6 +305,16 @@ pub struct OutboundRx {
     queued: QueueBytes,
 }
 
+impl Drop for OutboundRx {
+    /// Frees what is queued now: flume keeps a dropped receiver's items until
+    /// the last sender goes, and a gone connection stays in its chats' lists
+    /// (a sender each) until their next commit — forever for a quiet chat.
+    /// Nothing is queued after this: the senders see the queue disconnected.
+    fn drop(&mut self) {
+        self.rx.drain();
+    }
+}
+
 impl OutboundRx {
     /// The next item; `None` when every sender is gone.
     pub async fn recv(&mut self) -> Option<Outbound> {
@@ -318,5 +328,42 @@ impl OutboundRx {
     /// Whether nothing is queued now.
     pub fn is_empty(&self) -> bool {
         self.rx.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_subscriber_is_closed_with_1013_and_a_gone_one_dropped() {
+        let (slow, _unread) = Subscriber::channel(1, 16, 1 << 20);
+        let (gone, rx) = Subscriber::channel(2, 16, 1 << 20);
+        drop(rx);
+        let fanout = Fanout::default();
+        fanout.lock().extend([slow.clone(), gone]);
+        fanout.deliver(&Arc::from("0"));
+        assert_eq!(fanout.lock().len(), 1, "the gone one is dropped at once");
+        for i in 1..=16 {
+            fanout.deliver(&Arc::from(i.to_string()));
+        }
+        assert!(fanout.lock().is_empty(), "the 17th found the queue full");
+        assert_eq!(
+            slow.closer.why(),
+            (1013, "too slow: resume from your last seq")
+        );
+    }
+
+    #[test]
+    fn a_dropped_queue_frees_what_it_held() {
+        let (sub, rx) = Subscriber::channel(1, 16, 1 << 20);
+        let json: Arc<str> = Arc::from("{}");
+        sub.try_send_event(json.clone()).unwrap();
+        assert_eq!(Arc::strong_count(&json), 2);
+        drop(rx);
+        assert_eq!(Arc::strong_count(&json), 1, "freed while a sender lives");
+        assert!(sub.is_closed());
+        assert!(sub.try_send_event(json.clone()).is_err());
+        assert_eq!(Arc::strong_count(&json), 1);
     }
 }

@@ -365,7 +365,8 @@ impl PgCluster {
     /// Reads a notification received by [`listen`](Self::listen)'s listener.
     pub fn parse(channel: &str, payload: &str) -> Option<NodeMessage> {
         if channel == LOG_CHANNEL {
-            return notice::parse(payload).map(NodeMessage::Log);
+            let notices = notice::parse(payload);
+            return (!notices.is_empty()).then_some(NodeMessage::Log(notices));
         }
         let (kind, rest) = payload.split_once(' ')?;
         match kind {

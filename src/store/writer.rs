@@ -36,6 +36,8 @@ struct Request {
 struct Waiter {
     done: oneshot::Sender<Result<(), StoreError>>,
     then: Option<Arc<dyn OnCommit>>,
+    /// When the append was asked for.
+    asked: std::time::Instant,
 }
 
 impl Waiter {
@@ -44,6 +46,7 @@ impl Waiter {
             && let Some(then) = &self.then
         {
             then.committed(batch);
+            crate::metrics::delivered(self.asked.elapsed());
         }
         // The asker may have gone away (its chat stopped): nothing to do.
         let _ = self.done.send(result);
@@ -85,7 +88,11 @@ impl LogWriter {
         then: Option<Arc<dyn OnCommit>>,
     ) -> Result<(), StoreError> {
         let (done, rx) = oneshot::channel();
-        let done = Waiter { done, then };
+        let done = Waiter {
+            done,
+            then,
+            asked: std::time::Instant::now(),
+        };
         self.tx
             .send(Request { batch, done })
             .await

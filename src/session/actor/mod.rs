@@ -2,11 +2,12 @@
 //!
 //! Everything that changes a chat passes through this task, one message at a
 //! time: commands from connections ([`Command`]) and requests from the run
-//! ([`RunMsg`]). It assigns `seq`, appends through the group-committing writer,
-//! and only after the commit hands the envelopes to subscribers, so a client
-//! never sees an envelope that a crash could take back.
+//! ([`RunMsg`]). It assigns `seq` and appends through the group-committing
+//! writer, which hands the envelopes to the chat's subscribers ([`Fanout`])
+//! once committed, so a client never sees an envelope that a crash could take
+//! back.
 //!
-//! It never awaits a connection: subscribers get `try_send`, and one whose
+//! Nothing awaits a connection: subscribers get `try_send`, and one whose
 //! queue is full is closed with 1013 (it will resume by `seq`).
 //!
 //! On several nodes, each node that has a chat in use runs an actor for it,
@@ -291,7 +292,8 @@ impl Actor {
 
     // ----- the log -------------------------------------------------------
 
-    /// Appends events, waits for the commit, then delivers them.
+    /// Appends events and waits for the commit (the writer has delivered them
+    /// by then).
     async fn append(
         &mut self,
         events: Vec<(EventKind, Option<String>)>,
@@ -307,7 +309,6 @@ impl Actor {
         state: Option<ChatState>,
         conversation_state: Option<&'static str>,
     ) -> Result<(), StoreError> {
-        let started = std::time::Instant::now();
         let mut envelopes = Vec::with_capacity(events.len());
         let ts_ms = chrono::Utc::now().timestamp_millis();
         let ts = now_ts();
@@ -369,7 +370,6 @@ impl Actor {
                 chat.conversation_state = Some(cs.to_owned());
             }
         }
-        crate::metrics::delivered(started.elapsed());
         Ok(())
     }
 

@@ -45,19 +45,28 @@ pub(crate) fn announcements(batches: &[AppendBatch]) -> Vec<String> {
     payloads
 }
 
-/// Reads an announcement back; `None` if any of its lines is not one.
-pub(crate) fn parse(payload: &str) -> Option<Vec<LogNotice>> {
+/// Reads an announcement back, line by line: a line that is not one is
+/// skipped (and logged), so the others still wake their chats.
+pub(crate) fn parse(payload: &str) -> Vec<LogNotice> {
     payload
         .lines()
-        .map(|line| {
-            let mut parts = line.split(' ');
-            Some(LogNotice {
-                chat_id: parts.next()?.parse().ok()?,
-                seq: parts.next()?.parse().ok()?,
-                node: parts.next()?.parse().ok()?,
-            })
+        .filter_map(|line| {
+            let notice = parse_line(line);
+            if notice.is_none() {
+                tracing::warn!(line, "unreadable commit notice");
+            }
+            notice
         })
         .collect()
+}
+
+fn parse_line(line: &str) -> Option<LogNotice> {
+    let mut parts = line.split(' ');
+    Some(LogNotice {
+        chat_id: parts.next()?.parse().ok()?,
+        seq: parts.next()?.parse().ok()?,
+        node: parts.next()?.parse().ok()?,
+    })
 }
 
 #[cfg(test)]
@@ -90,7 +99,7 @@ mod tests {
         let payloads = announcements(&batches);
         assert_eq!(payloads.len(), 3, "400 lines of 40-odd bytes");
         assert!(payloads.iter().all(|p| p.len() <= NOTICE_BYTES));
-        let notices: Vec<LogNotice> = payloads.iter().flat_map(|p| parse(p).unwrap()).collect();
+        let notices: Vec<LogNotice> = payloads.iter().flat_map(|p| parse(p)).collect();
         let expected: Vec<LogNotice> = batches
             .iter()
             .map(|b| LogNotice {
@@ -103,13 +112,13 @@ mod tests {
     }
 
     #[test]
-    fn an_announcement_with_a_bad_line_is_refused_whole() {
-        let good = format!("{} 3 0", Uuid::new_v4());
-        assert_eq!(parse(&good).map(|n| n.len()), Some(1));
-        assert_eq!(parse(&format!("{good}\nnonsense")), None);
-        assert_eq!(
-            parse(&format!("{good} extra-ignored")).map(|n| n.len()),
-            Some(1)
-        );
+    fn a_bad_line_is_skipped_and_the_others_read() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let notice = |chat_id, seq, node| LogNotice { chat_id, seq, node };
+        // One line: what nodes built before the multi-line format send.
+        assert_eq!(parse(&format!("{a} 3 0")), vec![notice(a, 3, 0)]);
+        let mixed = parse(&format!("{a} 3 0\nnonsense\n{b} 9 2"));
+        assert_eq!(mixed, vec![notice(a, 3, 0), notice(b, 9, 2)]);
+        assert!(parse("").is_empty());
     }
 }
