@@ -5,6 +5,7 @@
 //! statement whatever the row count, so no bind-parameter limit). Payloads are
 //! `TEXT`, not `JSONB`, so a replay sends the bytes that were sent live.
 
+mod append;
 mod databases;
 pub(super) mod notice;
 
@@ -19,9 +20,6 @@ use super::{
     AppendBatch, ChatDatabaseRecord, ChatRecord, ChatState, ConnectionRecord, Store, StoreError,
     StoredEnvelope,
 };
-
-/// Most rows in one `UNNEST` insert.
-const ROWS_PER_INSERT: usize = 5000;
 
 /// The PostgreSQL store. Cheap to clone (a pool handle).
 #[derive(Debug, Clone)]
@@ -57,51 +55,6 @@ impl PgStore {
 
     pub(super) fn url(&self) -> &str {
         &self.url
-    }
-}
-
-/// Refuses the transaction unless every fenced batch's chat is still leased
-/// to that node with that epoch. `FOR SHARE` holds the lease rows until the
-/// commit, so a takeover (an `UPDATE` of the row) waits for this append to
-/// land and then reads the log with it.
-async fn check_fences(
-    tx: &mut sqlx::PgConnection,
-    batches: &[AppendBatch],
-) -> Result<(), StoreError> {
-    let fenced: Vec<Uuid> = batches
-        .iter()
-        .filter(|b| b.fence.is_some())
-        .map(|b| b.chat_id)
-        .collect();
-    if fenced.is_empty() {
-        return Ok(());
-    }
-    let rows = sqlx::query(
-        "SELECT chat_id, node_id, epoch FROM chat_leases WHERE chat_id = ANY($1) FOR SHARE",
-    )
-    .bind(&fenced)
-    .fetch_all(&mut *tx)
-    .await?;
-    let mut held = std::collections::HashMap::with_capacity(rows.len());
-    for row in &rows {
-        let id: Uuid = row.try_get("chat_id")?;
-        held.insert(
-            id,
-            super::Fence {
-                node: row.try_get("node_id")?,
-                epoch: row.try_get("epoch")?,
-            },
-        );
-    }
-    let lost: Vec<Uuid> = batches
-        .iter()
-        .filter(|b| b.fence.is_some_and(|f| held.get(&b.chat_id) != Some(&f)))
-        .map(|b| b.chat_id)
-        .collect();
-    if lost.is_empty() {
-        Ok(())
-    } else {
-        Err(StoreError::Fenced(lost.into()))
     }
 }
 
@@ -219,71 +172,7 @@ impl Store for PgStore {
     }
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        check_fences(&mut tx, batches).await?;
-        let rows: Vec<_> = batches
-            .iter()
-            .flat_map(|b| b.envelopes.iter().map(move |e| (b.chat_id, e)))
-            .collect();
-        for chunk in rows.chunks(ROWS_PER_INSERT) {
-            let chat_ids: Vec<Uuid> = chunk.iter().map(|(c, _)| *c).collect();
-            let seqs: Vec<i64> = chunk.iter().map(|(_, e)| e.seq as i64).collect();
-            let kinds: Vec<&str> = chunk.iter().map(|(_, e)| e.kind).collect();
-            let ts: Vec<i64> = chunk.iter().map(|(_, e)| e.ts_ms).collect();
-            let corrs: Vec<Option<&str>> = chunk.iter().map(|(_, e)| e.corr.as_deref()).collect();
-            let client_ids: Vec<Option<&str>> = chunk
-                .iter()
-                .map(|(_, e)| e.client_msg_id.as_deref())
-                .collect();
-            let payloads: Vec<&str> = chunk.iter().map(|(_, e)| &*e.json).collect();
-            sqlx::query(
-                "INSERT INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload)
-                 SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::text[], $7::text[])",
-            )
-            .bind(&chat_ids)
-            .bind(&seqs)
-            .bind(&kinds)
-            .bind(&ts)
-            .bind(&corrs)
-            .bind(&client_ids)
-            .bind(&payloads)
-            .execute(&mut *tx)
-            .await?;
-        }
-        // The commit's announcement, delivered by PostgreSQL only if the
-        // transaction commits: a line "<chat id> <highest seq> <node>" per
-        // chat (node 0: an unfenced append), as few notifications as fit.
-        let notices = notice::announcements(batches);
-        if !notices.is_empty() {
-            sqlx::query("SELECT pg_notify($1, n) FROM UNNEST($2::text[]) AS t(n)")
-                .bind(notice::LOG_CHANNEL)
-                .bind(&notices)
-                .execute(&mut *tx)
-                .await?;
-        }
-        let now = now_ms();
-        for b in batches {
-            if let Some(state) = b.state {
-                sqlx::query("UPDATE chats SET state = $1, updated_at = $2 WHERE id = $3")
-                    .bind(state.as_str())
-                    .bind(now)
-                    .bind(b.chat_id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            if let Some(cs) = b.conversation_state {
-                sqlx::query(
-                    "UPDATE chats SET conversation_state = $1, updated_at = $2 WHERE id = $3",
-                )
-                .bind(cs)
-                .bind(now)
-                .bind(b.chat_id)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(())
+        append::append(&self.pool, batches).await
     }
 
     async fn load_after(

@@ -1,0 +1,217 @@
+//! One group commit of appends on PostgreSQL.
+//!
+//! Most commits (words streaming, no chat changing state) are one statement
+//! sent alone: the fence check, the rows and the commit's notices, committed
+//! by PostgreSQL as it runs — one round trip, where a transaction took five
+//! (`BEGIN`, the fence check, the insert, the notify, `COMMIT`) and the
+//! writer, busy with them all the time, bounded the paced latency
+//! (`bench/notes.md`). A commit that also changes a chat's state, or holds
+//! more rows than one insert takes, runs as a transaction.
+
+use sqlx::Row;
+use sqlx::postgres::PgPool;
+use uuid::Uuid;
+
+use super::super::{AppendBatch, Fence, NewEnvelope, StoreError};
+use super::notice;
+
+/// Most rows in one `UNNEST` insert.
+const ROWS_PER_INSERT: usize = 5000;
+
+/// The fence check, the rows and the notices as one statement. `lost`: the
+/// fenced chats whose lease is no longer the batch's (nothing is written
+/// then). `FOR SHARE` holds the lease rows until the statement commits, so a
+/// takeover (an `UPDATE` of the row) waits for the rows to land and then
+/// reads the log with them.
+const ALONE: &str = "
+WITH lease AS (
+    SELECT chat_id, node_id, epoch FROM chat_leases WHERE chat_id = ANY($8::uuid[]) FOR SHARE
+), lost AS (
+    SELECT f.chat_id
+    FROM UNNEST($8::uuid[], $9::int8[], $10::int8[]) AS f(chat_id, node_id, epoch)
+    LEFT JOIN lease l ON l.chat_id = f.chat_id
+    WHERE l.node_id IS DISTINCT FROM f.node_id OR l.epoch IS DISTINCT FROM f.epoch
+), inserted AS (
+    INSERT INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload)
+    SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::text[], $7::text[])
+    WHERE NOT EXISTS (SELECT 1 FROM lost)
+    RETURNING 1
+), notified AS (
+    SELECT pg_notify($11, n) FROM UNNEST($12::text[]) AS t(n)
+    WHERE NOT EXISTS (SELECT 1 FROM lost)
+)
+SELECT ARRAY(SELECT chat_id FROM lost) AS lost,
+       (SELECT count(*) FROM inserted) AS inserted,
+       (SELECT count(*) FROM notified) AS notified";
+
+/// Commits `batches`, all or nothing.
+pub(super) async fn append(pool: &PgPool, batches: &[AppendBatch]) -> Result<(), StoreError> {
+    let rows: Vec<(Uuid, &NewEnvelope)> = batches
+        .iter()
+        .flat_map(|b| b.envelopes.iter().map(move |e| (b.chat_id, e)))
+        .collect();
+    let changes_state = batches
+        .iter()
+        .any(|b| b.state.is_some() || b.conversation_state.is_some());
+    if changes_state || rows.len() > ROWS_PER_INSERT {
+        return in_transaction(pool, batches).await;
+    }
+    let fenced: Vec<(Uuid, Fence)> = batches
+        .iter()
+        .filter_map(|b| Some((b.chat_id, b.fence?)))
+        .collect();
+    let columns = Columns::of(&rows);
+    let row = sqlx::query(ALONE)
+        .bind(&columns.chat_ids)
+        .bind(&columns.seqs)
+        .bind(&columns.kinds)
+        .bind(&columns.ts)
+        .bind(&columns.corrs)
+        .bind(&columns.client_ids)
+        .bind(&columns.payloads)
+        .bind(fenced.iter().map(|(c, _)| *c).collect::<Vec<Uuid>>())
+        .bind(fenced.iter().map(|(_, f)| f.node).collect::<Vec<i64>>())
+        .bind(fenced.iter().map(|(_, f)| f.epoch).collect::<Vec<i64>>())
+        .bind(notice::LOG_CHANNEL)
+        .bind(notice::announcements(batches))
+        .fetch_one(pool)
+        .await?;
+    let lost: Vec<Uuid> = row.try_get("lost")?;
+    if lost.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::Fenced(lost.into()))
+    }
+}
+
+/// Rows as the columns an `UNNEST` insert binds.
+struct Columns<'a> {
+    chat_ids: Vec<Uuid>,
+    seqs: Vec<i64>,
+    kinds: Vec<&'a str>,
+    ts: Vec<i64>,
+    corrs: Vec<Option<&'a str>>,
+    client_ids: Vec<Option<&'a str>>,
+    payloads: Vec<&'a str>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(rows: &[(Uuid, &'a NewEnvelope)]) -> Self {
+        Self {
+            chat_ids: rows.iter().map(|(c, _)| *c).collect(),
+            seqs: rows.iter().map(|(_, e)| e.seq as i64).collect(),
+            kinds: rows.iter().map(|(_, e)| e.kind).collect(),
+            ts: rows.iter().map(|(_, e)| e.ts_ms).collect(),
+            corrs: rows.iter().map(|(_, e)| e.corr.as_deref()).collect(),
+            client_ids: rows
+                .iter()
+                .map(|(_, e)| e.client_msg_id.as_deref())
+                .collect(),
+            payloads: rows.iter().map(|(_, e)| &*e.json).collect(),
+        }
+    }
+}
+
+/// The transaction for a commit that changes a chat's state or holds many
+/// rows: the fence check, the rows a chunk at a time, the notices, the states.
+async fn in_transaction(pool: &PgPool, batches: &[AppendBatch]) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await?;
+    check_fences(&mut tx, batches).await?;
+    let rows: Vec<(Uuid, &NewEnvelope)> = batches
+        .iter()
+        .flat_map(|b| b.envelopes.iter().map(move |e| (b.chat_id, e)))
+        .collect();
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let columns = Columns::of(chunk);
+        sqlx::query(
+            "INSERT INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload)
+             SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::text[], $7::text[])",
+        )
+        .bind(&columns.chat_ids)
+        .bind(&columns.seqs)
+        .bind(&columns.kinds)
+        .bind(&columns.ts)
+        .bind(&columns.corrs)
+        .bind(&columns.client_ids)
+        .bind(&columns.payloads)
+        .execute(&mut *tx)
+        .await?;
+    }
+    // The commit's announcement, delivered by PostgreSQL only if the
+    // transaction commits: a line "<chat id> <highest seq> <node>" per
+    // chat (node 0: an unfenced append), as few notifications as fit.
+    let notices = notice::announcements(batches);
+    if !notices.is_empty() {
+        sqlx::query("SELECT pg_notify($1, n) FROM UNNEST($2::text[]) AS t(n)")
+            .bind(notice::LOG_CHANNEL)
+            .bind(&notices)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let now = super::now_ms();
+    for b in batches {
+        if let Some(state) = b.state {
+            sqlx::query("UPDATE chats SET state = $1, updated_at = $2 WHERE id = $3")
+                .bind(state.as_str())
+                .bind(now)
+                .bind(b.chat_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if let Some(cs) = b.conversation_state {
+            sqlx::query("UPDATE chats SET conversation_state = $1, updated_at = $2 WHERE id = $3")
+                .bind(cs)
+                .bind(now)
+                .bind(b.chat_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Refuses the transaction unless every fenced batch's chat is still leased
+/// to that node with that epoch. `FOR SHARE` holds the lease rows until the
+/// commit, so a takeover (an `UPDATE` of the row) waits for this append to
+/// land and then reads the log with it.
+async fn check_fences(
+    tx: &mut sqlx::PgConnection,
+    batches: &[AppendBatch],
+) -> Result<(), StoreError> {
+    let fenced: Vec<Uuid> = batches
+        .iter()
+        .filter(|b| b.fence.is_some())
+        .map(|b| b.chat_id)
+        .collect();
+    if fenced.is_empty() {
+        return Ok(());
+    }
+    let rows = sqlx::query(
+        "SELECT chat_id, node_id, epoch FROM chat_leases WHERE chat_id = ANY($1) FOR SHARE",
+    )
+    .bind(&fenced)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut held = std::collections::HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let id: Uuid = row.try_get("chat_id")?;
+        held.insert(
+            id,
+            Fence {
+                node: row.try_get("node_id")?,
+                epoch: row.try_get("epoch")?,
+            },
+        );
+    }
+    let lost: Vec<Uuid> = batches
+        .iter()
+        .filter(|b| b.fence.is_some_and(|f| held.get(&b.chat_id) != Some(&f)))
+        .map(|b| b.chat_id)
+        .collect();
+    if lost.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::Fenced(lost.into()))
+    }
+}
