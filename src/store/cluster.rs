@@ -26,7 +26,7 @@ use uuid::Uuid;
 
 use super::postgres::notice::{self, LOG_CHANNEL, LogNotice};
 use super::seal::{NodeKey, seal};
-use super::{PgStore, StoreError};
+use super::{PgStore, StoreError, now_ms};
 
 /// The first key of every node's advisory lock (the bytes of "agwt").
 const NODE_LOCK_CLASS: i64 = 0x6167_7774;
@@ -79,10 +79,6 @@ impl std::fmt::Debug for PgCluster {
             .field("node", &self.node)
             .finish_non_exhaustive()
     }
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 fn node_channel(node: i64) -> String {

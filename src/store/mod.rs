@@ -26,6 +26,11 @@ pub use seal::SealError;
 pub use sqlite::SqliteStore;
 pub use writer::{LogWriter, OnCommit};
 
+/// Now, in Unix milliseconds (the stores' `created_at`, `updated_at`, `ts`).
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
 /// Whether a chat has a run in flight. Kept in the store so that, after a
 /// crash, start-up can find the runs that were cut off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -148,7 +148,7 @@ async fn in_transaction(pool: &PgPool, batches: &[AppendBatch]) -> Result<(), St
             .execute(&mut *tx)
             .await?;
     }
-    let now = super::now_ms();
+    let now = super::super::now_ms();
     for b in batches {
         if let Some(state) = b.state {
             sqlx::query("UPDATE chats SET state = $1, updated_at = $2 WHERE id = $3")

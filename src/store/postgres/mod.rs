@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::{
     AppendBatch, ChatDatabaseRecord, ChatRecord, ChatState, ConnectionRecord, Store, StoreError,
-    StoredEnvelope,
+    StoredEnvelope, now_ms,
 };
 
 /// The PostgreSQL store. Cheap to clone (a pool handle).
@@ -81,10 +81,6 @@ fn envelope_from_row(row: &PgRow) -> Result<StoredEnvelope, StoreError> {
         kind: row.try_get("type")?,
         json: row.try_get("payload")?,
     })
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 #[async_trait]

@@ -27,7 +27,7 @@ use uuid::Uuid;
 
 use super::{
     AppendBatch, ChatDatabaseRecord, ChatRecord, ChatState, ConnectionRecord, Store, StoreError,
-    StoredEnvelope, Tidy,
+    StoredEnvelope, Tidy, now_ms,
 };
 
 /// The SQLite store. Cheap to clone (a pool handle and the journal's tail);
@@ -158,10 +158,6 @@ fn envelope_from_row(row: &SqliteRow) -> Result<StoredEnvelope, StoreError> {
 /// A seq as SQLite's signed integer.
 fn clamp(seq: u64) -> i64 {
     seq.min(i64::MAX as u64) as i64
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 #[async_trait]
