@@ -9,7 +9,9 @@
 //! more rows than one insert takes, runs as a transaction.
 
 use sqlx::Row;
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgArguments, PgPool, Postgres};
+
+type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 use uuid::Uuid;
 
 use super::super::{AppendBatch, Fence, NewEnvelope, StoreError};
@@ -46,10 +48,7 @@ SELECT ARRAY(SELECT chat_id FROM lost) AS lost,
 
 /// Commits `batches`, all or nothing.
 pub(super) async fn append(pool: &PgPool, batches: &[AppendBatch]) -> Result<(), StoreError> {
-    let rows: Vec<(Uuid, &NewEnvelope)> = batches
-        .iter()
-        .flat_map(|b| b.envelopes.iter().map(move |e| (b.chat_id, e)))
-        .collect();
+    let rows = rows(batches);
     let changes_state = batches
         .iter()
         .any(|b| b.state.is_some() || b.conversation_state.is_some());
@@ -61,14 +60,8 @@ pub(super) async fn append(pool: &PgPool, batches: &[AppendBatch]) -> Result<(),
         .filter_map(|b| Some((b.chat_id, b.fence?)))
         .collect();
     let columns = Columns::of(&rows);
-    let row = sqlx::query(ALONE)
-        .bind(&columns.chat_ids)
-        .bind(&columns.seqs)
-        .bind(&columns.kinds)
-        .bind(&columns.ts)
-        .bind(&columns.corrs)
-        .bind(&columns.client_ids)
-        .bind(&columns.payloads)
+    let row = columns
+        .bind(sqlx::query(ALONE))
         .bind(fenced.iter().map(|(c, _)| *c).collect::<Vec<Uuid>>())
         .bind(fenced.iter().map(|(_, f)| f.node).collect::<Vec<i64>>())
         .bind(fenced.iter().map(|(_, f)| f.epoch).collect::<Vec<i64>>())
@@ -82,6 +75,14 @@ pub(super) async fn append(pool: &PgPool, batches: &[AppendBatch]) -> Result<(),
     } else {
         Err(StoreError::Fenced(lost.into()))
     }
+}
+
+/// Every row of `batches`, with its chat.
+fn rows(batches: &[AppendBatch]) -> Vec<(Uuid, &NewEnvelope)> {
+    batches
+        .iter()
+        .flat_map(|b| b.envelopes.iter().map(move |e| (b.chat_id, e)))
+        .collect()
 }
 
 /// Rows as the columns an `UNNEST` insert binds.
@@ -110,6 +111,18 @@ impl<'a> Columns<'a> {
             payloads: rows.iter().map(|(_, e)| &*e.json).collect(),
         }
     }
+
+    /// Binds the columns as `$1`–`$7` of `query`.
+    fn bind(self, query: PgQuery<'a>) -> PgQuery<'a> {
+        query
+            .bind(self.chat_ids)
+            .bind(self.seqs)
+            .bind(self.kinds)
+            .bind(self.ts)
+            .bind(self.corrs)
+            .bind(self.client_ids)
+            .bind(self.payloads)
+    }
 }
 
 /// The transaction for a commit that changes a chat's state or holds many
@@ -117,25 +130,15 @@ impl<'a> Columns<'a> {
 async fn in_transaction(pool: &PgPool, batches: &[AppendBatch]) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
     check_fences(&mut tx, batches).await?;
-    let rows: Vec<(Uuid, &NewEnvelope)> = batches
-        .iter()
-        .flat_map(|b| b.envelopes.iter().map(move |e| (b.chat_id, e)))
-        .collect();
+    let rows = rows(batches);
     for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let columns = Columns::of(chunk);
-        sqlx::query(
-            "INSERT INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload)
-             SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::text[], $7::text[])",
-        )
-        .bind(&columns.chat_ids)
-        .bind(&columns.seqs)
-        .bind(&columns.kinds)
-        .bind(&columns.ts)
-        .bind(&columns.corrs)
-        .bind(&columns.client_ids)
-        .bind(&columns.payloads)
-        .execute(&mut *tx)
-        .await?;
+        Columns::of(chunk)
+            .bind(sqlx::query(
+                "INSERT INTO envelopes (chat_id, seq, type, ts, corr, client_msg_id, payload)
+                 SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::text[], $7::text[])",
+            ))
+            .execute(&mut *tx)
+            .await?;
     }
     // The commit's announcement, delivered by PostgreSQL only if the
     // transaction commits: a line "<chat id> <highest seq> <node>" per
