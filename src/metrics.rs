@@ -21,6 +21,8 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 pub const CONNECTIONS: &str = "agentwire_connections";
 /// Chat actors in memory (set at each scrape).
 pub const CHAT_ACTORS: &str = "agentwire_chat_actors";
+/// Chats asleep: followed by a connection, with no actor (set at each scrape).
+pub const CHATS_SLEEPING: &str = "agentwire_chats_sleeping";
 /// Runs in flight.
 pub const RUNS_ACTIVE: &str = "agentwire_runs_active";
 /// Envelopes committed to the log.
@@ -119,6 +121,10 @@ pub fn render() -> String {
 fn describe() {
     describe_gauge!(CONNECTIONS, "Open client connections, by transport.");
     describe_gauge!(CHAT_ACTORS, "Chat actors in memory.");
+    describe_gauge!(
+        CHATS_SLEEPING,
+        "Idle chats followed by a connection whose actor has stopped."
+    );
     describe_gauge!(RUNS_ACTIVE, "Agent runs in flight.");
     describe_counter!(ENVELOPES_APPENDED, "Envelopes committed to the log.");
     describe_histogram!(COMMIT_ENVELOPES, "Envelopes per group commit.");

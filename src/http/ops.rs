@@ -11,7 +11,9 @@ use super::state::AppState;
 #[utoipa::path(get, path = "/metrics", tag = "ops",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 pub(super) async fn metrics(State(state): State<AppState>) -> Response {
-    ::metrics::gauge!(crate::metrics::CHAT_ACTORS).set(state.registry.active_chats() as f64);
+    let registry = &state.registry;
+    ::metrics::gauge!(crate::metrics::CHAT_ACTORS).set(registry.active_chats() as f64);
+    ::metrics::gauge!(crate::metrics::CHATS_SLEEPING).set(registry.sleeping_chats() as f64);
     (
         [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
         crate::metrics::render(),

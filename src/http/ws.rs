@@ -16,6 +16,8 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgr
 use axum::response::Response;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::auth::AuthUser;
@@ -23,15 +25,20 @@ use super::error::ApiError;
 use super::rate::FrameLimiter;
 use super::state::AppState;
 use crate::protocol::{ClientFrame, ErrorCode, connection_error, parse_client_frame, pong};
-use crate::session::{Caller, Closer, Outbound, OutboundRx, Registry, SessionError, Subscriber};
+use crate::session::{
+    Caller, Closer, Outbound, OutboundRx, Registry, SessionError, Slot, Subscriber,
+};
 
 /// Most chats one connection may follow at once.
 const MAX_CHATS_PER_CONNECTION: usize = 1024;
 /// How long a closing connection may take to send its close frame.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The read buffer of a connection (see `upgrade`).
-const READ_BUFFER: usize = 2048;
+/// The read buffer of a connection (see `limited`): 1 KiB, allocated for
+/// the connection's life. Inbound messages are small; 2 KiB cost an idle
+/// connection 0.7 KiB more, 512 bytes more again (each message is split off
+/// the buffer, which then reallocates; `bench/notes.md`).
+const READ_BUFFER: usize = 1024;
 
 /// The largest message the WebSocket layer reads at all (beyond it, the
 /// connection is dropped mid-message).
@@ -119,55 +126,68 @@ pub async fn upgrade(
     let slot = state.sockets.take(&user)?;
     Ok(
         limited(ws, state.config.max_message_bytes).on_upgrade(move |socket| {
-            let tracker = state.tracker.clone();
-            tracker.track_future(async move {
-                serve(socket, state, user, token, claims).await;
-                drop(slot);
-            })
+            // Everything is set up here, before the connection's future
+            // exists, and that future is awaited as it is: a future keeps
+            // room for what it was given and for each copy it moves that
+            // into (an `async fn`'s arguments, an awaited capture), for the
+            // connection's life (`bench/notes.md`).
+            let conn_id = state.next_conn_id.fetch_add(1, Ordering::Relaxed);
+            let (sub, rx) = Subscriber::channel(
+                conn_id,
+                state.config.outbound_queue,
+                state.config.outbound_queue_bytes,
+            );
+            let (sink, stream) = socket.split();
+            let writer = tokio::spawn(write_loop(sink, rx, sub.closer.clone()));
+            let conn = Connection {
+                registry: state.registry.clone(),
+                user,
+                bearer: token,
+                claims,
+                sub,
+                chats: HashSet::new(),
+                max_message_bytes: state.config.max_message_bytes,
+                frames: FrameLimiter::new(state.config.limits.frames_per_second),
+            };
+            let span = tracing::info_span!("serve", conn_id, user = %conn.user);
+            let serving = serve(conn, stream, writer, state.shutdown.clone(), slot);
+            state.tracker.track_future(serving.instrument(span))
         }),
     )
 }
 
-#[tracing::instrument(skip_all, fields(conn_id, user = %user))]
-async fn serve(
-    socket: WebSocket,
-    state: AppState,
-    user: String,
-    bearer: Option<String>,
-    claims: serde_json::Map<String, serde_json::Value>,
-) {
-    let conn_id = state.next_conn_id.fetch_add(1, Ordering::Relaxed);
-    tracing::Span::current().record("conn_id", conn_id);
-    let _open = crate::metrics::ConnectionGauge::open("ws");
-    let (sub, rx) = Subscriber::channel(
-        conn_id,
-        state.config.outbound_queue,
-        state.config.outbound_queue_bytes,
-    );
-    let closer = sub.closer.clone();
-    let (sink, stream) = socket.split();
-    let writer = tokio::spawn(write_loop(sink, rx, closer.clone()));
-    let mut conn = Connection {
-        registry: state.registry.clone(),
-        user,
-        bearer,
-        claims,
-        sub,
-        chats: HashSet::new(),
-        max_message_bytes: state.config.max_message_bytes,
-        frames: FrameLimiter::new(state.config.limits.frames_per_second),
-    };
-    tokio::select! {
-        _ = state.shutdown.cancelled() => closer.close(1001, "server shutting down"),
-        _ = closer.closed() => {}
-        () = conn.read_loop(stream) => {}
+/// The connection's life, after the upgrade. A plain `fn` returning an
+/// `async move` block, not an `async fn`: the block uses what it captured in
+/// place, where an `async fn` keeps its arguments twice (~1.3 KB of the
+/// ~3 KB an idle connection's task was).
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice"
+)]
+fn serve(
+    mut conn: Connection,
+    stream: SplitStream<WebSocket>,
+    writer: tokio::task::JoinHandle<()>,
+    shutdown: CancellationToken,
+    slot: Slot,
+) -> impl Future<Output = ()> + Send {
+    async move {
+        let _open = crate::metrics::ConnectionGauge::open("ws");
+        let closer = conn.sub.closer.clone();
+        tokio::select! {
+            _ = shutdown.cancelled() => closer.close(1001, "server shutting down"),
+            _ = closer.closed() => {}
+            () = conn.read_loop(stream) => {}
+        }
+        // The reader is done; let the writer say goodbye.
+        closer.close(1000, "");
+        let conn_id = conn.sub.conn_id;
+        for chat_id in conn.chats.drain() {
+            Box::pin(conn.registry.unsubscribe(chat_id, conn_id)).await;
+        }
+        let _ = writer.await;
+        drop(slot);
     }
-    // The reader is done; let the writer say goodbye.
-    closer.close(1000, "");
-    for chat_id in conn.chats.drain() {
-        Box::pin(conn.registry.unsubscribe(chat_id, conn_id)).await;
-    }
-    let _ = writer.await;
 }
 
 /// The reading side of one connection.
@@ -365,75 +385,90 @@ impl Connection {
 }
 
 /// Drains the outbound queue into the socket until a close is requested.
-async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut rx: OutboundRx, closer: Closer) {
-    let work = async {
-        while let Some(item) = rx.recv().await {
-            let sent = match item {
-                Outbound::Event(json) => sink.feed(Message::Text(Utf8Bytes::from(&*json))).await,
-                Outbound::Frame(text) => sink.feed(Message::Text(text.into())).await,
-                Outbound::Replay(mut replay) => {
-                    let mut result = Ok(());
-                    loop {
-                        match replay.next_page().await {
-                            Ok(Some(page)) => {
-                                for json in page {
-                                    result = sink.feed(Message::Text(json.into())).await;
+///
+/// A plain `fn` returning an `async move` block, for the reason `serve` is.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice"
+)]
+fn write_loop(
+    mut sink: SplitSink<WebSocket, Message>,
+    mut rx: OutboundRx,
+    closer: Closer,
+) -> impl Future<Output = ()> + Send {
+    async move {
+        let work = async {
+            while let Some(item) = rx.recv().await {
+                let sent = match item {
+                    Outbound::Event(json) => {
+                        sink.feed(Message::Text(Utf8Bytes::from(&*json))).await
+                    }
+                    Outbound::Frame(text) => sink.feed(Message::Text(text.into())).await,
+                    Outbound::Replay(mut replay) => {
+                        let mut result = Ok(());
+                        loop {
+                            match replay.next_page().await {
+                                Ok(Some(page)) => {
+                                    for json in page {
+                                        result = sink.feed(Message::Text(json.into())).await;
+                                        if result.is_err() {
+                                            break;
+                                        }
+                                    }
                                     if result.is_err() {
                                         break;
                                     }
                                 }
-                                if result.is_err() {
+                                Ok(None) => {
+                                    result =
+                                        sink.feed(Message::Text(replay.boundary().into())).await;
+                                    break;
+                                }
+                                Err(e) => {
+                                    // Live events of the chat follow in the queue:
+                                    // delivering them would leave a gap, so the
+                                    // connection closes and the client resumes.
+                                    tracing::error!(error = %e, "replay failed");
+                                    let frame = connection_error(
+                                        Some(replay.chat_id()),
+                                        ErrorCode::ResumeFailed,
+                                        "the chat log could not be read; reconnect and resume",
+                                        None,
+                                        true,
+                                    );
+                                    result = sink.feed(Message::Text(frame.into())).await;
+                                    closer.close(1011, "replay failed: resume again");
                                     break;
                                 }
                             }
-                            Ok(None) => {
-                                result = sink.feed(Message::Text(replay.boundary().into())).await;
-                                break;
-                            }
-                            Err(e) => {
-                                // Live events of the chat follow in the queue:
-                                // delivering them would leave a gap, so the
-                                // connection closes and the client resumes.
-                                tracing::error!(error = %e, "replay failed");
-                                let frame = connection_error(
-                                    Some(replay.chat_id()),
-                                    ErrorCode::ResumeFailed,
-                                    "the chat log could not be read; reconnect and resume",
-                                    None,
-                                    true,
-                                );
-                                result = sink.feed(Message::Text(frame.into())).await;
-                                closer.close(1011, "replay failed: resume again");
-                                break;
-                            }
                         }
+                        result
                     }
-                    result
+                };
+                // Flush when the queue is drained: one syscall for a burst.
+                let flushed = if sent.is_ok() && rx.is_empty() {
+                    sink.flush().await
+                } else {
+                    sent
+                };
+                if flushed.is_err() {
+                    return;
                 }
-            };
-            // Flush when the queue is drained: one syscall for a burst.
-            let flushed = if sent.is_ok() && rx.is_empty() {
-                sink.flush().await
-            } else {
-                sent
-            };
-            if flushed.is_err() {
-                return;
             }
+        };
+        tokio::select! {
+            () = work => {}
+            () = closer.closed() => {}
         }
-    };
-    tokio::select! {
-        () = work => {}
-        () = closer.closed() => {}
+        let (code, reason) = closer.why();
+        let close = Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }));
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, async {
+            let _ = sink.send(close).await;
+            let _ = sink.close().await;
+        })
+        .await;
     }
-    let (code, reason) = closer.why();
-    let close = Message::Close(Some(CloseFrame {
-        code,
-        reason: reason.into(),
-    }));
-    let _ = tokio::time::timeout(CLOSE_TIMEOUT, async {
-        let _ = sink.send(close).await;
-        let _ = sink.close().await;
-    })
-    .await;
 }

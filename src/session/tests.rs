@@ -167,6 +167,101 @@ async fn an_idle_chat_is_rebuilt_from_the_store() {
     ));
 }
 
+/// Waits until the registry holds `active` actors and `sleeping` chats.
+async fn settle(reg: &Registry, active: usize, sleeping: usize) {
+    for _ in 0..200 {
+        if (reg.active_chats(), reg.sleeping_chats()) == (active, sleeping) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let now = (reg.active_chats(), reg.sleeping_chats());
+    assert_eq!(now, (active, sleeping), "(actors, sleeping chats)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_followed_chat_sleeps_and_wakes_with_its_subscribers() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path(), Duration::from_millis(50)).await;
+    let chat = Uuid::new_v4();
+    let (a, mut rx_a) = subscriber(1);
+    let (b, mut rx_b) = subscriber(2);
+    let one = Some("one".into());
+    reg.start(chat, Caller::user("dev"), "demo", one, Some(a))
+        .await
+        .unwrap();
+    let first = until(&mut rx_a, |v| v["type"] == "chat.run_complete").await;
+    reg.follow(chat, "dev", b).await.unwrap();
+    // Idle with two connections following: the actor stops, the chat sleeps.
+    settle(&reg, 0, 1).await;
+
+    // A message wakes it: a new actor, the same subscribers, the next seq.
+    reg.user_message(chat, Caller::user("dev"), "two".into(), None)
+        .await
+        .unwrap();
+    let next = until(&mut rx_a, |v| v["type"] == "chat.run_complete").await;
+    assert_eq!(next[0]["seq"], first.len() as u64 + 1);
+    assert_eq!(
+        until(&mut rx_b, |v| v["type"] == "chat.run_complete").await,
+        next,
+        "the follower got the same envelopes"
+    );
+    settle(&reg, 0, 1).await;
+
+    // Unsubscribing from a sleeping chat does not wake it; the last one
+    // leaving forgets the chat.
+    reg.unsubscribe(chat, 1).await;
+    assert_eq!((reg.active_chats(), reg.sleeping_chats()), (0, 1));
+    drop(rx_b);
+    reg.unsubscribe(chat, 2).await;
+    assert_eq!((reg.active_chats(), reg.sleeping_chats()), (0, 0));
+
+    // A connection gone without unsubscribing does not keep a chat asleep.
+    let (c, rx_c) = subscriber(3);
+    reg.resume(chat, "dev", 0, c).await.unwrap();
+    drop(rx_c);
+    settle(&reg, 0, 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleeping_chat_whose_streams_left_without_a_word_is_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path(), Duration::from_millis(50)).await;
+    let (gone, stays) = (Uuid::new_v4(), Uuid::new_v4());
+    let (a, mut rx_a) = subscriber(1);
+    reg.start(
+        gone,
+        Caller::user("dev"),
+        "demo",
+        Some("hi".into()),
+        Some(a),
+    )
+    .await
+    .unwrap();
+    until(&mut rx_a, |v| v["type"] == "chat.run_complete").await;
+    settle(&reg, 0, 1).await;
+    // The stream goes away as an SSE client's does: its queue closes, and
+    // nobody unsubscribes.
+    drop(rx_a);
+    tokio::time::sleep(Duration::from_millis(60)).await;
+
+    // The next actor to stop sweeps it; a chat still followed stays asleep.
+    let (b, mut rx_b) = subscriber(2);
+    reg.start(
+        stays,
+        Caller::user("dev"),
+        "demo",
+        Some("hi".into()),
+        Some(b),
+    )
+    .await
+    .unwrap();
+    until(&mut rx_b, |v| v["type"] == "chat.run_complete").await;
+    settle(&reg, 0, 1).await;
+    reg.unsubscribe(stays, 2).await;
+    assert_eq!((reg.active_chats(), reg.sleeping_chats()), (0, 0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_patch_cannot_grow_a_state_past_the_bounds() {
     let dir = tempfile::tempdir().unwrap();

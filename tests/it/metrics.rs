@@ -98,3 +98,53 @@ async fn metrics_follow_a_conversation() {
     }
     assert!(closed, "a closed connection is no longer counted");
 }
+
+/// A chat followed over a socket goes to sleep when idle (its actor leaves
+/// memory, the connection stays subscribed) and wakes on the next message:
+/// the same connection gets the new run, numbered on from the log. On
+/// PostgreSQL every node is a cluster, where a followed chat keeps its actor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_followed_chat_sleeps_and_the_next_message_wakes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+    let url = database_url(dir.path()).await;
+    let agents = dir.path().join("agents");
+    let (_child, addr) = spawn_agentwire(&url, &agents, &["--idle-chat-seconds", "1"]).await;
+    let gauges = || async {
+        let (_, text) = http_get(addr, "/metrics", &[]).await;
+        let actors = sample(&text, "agentwire_chat_actors");
+        (actors, sample(&text, "agentwire_chats_sleeping"))
+    };
+    let settled = |want: (f64, f64)| async move {
+        for _ in 0..150 {
+            if gauges().await == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(gauges().await, want, "(chat actors, chats sleeping)");
+    };
+    let asleep = if on_postgres() {
+        (1.0, 0.0)
+    } else {
+        (0.0, 1.0)
+    };
+
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    let chat = Uuid::new_v4();
+    c.start(chat, "hello").await;
+    let first = c.until_complete(chat).await;
+    settled(asleep).await;
+
+    c.say(chat, "again").await;
+    let second = c.until_complete(chat).await;
+    let all: Vec<u64> = seqs(&first).into_iter().chain(seqs(&second)).collect();
+    assert_gap_free(&all);
+    assert_eq!(last_text(&second), "You said: again");
+    settled(asleep).await;
+
+    // The connection leaving forgets the sleeping chat (on PostgreSQL, the
+    // actor stops once idle with nobody following).
+    c.close().await;
+    settled((0.0, 0.0)).await;
+}

@@ -54,11 +54,15 @@ pub(super) struct Spawn {
     /// The actor's own mailbox, to requeue a forward that found the chat moved.
     pub(super) me: mpsc::WeakSender<Box<Command>>,
     pub(super) signal: Arc<Signal>,
+    /// The chat's subscribers, kept by the registry while the chat sleeps.
+    pub(super) subscribers: Arc<Fanout>,
     pub(super) ctx: Arc<SessionContext>,
-    /// Called once the actor has stopped: the registry forgets it (unless
+    /// Called once the actor has stopped, with whether the chat may sleep
+    /// (it stopped idle on a single node): the registry keeps the chat's
+    /// subscribers then, and forgets the chat otherwise (unless the actor was
     /// already replaced). A callback, so the actor knows nothing of the
     /// registry that spawned it.
-    pub(super) on_end: Box<dyn FnOnce() + Send>,
+    pub(super) on_end: Box<dyn FnOnce(bool) + Send>,
 }
 
 /// Spawns the actor of `chat_id` on the context's task tracker.
@@ -82,15 +86,15 @@ pub(super) fn spawn(s: Spawn) {
             broken: None,
             next_seq: 1,
             paused: false,
-            subscribers: Arc::default(),
+            subscribers: s.subscribers,
             run: None,
             inputs: HashMap::new(),
             components: HashMap::new(),
             idle_since: Instant::now(),
         };
-        actor.run().await;
+        let may_sleep = actor.run().await;
         Box::pin(actor.release()).await;
-        on_end();
+        on_end(may_sleep);
     });
 }
 
@@ -178,8 +182,10 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 impl Actor {
+    /// The actor's life. Returns whether it stopped idle on a single node,
+    /// where the chat may sleep with its subscribers until its next command.
     #[tracing::instrument(name = "chat", skip_all, fields(chat_id = %self.chat_id))]
-    async fn run(&mut self) {
+    async fn run(&mut self) -> bool {
         if let Err(e) = Box::pin(self.load()).await {
             tracing::error!(error = %e, "cannot load chat");
             self.broken = Some(e);
@@ -221,13 +227,17 @@ impl Actor {
                     None => orphaned = true,
                 },
                 _ = sleep_until(deadline) => Box::pin(self.expire()).await,
-                _ = sleep_until(idle_at) => break,
+                _ = sleep_until(idle_at) => {
+                    self.rx.close();
+                    return self.role == Role::Single && !shutting_down && !orphaned;
+                }
             }
             if (shutting_down || orphaned) && self.run.is_none() {
                 break;
             }
         }
         self.rx.close();
+        false
     }
 
     /// Rebuilds the chat from the store: its row, its next `seq`, and the end
@@ -277,11 +287,17 @@ impl Actor {
         Ok(())
     }
 
+    /// Whether nothing needs this actor: no run, no pending request, and
+    /// no subscriber — except on a single node, where an idle chat's
+    /// subscribers stay with the registry while the chat sleeps (nothing but
+    /// this actor writes to the chat, so nothing can arrive for them). On
+    /// several nodes a follower's subscribers need their actor to read the
+    /// owner's appends, and an owner keeps its lease while followed.
     fn is_idle(&self) -> bool {
         self.run.is_none()
             && self.inputs.is_empty()
             && self.components.is_empty()
-            && self.subscribers.all_gone()
+            && (self.role == Role::Single || self.subscribers.all_gone())
     }
 
     fn next_deadline(&self) -> Option<Instant> {

@@ -1,21 +1,29 @@
 //! Chat id → actor. Starts an actor on first use; an actor removes itself
 //! when it has been idle long enough, and is rebuilt from the store when the
 //! chat is used again.
+//!
+//! A chat's subscribers live in its entry, not in its actor: on a single node
+//! an idle chat's actor stops even while connections follow the chat, and the
+//! entry keeps them (the chat *sleeps*: a few hundred bytes instead of a task
+//! and a mailbox). The next command starts an actor with the same subscribers.
 
+mod reads;
 mod turns;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::handle::{Command, Handle, Op, Origin, Reply, RunExtras, Signal};
+use super::subscriber::Fanout;
 use super::{SessionContext, SessionError, Subscriber, actor};
 use crate::protocol::limits;
-use crate::store::{ChatRecord, ChatState, StoreError};
+use crate::store::{ChatState, StoreError};
 
 /// Commands waiting for one actor; senders wait when it is full.
 const MAILBOX: usize = 64;
@@ -24,8 +32,24 @@ const ATTEMPTS: usize = 3;
 
 struct Entry {
     generation: u64,
+    /// The chat's subscribers, shared with its actor while it runs; kept
+    /// while the chat sleeps.
+    subscribers: Arc<Fanout>,
+    /// The chat's actor; `None` while the chat sleeps.
+    live: Option<Live>,
+}
+
+/// A running actor's ends.
+struct Live {
     handle: Handle,
     signal: Arc<Signal>,
+}
+
+impl Entry {
+    /// The actor's signal, if one runs.
+    fn signal(&self) -> Option<&Signal> {
+        self.live.as_ref().map(|l| &*l.signal)
+    }
 }
 
 struct Inner {
@@ -33,18 +57,42 @@ struct Inner {
     // A std mutex: nothing awaits while holding it.
     chats: Mutex<HashMap<Uuid, Entry>>,
     next_generation: AtomicU64,
+    /// When sleeping chats were last swept for subscribers that left
+    /// without unsubscribing.
+    swept: Mutex<Instant>,
 }
 
 impl Inner {
-    /// Called by an actor as it stops: forget it unless it was already replaced.
-    fn remove(&self, chat_id: Uuid, generation: u64) {
+    /// Called by an actor as it stops (unless it was already replaced): the
+    /// chat sleeps if it `may_sleep` and a connection still follows it, else
+    /// it is forgotten.
+    fn actor_ended(&self, chat_id: Uuid, generation: u64, may_sleep: bool) {
         let mut chats = self.chats.lock().expect("registry lock");
-        if chats
-            .get(&chat_id)
-            .is_some_and(|e| e.generation == generation)
-        {
+        let Some(entry) = chats.get_mut(&chat_id) else {
+            return;
+        };
+        if entry.generation != generation {
+            return;
+        }
+        if may_sleep && !entry.subscribers.all_gone() {
+            entry.live = None;
+        } else {
             chats.remove(&chat_id);
         }
+        self.sweep(&mut chats);
+    }
+
+    /// Forgets the sleeping chats whose every subscriber is gone without
+    /// unsubscribing (a stream dropped by its client: its queue is closed,
+    /// nobody told the registry). At most once per `idle_chat_seconds`, so
+    /// the walk over every entry costs nothing per actor that stops.
+    fn sweep(&self, chats: &mut HashMap<Uuid, Entry>) {
+        let mut swept = self.swept.lock().expect("sweep lock");
+        if swept.elapsed() < self.ctx.idle {
+            return;
+        }
+        *swept = Instant::now();
+        chats.retain(|_, e| e.live.is_some() || !e.subscribers.all_gone());
     }
 }
 
@@ -101,6 +149,7 @@ impl Registry {
                 ctx,
                 chats: Mutex::new(HashMap::new()),
                 next_generation: AtomicU64::new(1),
+                swept: Mutex::new(Instant::now()),
             }),
         }
     }
@@ -113,19 +162,19 @@ impl Registry {
     /// actor here, if any (a follower reads it; an owner learns it lost the chat).
     pub(super) fn on_commit(&self, chat_id: Uuid, seq: u64) {
         let chats = self.inner.chats.lock().expect("registry lock");
-        if let Some(e) = chats.get(&chat_id) {
-            e.signal.seen.fetch_max(seq, Ordering::AcqRel);
-            e.signal.wake.notify_one();
+        if let Some(s) = chats.get(&chat_id).and_then(Entry::signal) {
+            s.seen.fetch_max(seq, Ordering::AcqRel);
+            s.wake.notify_one();
         }
     }
 
     /// This node's lock was lost for a while: every owner checks its lease.
     pub(super) fn check_leases(&self) {
         let chats = self.inner.chats.lock().expect("registry lock");
-        for e in chats.values() {
-            if !e.signal.following.load(Ordering::Acquire) {
-                e.signal.check_lease.store(true, Ordering::Release);
-                e.signal.wake.notify_one();
+        for s in chats.values().filter_map(Entry::signal) {
+            if !s.following.load(Ordering::Acquire) {
+                s.check_lease.store(true, Ordering::Release);
+                s.wake.notify_one();
             }
         }
     }
@@ -134,8 +183,7 @@ impl Registry {
     /// their chats over.
     pub(super) fn on_live_nodes(&self, live: &HashSet<i64>) {
         let chats = self.inner.chats.lock().expect("registry lock");
-        for e in chats.values() {
-            let s = &e.signal;
+        for s in chats.values().filter_map(Entry::signal) {
             if s.following.load(Ordering::Acquire)
                 && !live.contains(&s.holder.load(Ordering::Acquire))
             {
@@ -148,9 +196,9 @@ impl Registry {
     /// Wakes every follower to read the store (notifications were lost).
     pub(super) fn wake_followers(&self) {
         let chats = self.inner.chats.lock().expect("registry lock");
-        for e in chats.values() {
-            if e.signal.following.load(Ordering::Acquire) {
-                e.signal.wake.notify_one();
+        for s in chats.values().filter_map(Entry::signal) {
+            if s.following.load(Ordering::Acquire) {
+                s.wake.notify_one();
             }
         }
     }
@@ -167,16 +215,27 @@ impl Registry {
 
     /// How many chats have an actor in memory.
     pub fn active_chats(&self) -> usize {
-        self.inner.chats.lock().expect("registry lock").len()
+        let chats = self.inner.chats.lock().expect("registry lock");
+        chats.values().filter(|e| e.live.is_some()).count()
     }
 
+    /// How many chats sleep: followed by a connection, with no actor.
+    pub fn sleeping_chats(&self) -> usize {
+        let chats = self.inner.chats.lock().expect("registry lock");
+        chats.values().filter(|e| e.live.is_none()).count()
+    }
+
+    /// The chat's running actor, started (with the subscribers the chat
+    /// kept while it slept) if it has none.
     fn handle(&self, chat_id: Uuid) -> Handle {
         let mut chats = self.inner.chats.lock().expect("registry lock");
-        if let Some(entry) = chats.get(&chat_id)
-            && !entry.handle.tx.is_closed()
+        let entry = chats.get(&chat_id);
+        if let Some(live) = entry.and_then(|e| e.live.as_ref())
+            && !live.handle.tx.is_closed()
         {
-            return entry.handle.clone();
+            return live.handle.clone();
         }
+        let subscribers = entry.map(|e| e.subscribers.clone()).unwrap_or_default();
         let generation = self.inner.next_generation.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(MAILBOX);
         let signal = Arc::new(Signal::default());
@@ -185,12 +244,13 @@ impl Registry {
             rx,
             me: tx.downgrade(),
             signal: signal.clone(),
+            subscribers: subscribers.clone(),
             ctx: self.inner.ctx.clone(),
             on_end: {
                 let registry = Arc::downgrade(&self.inner);
-                Box::new(move || {
+                Box::new(move |may_sleep| {
                     if let Some(registry) = registry.upgrade() {
-                        registry.remove(chat_id, generation);
+                        registry.actor_ended(chat_id, generation, may_sleep);
                     }
                 })
             },
@@ -200,8 +260,11 @@ impl Registry {
             chat_id,
             Entry {
                 generation,
-                handle: handle.clone(),
-                signal,
+                subscribers,
+                live: Some(Live {
+                    handle: handle.clone(),
+                    signal,
+                }),
             },
         );
         handle
@@ -321,70 +384,9 @@ impl Registry {
             .await
     }
 
-    /// The chat, if it is `user`'s, with its last seq.
-    ///
-    /// # Errors
-    /// `NotFound` for a chat that is not the user's.
-    pub async fn chat(&self, chat_id: Uuid, user: &str) -> Result<(ChatRecord, u64), SessionError> {
-        let store = &self.inner.ctx.store;
-        match store.chat(chat_id).await? {
-            Some(chat) if chat.owner == user => {
-                let last = store.last(chat_id).await?.map_or(0, |(seq, _)| seq);
-                Ok((chat, last))
-            }
-            _ => Err(SessionError::NotFound),
-        }
-    }
-
-    /// A page of `user`'s chats, newest first, after the cursor.
-    ///
-    /// # Errors
-    /// The store could not be read.
-    pub async fn list(
-        &self,
-        user: &str,
-        before: Option<(i64, Uuid)>,
-        limit: u32,
-    ) -> Result<Vec<ChatRecord>, SessionError> {
-        Ok(self.inner.ctx.store.list_chats(user, before, limit).await?)
-    }
-
-    /// Up to `limit` envelopes of `user`'s chat after `after`, as stored, about
-    /// 4 MiB at most, and whether more may follow.
-    ///
-    /// # Errors
-    /// `NotFound` for a chat that is not the user's.
-    pub async fn page(
-        &self,
-        chat_id: Uuid,
-        user: &str,
-        after: u64,
-        limit: u32,
-    ) -> Result<(Vec<String>, bool), SessionError> {
-        self.chat(chat_id, user).await?;
-        // At most about 4 MiB a page, however large the envelopes.
-        let store = &self.inner.ctx.store;
-        let (page, more) = store.load_bounded(chat_id, after, limit, 4 << 20).await?;
-        Ok((page.into_iter().map(|e| e.json).collect(), more))
-    }
-
     /// The agents the server knows.
     pub fn agents(&self) -> &crate::agent::AgentRegistry {
         &self.inner.ctx.agents
-    }
-
-    /// The chat's last seq (0 for an empty or unknown chat).
-    ///
-    /// # Errors
-    /// The store could not be read.
-    pub async fn last_seq(&self, chat_id: Uuid) -> Result<u64, SessionError> {
-        Ok(self
-            .inner
-            .ctx
-            .store
-            .last(chat_id)
-            .await?
-            .map_or(0, |(seq, _)| seq))
     }
 
     /// Subscribes to what the chat logs from now on, with no replay.
@@ -403,20 +405,38 @@ impl Registry {
         .await
     }
 
-    /// Stops delivering the chat to connection `conn_id`. Does not wake a chat
-    /// that is not in memory (it has no subscribers then).
+    /// Stops delivering the chat to connection `conn_id`. A running actor
+    /// is asked (it may then stop); a sleeping chat is not woken: the
+    /// connection leaves its entry, and the entry goes with the last one.
     pub async fn unsubscribe(&self, chat_id: Uuid, conn_id: u64) {
-        let handle = self
-            .inner
-            .chats
-            .lock()
-            .expect("registry lock")
-            .get(&chat_id)
-            .map(|e| e.handle.clone());
-        if let Some(handle) = handle {
-            let _ = handle
-                .ask(|reply| Command::Unsubscribe { conn_id, reply })
-                .await;
+        for _ in 0..ATTEMPTS {
+            let handle = {
+                let mut chats = self.inner.chats.lock().expect("registry lock");
+                let Some(entry) = chats.get(&chat_id) else {
+                    return;
+                };
+                match &entry.live {
+                    Some(live) if !live.handle.tx.is_closed() => live.handle.clone(),
+                    // Asleep, or its actor is stopping: nothing else changes
+                    // the list now but the writer, under the list's lock.
+                    _ => {
+                        let empty = {
+                            let mut subs = entry.subscribers.lock();
+                            subs.retain(|s| s.conn_id != conn_id && !s.is_closed());
+                            subs.is_empty()
+                        };
+                        if empty && entry.live.is_none() {
+                            chats.remove(&chat_id);
+                        }
+                        return;
+                    }
+                }
+            };
+            let asked = handle.ask(|reply| Command::Unsubscribe { conn_id, reply });
+            if asked.await.is_ok() {
+                return;
+            }
+            // The actor stopped meanwhile: look again.
         }
     }
 

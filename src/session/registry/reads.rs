@@ -1,0 +1,71 @@
+//! The registry's reads of a chat that need no actor: its record, the
+//! user's chats, pages of its log. Ownership is checked against the store.
+
+use uuid::Uuid;
+
+use super::Registry;
+use crate::session::SessionError;
+use crate::store::ChatRecord;
+
+impl Registry {
+    /// The chat, if it is `user`'s, with its last seq.
+    ///
+    /// # Errors
+    /// `NotFound` for a chat that is not the user's.
+    pub async fn chat(&self, chat_id: Uuid, user: &str) -> Result<(ChatRecord, u64), SessionError> {
+        let store = &self.inner.ctx.store;
+        match store.chat(chat_id).await? {
+            Some(chat) if chat.owner == user => {
+                let last = store.last(chat_id).await?.map_or(0, |(seq, _)| seq);
+                Ok((chat, last))
+            }
+            _ => Err(SessionError::NotFound),
+        }
+    }
+
+    /// A page of `user`'s chats, newest first, after the cursor.
+    ///
+    /// # Errors
+    /// The store could not be read.
+    pub async fn list(
+        &self,
+        user: &str,
+        before: Option<(i64, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<ChatRecord>, SessionError> {
+        Ok(self.inner.ctx.store.list_chats(user, before, limit).await?)
+    }
+
+    /// Up to `limit` envelopes of `user`'s chat after `after`, as stored, about
+    /// 4 MiB at most, and whether more may follow.
+    ///
+    /// # Errors
+    /// `NotFound` for a chat that is not the user's.
+    pub async fn page(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<(Vec<String>, bool), SessionError> {
+        self.chat(chat_id, user).await?;
+        // At most about 4 MiB a page, however large the envelopes.
+        let store = &self.inner.ctx.store;
+        let (page, more) = store.load_bounded(chat_id, after, limit, 4 << 20).await?;
+        Ok((page.into_iter().map(|e| e.json).collect(), more))
+    }
+
+    /// The chat's last seq (0 for an empty or unknown chat).
+    ///
+    /// # Errors
+    /// The store could not be read.
+    pub async fn last_seq(&self, chat_id: Uuid) -> Result<u64, SessionError> {
+        Ok(self
+            .inner
+            .ctx
+            .store
+            .last(chat_id)
+            .await?
+            .map_or(0, |(seq, _)| seq))
+    }
+}
