@@ -69,14 +69,14 @@ else
   sweep="50 100 250 500 1000 2000"
 fi
 
-start_agentwire() { # port database-url
+start_agentwire() { # port database-url [more serve flags]
   mkdir -p "$work/agents"
   # Every load here comes from one user (`dev`): the per-user rate limits and
   # quotas, which would refuse most of it, are off; the per-connection and
   # size limits stay on.
   RUST_LOG=warn "$bin/agentwire" serve --listen "127.0.0.1:$1" --database-url "$2" \
     --agents "$work/agents" --rate-chats-per-minute 0 --rate-messages-per-minute 0 \
-    --max-runs-per-user 0 --max-streams-per-user 0 --max-sockets-per-user 0 \
+    --max-runs-per-user 0 --max-streams-per-user 0 --max-sockets-per-user 0 "${@:3}" \
     > "$work/agentwire-$1.log" 2>&1 &
   pids+=($!)
   aw_pid=$!
@@ -88,6 +88,11 @@ echo "== agentwire (SQLite, embedded defaults)"
 # already streamed reuses freed memory and would look smaller than it is.
 start_agentwire 18079 "sqlite://$work/idle.db"
 bench idle --url ws://127.0.0.1:18079/v1/ws --pid "$aw_pid" --label agentwire --connections "$idle"
+kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
+# Again, read once the chats have slept (idle past idle_chat_seconds, here 2 s
+# instead of 60): what a connection left idle for a minute costs.
+start_agentwire 18079 "sqlite://$work/idle-asleep.db" --idle-chat-seconds 2
+bench idle --url ws://127.0.0.1:18079/v1/ws --pid "$aw_pid" --label agentwire --connections "$idle" --settle 6
 kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
 
 start_agentwire 18080 "sqlite://$work/agentwire.db"

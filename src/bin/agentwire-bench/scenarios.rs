@@ -292,6 +292,7 @@ pub async fn idle(t: &Target, connections: usize, settle: Duration) -> anyhow::R
         .collect::<Result<_, _>>()?;
     tokio::time::sleep(settle).await;
     let rss_after = t.pid.and_then(rss_kib);
+    let asleep = chats_asleep(t).await;
     let per_conn = rss_before
         .zip(rss_after)
         .map(|(b, a)| round(a.saturating_sub(b) as f64 / connections.max(1) as f64));
@@ -303,7 +304,30 @@ pub async fn idle(t: &Target, connections: usize, settle: Duration) -> anyhow::R
         "open": open,
         "server_rss_kib": {"before": rss_before, "after": rss_after},
         "server_kib_per_connection": per_conn,
+        "chats_asleep": asleep,
     }))
+}
+
+/// How many chats an agentwire server holds asleep (followed, with no actor:
+/// `agentwire_chats_sleeping` on its `/metrics`); `None` for another server.
+async fn chats_asleep(t: &Target) -> Option<u64> {
+    if t.protocol != Protocol::Agentwire {
+        return None;
+    }
+    let base = t.url.strip_prefix("ws://")?.split('/').next()?;
+    // reqwest is built without a default crypto provider (the server
+    // installs ring's too); plain HTTP here, but the client wants one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let text = reqwest::get(format!("http://{base}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("agentwire_chats_sleeping "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
 }
 
 /// `mixed`: for `duration`, most connections idle, some streaming

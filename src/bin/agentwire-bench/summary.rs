@@ -160,18 +160,28 @@ fn render(runs: &[Value], chart: Option<&str>) -> String {
             &|m| m <= ms,
         );
     }
-    let idle = find(runs, "idle", "agentwire")
-        .into_iter()
-        .max_by_key(|r| r["params"]["connections"].as_u64());
+    // The steady state of an idle connection: the largest run, its chats
+    // asleep if a run measured them so (past `idle_chat_seconds`).
+    let idle = find(runs, "idle", "agentwire").into_iter().max_by_key(|r| {
+        let f = &r["figures"];
+        (
+            r["params"]["connections"].as_u64(),
+            f["chats_asleep"].as_u64(),
+        )
+    });
     let kib = idle.and_then(|r| num(&r["figures"]["server_kib_per_connection"]));
     target(
         "≤ 8 KB RSS per idle connection at 10,000 connections",
         kib.map(|k| k * 1.024),
         idle.map_or("–".into(), |r| {
             format!(
-                "{} KB at {} connections",
+                "{} KB at {} connections{}",
                 fmt_num(kib.map(|k| k * 1.024)),
-                r["params"]["connections"]
+                r["params"]["connections"],
+                match r["figures"]["chats_asleep"].as_u64() {
+                    Some(n) if n > 0 => format!(" ({n} of their chats asleep)"),
+                    _ => String::new(),
+                }
             )
         }),
         &|m| m <= 8.0,
@@ -300,14 +310,21 @@ fn render(runs: &[Value], chart: Option<&str>) -> String {
     );
     let _ = writeln!(
         md,
-        "| connections | server RSS before → after | per connection |\n|---|---|---|"
+        "A chat sleeps once idle for `idle_chat_seconds` (60 by default): its actor leaves memory, its subscribers stay registered. The rows with chats asleep ran a server with `--idle-chat-seconds 2`, read after they slept: what a connection idle for a minute costs.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| connections | chats asleep | server RSS before → after | per connection |\n|---|---|---|---|"
     );
     for r in runs.iter().filter(|r| r["scenario"] == "idle") {
         let f = &r["figures"];
         let _ = writeln!(
             md,
-            "| {} | {} → {} MiB | {} KiB |",
+            "| {} | {} | {} → {} MiB | {} KiB |",
             r["params"]["connections"],
+            f["chats_asleep"]
+                .as_u64()
+                .map_or("–".into(), |n| n.to_string()),
             fmt_num(num(&f["server_rss_kib"]["before"]).map(|k| k / 1024.0)),
             fmt_num(num(&f["server_rss_kib"]["after"]).map(|k| k / 1024.0)),
             fmt_num(num(&f["server_kib_per_connection"])),
