@@ -172,6 +172,7 @@ pub async fn run(
     let streams = session::UserSlots::new(config.limits.streams_per_user, "open event streams");
     let sockets = session::UserSlots::new(config.limits.sockets_per_user, "open WebSockets");
     let header_timeout = config.http_header_timeout;
+    let sleeping = registry.clone();
     let state = http::AppState {
         config: Arc::new(config),
         registry,
@@ -195,6 +196,7 @@ pub async fn run(
         shutdown.await;
         tracing::info!("shutting down");
         signal_token.cancel();
+        sleeping.forget_sleeping();
     };
     http::serve(listener, app, header_timeout, stop, grace).await;
 

@@ -209,12 +209,12 @@ async fn an_idle_followed_chat_sleeps_and_wakes_with_its_subscribers() {
     settle(&reg, 0, 1).await;
 
     // Unsubscribing from a sleeping chat does not wake it; the last one
-    // leaving forgets the chat.
+    // leaving forgets the chat (both queues still open: by their ids).
     reg.unsubscribe(chat, 1).await;
     assert_eq!((reg.active_chats(), reg.sleeping_chats()), (0, 1));
-    drop(rx_b);
     reg.unsubscribe(chat, 2).await;
     assert_eq!((reg.active_chats(), reg.sleeping_chats()), (0, 0));
+    drop((rx_a, rx_b));
 
     // A connection gone without unsubscribing does not keep a chat asleep.
     let (c, rx_c) = subscriber(3);
@@ -260,6 +260,31 @@ async fn a_sleeping_chat_whose_streams_left_without_a_word_is_swept() {
     settle(&reg, 0, 1).await;
     reg.unsubscribe(stays, 2).await;
     assert_eq!((reg.active_chats(), reg.sleeping_chats()), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_shutdown_a_sleeping_chat_lets_go_of_its_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path(), Duration::from_millis(50)).await;
+    let chat = Uuid::new_v4();
+    let (a, mut rx) = subscriber(1);
+    reg.start(
+        chat,
+        Caller::user("dev"),
+        "demo",
+        Some("hi".into()),
+        Some(a),
+    )
+    .await
+    .unwrap();
+    until(&mut rx, |v| v["type"] == "chat.run_complete").await;
+    settle(&reg, 0, 1).await;
+    reg.context().shutdown.cancel();
+    reg.forget_sleeping();
+    assert_eq!((reg.active_chats(), reg.sleeping_chats()), (0, 0));
+    // The chat held the stream's only sender: its queue ends.
+    let end = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+    assert!(matches!(end, Ok(None)), "the stream's queue ended");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

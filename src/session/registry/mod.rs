@@ -74,7 +74,8 @@ impl Inner {
         if entry.generation != generation {
             return;
         }
-        if may_sleep && !entry.subscribers.all_gone() {
+        // At shutdown nothing sleeps: the entry would keep its streams open.
+        if may_sleep && !entry.subscribers.all_gone() && !self.ctx.shutdown.is_cancelled() {
             entry.live = None;
         } else {
             chats.remove(&chat_id);
@@ -223,6 +224,15 @@ impl Registry {
     pub fn sleeping_chats(&self) -> usize {
         let chats = self.inner.chats.lock().expect("registry lock");
         chats.values().filter(|e| e.live.is_none()).count()
+    }
+
+    /// Shutdown: forgets every sleeping chat, so that the streams following
+    /// one (an SSE stream watches no token of its own) see their queue end
+    /// rather than wait out the grace period. Running actors forget their
+    /// chats as they stop.
+    pub fn forget_sleeping(&self) {
+        let mut chats = self.inner.chats.lock().expect("registry lock");
+        chats.retain(|_, e| e.live.is_some());
     }
 
     /// The chat's running actor, started (with the subscribers the chat
