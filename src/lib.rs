@@ -153,6 +153,7 @@ pub async fn run(
         shutdown: token.clone(),
         tracker: tracker.clone(),
         node: node.clone(),
+        continue_runs: config.continue_runs,
     }));
     if let Some(node) = node {
         // Listening before serving: nothing committed by another node is missed.

@@ -90,6 +90,11 @@ class ChatView {
       case 'chat.print':
         this.bubble(m.agent).append(document.createTextNode(m.content));
         break;
+      case 'chat.turn_discarded':
+        // A turn a restart cut off: its words go; the turn is asked again.
+        if (this.turn) this.turn.closest('li').remove();
+        this.turn = null;
+        break;
       case 'chat.input_request':
         this.inputRequest(m);
         break;

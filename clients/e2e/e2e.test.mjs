@@ -205,6 +205,29 @@ test('a killed server: the page shows the answer exactly once', async () => {
   await page.close();
 });
 
+test('a killed server that continues runs: the page shows the continued answer once', async () => {
+  const page = await newChat('continue');
+  await say(page, 'slow: 60');
+  await page.locator('#log li.agent .msg').last().filter({ hasText: 'w15 ' }).waitFor();
+  server.kill('SIGKILL');
+  await new Promise((r) => server.once('exit', r));
+  await page.locator('#conn[data-state="reconnecting"]').waitFor();
+  server = await startServer(dir, port, ['--continue-runs-after-restart', 'true']);
+  await page.locator('#conn[data-state="resumed"]').waitFor({ timeout: 20000 });
+  await page.locator('#log li.run-end', { hasText: 'run completed' }).last().waitFor({ timeout: 20000 });
+  await page.shot('1-continued');
+  // The cut turn's words went; the turn asked again is the only answer.
+  const bubbles = await page.locator('#log li.agent .msg').allTextContents();
+  const answer = bubbles.at(-1).trim();
+  assert.equal(answer, Array.from({ length: 60 }, (_, i) => `w${i + 1}`).join(' '));
+  assert.ok(!bubbles.slice(0, -1).some((b) => b.includes('w15')), 'no bubble of the cut turn is left');
+  await page.close();
+  // The next tests start the server as before.
+  server.kill('SIGKILL');
+  await new Promise((r) => server.once('exit', r));
+  server = await startServer(dir, port);
+});
+
 test('model output is text, never HTML', async () => {
   const page = await newChat('xss');
   await say(page, '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>');

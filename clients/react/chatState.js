@@ -82,6 +82,11 @@ export function applyEnvelope(s, m) {
         ? replaceLast({ ...streamingAgent, text: streamingAgent.text + m.content })
         : [...s.messages, { seq: m.seq, role: 'agent', agent: m.agent, text: m.content, streaming: true }];
       break;
+    case 'chat.turn_discarded':
+      // A model turn a restart cut off: its fragments go, and the turn is
+      // asked again (a new select_speaker and fragments follow).
+      next.messages = s.messages.filter((msg) => !(msg.role === 'agent' && msg.agent === m.agent && msg.seq > m.from_seq));
+      break;
     case 'chat.tool_call':
       if (s.toolCalls.some((c) => c.corr === m.corr)) {
         // A component's new state (artifact_patch).

@@ -16,6 +16,7 @@ mod build;
 pub mod definition;
 mod group;
 mod models;
+mod prompt;
 mod providers;
 mod registry;
 pub mod runtime;

@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use super::build::Agent;
 use super::definition::{Price, ToolCallFormat};
 use super::group;
-use super::speak::{Spent, Spoke, Tally, Voice, definitions, speak, system_prompt};
+use super::prompt::{definitions, system_prompt};
+use super::speak::{Spent, Spoke, Tally, Voice, speak};
 use super::workflow::{self, Then};
 use crate::link::{Gone, RunControl, RunLink};
 use crate::llm::{Message, Usage};
@@ -20,17 +21,20 @@ use crate::protocol::{AgentUsage, EventKind, RunEndReason};
 use crate::templates::Speaker;
 use crate::workflows::Workflow;
 
-pub use super::speak::RunSpec;
+pub use super::speak::{Resumed, RunSpec};
 
 /// Runs the agent until it finishes, fails, runs out of turns or time, or is
 /// stopped.
 #[tracing::instrument(skip_all, fields(agent = %spec.agent.id))]
 pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
     let mut tally = Tally::default();
+    // A continued run has what it had not used of its time.
+    let used = spec.resumed.as_ref().map(|r| r.elapsed).unwrap_or_default();
+    let timeout = spec.agent.run_timeout.saturating_sub(used);
     let reason = tokio::select! {
         biased;
         _ = control.token.cancelled() => control.reason(),
-        r = tokio::time::timeout(spec.agent.run_timeout, body(&spec, &link, &mut tally)) => match r {
+        r = tokio::time::timeout(timeout, body(&spec, &link, &mut tally)) => match r {
             Ok(Ok(reason)) => reason,
             Ok(Err(Gone)) => return,
             Err(_) => RunEndReason::Timeout,
@@ -150,6 +154,7 @@ async fn alone(
         provider,
         system_prompt: prompt,
         chosen: None,
+        resumed: spec.resumed.as_ref(),
     };
     let Spent { model, tools, .. } = tally.of(&agent.id, agent.price);
     let env = spec.call_env(link, tools, agent, provider);

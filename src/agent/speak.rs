@@ -15,9 +15,10 @@ use serde_json::Value;
 
 use super::build::Agent;
 use super::definition::{Price, ToolCallFormat};
+use super::prompt::{definitions, fit_budget};
 use super::turn::{TurnOutput, stream_turn};
 use crate::link::{Gone, RunLink, Said, ToolOutcome};
-use crate::llm::{ChatRequest, Message, Provider, ToolDefinition, Usage};
+use crate::llm::{ChatRequest, Message, Provider, Usage};
 use crate::protocol::{ErrorCode, EventKind, RunEndReason};
 use crate::tools::{CallEnv, Database, Tool, execute};
 
@@ -46,6 +47,20 @@ pub struct RunSpec {
     pub provider: Option<Arc<dyn crate::llm::Provider>>,
     /// A workflow the user invoked: the run is its invocation.
     pub workflow: Option<crate::workflows::Invocation>,
+    /// A run a restart cut off, going on from the log.
+    pub resumed: Option<Resumed>,
+}
+
+/// What a run that a restart cut off had done, read from the log: it goes on
+/// from there (issue 19).
+#[derive(Debug, Clone, Default)]
+pub struct Resumed {
+    /// Model turns it had taken (out of `max_turns`).
+    pub turns: u32,
+    /// Time it had run (out of `run_timeout`).
+    pub elapsed: std::time::Duration,
+    /// Calls of idempotent tools that had no result: run again first.
+    pub calls: Vec<crate::llm::ToolCall>,
 }
 
 impl RunSpec {
@@ -127,6 +142,8 @@ pub(super) struct Voice<'a> {
     /// Group runs: how the speaker was chosen, for its first
     /// `chat.select_speaker` (the next ones say `continue`).
     pub chosen: Option<(&'static str, Option<String>)>,
+    /// A run a restart cut off: the turns it took, the calls to run again.
+    pub resumed: Option<&'a Resumed>,
 }
 
 /// How a speaker's turn ended.
@@ -163,8 +180,17 @@ pub(super) async fn speak(
     };
     let mut bad_json = 0;
     let mut last_text = String::new();
+    let mut first = 0;
+    if let Some(resumed) = voice.resumed {
+        first = resumed.turns;
+        if !resumed.calls.is_empty()
+            && let Some(end) = rerun(voice, env, messages, &resumed.calls).await?
+        {
+            return Ok(end);
+        }
+    }
 
-    for turn in 0..agent.max_turns {
+    for turn in first..agent.max_turns {
         let (method, reason) = match (&voice.chosen, turn) {
             (None, _) => (None, None),
             (Some((method, reason)), 0) => (Some((*method).to_owned()), reason.clone()),
@@ -311,6 +337,44 @@ pub(super) async fn speak(
     Ok(Spoke::End(RunEndReason::MaxTurns))
 }
 
+/// A continued run's calls that a restart cut off, of idempotent tools: put
+/// back on the assistant turn that made them (the log's history leaves out
+/// a call with no result) and run again, their results after the others.
+/// Returns how the speaker's turn ends, if one of them ends it.
+async fn rerun(
+    voice: &Voice<'_>,
+    env: &CallEnv<'_>,
+    messages: &mut Vec<Message>,
+    calls: &[crate::llm::ToolCall],
+) -> Result<Option<Spoke>, Gone> {
+    match messages
+        .iter_mut()
+        .rev()
+        .find(|m| matches!(m, Message::Assistant { .. }))
+    {
+        Some(Message::Assistant { tool_calls, .. }) => tool_calls.extend_from_slice(calls),
+        _ => messages.push(Message::Assistant {
+            text: String::new(),
+            tool_calls: calls.to_vec(),
+        }),
+    }
+    let outcomes =
+        futures_util::future::join_all(calls.iter().map(|call| execute(call, voice.tools, env)))
+            .await;
+    for (call, outcome) in calls.iter().zip(outcomes) {
+        match outcome? {
+            ToolOutcome::Result { content, is_error } => messages.push(Message::ToolResult {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                content,
+                is_error,
+            }),
+            ToolOutcome::End(reason) => return Ok(Some(Spoke::End(reason))),
+        }
+    }
+    Ok(None)
+}
+
 fn done(text: String, handoff: Option<&str>) -> Spoke {
     Spoke::Done {
         text,
@@ -326,132 +390,6 @@ async fn end(
     recoverable: bool,
 ) -> Result<Spoke, Gone> {
     fail(link, code, message, recoverable).await.map(Spoke::End)
-}
-
-/// The system prompt: the agent's (or its `context_prompts` entry for the
-/// run's `context_type`), the chat context, and in `json` mode the
-/// tool list with seed 002's format instruction.
-pub(super) fn system_prompt(
-    agent: &Agent,
-    context: Option<&Value>,
-    context_type: Option<&str>,
-    json_mode: bool,
-    tools: &[ToolDefinition],
-) -> String {
-    let mut prompt = context_type
-        .and_then(|ct| agent.context_prompts.get(ct))
-        .unwrap_or(&agent.system_prompt)
-        .clone();
-    if let Some(ctx) = context {
-        prompt.push_str(&context_block(ctx, context_type));
-    }
-    if json_mode && !tools.is_empty() {
-        prompt.push_str("\n\nYou can use these tools:\n");
-        let line = |t: &ToolDefinition| {
-            format!(
-                "- {}: {} Parameters (JSON Schema): {}\n",
-                t.name, t.description, t.input_schema
-            )
-        };
-        // Seed 002: grouped by category when the agent's tools name any.
-        let category = |t: &ToolDefinition| {
-            agent
-                .tool(&t.name)
-                .and_then(|tool| tool.category.as_deref())
-        };
-        if tools.iter().any(|t| category(t).is_some()) {
-            let mut groups: BTreeMap<&str, Vec<&ToolDefinition>> = BTreeMap::new();
-            for t in tools {
-                groups
-                    .entry(category(t).unwrap_or(crate::workflows::DEFAULT_CATEGORY))
-                    .or_default()
-                    .push(t);
-            }
-            for (name, group) in groups {
-                prompt.push_str(&format!("\n## {name}\n"));
-                group.into_iter().for_each(|t| prompt.push_str(&line(t)));
-            }
-        } else {
-            tools.iter().for_each(|t| prompt.push_str(&line(t)));
-        }
-        prompt.push_str(concat!(
-            "\nWhen you need to use a tool, output ONLY a JSON object in this exact format:\n",
-            "{\n  \"tool\": \"tool_name\",\n  \"parameters\": { \"param1\": \"value1\" },\n  \"terminate\": false\n}\n",
-            "Set \"terminate\" to false if you need to continue working after the tool result.\n",
-            "Set \"terminate\" to true if this is your final action or you want to return a response to the user.\n",
-            "Otherwise answer in plain text.",
-        ));
-    }
-    prompt
-}
-
-/// The tools a run with this `context_type` offers the model.
-pub(super) fn definitions(tools: &[Tool], context_type: Option<&str>) -> Vec<ToolDefinition> {
-    tools
-        .iter()
-        .filter(|t| t.offered_for(context_type))
-        .map(|t| ToolDefinition {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            input_schema: t.input_schema.clone(),
-        })
-        .collect()
-}
-
-/// Seed 000 §6's context block: a preamble, every `*_id` field pulled out for
-/// easy reference, then the compact context JSON.
-pub(super) fn context_block(context: &Value, context_type: Option<&str>) -> String {
-    let mut block = match context_type {
-        Some(ct) => format!("\n\nCurrent context (`{ct}`) of the user's screen:\n"),
-        None => "\n\nCurrent context of the user's screen:\n".to_owned(),
-    };
-    for (key, value) in context.as_object().into_iter().flatten() {
-        if let (Some(name), Some(id)) = (key.strip_suffix("_id"), value.as_str()) {
-            block.push_str(&format!(
-                "**Current {} ID: `{id}`**\n",
-                name.replace('_', " ")
-            ));
-        }
-    }
-    block.push_str(&format!("```json\n{context}\n```"));
-    block
-}
-
-/// A rough token estimate: four characters a token, plus a little per message.
-fn estimate(text: &str) -> u64 {
-    text.chars().count() as u64 / 4 + 4
-}
-
-fn message_cost(m: &Message) -> u64 {
-    match m {
-        Message::User { text } | Message::Peer { text, .. } => estimate(text),
-        Message::Assistant { text, tool_calls } => {
-            estimate(text)
-                + tool_calls
-                    .iter()
-                    .map(|c| estimate(&c.input.to_string()))
-                    .sum::<u64>()
-        }
-        Message::ToolResult { content, .. } => estimate(content),
-    }
-}
-
-/// The history cut to the prompt budget: oldest messages go first, the last
-/// one always stays, and the kept part starts at a user message or another
-/// member's turn (so no tool result is sent without its call).
-pub(super) fn fit_budget(messages: &[Message], budget: u64, system_prompt: &str) -> Vec<Message> {
-    let mut total = estimate(system_prompt) + messages.iter().map(message_cost).sum::<u64>();
-    let mut start = 0;
-    while total > budget && start + 1 < messages.len() {
-        total -= message_cost(&messages[start]);
-        start += 1;
-    }
-    while start + 1 < messages.len()
-        && !matches!(messages[start], Message::User { .. } | Message::Peer { .. })
-    {
-        start += 1;
-    }
-    messages[start..].to_vec()
 }
 
 /// Emits a run error; the run ends with `error`.
@@ -470,7 +408,3 @@ pub(super) async fn fail(
     .await?;
     Ok(RunEndReason::Error)
 }
-
-#[cfg(test)]
-#[path = "speak_tests.rs"]
-mod tests;

@@ -82,6 +82,8 @@ pub struct Config {
     pub outbound_queue: usize,
     pub idle_chat: Duration,
     pub shutdown_grace: Duration,
+    /// Runs cut off by a restart are continued from the log (issue 19).
+    pub continue_runs: bool,
     pub default_agent: String,
     pub log_format: LogFormat,
     /// Models chats may switch to (file only).
@@ -325,6 +327,7 @@ impl Settings {
             outbound_queue,
             idle_chat: Duration::from_secs(idle_chat),
             shutdown_grace: Duration::from_secs(shutdown_grace),
+            continue_runs: pick!(continue_runs_after_restart).unwrap_or(false),
             default_agent,
             log_format: pick!(log_format).unwrap_or_default(),
             models: validate_models(file.models.clone())?,

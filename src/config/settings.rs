@@ -104,6 +104,10 @@ pub struct Settings {
     /// Seconds shutdown waits for runs and sockets [default: 10].
     #[arg(long, env = "AGENTWIRE_SHUTDOWN_GRACE_SECONDS", global = true)]
     pub shutdown_grace_seconds: Option<u64>,
+    /// Continue the runs a restart cut off from the log instead of ending
+    /// them `interrupted`: plain agent runs for now (issue 19) [default: false].
+    #[arg(long, env = "AGENTWIRE_CONTINUE_RUNS_AFTER_RESTART", global = true)]
+    pub continue_runs_after_restart: Option<bool>,
     /// The agent of the SSE routes when the request names none [default: demo].
     #[arg(long, env = "AGENTWIRE_DEFAULT_AGENT", global = true)]
     pub default_agent: Option<String>,
@@ -197,6 +201,7 @@ pub(super) struct FileSettings {
     pub(super) outbound_queue: Option<usize>,
     pub(super) idle_chat_seconds: Option<u64>,
     pub(super) shutdown_grace_seconds: Option<u64>,
+    pub(super) continue_runs_after_restart: Option<bool>,
     pub(super) default_agent: Option<String>,
     pub(super) log_format: Option<LogFormat>,
     pub(super) cors_origins: Option<Vec<String>>,

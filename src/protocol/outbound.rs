@@ -214,6 +214,16 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by_agent: Option<std::collections::BTreeMap<String, AgentUsage>>,
     },
+    /// A model turn cut off by a restart is dropped (its prints from
+    /// `from_seq`, the turn's `chat.select_speaker`, on); the run goes on and
+    /// the turn is asked again.
+    #[serde(rename = "chat.turn_discarded")]
+    TurnDiscarded {
+        agent: String,
+        from_seq: u64,
+        /// `restart`: the process (or node) running the chat stopped mid-turn.
+        reason: String,
+    },
     /// The run ended.
     #[serde(rename = "chat.run_complete")]
     RunComplete { reason: RunEndReason },
@@ -244,6 +254,7 @@ impl EventKind {
             Self::Progress { .. } => "chat.progress",
             Self::State { .. } => "chat.state",
             Self::UsageSummary { .. } => "chat.usage_summary",
+            Self::TurnDiscarded { .. } => "chat.turn_discarded",
             Self::RunComplete { .. } => "chat.run_complete",
             Self::Error { .. } => "chat.error",
         }

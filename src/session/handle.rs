@@ -156,6 +156,10 @@ pub struct RunExtras {
     /// invocation.
     #[serde(default)]
     pub workflow: Option<WorkflowCall>,
+    /// A run a restart cut off, going on (only ever made by the chat's own
+    /// actor, so never sent to another node).
+    #[serde(skip)]
+    pub resumed: Option<crate::agent::runtime::Resumed>,
 }
 
 /// A workflow invocation on its way to the chat.

@@ -56,6 +56,9 @@ pub struct SessionContext {
     pub node: Option<std::sync::Arc<Node>>,
     /// Users' databases (seed 003), for the runs' `ask_database` tool.
     pub connections: Option<std::sync::Arc<crate::databases::Connections>>,
+    /// A run cut off by a restart (or a dead node) is continued from the
+    /// log rather than ended `interrupted` (`continue_runs_after_restart`).
+    pub continue_runs: bool,
 }
 
 /// Why a request to a chat failed. Each maps to a contract error code.

@@ -29,6 +29,7 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
         shutdown: CancellationToken::new(),
         tracker: TaskTracker::new(),
         node: None,
+        continue_runs: false,
     }))
 }
 

@@ -35,6 +35,10 @@ pub struct ToolSpec {
     /// Ask the user before running (seed 002's approval gate).
     #[serde(default)]
     pub requires_approval: bool,
+    /// Safe to run twice: a call a restart cut off before its result is run
+    /// again; any other such call gets a tool error ("the outcome is unknown").
+    #[serde(default)]
+    pub idempotent: bool,
     /// The `context_type`s (seed 000) this tool is offered for; empty: all.
     #[serde(default)]
     pub context_types: Vec<String>,

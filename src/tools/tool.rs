@@ -90,6 +90,8 @@ pub struct Tool {
     pub kind: ToolKind,
     /// Ask the user before running.
     pub requires_approval: bool,
+    /// Safe to run again when a restart cut a call off before its result.
+    pub idempotent: bool,
     /// `(argument, path in the chat context)` pairs filled before validation.
     pub inject: Vec<(String, Vec<String>)>,
     /// The `context_type`s it is offered for; empty: all.
@@ -115,6 +117,7 @@ impl Tool {
             validator: Arc::new(validator),
             kind: ToolKind::Handoff,
             requires_approval: false,
+            idempotent: false,
             inject: Vec::new(),
             context_types: Vec::new(),
             preview: None,
@@ -258,6 +261,7 @@ impl Tool {
             validator: Arc::new(validator),
             kind,
             requires_approval: spec.requires_approval,
+            idempotent: spec.idempotent,
             inject,
             context_types: spec.context_types,
             preview,

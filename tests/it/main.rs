@@ -8,6 +8,7 @@ mod bad_input;
 mod bench;
 mod cluster;
 mod connections;
+mod continued;
 mod crash;
 mod database_chat;
 mod demo;

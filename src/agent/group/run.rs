@@ -5,7 +5,8 @@
 
 use super::super::build::{Group, Member, Target};
 use super::super::definition::ToolCallFormat;
-use super::super::speak::{RunSpec, Spent, Spoke, Tally, Voice, definitions, speak, system_prompt};
+use super::super::prompt::{definitions, system_prompt};
+use super::super::speak::{RunSpec, Spent, Spoke, Tally, Voice, speak};
 use super::select::{Ask, Chooser, Pick};
 use super::view::view;
 use crate::link::{Gone, RunLink, Said};
@@ -108,6 +109,7 @@ async fn turn(
         provider,
         system_prompt: prompt(spec, group, member, &tools),
         chosen: Some(chosen),
+        resumed: None,
     };
     let link = link.speaking_as(&member.name);
     let mut messages = view(transcript, Some(&member.name), agent.max_tool_result_chars);

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 use super::super::build::{Group, Target};
 use super::super::definition::SelectionMethod;
-use super::super::speak::fit_budget;
+use super::super::prompt::fit_budget;
 use super::view::view;
 use crate::link::{Gone, InputOutcome, RunLink, RunMsg, Said};
 use crate::llm::{Message, Provider, Usage, complete};

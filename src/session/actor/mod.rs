@@ -21,6 +21,7 @@ mod cluster;
 mod commands;
 mod conversation;
 mod history;
+mod resume;
 mod run;
 
 use std::collections::HashMap;
@@ -270,21 +271,14 @@ impl Actor {
             .is_some_and(|c| c.state == ChatState::Running)
             && self.run.is_none()
             && self.role != Role::Follower;
-        if cut {
-            tracing::info!("marking the run cut off by a restart as interrupted");
-            self.append(
-                vec![(
-                    EventKind::RunComplete {
-                        reason: RunEndReason::Interrupted,
-                    },
-                    None,
-                )],
-                Some(ChatState::Idle),
-            )
-            .await?;
-            self.conversation_ended(RunEndReason::Interrupted).await;
+        if !cut {
+            return Ok(());
         }
-        Ok(())
+        if self.ctx.continue_runs {
+            return Box::pin(self.continue_cut_run()).await;
+        }
+        tracing::info!("marking the run cut off by a restart as interrupted");
+        self.interrupt_cut_run(None).await
     }
 
     /// Whether nothing needs this actor: no run, no pending request, and

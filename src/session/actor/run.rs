@@ -121,6 +121,7 @@ impl Actor {
             bearer: extras.bearer,
             provider,
             workflow,
+            resumed: extras.resumed,
         };
         if let Err(e) = self
             .transition(crate::protocol::ConversationState::Active)

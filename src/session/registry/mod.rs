@@ -133,6 +133,7 @@ impl<'a> Caller<'a> {
             context: self.context.cloned(),
             derived_id: false,
             workflow: None,
+            resumed: None,
         }
     }
 }

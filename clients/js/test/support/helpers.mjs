@@ -20,13 +20,14 @@ export function freePort() {
 }
 
 /** Starts the server on `port` with its data in `dir`; resolves when healthy. */
-export async function startServer(dir, port) {
+export async function startServer(dir, port, extra = []) {
   mkdirSync(join(dir, 'agents'), { recursive: true });
   const child = spawn(BIN, [
     'serve',
     '--listen', `127.0.0.1:${port}`,
     '--database-url', `sqlite://${join(dir, 'data', 'agentwire.db')}`,
     '--agents', join(dir, 'agents'),
+    ...extra,
   ], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, RUST_LOG: 'error' } });
   for (let i = 0; i < 200; i++) {
     try {

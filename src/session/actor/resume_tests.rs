@@ -1,0 +1,283 @@
+//! What a cut run's log says, and what is done with it.
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{Call, Cut, Plan, UNKNOWN_OUTCOME};
+use crate::protocol::{Display, Envelope, EventKind, RunEndReason};
+use crate::store::StoredEnvelope;
+
+/// A log of these events, seq 1 on, read into a [`Cut`].
+fn cut(events: Vec<EventKind>) -> Cut {
+    let mut cut = Cut::default();
+    for (i, kind) in events.into_iter().enumerate() {
+        let env = Envelope {
+            kind,
+            chat_id: Uuid::nil(),
+            seq: i as u64 + 1,
+            ts: "2026-11-25T10:00:00.000Z".into(),
+        };
+        cut.push(&StoredEnvelope {
+            seq: env.seq,
+            kind: env.kind.type_name().into(),
+            json: env.to_json(),
+        });
+    }
+    cut
+}
+
+fn user(text: &str) -> EventKind {
+    EventKind::Text {
+        agent: "user".into(),
+        content: text.into(),
+    }
+}
+
+fn speaker() -> EventKind {
+    EventKind::SelectSpeaker {
+        agent: "bot".into(),
+        method: None,
+        reason: None,
+    }
+}
+
+fn print(text: &str) -> EventKind {
+    EventKind::Print {
+        agent: "bot".into(),
+        content: text.into(),
+        corr: None,
+    }
+}
+
+fn text(text: &str) -> EventKind {
+    EventKind::Text {
+        agent: "bot".into(),
+        content: text.into(),
+    }
+}
+
+fn call(tool: &str, corr: &str, component_type: Option<&str>) -> EventKind {
+    EventKind::ToolCall {
+        tool_name: tool.into(),
+        component_type: component_type.map(str::to_owned),
+        awaiting_response: component_type.is_some(),
+        payload: json!({"q": corr}),
+        corr: corr.into(),
+        display: Display::Inline,
+        agent: None,
+    }
+}
+
+fn response(tool: &str, corr: &str) -> EventKind {
+    EventKind::ToolResponse {
+        tool_name: tool.into(),
+        content: Value::String("ok".into()),
+        success: true,
+        corr: corr.into(),
+        agent: None,
+    }
+}
+
+fn end() -> EventKind {
+    EventKind::RunComplete {
+        reason: RunEndReason::Completed,
+    }
+}
+
+fn never(_: &str) -> bool {
+    false
+}
+
+#[test]
+fn a_turn_cut_mid_stream_is_dropped_and_asked_again() {
+    let log = vec![
+        user("one"),
+        speaker(),
+        text("first answer"),
+        end(),
+        user("slow: 9"),
+        speaker(),
+        print("w1 "),
+        print("w2 "),
+    ];
+    let Plan::Continue {
+        discard,
+        unknown,
+        again,
+        turns,
+        started,
+    } = cut(log).plan(never)
+    else {
+        panic!("continued")
+    };
+    // The earlier run does not count: the cut run started at seq 5.
+    assert_eq!(discard, Some(("bot".into(), 6)));
+    assert_eq!((unknown, again), (vec![], vec![]));
+    assert_eq!(turns, 0, "the dropped turn is not counted");
+    assert!(started.is_some());
+}
+
+#[test]
+fn a_run_cut_before_its_first_turn_starts_one() {
+    let plan = cut(vec![user("hi")]).plan(never);
+    assert!(matches!(
+        plan,
+        Plan::Continue {
+            discard: None,
+            turns: 0,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn calls_without_a_result_run_again_only_if_idempotent() {
+    let log = vec![
+        user("go"),
+        speaker(),
+        call("lookup", "c1", None),
+        call("charge", "c2", None),
+        call("done", "c3", None),
+        response("done", "c3"),
+    ];
+    let Plan::Continue {
+        discard,
+        unknown,
+        again,
+        turns,
+        ..
+    } = cut(log).plan(|tool| tool == "lookup")
+    else {
+        panic!("continued")
+    };
+    assert_eq!(discard, None, "a turn that made calls is closed");
+    assert_eq!(turns, 1);
+    let corrs = |calls: &[Call]| calls.iter().map(|c| c.corr.clone()).collect::<Vec<_>>();
+    assert_eq!(corrs(&again), ["c1"]);
+    assert_eq!(corrs(&unknown), ["c2"]);
+    assert_eq!(again[0].payload, json!({"q": "c1"}));
+    assert!(UNKNOWN_OUTCOME.contains("unknown"));
+}
+
+#[test]
+fn a_turn_that_answered_without_calls_ends_the_run() {
+    let log = vec![user("hi"), speaker(), print("Hello"), text("Hello")];
+    assert_eq!(
+        cut(log).plan(never),
+        Plan::Finish {
+            reason: RunEndReason::Completed,
+            summarized: false
+        }
+    );
+    // After tool results, text with no call is still the answer.
+    let log = vec![
+        user("go"),
+        speaker(),
+        call("lookup", "c1", None),
+        response("lookup", "c1"),
+        speaker(),
+        text("Found it"),
+    ];
+    assert!(matches!(cut(log).plan(never), Plan::Finish { .. }));
+}
+
+#[test]
+fn a_run_that_logged_its_summary_is_finished_with_its_reason() {
+    let summary = EventKind::UsageSummary {
+        total_tokens: 3,
+        prompt_tokens: 2,
+        completion_tokens: 1,
+        cost: None,
+        by_agent: None,
+    };
+    let failed = EventKind::Error {
+        message: "boom".into(),
+        error_code: crate::protocol::ErrorCode::ToolExecutionError,
+        details: None,
+        recoverable: true,
+    };
+    let log = vec![user("fail"), speaker(), failed, summary.clone()];
+    assert_eq!(
+        cut(log).plan(never),
+        Plan::Finish {
+            reason: RunEndReason::Error,
+            summarized: true
+        }
+    );
+    let log = vec![user("hi"), speaker(), text("Hello"), summary];
+    assert_eq!(
+        cut(log).plan(never),
+        Plan::Finish {
+            reason: RunEndReason::Completed,
+            summarized: true
+        }
+    );
+}
+
+#[test]
+fn a_run_waiting_for_a_person_is_not_continued_yet() {
+    let asked = EventKind::InputRequest {
+        request_id: "r1".into(),
+        prompt: "Name?".into(),
+        corr: "r1".into(),
+        password: false,
+        timeout_seconds: Some(60),
+        options: None,
+    };
+    let log = vec![
+        user("ask: Name?"),
+        speaker(),
+        call("ask_user", "r1", None),
+        asked,
+    ];
+    assert!(matches!(cut(log).plan(never), Plan::Interrupt(_)));
+    let log = vec![user("ui: x"), speaker(), call("show", "u1", Some("x"))];
+    assert!(matches!(cut(log).plan(never), Plan::Interrupt(_)));
+    // Answered, it goes on.
+    let acked = EventKind::InputAck {
+        request_id: "r1".into(),
+        corr: "r1".into(),
+    };
+    let log = vec![
+        user("ask: Name?"),
+        speaker(),
+        call("ask_user", "r1", None),
+        EventKind::InputRequest {
+            request_id: "r1".into(),
+            prompt: "Name?".into(),
+            corr: "r1".into(),
+            password: false,
+            timeout_seconds: None,
+            options: None,
+        },
+        acked,
+        response("ask_user", "r1"),
+    ];
+    assert!(matches!(
+        cut(log).plan(never),
+        Plan::Continue { turns: 1, .. }
+    ));
+}
+
+#[test]
+fn a_discarded_turn_is_not_dropped_twice() {
+    // A second restart after the first continuation logged its discard and
+    // began the turn again.
+    let log = vec![
+        user("slow: 9"),
+        speaker(),
+        print("w1 "),
+        EventKind::TurnDiscarded {
+            agent: "bot".into(),
+            from_seq: 2,
+            reason: "restart".into(),
+        },
+        speaker(),
+        print("w1 "),
+    ];
+    let Plan::Continue { discard, turns, .. } = cut(log).plan(never) else {
+        panic!("continued")
+    };
+    assert_eq!(discard, Some(("bot".into(), 5)));
+    assert_eq!(turns, 0, "a dropped turn never counts");
+}

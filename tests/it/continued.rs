@@ -1,0 +1,258 @@
+//! Runs that outlive the process (issue 19): the real binary, SIGKILLed in
+//! the middle of a run, then started again with
+//! `continue_runs_after_restart`; the run goes on from the log instead of
+//! ending `interrupted`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::Uri;
+use serde_json::{Value, json};
+use tokio::process::Child;
+use uuid::Uuid;
+
+use crate::support::*;
+
+const CONTINUE: [&str; 2] = ["--continue-runs-after-restart", "true"];
+
+async fn spawn_server(dir: &Path) -> (Child, SocketAddr) {
+    spawn_agentwire(&database_url(dir).await, &dir.join("agents"), &CONTINUE).await
+}
+
+async fn kill(mut child: Child) {
+    child.start_kill().unwrap(); // SIGKILL
+    child.wait().await.unwrap();
+}
+
+/// The whole log of `chat` once its run has ended: replayed from seq 1,
+/// then live until `chat.run_complete` (the boundary left out).
+async fn log_until_complete(addr: SocketAddr, chat: Uuid) -> Vec<Value> {
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.resume(chat, 0).await;
+    let mut log = Vec::new();
+    let mut ended = false;
+    while !ended {
+        let m = c.recv().await;
+        if m["type"] == "chat.resume_boundary" {
+            ended = log
+                .last()
+                .is_some_and(|m: &Value| m["type"] == "chat.run_complete");
+            continue;
+        }
+        ended = m["type"] == "chat.run_complete";
+        log.push(without_replay(&m));
+    }
+    log
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_mid_stream_goes_on_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+    let (child, addr) = spawn_server(dir.path()).await;
+    let chat = Uuid::new_v4();
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.start(chat, "slow: 120").await;
+    let mut seen = Vec::new();
+    while seen.len() < 30 {
+        seen.push(c.recv().await);
+    }
+    kill(child).await;
+    while let Ok(m) = c.next().await {
+        seen.push(m);
+    }
+
+    let (_child, addr) = spawn_server(dir.path()).await;
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    for m in &seen {
+        let seq = m["seq"].as_u64().unwrap() as usize;
+        assert_eq!(log[seq - 1], *m, "seq {seq} changed after the crash");
+    }
+    // The cut turn is dropped, naming where it began, and asked again.
+    let cut_turn = log
+        .iter()
+        .find(|m| m["type"] == "chat.select_speaker")
+        .unwrap();
+    let discarded: Vec<&Value> = log
+        .iter()
+        .filter(|m| m["type"] == "chat.turn_discarded")
+        .collect();
+    assert_eq!(discarded.len(), 1, "one turn dropped");
+    assert_eq!(discarded[0]["from_seq"], cut_turn["seq"]);
+    assert_eq!(discarded[0]["agent"], "demo");
+    assert_eq!(discarded[0]["reason"], "restart");
+    let after: Vec<Value> = log
+        .iter()
+        .skip_while(|m| m["type"] != "chat.turn_discarded")
+        .skip(1)
+        .cloned()
+        .collect();
+    assert_eq!(after[0]["type"], "chat.select_speaker");
+    let words: Vec<String> = (1..=120).map(|i| format!("w{i}")).collect();
+    assert_eq!(last_text(&after), words.join(" "), "the whole answer");
+    let prints = after.iter().filter(|m| m["type"] == "chat.print").count();
+    assert_eq!(prints, 120, "every word once after the drop");
+    let end = log.last().unwrap();
+    assert_eq!(end["reason"], "completed");
+    assert_eq!(log[log.len() - 2]["type"], "chat.usage_summary");
+    assert!(!log.iter().any(|m| m["reason"] == "interrupted"));
+
+    // The chat carries on.
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.resume(chat, log.len() as u64).await;
+    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    c.say(chat, "after").await;
+    let more = c.until_complete(chat).await;
+    assert_eq!(seqs(&more)[0], log.len() as u64 + 1);
+}
+
+/// The tool endpoints: the first call of each path never answers (the server
+/// is killed while it waits); later ones answer `{"n": <calls so far>}`.
+#[derive(Clone, Default)]
+struct Tools {
+    calls: Arc<Mutex<HashMap<String, u32>>>,
+}
+
+impl Tools {
+    async fn start(&self) -> SocketAddr {
+        async fn answer(State(tools): State<Tools>, uri: Uri) -> axum::Json<Value> {
+            let n = {
+                let mut calls = tools.calls.lock().unwrap();
+                let n = calls.entry(uri.path().to_owned()).or_default();
+                *n += 1;
+                *n
+            };
+            if n == 1 {
+                std::future::pending::<()>().await;
+            }
+            axum::Json(json!({ "n": n }))
+        }
+        let app = Router::new().fallback(answer).with_state(self.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        addr
+    }
+
+    fn count(&self, path: &str) -> u32 {
+        self.calls.lock().unwrap().get(path).copied().unwrap_or(0)
+    }
+}
+
+fn agent(tools: SocketAddr) -> String {
+    format!(
+        r#"id: tools
+model:
+  provider: scripted
+  script:
+    rules:
+      - prefix: "lookup: "
+        call: {{tool: lookup, input: {{q: "{{arg}}"}}}}
+        then: "Looked up: {{result}}"
+      - prefix: "charge: "
+        call: {{tool: charge, input: {{q: "{{arg}}"}}}}
+        then: "Charged: {{result}}"
+system_prompt: Test.
+tools:
+  - name: lookup
+    idempotent: true
+    input_schema: {{type: object, properties: {{q: {{type: string}}}}, required: [q]}}
+    http: {{method: POST, url: "http://{tools}/lookup"}}
+  - name: charge
+    input_schema: {{type: object, properties: {{q: {{type: string}}}}, required: [q]}}
+    http: {{method: POST, url: "http://{tools}/charge"}}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_tool_call_runs_again_only_if_idempotent() {
+    let tools = Tools::default();
+    let tools_addr = tools.start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(agents.join("tools.yaml"), agent(tools_addr)).unwrap();
+    let (child, addr) = spawn_server(dir.path()).await;
+    let (lookup, charge) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.start_with(lookup, "tools", "lookup: a").await;
+    c.start_with(charge, "tools", "charge: b").await;
+    // Both calls are logged and waiting on their endpoints.
+    let mut calls = 0;
+    while calls < 2 {
+        if c.recv().await["type"] == "chat.tool_call" {
+            calls += 1;
+        }
+    }
+    for _ in 0..200 {
+        if tools.count("/lookup") == 1 && tools.count("/charge") == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    kill(child).await;
+
+    let (_child, addr) = spawn_server(dir.path()).await;
+    let log = log_until_complete(addr, lookup).await;
+    assert_gap_free(&seqs(&log));
+    // The idempotent call ran again: the same corr, logged again, answered.
+    let corr = log.iter().find(|m| m["type"] == "chat.tool_call").unwrap()["corr"].clone();
+    let of_call: Vec<&Value> = log.iter().filter(|m| m["corr"] == corr).collect();
+    let kinds: Vec<&str> = of_call
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["chat.tool_call", "chat.tool_call", "chat.tool_response"]
+    );
+    assert_eq!(of_call[2]["success"], true);
+    assert_eq!(last_text(&log), r#"Looked up: {"n":2}"#);
+    assert_eq!(log.last().unwrap()["reason"], "completed");
+    assert_eq!(tools.count("/lookup"), 2);
+
+    // The other was not: its result says the outcome is unknown, the model
+    // sees that, and the endpoint was called once.
+    let log = log_until_complete(addr, charge).await;
+    assert_gap_free(&seqs(&log));
+    let response = log
+        .iter()
+        .find(|m| m["type"] == "chat.tool_response")
+        .unwrap();
+    assert_eq!(response["success"], false);
+    assert!(
+        response["content"].as_str().unwrap().contains("unknown"),
+        "{response}"
+    );
+    assert!(
+        last_text(&log).starts_with("The tool charge failed: the outcome of this call is unknown")
+    );
+    assert_eq!(log.last().unwrap()["reason"], "completed");
+    assert_eq!(tools.count("/charge"), 1, "never a second side effect");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_for_a_person_ends_interrupted_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+    let (child, addr) = spawn_server(dir.path()).await;
+    let chat = Uuid::new_v4();
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.start(chat, "ask: Your name?").await;
+    c.recv_until(|m| m["type"] == "chat.input_request").await;
+    kill(child).await;
+
+    let (_child, addr) = spawn_server(dir.path()).await;
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    let n = log.len();
+    assert_eq!(log[n - 2]["type"], "chat.error");
+    assert!(log[n - 2]["message"].as_str().unwrap().contains("waiting"));
+    assert_eq!(log[n - 1]["reason"], "interrupted");
+}
