@@ -5,7 +5,9 @@
 //! Below `tools`, `templates` and `agent`, which all speak it, and above
 //! `session`, whose actor answers it. Uses `llm` and `protocol` only.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -25,6 +27,13 @@ pub enum RunMsg {
         password: bool,
         /// The answers to pick from, when the request is a choice.
         options: Option<Vec<String>>,
+        /// The input-request tool asking, logged with the request so a run
+        /// continued after a restart knows whose call it was.
+        tool_name: Option<String>,
+        /// Already logged, this long ago, by the run a restart cut off: wait
+        /// again, with what is left of the timeout, without logging it twice
+        /// (set by the [`RunLink`] of a continued run).
+        waited: Option<Duration>,
         respond: oneshot::Sender<InputOutcome>,
     },
     /// Emit a `chat.tool_call` awaiting a response and answer with the client's
@@ -40,6 +49,8 @@ pub enum RunMsg {
         check: Option<AnswerCheck>,
         /// The group member that shows it (set by its [`RunLink`]).
         agent: Option<String>,
+        /// As `AskInput`'s: shown already by the run a restart cut off.
+        waited: Option<Duration>,
         respond: oneshot::Sender<ComponentOutcome>,
     },
     /// Keep the answer key (JSON) of a template question in the store, never
@@ -103,13 +114,22 @@ pub struct RunLink {
     /// calls and responses it logs, so every tool, whatever its kind, says
     /// whose call it is without knowing about groups.
     speaker: Option<Arc<str>>,
+    /// A run continued after a restart: the requests its cut-off self had
+    /// logged and was waiting on (input `request_id`s, component `corr`s),
+    /// with how long ago. Asked again, each is marked `waited` once.
+    rewaits: Option<Arc<Mutex<HashMap<String, Duration>>>>,
 }
 
 impl RunLink {
     /// A link and the receiver its chat reads.
     pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<RunMsg>) {
         let (tx, rx) = mpsc::channel(capacity);
-        (Self { tx, speaker: None }, rx)
+        let link = Self {
+            tx,
+            speaker: None,
+            rewaits: None,
+        };
+        (link, rx)
     }
 
     /// The same channel, speaking as group member `name`.
@@ -117,10 +137,33 @@ impl RunLink {
         Self {
             tx: self.tx.clone(),
             speaker: Some(name.into()),
+            rewaits: self.rewaits.clone(),
         }
     }
 
+    /// The link of a continued run: these requests (by id, with how long
+    /// they have waited) are in the log already and waited on again.
+    #[must_use]
+    pub fn rewaiting(mut self, waited: HashMap<String, Duration>) -> Self {
+        self.rewaits = (!waited.is_empty()).then(|| Arc::new(Mutex::new(waited)));
+        self
+    }
+
     pub(crate) async fn send(&self, mut msg: RunMsg) -> Result<(), Gone> {
+        if let Some(rewaits) = &self.rewaits {
+            let mut rewaits = rewaits.lock().unwrap_or_else(|e| e.into_inner());
+            match &mut msg {
+                RunMsg::AskInput {
+                    request_id: id,
+                    waited,
+                    ..
+                }
+                | RunMsg::ShowComponent {
+                    corr: id, waited, ..
+                } => *waited = rewaits.remove(id.as_str()),
+                _ => {}
+            }
+        }
         if let Some(speaker) = &self.speaker {
             match &mut msg {
                 RunMsg::Emit(

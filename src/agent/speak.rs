@@ -59,8 +59,12 @@ pub struct Resumed {
     pub turns: u32,
     /// Time it had run (out of `run_timeout`).
     pub elapsed: std::time::Duration,
-    /// Calls of idempotent tools that had no result: run again first.
+    /// Calls that had no result, made again first: of idempotent tools (run
+    /// again), or waiting for a person (waited on again).
     pub calls: Vec<crate::llm::ToolCall>,
+    /// The requests of those calls already logged (input `request_id`s,
+    /// component `corr`s), with how long they have waited.
+    pub waited: std::collections::HashMap<String, std::time::Duration>,
 }
 
 impl RunSpec {
@@ -337,21 +341,20 @@ pub(super) async fn speak(
     Ok(Spoke::End(RunEndReason::MaxTurns))
 }
 
-/// A continued run's calls that a restart cut off, of idempotent tools: put
-/// back on the assistant turn that made them (the log's history leaves out
-/// a call with no result) and run again, their results after the others.
-/// Returns how the speaker's turn ends, if one of them ends it.
+/// A continued run's calls that a restart cut off: put back on the model's
+/// turn (the log's history leaves out a call with no result) and made again
+/// through the same pipeline — an idempotent tool runs again; a request to
+/// a person, already in the log, is waited on again (the run's link marks
+/// it). Returns how the speaker's turn ends, if one of them ends it.
 async fn rerun(
     voice: &Voice<'_>,
     env: &CallEnv<'_>,
     messages: &mut Vec<Message>,
     calls: &[crate::llm::ToolCall],
 ) -> Result<Option<Spoke>, Gone> {
-    match messages
-        .iter_mut()
-        .rev()
-        .find(|m| matches!(m, Message::Assistant { .. }))
-    {
+    // The model's turn that made them: its text, if it said something, is
+    // the history's last message; else it said nothing.
+    match messages.last_mut() {
         Some(Message::Assistant { tool_calls, .. }) => tool_calls.extend_from_slice(calls),
         _ => messages.push(Message::Assistant {
             text: String::new(),

@@ -138,6 +138,10 @@ pub enum EventKind {
         /// `manual` speaker selection): the chat refuses any other answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         options: Option<Vec<String>>,
+        /// The input-request tool that asks (absent for a group's speaker
+        /// choice): what a run continued after a restart waits on again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_name: Option<String>,
     },
     /// The answer to an input request was accepted.
     #[serde(rename = "chat.input_ack")]

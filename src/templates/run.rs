@@ -220,6 +220,7 @@ pub async fn run(
                 display: Display::Inline,
                 check: Some(answer_check(c)),
                 agent: None,
+                waited: None,
                 respond,
             })
             .await?;

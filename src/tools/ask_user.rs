@@ -33,6 +33,8 @@ pub(super) async fn run(
             .to_owned(),
         password,
         options: None,
+        tool_name: Some(call.name.clone()),
+        waited: None,
         respond,
     })
     .await?;

@@ -97,6 +97,7 @@ pub(super) async fn show(
         display,
         check: None,
         agent: None,
+        waited: None,
         respond,
     })
     .await?;

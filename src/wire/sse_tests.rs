@@ -220,6 +220,7 @@ fn waiting_run() -> Vec<Envelope> {
             password: false,
             timeout_seconds: Some(300),
             options: None,
+            tool_name: None,
         },
         EventKind::InputAck {
             request_id: "r1".into(),
@@ -496,6 +497,7 @@ fn a_choice_shows_its_options_on_every_dialect() {
             password: false,
             timeout_seconds: Some(300),
             options: Some(vec!["planner".into(), "writer".into()]),
+            tool_name: None,
         },
     );
     for dialect in [Dialect::AgentChat, Dialect::AgentHost, Dialect::Threads] {

@@ -237,22 +237,157 @@ async fn a_cut_tool_call_runs_again_only_if_idempotent() {
     assert_eq!(tools.count("/charge"), 1, "never a second side effect");
 }
 
+/// Starts a run that asks a person, kills the server once the request is
+/// logged, starts it again; returns the new address and the request.
+async fn cut_while_asking(
+    dir: &Path,
+    agent: &str,
+    text: &str,
+    waits_on: &str,
+    extra: &[&str],
+) -> (Child, SocketAddr, Uuid, Value) {
+    let url = database_url(dir).await;
+    let flags: Vec<&str> = CONTINUE.iter().chain(extra).copied().collect();
+    let (child, addr) = spawn_agentwire(&url, &dir.join("agents"), &flags).await;
+    let chat = Uuid::new_v4();
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.start_with(chat, agent, text).await;
+    let asked = c.recv_until(|m| m["type"] == waits_on).await.pop().unwrap();
+    kill(child).await;
+    let (child, addr) = spawn_agentwire(&url, &dir.join("agents"), &flags).await;
+    (child, addr, chat, asked)
+}
+
+/// Every envelope of `log` of this type.
+fn of_type<'a>(log: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    log.iter().filter(|m| m["type"] == ty).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_waiting_for_a_person_ends_interrupted_saying_why() {
+async fn an_ask_keeps_waiting_and_an_answer_after_the_restart_finishes_the_run() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("agents")).unwrap();
-    let (child, addr) = spawn_server(dir.path()).await;
+    let (_child, addr, chat, asked) = cut_while_asking(
+        dir.path(),
+        "demo",
+        "ask: Your name?",
+        "chat.input_request",
+        &[],
+    )
+    .await;
+    assert_eq!(asked["tool_name"], "ask_user");
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.resume(chat, asked["seq"].as_u64().unwrap()).await;
+    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    c.send(json!({"type": "user.input.submit", "chat_id": chat, "request_id": asked["request_id"], "text": "Ada"}))
+        .await;
+    let rest = c.until_complete(chat).await;
+    // The answer is logged as the user's words, then acknowledged.
+    assert_eq!(types(&rest)[..2], ["chat.text", "chat.input_ack"]);
+    assert_eq!(rest[0]["content"], "Ada");
+    assert_eq!(last_text(&rest), "You answered: Ada");
+    assert_eq!(rest.last().unwrap()["reason"], "completed");
+
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    assert_eq!(of_type(&log, "chat.input_request").len(), 1, "asked once");
+    assert!(of_type(&log, "chat.error").is_empty());
+    assert_eq!(of_type(&log, "chat.run_complete").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ui_tool_keeps_waiting_for_its_result() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+    let (_child, addr, chat, shown) =
+        cut_while_asking(dir.path(), "demo", "ui: board", "chat.tool_call", &[]).await;
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.resume(chat, shown["seq"].as_u64().unwrap()).await;
+    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    c.send(json!({"type": "inline_component.result", "chat_id": chat, "corr": shown["corr"], "data": {"x": 1}}))
+        .await;
+    let rest = c.until_complete(chat).await;
+    assert_eq!(last_text(&rest), r#"Component returned: {"x":1}"#);
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    assert_eq!(of_type(&log, "chat.tool_call").len(), 1, "shown once");
+    assert_eq!(log.last().unwrap()["reason"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_keeps_waiting_and_the_approved_call_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("gated.yaml"),
+        r#"id: gated
+model:
+  provider: scripted
+  script:
+    rules:
+      - prefix: "go: "
+        arg: count
+        max: 5
+        call: {tool: guarded, input: {steps: "{arg}"}}
+        then: "Tool said: {result}"
+system_prompt: Test.
+tools:
+  - name: guarded
+    input_schema: {type: object, properties: {steps: {type: integer, minimum: 1}}, required: [steps]}
+    builtin: progress
+    requires_approval: true
+"#,
+    )
+    .unwrap();
+    let (_child, addr, chat, gate) =
+        cut_while_asking(dir.path(), "gated", "go: 2", "chat.tool_call", &[]).await;
+    assert_eq!(gate["component_type"], "approval");
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.resume(chat, gate["seq"].as_u64().unwrap()).await;
+    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    c.send(json!({"type": "inline_component.result", "chat_id": chat, "corr": gate["corr"], "data": {"approved": true}}))
+        .await;
+    let rest = c.until_complete(chat).await;
+    assert!(last_text(&rest).starts_with("Tool said:"), "{rest:?}");
+    assert_eq!(rest.last().unwrap()["reason"], "completed");
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    let gates = log
+        .iter()
+        .filter(|m| m["component_type"] == "approval")
+        .count();
+    assert_eq!(gates, 1, "asked once");
+}
+
+/// A request's timeout counts from when it was logged, not from the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_times_out_from_when_it_was_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+    let url = database_url(dir.path()).await;
+    let flags = [CONTINUE[0], CONTINUE[1], "--input-timeout-seconds", "3"];
+    let agents = dir.path().join("agents");
+    let (child, addr) = spawn_agentwire(&url, &agents, &flags).await;
     let chat = Uuid::new_v4();
     let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
     c.start(chat, "ask: Your name?").await;
     c.recv_until(|m| m["type"] == "chat.input_request").await;
+    // Past the request's deadline while the server is down.
+    tokio::time::sleep(std::time::Duration::from_millis(3_500)).await;
     kill(child).await;
-
-    let (_child, addr) = spawn_server(dir.path()).await;
+    let (_child, addr) = spawn_agentwire(&url, &agents, &flags).await;
     let log = log_until_complete(addr, chat).await;
     assert_gap_free(&seqs(&log));
-    let n = log.len();
-    assert_eq!(log[n - 2]["type"], "chat.error");
-    assert!(log[n - 2]["message"].as_str().unwrap().contains("waiting"));
-    assert_eq!(log[n - 1]["reason"], "interrupted");
+    assert_eq!(log.last().unwrap()["reason"], "timeout");
+    let ts = |ty: &str| {
+        let m = of_type(&log, ty)[0];
+        chrono::DateTime::parse_from_rfc3339(m["ts"].as_str().unwrap()).unwrap()
+    };
+    let waited = ts("chat.input_timeout") - ts("chat.input_request");
+    // At once after the restart (~3.5 s), not a whole timeout later (~7 s).
+    assert!(
+        waited.num_milliseconds() < 6_000,
+        "timed out after {waited}"
+    );
 }

@@ -195,6 +195,8 @@ impl<'a> Chooser<'a> {
             prompt: format!("Who speaks next? {}", names.join(", ")),
             password: false,
             options: Some(names.iter().map(|n| (*n).to_owned()).collect()),
+            tool_name: None,
+            waited: None,
             respond,
         })
         .await?;

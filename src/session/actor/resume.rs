@@ -11,14 +11,18 @@
 //! - tool calls with no result: a tool marked `idempotent` runs again, any
 //!   other gets a tool error saying its outcome is unknown — never a silent
 //!   second side effect;
+//! - a call waiting for a person (an input request, a UI tool call, an
+//!   approval) keeps waiting: the continued run makes the call again, and
+//!   its link marks the request as logged already, so the actor registers it
+//!   with what is left of its first timeout and logs nothing twice; the
+//!   answer, sent after the restart, goes on as it would have;
 //! - then the agent loop goes on from the log's history, with the model
 //!   turns and the time the run had already used counted.
 //!
 //! Not yet continued, and ended `interrupted` with a `chat.error` saying why:
-//! a run waiting for a person (an input request, a UI tool call, an
-//! approval), a template's walk, a group's turns, a workflow's run.
+//! a template's walk, a group's turns, a workflow's run.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -29,6 +33,7 @@ use crate::llm::ToolCall;
 use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason};
 use crate::session::handle::RunExtras;
 use crate::store::{ChatState, StoreError, StoredEnvelope};
+use crate::tools::ToolKind;
 
 /// What the tool result of a call cut off by a restart says (not idempotent).
 pub(super) const UNKNOWN_OUTCOME: &str =
@@ -39,14 +44,35 @@ const PAGE: u32 = 1_000;
 /// Bytes read per page at most.
 const PAGE_BYTES: usize = 4 << 20;
 
-/// A tool call of the cut run.
+/// A tool call of the cut run that has no result.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Call {
-    pub tool_name: String,
+    /// The model's call id (a backend or UI call's `corr`, an input
+    /// request's `request_id`).
     pub corr: String,
+    pub tool_name: String,
+    /// Its input (an input request's: `{"prompt": …}`).
     pub payload: Value,
     /// A group member's call: its name.
     pub agent: Option<String>,
+    pub waits: Waits,
+}
+
+/// What a call without a result is doing.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Waits {
+    /// Nothing: a backend tool, cut off while it ran.
+    Not,
+    /// For a person, on the request the log answers by this id (an input's
+    /// `request_id`, a component's or approval's `corr`), logged at `ts`.
+    OnPerson { id: String, ts: String },
+}
+
+impl Call {
+    /// Whether an answer to `id` ends this call.
+    fn closes(&self, id: &str) -> bool {
+        self.corr == id || matches!(&self.waits, Waits::OnPerson { id: w, .. } if w == id)
+    }
 }
 
 /// What the log says of the run a restart cut off.
@@ -60,14 +86,16 @@ pub(super) struct Cut {
     open_turn: Option<(String, u64)>,
     /// Whether the last model turn closed with text and nothing came after.
     answered: bool,
-    /// Backend tool calls with no result yet, in order.
+    /// Tool calls with no result yet, in order.
     calls: Vec<Call>,
-    /// Input requests and UI calls (approvals too) waiting for a person.
-    waiting: HashSet<String>,
+    /// Open input requests of no tool (a group's choice of speaker).
+    untooled: HashSet<String>,
     /// Its `chat.usage_summary` is logged: it was ending.
     summarized: bool,
     /// It logged a `chat.error`.
     failed: bool,
+    /// A request timed out: the run was ending with `timeout`.
+    timed_out: bool,
     /// A kind of run that is not continued yet: what it is.
     shape: Option<&'static str>,
 }
@@ -108,7 +136,7 @@ impl Cut {
             *self = Self::default();
             return;
         }
-        self.started.get_or_insert(env.ts);
+        self.started.get_or_insert_with(|| env.ts.clone());
         match env.kind {
             EventKind::SelectSpeaker { agent, .. } => {
                 self.turns += 1;
@@ -130,33 +158,88 @@ impl Cut {
             } => {
                 self.open_turn = None;
                 self.answered = false;
-                match component_type.as_deref() {
-                    Some(crate::workflows::WORKFLOW) => self.shape = Some("a workflow's run"),
-                    Some(t) if awaiting_response || t == APPROVAL => {
-                        self.waiting.insert(corr);
+                let person = Waits::OnPerson {
+                    id: corr.clone(),
+                    ts: env.ts,
+                };
+                let call = match component_type.as_deref() {
+                    Some(crate::workflows::WORKFLOW) => {
+                        self.shape = Some("a workflow's run");
+                        return;
                     }
-                    Some(_) => {}
-                    None if self.calls.iter().any(|c| c.corr == corr) => {}
-                    None => self.calls.push(Call {
-                        tool_name,
+                    // The gate before a call: the call is in its payload.
+                    Some(APPROVAL) => Call {
+                        corr: payload["tool_call_id"].as_str().unwrap_or(&corr).to_owned(),
+                        tool_name: payload["tool_name"]
+                            .as_str()
+                            .unwrap_or(&tool_name)
+                            .to_owned(),
+                        payload: payload["input"].clone(),
+                        agent,
+                        waits: person,
+                    },
+                    Some(_) if awaiting_response => Call {
                         corr,
+                        tool_name,
                         payload,
                         agent,
-                    }),
-                }
+                        waits: person,
+                    },
+                    // Shown, not waited on (a preview).
+                    Some(_) => return,
+                    None => Call {
+                        corr,
+                        tool_name,
+                        payload,
+                        agent,
+                        waits: Waits::Not,
+                    },
+                };
+                // A call logged again (re-run, or past its approval) is one call.
+                self.calls.retain(|c| c.corr != call.corr);
+                self.calls.push(call);
             }
             EventKind::ToolResponse { corr, .. } => {
-                self.calls.retain(|c| c.corr != corr);
-                self.waiting.remove(&corr);
+                self.calls.retain(|c| !c.closes(&corr));
+            }
+            EventKind::InputRequest {
+                request_id,
+                prompt,
+                tool_name: Some(tool_name),
+                ..
+            } => {
+                self.open_turn = None;
+                self.answered = false;
+                self.calls.push(Call {
+                    corr: request_id.clone(),
+                    tool_name,
+                    payload: serde_json::json!({ "prompt": prompt }),
+                    agent: None,
+                    waits: Waits::OnPerson {
+                        id: request_id,
+                        ts: env.ts,
+                    },
+                });
             }
             EventKind::InputRequest { request_id, .. } => {
-                self.waiting.insert(request_id);
+                self.untooled.insert(request_id);
             }
-            EventKind::InputAck { request_id, .. } | EventKind::InputTimeout { request_id, .. } => {
-                self.waiting.remove(&request_id);
+            EventKind::InputAck { request_id, .. } => {
+                self.untooled.remove(&request_id);
+                // An input tool's result is the answer, never logged: the
+                // call is done once acknowledged.
+                self.calls.retain(|c| !c.closes(&request_id));
+            }
+            EventKind::InputTimeout { request_id, .. } => {
+                self.untooled.remove(&request_id);
+                self.calls.retain(|c| !c.closes(&request_id));
+                self.timed_out = true;
             }
             EventKind::UsageSummary { .. } => self.summarized = true,
-            EventKind::Error { .. } => self.failed = true,
+            EventKind::Error { error_code, .. } => {
+                self.failed = true;
+                self.timed_out |= error_code == ErrorCode::UiToolTimeout;
+            }
             EventKind::Progress { .. } | EventKind::State { .. } => {
                 self.shape = Some("a template's walk");
             }
@@ -173,7 +256,9 @@ impl Cut {
 
     /// What to do with the run, given which tools may run twice.
     pub(super) fn plan(self, idempotent: impl Fn(&str) -> bool) -> Plan {
-        let end = if self.failed {
+        let end = if self.timed_out {
+            RunEndReason::Timeout
+        } else if self.failed {
             RunEndReason::Error
         } else {
             RunEndReason::Completed
@@ -187,10 +272,16 @@ impl Cut {
         if let Some(shape) = self.shape {
             return Plan::Interrupt(format!("{shape} does not continue after a restart yet"));
         }
-        if !self.waiting.is_empty() {
+        if self.timed_out {
+            return Plan::Finish {
+                reason: end,
+                summarized: false,
+            };
+        }
+        if !self.untooled.is_empty() {
             return Plan::Interrupt(
-                "the run was waiting for an answer when the server restarted; a run waiting \
-                 for a person does not continue after a restart yet: send your message again"
+                "the run was waiting for a choice that no tool asked for when the server \
+                 restarted; that does not continue after a restart yet"
                     .into(),
             );
         }
@@ -200,10 +291,12 @@ impl Cut {
                 summarized: false,
             };
         }
+        // A call waiting for a person waits again; a backend call runs again
+        // only if running it twice is safe.
         let (again, unknown) = self
             .calls
             .into_iter()
-            .partition(|c| idempotent(&c.tool_name));
+            .partition(|c| c.waits != Waits::Not || idempotent(&c.tool_name));
         // A dropped turn is asked again: it does not count against max_turns.
         let discarded = u32::from(self.open_turn.is_some());
         Plan::Continue {
@@ -285,21 +378,33 @@ impl Actor {
                 if !events.is_empty() {
                     self.append(events, None).await?;
                 }
-                let elapsed = started
-                    .and_then(|ts| chrono::DateTime::parse_from_rfc3339(&ts).ok())
-                    .and_then(|t| (chrono::Utc::now() - t.to_utc()).to_std().ok())
-                    .unwrap_or_default();
+                let mut waited = HashMap::new();
+                let mut calls = Vec::new();
+                for c in again {
+                    if let Waits::OnPerson { id, ts } = c.waits {
+                        waited.insert(id, since(&ts));
+                    }
+                    let input = match agent.as_deref().and_then(|a| a.tool(&c.tool_name)) {
+                        // An input request logs its prompt, not the call's input.
+                        Some(t) => match &t.kind {
+                            ToolKind::InputRequest { prompt_field, .. } => {
+                                serde_json::json!({ prompt_field.as_str(): c.payload["prompt"] })
+                            }
+                            _ => c.payload,
+                        },
+                        None => c.payload,
+                    };
+                    calls.push(ToolCall {
+                        id: c.corr,
+                        name: c.tool_name,
+                        input,
+                    });
+                }
                 let resumed = Resumed {
                     turns,
-                    elapsed,
-                    calls: again
-                        .into_iter()
-                        .map(|c| ToolCall {
-                            id: c.corr,
-                            name: c.tool_name,
-                            input: c.payload,
-                        })
-                        .collect(),
+                    elapsed: started.as_deref().map(since).unwrap_or_default(),
+                    calls,
+                    waited,
                 };
                 let extras = RunExtras {
                     resumed: Some(resumed),
@@ -370,6 +475,14 @@ impl Actor {
         self.conversation_ended(reason).await;
         Ok(())
     }
+}
+
+/// How long ago `ts` (RFC 3339) was; zero if it cannot be read or is ahead.
+fn since(ts: &str) -> std::time::Duration {
+    chrono::DateTime::parse_from_rfc3339(ts)
+        .ok()
+        .and_then(|t| (chrono::Utc::now() - t.to_utc()).to_std().ok())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -214,26 +214,99 @@ fn a_run_that_logged_its_summary_is_finished_with_its_reason() {
     );
 }
 
-#[test]
-fn a_run_waiting_for_a_person_is_not_continued_yet() {
-    let asked = EventKind::InputRequest {
-        request_id: "r1".into(),
+fn asked(id: &str, tool: Option<&str>) -> EventKind {
+    EventKind::InputRequest {
+        request_id: id.into(),
         prompt: "Name?".into(),
-        corr: "r1".into(),
+        corr: id.into(),
         password: false,
         timeout_seconds: Some(60),
         options: None,
+        tool_name: tool.map(str::to_owned),
+    }
+}
+
+/// The calls a continued run makes again, as (corr, tool, request waited on).
+fn again(plan: Plan) -> Vec<(String, String, Option<String>)> {
+    let Plan::Continue { again, .. } = plan else {
+        panic!("continued: {plan:?}")
     };
-    let log = vec![
-        user("ask: Name?"),
-        speaker(),
-        call("ask_user", "r1", None),
-        asked,
-    ];
-    assert!(matches!(cut(log).plan(never), Plan::Interrupt(_)));
+    again
+        .into_iter()
+        .map(|c| {
+            let waits = match c.waits {
+                super::Waits::Not => None,
+                super::Waits::OnPerson { id, ts } => {
+                    assert!(!ts.is_empty());
+                    Some(id)
+                }
+            };
+            (c.corr, c.tool_name, waits)
+        })
+        .collect()
+}
+
+#[test]
+fn a_call_waiting_for_a_person_waits_again() {
+    let own = |s: &str| s.to_owned();
+    // An input request (its tool named in it).
+    let log = vec![user("ask: Name?"), speaker(), asked("r1", Some("ask_user"))];
+    let plan = cut(log).plan(never);
+    assert!(
+        matches!(
+            plan,
+            Plan::Continue {
+                discard: None,
+                turns: 1,
+                ..
+            }
+        ),
+        "{plan:?}"
+    );
+    assert_eq!(again(plan), [(own("r1"), own("ask_user"), Some(own("r1")))]);
+    // A UI component.
     let log = vec![user("ui: x"), speaker(), call("show", "u1", Some("x"))];
-    assert!(matches!(cut(log).plan(never), Plan::Interrupt(_)));
-    // Answered, it goes on.
+    assert_eq!(
+        again(cut(log).plan(never)),
+        [(own("u1"), own("show"), Some(own("u1")))]
+    );
+    // An approval gate: the call is in its payload, answered by its own corr.
+    let gate = EventKind::ToolCall {
+        tool_name: "charge".into(),
+        component_type: Some(crate::agent::APPROVAL.into()),
+        awaiting_response: true,
+        payload: json!({"tool_name": "charge", "input": {"q": 1}, "tool_call_id": "c9"}),
+        corr: "c9.approval".into(),
+        display: Display::Inline,
+        agent: None,
+    };
+    let log = vec![user("go"), speaker(), gate.clone()];
+    let plan = cut(log).plan(never);
+    let Plan::Continue { again: calls, .. } = &plan else {
+        panic!("continued")
+    };
+    assert_eq!(calls[0].payload, json!({"q": 1}));
+    assert_eq!(
+        again(plan),
+        [(own("c9"), own("charge"), Some(own("c9.approval")))]
+    );
+    // Approved, the call itself was cut off: a backend call like any other.
+    let log = vec![
+        user("go"),
+        speaker(),
+        gate,
+        response("charge", "c9.approval"),
+        call("charge", "c9", None),
+    ];
+    let Plan::Continue { again, unknown, .. } = cut(log).plan(never) else {
+        panic!("continued")
+    };
+    assert!(again.is_empty());
+    assert_eq!(unknown.len(), 1);
+}
+
+#[test]
+fn an_answered_request_is_done_and_a_timed_out_one_ends_the_run() {
     let acked = EventKind::InputAck {
         request_id: "r1".into(),
         corr: "r1".into(),
@@ -241,22 +314,34 @@ fn a_run_waiting_for_a_person_is_not_continued_yet() {
     let log = vec![
         user("ask: Name?"),
         speaker(),
-        call("ask_user", "r1", None),
-        EventKind::InputRequest {
-            request_id: "r1".into(),
-            prompt: "Name?".into(),
-            corr: "r1".into(),
-            password: false,
-            timeout_seconds: None,
-            options: None,
-        },
+        asked("r1", Some("ask_user")),
         acked,
-        response("ask_user", "r1"),
     ];
-    assert!(matches!(
+    assert!(again(cut(log).plan(never)).is_empty());
+    let timed_out = EventKind::InputTimeout {
+        request_id: "r1".into(),
+        timeout_seconds: 60,
+        corr: "r1".into(),
+    };
+    let log = vec![
+        user("ask: Name?"),
+        speaker(),
+        asked("r1", Some("ask_user")),
+        timed_out,
+    ];
+    assert_eq!(
         cut(log).plan(never),
-        Plan::Continue { turns: 1, .. }
-    ));
+        Plan::Finish {
+            reason: RunEndReason::Timeout,
+            summarized: false
+        }
+    );
+}
+
+#[test]
+fn a_choice_no_tool_asked_for_is_not_continued_yet() {
+    let log = vec![user("hi"), speaker(), asked("speaker_1", None)];
+    assert!(matches!(cut(log).plan(never), Plan::Interrupt(_)));
 }
 
 #[test]

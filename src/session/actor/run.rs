@@ -82,6 +82,11 @@ impl Actor {
         let mut history = super::history::from_log(transcript.iter().map(|e| e.json.as_str()));
 
         let (link, rx) = RunLink::channel(RUN_QUEUE);
+        // A continued run waits again on what its cut-off self had asked.
+        let link = match &extras.resumed {
+            Some(resumed) => link.rewaiting(resumed.waited.clone()),
+            None => link,
+        };
         let control = RunControl::default();
         self.run = Some(ActiveRun {
             control: control.clone(),
@@ -241,6 +246,8 @@ impl Actor {
                 prompt,
                 password,
                 options,
+                tool_name,
+                waited,
                 respond,
             } => {
                 let timeout = self.ctx.input_timeout;
@@ -251,21 +258,19 @@ impl Actor {
                     password,
                     timeout_seconds: Some(timeout.as_secs()),
                     options: options.clone(),
+                    tool_name,
                 };
-                match self.append_run(vec![(event, None)]).await {
+                let state = crate::protocol::ConversationState::AwaitingUser;
+                match self.log_request(event, state, waited).await {
                     Ok(()) => {
-                        if let Err(e) = self
-                            .transition(crate::protocol::ConversationState::AwaitingUser)
-                            .await
-                        {
-                            tracing::warn!(error = %e, "cannot record the conversation's state");
-                        }
+                        // A request waited on again keeps its first deadline.
+                        let left = timeout.saturating_sub(waited.unwrap_or_default());
                         self.inputs.insert(
                             request_id,
                             PendingInput {
                                 password,
                                 options,
-                                deadline: Instant::now() + timeout,
+                                deadline: Instant::now() + left,
                                 respond,
                             },
                         );
@@ -297,6 +302,7 @@ impl Actor {
                 display,
                 check,
                 agent,
+                waited,
                 respond,
             } => {
                 let approval = component_type == crate::agent::APPROVAL;
@@ -309,18 +315,17 @@ impl Actor {
                     display,
                     agent,
                 };
-                match self.append_run(vec![(event, None)]).await {
+                let state = crate::protocol::ConversationState::AwaitingWidget;
+                match self.log_request(event, state, waited).await {
                     Ok(()) => {
-                        if let Err(e) = self
-                            .transition(crate::protocol::ConversationState::AwaitingWidget)
-                            .await
-                        {
-                            tracing::warn!(error = %e, "cannot record the conversation's state");
-                        }
+                        let left = self
+                            .ctx
+                            .ui_timeout
+                            .saturating_sub(waited.unwrap_or_default());
                         self.components.insert(
                             corr,
                             PendingComponent {
-                                deadline: Instant::now() + self.ctx.ui_timeout,
+                                deadline: Instant::now() + left,
                                 approval,
                                 check,
                                 respond,
@@ -331,6 +336,24 @@ impl Actor {
                 }
             }
         }
+    }
+
+    /// Logs a request the run waits on, and the conversation's new state;
+    /// nothing for one the run a restart cut off had logged (`waited`).
+    async fn log_request(
+        &mut self,
+        event: EventKind,
+        state: crate::protocol::ConversationState,
+        waited: Option<std::time::Duration>,
+    ) -> Result<(), StoreError> {
+        if waited.is_some() {
+            return Ok(());
+        }
+        self.append_run(vec![(event, None)]).await?;
+        if let Err(e) = self.transition(state).await {
+            tracing::warn!(error = %e, "cannot record the conversation's state");
+        }
+        Ok(())
     }
 
     /// The run task ended. If it did not log its completion (it panicked, or
