@@ -395,3 +395,56 @@ async fn an_owner_whose_lock_was_lost_follows_the_node_that_took_over() {
     let mut fresh = a.client().await;
     assert_eq!(replay_all(&mut fresh, chat).await.0, all);
 }
+
+/// With `continue_runs_after_restart`, the node that takes a chat over from
+/// a dead owner continues its run: the turn cut mid-stream is dropped and
+/// asked again there, and the answer completes (issue 19).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_by_a_dead_owner_goes_on_on_another_node() {
+    let Some(url) = cluster_database().await else {
+        return;
+    };
+    let agents = tempfile::tempdir().unwrap();
+    let flags = ["--continue-runs-after-restart", "true"];
+    let (mut owner, addr) = spawn_agentwire(&url, agents.path(), &flags).await;
+    let b = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            database_url: Some(url.clone()),
+            continue_runs_after_restart: Some(true),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let chat = Uuid::new_v4();
+    let mut ca = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    ca.start(chat, "slow: 120").await;
+    let mut seen = Vec::new();
+    while seen.len() < 30 {
+        seen.push(ca.recv().await);
+    }
+    // A client of the other node follows the chat: that node takes it over.
+    let mut cb = b.client().await;
+    cb.resume(chat, 0).await;
+    let mut got = cb.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    got.pop();
+    owner.start_kill().unwrap(); // SIGKILL
+    owner.wait().await.unwrap();
+    got.extend(cb.until_complete(chat).await);
+    let got: Vec<Value> = got.iter().map(without_replay).collect();
+    assert_gap_free(&seqs(&got));
+    assert_eq!(
+        &got[..seen.len()],
+        &seen[..],
+        "every envelope the client saw"
+    );
+    let discarded: Vec<&Value> = got
+        .iter()
+        .filter(|m| m["type"] == "chat.turn_discarded")
+        .collect();
+    assert_eq!(discarded.len(), 1, "{:?}", types(&got));
+    let words: Vec<String> = (1..=120).map(|i| format!("w{i}")).collect();
+    assert_eq!(last_text(&got), words.join(" "));
+    assert_eq!(got.last().unwrap()["reason"], "completed");
+    assert!(!got.iter().any(|m| m["reason"] == "interrupted"));
+}

@@ -391,3 +391,89 @@ async fn a_request_times_out_from_when_it_was_asked() {
         "timed out after {waited}"
     );
 }
+
+/// An in-process server on `dir` that continues runs (its shutdown graceful).
+async fn graceful(dir: tempfile::TempDir) -> Server {
+    let settings = agentwire::config::Settings {
+        continue_runs_after_restart: Some(true),
+        ..Default::default()
+    };
+    Server::start_in(
+        dir,
+        Opts {
+            settings,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// The whole log of a chat on `server`, as far as it goes now.
+async fn log_now(server: &Server, chat: Uuid) -> Vec<Value> {
+    let mut c = server.client().await;
+    c.resume(chat, 0).await;
+    let mut log = c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    log.pop();
+    log.iter().map(without_replay).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_restart_lets_the_turn_in_flight_finish() {
+    let server = graceful(tempfile::tempdir().unwrap()).await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start(chat, "slow: 40").await;
+    c.recv_until(|m| m["type"] == "chat.print").await;
+    let server = graceful(server.stop().await).await;
+    let log = log_now(&server, chat).await;
+    assert_gap_free(&seqs(&log));
+    assert_eq!(log.last().unwrap()["reason"], "completed");
+    assert!(of_type(&log, "chat.turn_discarded").is_empty());
+    assert_eq!(of_type(&log, "chat.print").len(), 40);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_restart_leaves_the_next_turn_to_the_next_start() {
+    let server = graceful(tempfile::tempdir().unwrap()).await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    // A tool of 20 steps (25 ms each), then a second model turn.
+    c.start(chat, "progress: 20").await;
+    c.recv_until(|m| m["type"] == "chat.tool_progress").await;
+    let dir = server.stop().await;
+    // What the stop left, read by a server that does not continue runs (it
+    // ends the cut run `interrupted`): the tool finished within the grace
+    // period, the second turn was not begun.
+    let server = Server::start_in(dir, Opts::default()).await;
+    let log = log_now(&server, chat).await;
+    let kinds = types(&log);
+    assert_eq!(of_type(&log, "chat.select_speaker").len(), 1, "{kinds:?}");
+    let n = log.len();
+    assert_eq!(kinds[n - 2..], ["chat.tool_response", "chat.run_complete"]);
+    assert_eq!(log[n - 1]["reason"], "interrupted");
+    assert_eq!(log[n - 2]["success"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_restart_leaves_a_waiting_run_waiting() {
+    let server = graceful(tempfile::tempdir().unwrap()).await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start(chat, "ask: Your name?").await;
+    let asked = c.recv_until(|m| m["type"] == "chat.input_request").await;
+    let request = asked.last().unwrap()["request_id"].clone();
+    let server = graceful(server.stop().await).await;
+    let mut c = server.client().await;
+    c.resume(chat, 0).await;
+    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    c.send(
+        json!({"type": "user.input.submit", "chat_id": chat, "request_id": request, "text": "Ada"}),
+    )
+    .await;
+    let rest = c.until_complete(chat).await;
+    assert_eq!(last_text(&rest), "You answered: Ada");
+    let log = log_now(&server, chat).await;
+    assert_gap_free(&seqs(&log));
+    assert_eq!(of_type(&log, "chat.input_request").len(), 1);
+    assert!(!log.iter().any(|m| m["reason"] == "interrupted"));
+}

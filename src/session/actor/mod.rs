@@ -36,7 +36,7 @@ use super::handle::{Command, Reply, Signal};
 use super::subscriber::Fanout;
 use super::{Outbound, SessionContext};
 use crate::link::{ComponentOutcome, InputOutcome, RunControl, RunMsg};
-use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason, now_ts};
+use crate::protocol::{Envelope, ErrorCode, EventKind, now_ts};
 use crate::store::{AppendBatch, ChatRecord, ChatState, Fence, NewEnvelope, StoreError};
 
 /// Run requests buffered between the run and the actor.
@@ -92,6 +92,7 @@ pub(super) fn spawn(s: Spawn) {
             inputs: HashMap::new(),
             components: HashMap::new(),
             idle_since: Instant::now(),
+            draining: false,
         };
         let may_sleep = actor.run().await;
         Box::pin(actor.release()).await;
@@ -122,6 +123,9 @@ struct ActiveRun {
     _permit: crate::session::Slot,
     /// Whether the run's `chat.run_complete` is in the log.
     completed: bool,
+    /// A plain agent's run (not a template's, a group's or a workflow's):
+    /// one a restart can continue from the log.
+    continuable: bool,
 }
 
 struct PendingInput {
@@ -165,6 +169,9 @@ struct Actor {
     /// UI tool calls awaiting `inline_component.result`, by `corr`.
     components: HashMap<String, PendingComponent>,
     idle_since: Instant,
+    /// Shutting down with a continuable run: it runs until its next model
+    /// turn or request to a person, then is left for the next start.
+    draining: bool,
 }
 
 /// The next run message, or never when no run is in flight.
@@ -215,7 +222,7 @@ impl Actor {
                     shutting_down = true;
                     // A paused run is read again, so it can log its end.
                     self.paused = false;
-                    self.cancel_run(RunEndReason::Interrupted);
+                    self.at_shutdown();
                 }
                 // The handlers are boxed: their futures are large and live
                 // only while they run, so an idle actor stays small.

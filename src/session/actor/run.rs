@@ -93,6 +93,7 @@ impl Actor {
             rx,
             state_written: false,
             completed: false,
+            continuable: agent.template.is_none() && agent.group.is_none() && workflow.is_none(),
             _gauge: crate::metrics::RunGauge::start(),
             _permit: permit,
         });
@@ -225,9 +226,22 @@ impl Actor {
                 }
             }
         }
-        if let Err(e) = self.append_run(events).await {
+        // Shutting down: nothing of the next model turn is logged; the run
+        // is left to the next start, which asks that turn.
+        let leave = self.draining
+            && events
+                .iter()
+                .position(|(k, _)| matches!(k, EventKind::SelectSpeaker { .. }))
+                .map(|at| events.truncate(at))
+                .is_some();
+        if !events.is_empty()
+            && let Err(e) = self.append_run(events).await
+        {
             self.deliver_transient_error(&e);
             self.cancel_run(RunEndReason::Error);
+        }
+        if leave {
+            return self.leave_run();
         }
         if let Some(msg) = next {
             self.on_run_request(msg).await;
@@ -235,6 +249,19 @@ impl Actor {
     }
 
     pub(super) async fn on_run_request(&mut self, msg: RunMsg) {
+        // Shutting down: a request to a person is logged, then the run is
+        // left to the next start, which waits on it again.
+        let asks = matches!(msg, RunMsg::AskInput { .. } | RunMsg::ShowComponent { .. });
+        if self.draining && matches!(msg, RunMsg::Emit(EventKind::SelectSpeaker { .. })) {
+            return self.leave_run();
+        }
+        self.request(msg).await;
+        if self.draining && asks {
+            self.leave_run();
+        }
+    }
+
+    async fn request(&mut self, msg: RunMsg) {
         match msg {
             RunMsg::Emit(kind) => {
                 if let Err(e) = self.append_run(vec![(kind, None)]).await {

@@ -1,0 +1,252 @@
+//! A run that a restart (or a dead node) cut off, continued from the log
+//! (issue 19): the log is the run's checkpoint.
+//!
+//! [`Cut`] reads what the log says of the last run (every envelope after the
+//! chat's last `chat.run_complete`), and [`Cut::plan`] decides:
+//!
+//! - the run had logged its `chat.usage_summary`, or its last model turn
+//!   answered without a tool call: it was ending, so it ends (`Finish`);
+//! - inside a model turn (a `chat.select_speaker` no `chat.text` or tool call
+//!   closed): the turn is dropped with `chat.turn_discarded` and asked again;
+//! - tool calls with no result: a tool marked `idempotent` runs again, any
+//!   other gets a tool error saying its outcome is unknown — never a silent
+//!   second side effect;
+//! - a call waiting for a person (an input request, a UI tool call, an
+//!   approval) keeps waiting: the continued run makes the call again, and
+//!   its link marks the request as logged already, so the actor registers it
+//!   with what is left of its first timeout and logs nothing twice; the
+//!   answer, sent after the restart, goes on as it would have;
+//! - then the agent loop goes on from the log's history, with the model
+//!   turns and the time the run had already used counted.
+//!
+//! Not yet continued, and ended `interrupted` with a `chat.error` saying why:
+//! a template's walk, a group's turns, a workflow's run.
+
+mod cut;
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::Actor;
+use crate::agent::runtime::Resumed;
+use crate::llm::ToolCall;
+use crate::protocol::{ErrorCode, EventKind, RunEndReason};
+use crate::session::handle::RunExtras;
+use crate::store::{ChatState, StoreError};
+use crate::tools::ToolKind;
+use cut::{Cut, Plan, Waits};
+
+/// What the tool result of a call cut off by a restart says (not idempotent).
+pub(super) const UNKNOWN_OUTCOME: &str =
+    "the outcome of this call is unknown: the server restarted before its result came";
+
+/// Envelopes read per page while looking for the cut run.
+const PAGE: u32 = 1_000;
+/// Bytes read per page at most.
+const PAGE_BYTES: usize = 4 << 20;
+
+impl Actor {
+    /// Continues the run a restart cut off, or ends it when it cannot go on.
+    pub(super) async fn continue_cut_run(&mut self) -> Result<(), StoreError> {
+        let Some(chat) = &self.chat else {
+            return Ok(());
+        };
+        let agent = self.ctx.agents.get(&chat.agent);
+        let mut cut = Cut::default();
+        let mut after = 0;
+        loop {
+            let (page, _) = self
+                .ctx
+                .store
+                .load_bounded(self.chat_id, after, PAGE, PAGE_BYTES)
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            page.iter().for_each(|e| cut.push(e));
+        }
+        let plan = match &agent {
+            None => Plan::Interrupt(format!(
+                "the run's agent `{}` is no longer configured",
+                chat.agent
+            )),
+            Some(a) if a.template.is_some() => {
+                Plan::Interrupt("a template's walk does not continue after a restart yet".into())
+            }
+            Some(a) if a.group.is_some() => {
+                Plan::Interrupt("a group's run does not continue after a restart yet".into())
+            }
+            Some(a) => cut.plan(|name| a.tool(name).is_some_and(|t| t.idempotent)),
+        };
+        tracing::info!(?plan, "a run cut off by a restart");
+        match plan {
+            Plan::Finish { reason, summarized } => self.finish_cut_run(reason, summarized).await,
+            Plan::Interrupt(why) => self.interrupt_cut_run(Some(why)).await,
+            Plan::Continue {
+                discard,
+                unknown,
+                again,
+                turns,
+                started,
+            } => {
+                let mut events = Vec::new();
+                if let Some((agent, from_seq)) = discard {
+                    events.push((
+                        EventKind::TurnDiscarded {
+                            agent,
+                            from_seq,
+                            reason: "restart".into(),
+                        },
+                        None,
+                    ));
+                }
+                for call in unknown {
+                    events.push((
+                        EventKind::ToolResponse {
+                            tool_name: call.tool_name,
+                            content: Value::String(UNKNOWN_OUTCOME.into()),
+                            success: false,
+                            corr: call.corr,
+                            agent: call.agent,
+                        },
+                        None,
+                    ));
+                }
+                if !events.is_empty() {
+                    self.append(events, None).await?;
+                }
+                let mut waited = HashMap::new();
+                let mut calls = Vec::new();
+                for c in again {
+                    if let Waits::OnPerson { id, ts } = c.waits {
+                        waited.insert(id, since(&ts));
+                    }
+                    let input = match agent.as_deref().and_then(|a| a.tool(&c.tool_name)) {
+                        // An input request logs its prompt, not the call's input.
+                        Some(t) => match &t.kind {
+                            ToolKind::InputRequest { prompt_field, .. } => {
+                                serde_json::json!({ prompt_field.as_str(): c.payload["prompt"] })
+                            }
+                            _ => c.payload,
+                        },
+                        None => c.payload,
+                    };
+                    calls.push(ToolCall {
+                        id: c.corr,
+                        name: c.tool_name,
+                        input,
+                    });
+                }
+                let resumed = Resumed {
+                    turns,
+                    elapsed: started.as_deref().map(since).unwrap_or_default(),
+                    calls,
+                    waited,
+                };
+                let extras = RunExtras {
+                    resumed: Some(resumed),
+                    ..RunExtras::default()
+                };
+                if let Err(e) = Box::pin(self.start_run(None, extras)).await {
+                    tracing::warn!(error = %e, "a cut run could not continue");
+                    return self
+                        .interrupt_cut_run(Some(format!("the run could not continue: {e}")))
+                        .await;
+                }
+                if let Some(run) = &mut self.run {
+                    // The log says running already.
+                    run.state_written = true;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// At shutdown: a run a restart can continue is left in the log for the
+    /// next start — at once if it waits for a person, else after the model
+    /// turn or tool calls in flight, as far as the grace period lets it —;
+    /// any other is cancelled and logs its end `interrupted`.
+    pub(super) fn at_shutdown(&mut self) {
+        let continuable =
+            self.ctx.continue_runs && self.run.as_ref().is_some_and(|r| r.continuable);
+        if !continuable {
+            return self.cancel_run(RunEndReason::Interrupted);
+        }
+        if self.inputs.is_empty() && self.components.is_empty() {
+            self.draining = true;
+        } else {
+            self.leave_run();
+        }
+    }
+
+    /// Lets go of the run without logging its end: the log still says the
+    /// chat is running, and the next start (or node) continues it. The run
+    /// task stops at its next message (its channel is gone).
+    pub(super) fn leave_run(&mut self) {
+        if self.run.take().is_some() {
+            tracing::info!("run left for the next start to continue");
+        }
+        self.inputs.clear();
+        self.components.clear();
+        self.draining = false;
+    }
+
+    /// Logs the end of a run that was ending when it was cut off.
+    async fn finish_cut_run(
+        &mut self,
+        reason: RunEndReason,
+        summarized: bool,
+    ) -> Result<(), StoreError> {
+        let mut events = Vec::new();
+        if !summarized {
+            // What the run spent before the restart is not in the log.
+            events.push((
+                EventKind::UsageSummary {
+                    total_tokens: 0,
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                    cost: None,
+                    by_agent: None,
+                },
+                None,
+            ));
+        }
+        events.push((EventKind::RunComplete { reason }, None));
+        self.append(events, Some(ChatState::Idle)).await?;
+        self.conversation_ended(reason).await;
+        Ok(())
+    }
+
+    /// Ends the cut run `interrupted`; with a `chat.error` saying `why`
+    /// when it could have gone on but cannot.
+    pub(super) async fn interrupt_cut_run(
+        &mut self,
+        why: Option<String>,
+    ) -> Result<(), StoreError> {
+        let mut events = Vec::new();
+        if let Some(message) = why {
+            events.push((
+                EventKind::Error {
+                    message,
+                    error_code: ErrorCode::AgentInitializationFailed,
+                    details: None,
+                    recoverable: true,
+                },
+                None,
+            ));
+        }
+        let reason = RunEndReason::Interrupted;
+        events.push((EventKind::RunComplete { reason }, None));
+        self.append(events, Some(ChatState::Idle)).await?;
+        self.conversation_ended(reason).await;
+        Ok(())
+    }
+}
+
+/// How long ago `ts` (RFC 3339) was; zero if it cannot be read or is ahead.
+fn since(ts: &str) -> std::time::Duration {
+    chrono::DateTime::parse_from_rfc3339(ts)
+        .ok()
+        .and_then(|t| (chrono::Utc::now() - t.to_utc()).to_std().ok())
+        .unwrap_or_default()
+}
