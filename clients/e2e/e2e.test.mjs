@@ -183,7 +183,7 @@ test('a conversation with demo: text, ask, secret and a component', async () => 
   await page.close();
 });
 
-test('a killed server: the page shows the answer exactly once', async () => {
+test('a killed server that does not continue runs: the page shows the answer exactly once', async () => {
   const page = await newChat('restart');
   await say(page, 'slow: 300');
   await page.locator('#log li.agent .msg').last().filter({ hasText: 'w20 ' }).waitFor();
@@ -191,7 +191,7 @@ test('a killed server: the page shows the answer exactly once', async () => {
   await new Promise((r) => server.once('exit', r));
   await page.locator('#conn[data-state="reconnecting"]').waitFor();
   await page.shot('1-reconnecting');
-  server = await startServer(dir, port);
+  server = await startServer(dir, port, ['--continue-runs-after-restart', 'false']);
   await page.locator('#conn[data-state="resumed"]').waitFor({ timeout: 20000 });
   await page.locator('#run', { hasText: 'interrupted' }).waitFor();
   await page.shot('2-resumed');
@@ -205,14 +205,14 @@ test('a killed server: the page shows the answer exactly once', async () => {
   await page.close();
 });
 
-test('a killed server that continues runs: the page shows the continued answer once', async () => {
+test('a killed server: the run goes on, the page shows the continued answer once', async () => {
   const page = await newChat('continue');
   await say(page, 'slow: 60');
   await page.locator('#log li.agent .msg').last().filter({ hasText: 'w15 ' }).waitFor();
   server.kill('SIGKILL');
   await new Promise((r) => server.once('exit', r));
   await page.locator('#conn[data-state="reconnecting"]').waitFor();
-  server = await startServer(dir, port, ['--continue-runs-after-restart', 'true']);
+  server = await startServer(dir, port);
   await page.locator('#conn[data-state="resumed"]').waitFor({ timeout: 20000 });
   await page.locator('#log li.run-end', { hasText: 'run completed' }).last().waitFor({ timeout: 20000 });
   await page.shot('1-continued');
@@ -222,10 +222,6 @@ test('a killed server that continues runs: the page shows the continued answer o
   assert.equal(answer, Array.from({ length: 60 }, (_, i) => `w${i + 1}`).join(' '));
   assert.ok(!bubbles.slice(0, -1).some((b) => b.includes('w15')), 'no bubble of the cut turn is left');
   await page.close();
-  // The next tests start the server as before.
-  server.kill('SIGKILL');
-  await new Promise((r) => server.once('exit', r));
-  server = await startServer(dir, port);
 });
 
 test('model output is text, never HTML', async () => {

@@ -327,7 +327,7 @@ impl Settings {
             outbound_queue,
             idle_chat: Duration::from_secs(idle_chat),
             shutdown_grace: Duration::from_secs(shutdown_grace),
-            continue_runs: pick!(continue_runs_after_restart).unwrap_or(false),
+            continue_runs: pick!(continue_runs_after_restart).unwrap_or(true),
             default_agent,
             log_format: pick!(log_format).unwrap_or_default(),
             models: validate_models(file.models.clone())?,

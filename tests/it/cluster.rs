@@ -23,9 +23,15 @@ async fn cluster_database() -> Option<String> {
 }
 
 async fn node(url: &str) -> Server {
+    node_continuing(url, true).await
+}
+
+/// A node that continues the runs it takes over, or ends them `interrupted`.
+async fn node_continuing(url: &str, continues: bool) -> Server {
     Server::start_with(Opts {
         settings: agentwire::config::Settings {
             database_url: Some(url.to_owned()),
+            continue_runs_after_restart: Some(continues),
             ..Default::default()
         },
         ..Default::default()
@@ -194,9 +200,15 @@ async fn sigkill_the_owner_and_carry_on_from_another_node() {
         return;
     };
     let agents = tempfile::tempdir().unwrap();
-    let (mut owner, addr) = spawn_agentwire(&url, agents.path(), &[]).await;
+    // These nodes end a cut run `interrupted` (the default, continuing it,
+    // is `a_run_cut_by_a_dead_owner_goes_on_on_another_node`).
+    let flags = ["--continue-runs-after-restart", "false"];
+    let (mut owner, addr) = spawn_agentwire(&url, agents.path(), &flags).await;
     // Two more nodes follow the chat; both will race to take it over.
-    let (b, c) = (node(&url).await, node(&url).await);
+    let (b, c) = (
+        node_continuing(&url, false).await,
+        node_continuing(&url, false).await,
+    );
     let chat = Uuid::new_v4();
     let mut ca = Client::connect(&format!("ws://{addr}/v1/ws")).await;
     ca.start(chat, "slow: 400").await;
@@ -407,15 +419,7 @@ async fn a_run_cut_by_a_dead_owner_goes_on_on_another_node() {
     let agents = tempfile::tempdir().unwrap();
     let flags = ["--continue-runs-after-restart", "true"];
     let (mut owner, addr) = spawn_agentwire(&url, agents.path(), &flags).await;
-    let b = Server::start_with(Opts {
-        settings: agentwire::config::Settings {
-            database_url: Some(url.clone()),
-            continue_runs_after_restart: Some(true),
-            ..Default::default()
-        },
-        ..Default::default()
-    })
-    .await;
+    let b = node(&url).await;
     let chat = Uuid::new_v4();
     let mut ca = Client::connect(&format!("ws://{addr}/v1/ws")).await;
     ca.start(chat, "slow: 120").await;

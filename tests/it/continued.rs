@@ -1,7 +1,7 @@
 //! Runs that outlive the process (issue 19): the real binary, SIGKILLed in
-//! the middle of a run, then started again with
-//! `continue_runs_after_restart`; the run goes on from the log instead of
-//! ending `interrupted`.
+//! the middle of a run, then started again; the run goes on from the log
+//! instead of ending `interrupted` (`continue_runs_after_restart`, on by
+//! default, is set explicitly here).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -444,7 +444,15 @@ async fn a_graceful_restart_leaves_the_next_turn_to_the_next_start() {
     // What the stop left, read by a server that does not continue runs (it
     // ends the cut run `interrupted`): the tool finished within the grace
     // period, the second turn was not begun.
-    let server = Server::start_in(dir, Opts::default()).await;
+    let settings = agentwire::config::Settings {
+        continue_runs_after_restart: Some(false),
+        ..Default::default()
+    };
+    let opts = Opts {
+        settings,
+        ..Default::default()
+    };
+    let server = Server::start_in(dir, opts).await;
     let log = log_now(&server, chat).await;
     let kinds = types(&log);
     assert_eq!(of_type(&log, "chat.select_speaker").len(), 1, "{kinds:?}");

@@ -1,5 +1,7 @@
 //! SIGKILL during a stream: what a client saw survives, the run ends
-//! `interrupted`, and the chat carries on from the next seq.
+//! `interrupted` (these servers run with `continue_runs_after_restart =
+//! false`; `continued.rs` tests the default, which goes on), and the chat
+//! carries on from the next seq.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -11,7 +13,8 @@ use crate::support::*;
 
 /// Starts the real binary on `dir` and waits for `/healthz`.
 async fn spawn_server(dir: &Path) -> (Child, SocketAddr) {
-    spawn_agentwire(&database_url(dir).await, &dir.join("agents"), &[]).await
+    let flags = ["--continue-runs-after-restart", "false"];
+    spawn_agentwire(&database_url(dir).await, &dir.join("agents"), &flags).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +117,14 @@ async fn sigkill_with_many_paced_chats_loses_no_word() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_closes_with_1001_and_marks_the_run() {
-    let server = Server::start().await;
+    let opts = Opts {
+        settings: agentwire::config::Settings {
+            continue_runs_after_restart: Some(false),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let server = Server::start_with(opts.clone()).await;
     let chat = Uuid::new_v4();
     let mut c = server.client().await;
     c.start(chat, "slow: 1000").await;
@@ -130,7 +140,7 @@ async fn graceful_shutdown_closes_with_1001_and_marks_the_run() {
     assert_eq!(ended, Ended::Closed(Some(1001)));
     let dir = stopping.await.unwrap();
 
-    let server = Server::start_in(dir, Opts::default()).await;
+    let server = Server::start_in(dir, opts).await;
     let mut c = server.client().await;
     c.resume(chat, 0).await;
     let log = c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
