@@ -20,6 +20,13 @@ use crate::protocol::{Display, EventKind, RunEndReason};
 pub enum RunMsg {
     /// Append this event to the log.
     Emit(EventKind),
+    /// Append this event and answer once it is committed (`false`: it could
+    /// not be): a tool's call is in the log before the tool runs, so a
+    /// restart never finds a side effect the log does not know of.
+    Log {
+        kind: EventKind,
+        respond: oneshot::Sender<bool>,
+    },
     /// Emit `chat.input_request` and answer when the user does (or time runs out).
     AskInput {
         request_id: String,
@@ -118,6 +125,8 @@ pub struct RunLink {
     /// logged and was waiting on (input `request_id`s, component `corr`s),
     /// with how long ago. Asked again, each is marked `waited` once.
     rewaits: Option<Arc<Mutex<HashMap<String, Duration>>>>,
+    /// A continued run: the calls whose approval is in the log already.
+    approved: Option<Arc<std::collections::HashSet<String>>>,
 }
 
 impl RunLink {
@@ -128,6 +137,7 @@ impl RunLink {
             tx,
             speaker: None,
             rewaits: None,
+            approved: None,
         };
         (link, rx)
     }
@@ -138,6 +148,7 @@ impl RunLink {
             tx: self.tx.clone(),
             speaker: Some(name.into()),
             rewaits: self.rewaits.clone(),
+            approved: self.approved.clone(),
         }
     }
 
@@ -147,6 +158,32 @@ impl RunLink {
     pub fn rewaiting(mut self, waited: HashMap<String, Duration>) -> Self {
         self.rewaits = (!waited.is_empty()).then(|| Arc::new(Mutex::new(waited)));
         self
+    }
+
+    /// The link of a continued run: these calls (by id) were approved
+    /// before the restart; their gate is not asked again.
+    #[must_use]
+    pub fn approving(mut self, approved: std::collections::HashSet<String>) -> Self {
+        self.approved = (!approved.is_empty()).then(|| Arc::new(approved));
+        self
+    }
+
+    /// Whether call `id` was approved before a restart.
+    pub fn approved(&self, id: &str) -> bool {
+        self.approved.as_ref().is_some_and(|a| a.contains(id))
+    }
+
+    /// Appends `kind` and waits until it is committed.
+    ///
+    /// # Errors
+    /// `Gone` if the chat went away or could not log it.
+    pub(crate) async fn log(&self, kind: EventKind) -> Result<(), Gone> {
+        let (respond, logged) = oneshot::channel();
+        self.send(RunMsg::Log { kind, respond }).await?;
+        match logged.await {
+            Ok(true) => Ok(()),
+            _ => Err(Gone),
+        }
     }
 
     pub(crate) async fn send(&self, mut msg: RunMsg) -> Result<(), Gone> {
@@ -169,6 +206,10 @@ impl RunLink {
                 RunMsg::Emit(
                     EventKind::ToolCall { agent, .. } | EventKind::ToolResponse { agent, .. },
                 )
+                | RunMsg::Log {
+                    kind: EventKind::ToolCall { agent, .. } | EventKind::ToolResponse { agent, .. },
+                    ..
+                }
                 | RunMsg::ShowComponent { agent, .. } => {
                     agent.get_or_insert_with(|| speaker.to_string());
                 }

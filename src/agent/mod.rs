@@ -32,3 +32,4 @@ pub use models::{ModelEntry, ModelRegistry};
 pub use providers::build_provider;
 pub use registry::{AgentFileError, AgentRegistry};
 pub use scripted::ScriptedProvider;
+pub use speak::MAX_TURNS_ERROR;

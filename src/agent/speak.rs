@@ -65,6 +65,8 @@ pub struct Resumed {
     /// The requests of those calls already logged (input `request_id`s,
     /// component `corr`s), with how long they have waited.
     pub waited: std::collections::HashMap<String, std::time::Duration>,
+    /// The calls whose approval the log has: not asked again.
+    pub approved: std::collections::HashSet<String>,
 }
 
 impl RunSpec {
@@ -161,6 +163,9 @@ pub(super) enum Spoke {
         handoff: Option<String>,
     },
 }
+
+/// How the error a run logs when its model turns run out begins.
+pub const MAX_TURNS_ERROR: &str = "Maximum tool-call rounds exceeded";
 
 /// Most consecutive unparsable JSON tool calls sent back to the model.
 const MAX_JSON_RETRIES: u32 = 3;
@@ -331,10 +336,7 @@ pub(super) async fn speak(
     fail(
         link,
         ErrorCode::ToolExecutionError,
-        format!(
-            "Maximum tool-call rounds exceeded ({} model turns)",
-            agent.max_turns
-        ),
+        format!("{MAX_TURNS_ERROR} ({} model turns)", agent.max_turns),
         true,
     )
     .await?;

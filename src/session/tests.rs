@@ -56,6 +56,23 @@ async fn until(rx: &mut OutboundRx, pred: impl Fn(&Value) -> bool) -> Vec<Value>
     }
 }
 
+/// Starts `chat` with `text`, subscribed by connection `conn_id`, and reads
+/// its first run to the end: the queue and what it read.
+async fn ran(reg: &Registry, chat: Uuid, text: &str, conn_id: u64) -> (OutboundRx, Vec<Value>) {
+    let (sub, mut rx) = subscriber(conn_id);
+    reg.start(
+        chat,
+        Caller::user("dev"),
+        "demo",
+        Some(text.into()),
+        Some(sub),
+    )
+    .await
+    .unwrap();
+    let run = until(&mut rx, |v| v["type"] == "chat.run_complete").await;
+    (rx, run)
+}
+
 /// A chat whose demo run shows a component (`ui: board`), followed by a new
 /// subscriber: its queue, the envelopes up to the tool call, the call's corr.
 async fn component(reg: &Registry, chat: Uuid) -> (OutboundRx, Vec<Value>, String) {
@@ -229,17 +246,7 @@ async fn a_sleeping_chat_whose_streams_left_without_a_word_is_swept() {
     let dir = tempfile::tempdir().unwrap();
     let reg = registry(dir.path(), Duration::from_millis(50)).await;
     let (gone, stays) = (Uuid::new_v4(), Uuid::new_v4());
-    let (a, mut rx_a) = subscriber(1);
-    reg.start(
-        gone,
-        Caller::user("dev"),
-        "demo",
-        Some("hi".into()),
-        Some(a),
-    )
-    .await
-    .unwrap();
-    until(&mut rx_a, |v| v["type"] == "chat.run_complete").await;
+    let (rx_a, _) = ran(&reg, gone, "hi", 1).await;
     settle(&reg, 0, 1).await;
     // The stream goes away as an SSE client's does: its queue closes, and
     // nobody unsubscribes.
@@ -247,17 +254,7 @@ async fn a_sleeping_chat_whose_streams_left_without_a_word_is_swept() {
     tokio::time::sleep(Duration::from_millis(60)).await;
 
     // The next actor to stop sweeps it; a chat still followed stays asleep.
-    let (b, mut rx_b) = subscriber(2);
-    reg.start(
-        stays,
-        Caller::user("dev"),
-        "demo",
-        Some("hi".into()),
-        Some(b),
-    )
-    .await
-    .unwrap();
-    until(&mut rx_b, |v| v["type"] == "chat.run_complete").await;
+    let (_rx_b, _) = ran(&reg, stays, "hi", 2).await;
     settle(&reg, 0, 1).await;
     reg.unsubscribe(stays, 2).await;
     assert_eq!((reg.active_chats(), reg.sleeping_chats()), (0, 0));
@@ -268,17 +265,7 @@ async fn at_shutdown_a_sleeping_chat_lets_go_of_its_streams() {
     let dir = tempfile::tempdir().unwrap();
     let reg = registry(dir.path(), Duration::from_millis(50)).await;
     let chat = Uuid::new_v4();
-    let (a, mut rx) = subscriber(1);
-    reg.start(
-        chat,
-        Caller::user("dev"),
-        "demo",
-        Some("hi".into()),
-        Some(a),
-    )
-    .await
-    .unwrap();
-    until(&mut rx, |v| v["type"] == "chat.run_complete").await;
+    let (mut rx, _) = ran(&reg, chat, "hi", 1).await;
     settle(&reg, 0, 1).await;
     reg.context().shutdown.cancel();
     reg.forget_sleeping();

@@ -61,7 +61,7 @@ pub(super) async fn run(
     call: &ToolCall,
     link: &RunLink,
 ) -> Result<ToolOutcome, Gone> {
-    link.emit(backend_call(call)).await?;
+    link.log(backend_call(call)).await?;
     let result = builtin
         .call(&call.input, |percent, status_message| {
             let link = link.clone();

@@ -57,7 +57,7 @@ pub use builtin::Builtin;
 pub use env::{CallEnv, Database};
 pub use handoff::{HANDOFF_TOOL, TO_USER};
 pub use http::HttpTool;
-pub use pipeline::{APPROVAL, Approval, ask_approval, cap, execute};
+pub use pipeline::{APPROVAL, APPROVAL_SUFFIX, Approval, ask_approval, cap, execute};
 pub use preview::PREVIEW_SUFFIX;
 pub(crate) use record::respond;
 pub use tool::{Tool, ToolKind};

@@ -16,6 +16,8 @@ use crate::protocol::{Display, EventKind, RunEndReason};
 
 /// The `component_type` of an approval request.
 pub const APPROVAL: &str = "approval";
+/// An approval request's `corr`: the call's id and this.
+pub const APPROVAL_SUFFIX: &str = ".approval";
 
 /// Runs one tool call to its outcome; a result's content is capped at
 /// `env.max_result_chars` (the log keeps it whole).
@@ -42,7 +44,8 @@ pub async fn execute(
     if !errors.is_empty() {
         return refuse(link, &call, format!("invalid input: {}", errors.join("; "))).await;
     }
-    if tool.requires_approval {
+    // A continued run does not ask again for an approval the log has.
+    if tool.requires_approval && !link.approved(&call.id) {
         match ask_approval(link, &call).await? {
             Approval::Granted => {}
             Approval::Refused(reason) => {
@@ -128,7 +131,7 @@ pub enum Approval {
 /// Also the gate of a workflow that `requires_approval` (its invocation is
 /// the call).
 pub async fn ask_approval(link: &RunLink, call: &ToolCall) -> Result<Approval, Gone> {
-    let corr = format!("{}.approval", call.id);
+    let corr = format!("{}{APPROVAL_SUFFIX}", call.id);
     let payload = json!({"tool_name": call.name, "input": call.input, "tool_call_id": call.id});
     match show(
         link,

@@ -16,7 +16,8 @@ pub(super) async fn backend(
     call: &ToolCall,
     work: impl Future<Output = Result<String, String>>,
 ) -> Result<ToolOutcome, Gone> {
-    link.emit(backend_call(call)).await?;
+    // In the log before it runs: a restart never finds an effect unlogged.
+    link.log(backend_call(call)).await?;
     let result = work.await;
     finish(link, call, result).await
 }

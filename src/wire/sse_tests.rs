@@ -190,6 +190,52 @@ fn threads_and_chat() {
     assert_eq!(chat[0].1["seq"], 1);
 }
 
+#[test]
+fn a_discarded_turn_leaves_the_threads_full_response() {
+    let speaker = || EventKind::SelectSpeaker {
+        agent: "a".into(),
+        method: None,
+        reason: None,
+    };
+    let print = |c: &str| EventKind::Print {
+        agent: "a".into(),
+        content: c.into(),
+        corr: None,
+    };
+    let log = vec![
+        env(
+            1,
+            EventKind::Text {
+                agent: "user".into(),
+                content: "hi".into(),
+            },
+        ),
+        env(2, speaker()),
+        env(3, print("w1 ")),
+        env(
+            4,
+            EventKind::TurnDiscarded {
+                agent: "a".into(),
+                from_seq: 2,
+                reason: "restart".into(),
+            },
+        ),
+        env(5, speaker()),
+        env(6, print("w1 w2")),
+        env(
+            7,
+            EventKind::RunComplete {
+                reason: RunEndReason::Completed,
+            },
+        ),
+    ];
+    let events = encode_log(Dialect::Threads.encoder(None), log);
+    assert_eq!(
+        events.last().unwrap().1,
+        json!({"type": "end", "full_response": "w1 w2"})
+    );
+}
+
 /// A run that waits for a person four ways: an input request (answered), an
 /// approval (refused), a UI component (answered, then patched: logged again)
 /// and a preview.

@@ -19,6 +19,9 @@ use crate::protocol::{Envelope, EventKind};
 pub(super) struct Threads {
     /// The answer so far, for `end.full_response`.
     response: String,
+    /// Where the model turn in flight began in `response` (a turn a
+    /// restart cut off is dropped from it: `chat.turn_discarded`).
+    turn_start: usize,
     /// Requests shown already (a patched component is logged again).
     shown: HashSet<String>,
     /// Inside a group run (a `chat.select_speaker` said how it chose).
@@ -47,10 +50,15 @@ fn data(v: Value) -> Out {
 impl Encoder for Threads {
     fn encode(&mut self, env: &Envelope, _raw: &str, o: &mut Vec<Out>) {
         match &env.kind {
-            EventKind::Text { agent, .. } if agent == "user" => self.response.clear(),
-            EventKind::SelectSpeaker { method, .. } => {
-                self.group = self.group_chat || method.is_some()
+            EventKind::Text { agent, .. } if agent == "user" => {
+                self.response.clear();
+                self.turn_start = 0;
             }
+            EventKind::SelectSpeaker { method, .. } => {
+                self.group = self.group_chat || method.is_some();
+                self.turn_start = self.response.len();
+            }
+            EventKind::TurnDiscarded { .. } => self.response.truncate(self.turn_start),
             EventKind::Print { agent, content, .. } => {
                 self.response.push_str(content);
                 let mut chunk = json!({"type": "chunk", "content": content});
@@ -81,6 +89,7 @@ impl Encoder for Threads {
             EventKind::RunComplete { .. } => {
                 self.group = self.group_chat;
                 let full = std::mem::take(&mut self.response);
+                self.turn_start = 0;
                 o.push(data(json!({"type": "end", "full_response": full})));
             }
             _ => {}

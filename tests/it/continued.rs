@@ -49,6 +49,25 @@ async fn log_until_complete(addr: SocketAddr, chat: Uuid) -> Vec<Value> {
     log
 }
 
+/// A data folder whose agents folder holds `file` with `yaml`.
+fn with_agent(file: &str, yaml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(agents.join(file), yaml).unwrap();
+    dir
+}
+
+/// Resumes `chat` on `addr` after `seq`, sends `answer`, and reads the run
+/// to its end.
+async fn answer_after(addr: SocketAddr, chat: Uuid, seq: &Value, answer: Value) -> Vec<Value> {
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.resume(chat, seq.as_u64().unwrap()).await;
+    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    c.send(answer).await;
+    c.until_complete(chat).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_cut_mid_stream_goes_on_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -276,12 +295,7 @@ async fn an_ask_keeps_waiting_and_an_answer_after_the_restart_finishes_the_run()
     )
     .await;
     assert_eq!(asked["tool_name"], "ask_user");
-    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
-    c.resume(chat, asked["seq"].as_u64().unwrap()).await;
-    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
-    c.send(json!({"type": "user.input.submit", "chat_id": chat, "request_id": asked["request_id"], "text": "Ada"}))
-        .await;
-    let rest = c.until_complete(chat).await;
+    let rest = answer_after(addr, chat, &asked["seq"], json!({"type": "user.input.submit", "chat_id": chat, "request_id": asked["request_id"], "text": "Ada"})).await;
     // The answer is logged as the user's words, then acknowledged.
     assert_eq!(types(&rest)[..2], ["chat.text", "chat.input_ack"]);
     assert_eq!(rest[0]["content"], "Ada");
@@ -301,12 +315,7 @@ async fn a_ui_tool_keeps_waiting_for_its_result() {
     std::fs::create_dir_all(dir.path().join("agents")).unwrap();
     let (_child, addr, chat, shown) =
         cut_while_asking(dir.path(), "demo", "ui: board", "chat.tool_call", &[]).await;
-    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
-    c.resume(chat, shown["seq"].as_u64().unwrap()).await;
-    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
-    c.send(json!({"type": "inline_component.result", "chat_id": chat, "corr": shown["corr"], "data": {"x": 1}}))
-        .await;
-    let rest = c.until_complete(chat).await;
+    let rest = answer_after(addr, chat, &shown["seq"], json!({"type": "inline_component.result", "chat_id": chat, "corr": shown["corr"], "data": {"x": 1}})).await;
     assert_eq!(last_text(&rest), r#"Component returned: {"x":1}"#);
     let log = log_until_complete(addr, chat).await;
     assert_gap_free(&seqs(&log));
@@ -316,11 +325,8 @@ async fn a_ui_tool_keeps_waiting_for_its_result() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_keeps_waiting_and_the_approved_call_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let agents = dir.path().join("agents");
-    std::fs::create_dir_all(&agents).unwrap();
-    std::fs::write(
-        agents.join("gated.yaml"),
+    let dir = with_agent(
+        "gated.yaml",
         r#"id: gated
 model:
   provider: scripted
@@ -338,17 +344,11 @@ tools:
     builtin: progress
     requires_approval: true
 "#,
-    )
-    .unwrap();
+    );
     let (_child, addr, chat, gate) =
         cut_while_asking(dir.path(), "gated", "go: 2", "chat.tool_call", &[]).await;
     assert_eq!(gate["component_type"], "approval");
-    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
-    c.resume(chat, gate["seq"].as_u64().unwrap()).await;
-    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
-    c.send(json!({"type": "inline_component.result", "chat_id": chat, "corr": gate["corr"], "data": {"approved": true}}))
-        .await;
-    let rest = c.until_complete(chat).await;
+    let rest = answer_after(addr, chat, &gate["seq"], json!({"type": "inline_component.result", "chat_id": chat, "corr": gate["corr"], "data": {"approved": true}})).await;
     assert!(last_text(&rest).starts_with("Tool said:"), "{rest:?}");
     assert_eq!(rest.last().unwrap()["reason"], "completed");
     let log = log_until_complete(addr, chat).await;
@@ -373,9 +373,9 @@ async fn a_request_times_out_from_when_it_was_asked() {
     let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
     c.start(chat, "ask: Your name?").await;
     c.recv_until(|m| m["type"] == "chat.input_request").await;
+    kill(child).await;
     // Past the request's deadline while the server is down.
     tokio::time::sleep(std::time::Duration::from_millis(3_500)).await;
-    kill(child).await;
     let (_child, addr) = spawn_agentwire(&url, &agents, &flags).await;
     let log = log_until_complete(addr, chat).await;
     assert_gap_free(&seqs(&log));
@@ -385,7 +385,9 @@ async fn a_request_times_out_from_when_it_was_asked() {
         chrono::DateTime::parse_from_rfc3339(m["ts"].as_str().unwrap()).unwrap()
     };
     let waited = ts("chat.input_timeout") - ts("chat.input_request");
-    // At once after the restart (~3.5 s), not a whole timeout later (~7 s).
+    // The first server was killed before the deadline; the next one timed
+    // the request out at once (~4 s after it), not a whole timeout later.
+    assert_eq!(of_type(&log, "chat.input_timeout").len(), 1);
     assert!(
         waited.num_milliseconds() < 6_000,
         "timed out after {waited}"
@@ -484,4 +486,57 @@ async fn a_graceful_restart_leaves_a_waiting_run_waiting() {
     assert_gap_free(&seqs(&log));
     assert_eq!(of_type(&log, "chat.input_request").len(), 1);
     assert!(!log.iter().any(|m| m["reason"] == "interrupted"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_given_before_the_restart_is_not_asked_again() {
+    let dir = with_agent(
+        "gated_ui.yaml",
+        r#"id: gated_ui
+model:
+  provider: scripted
+  script:
+    rules:
+      - prefix: "pick: "
+        call: {tool: pick, input: {q: "{arg}"}}
+        then: "Picked: {result}"
+system_prompt: Test.
+tools:
+  - name: pick
+    input_schema: {type: object, properties: {q: {type: string}}, required: [q]}
+    ui: {component_type: picker}
+    requires_approval: true
+"#,
+    );
+    let agents = dir.path().join("agents");
+    let url = database_url(dir.path()).await;
+    let (child, addr) = spawn_agentwire(&url, &agents, &CONTINUE).await;
+    let chat = Uuid::new_v4();
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.start_with(chat, "gated_ui", "pick: a").await;
+    let gate = c
+        .recv_until(|m| m["type"] == "chat.tool_call")
+        .await
+        .pop()
+        .unwrap();
+    c.send(json!({"type": "inline_component.result", "chat_id": chat, "corr": gate["corr"], "data": {"approved": true}}))
+        .await;
+    let shown = c
+        .recv_until(|m| m["type"] == "chat.tool_call" && m["component_type"] == "picker")
+        .await
+        .pop()
+        .unwrap();
+    kill(child).await;
+
+    let (_child, addr) = spawn_agentwire(&url, &agents, &CONTINUE).await;
+    let rest = answer_after(addr, chat, &shown["seq"], json!({"type": "inline_component.result", "chat_id": chat, "corr": shown["corr"], "data": {"x": 2}})).await;
+    assert_eq!(last_text(&rest), r#"Picked: {"x":2}"#);
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    let gates = log
+        .iter()
+        .filter(|m| m["component_type"] == "approval")
+        .count();
+    assert_eq!(gates, 1, "approved once, never asked again");
+    assert_eq!(log.last().unwrap()["reason"], "completed");
 }

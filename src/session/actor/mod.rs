@@ -222,7 +222,7 @@ impl Actor {
                     shutting_down = true;
                     // A paused run is read again, so it can log its end.
                     self.paused = false;
-                    self.at_shutdown();
+                    Box::pin(self.at_shutdown()).await;
                 }
                 // The handlers are boxed: their futures are large and live
                 // only while they run, so an idle actor stays small.

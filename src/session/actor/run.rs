@@ -84,7 +84,9 @@ impl Actor {
         let (link, rx) = RunLink::channel(RUN_QUEUE);
         // A continued run waits again on what its cut-off self had asked.
         let link = match &extras.resumed {
-            Some(resumed) => link.rewaiting(resumed.waited.clone()),
+            Some(resumed) => link
+                .rewaiting(resumed.waited.clone())
+                .approving(resumed.approved.clone()),
             None => link,
         };
         let control = RunControl::default();
@@ -267,6 +269,13 @@ impl Actor {
                 if let Err(e) = self.append_run(vec![(kind, None)]).await {
                     self.deliver_transient_error(&e);
                 }
+            }
+            RunMsg::Log { kind, respond } => {
+                let logged = self.append_run(vec![(kind, None)]).await;
+                if let Err(e) = &logged {
+                    self.deliver_transient_error(e);
+                }
+                let _ = respond.send(logged.is_ok());
             }
             RunMsg::AskInput {
                 request_id,

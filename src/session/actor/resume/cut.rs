@@ -62,6 +62,10 @@ pub(super) struct Cut {
     failed: bool,
     /// A request timed out: the run was ending with `timeout`.
     timed_out: bool,
+    /// A logged error said the model turns ran out.
+    out_of_turns: bool,
+    /// The calls the user approved (by call id).
+    approved: HashSet<String>,
     /// A kind of run that is not continued yet: what it is.
     shape: Option<&'static str>,
 }
@@ -84,6 +88,8 @@ pub(super) enum Plan {
         again: Vec<Call>,
         turns: u32,
         started: Option<String>,
+        /// Calls approved before the restart: their gate is not asked again.
+        approved: HashSet<String>,
     },
 }
 
@@ -165,8 +171,13 @@ impl Cut {
                 self.calls.retain(|c| c.corr != call.corr);
                 self.calls.push(call);
             }
-            EventKind::ToolResponse { corr, .. } => {
+            EventKind::ToolResponse { corr, content, .. } => {
                 self.calls.retain(|c| !c.closes(&corr));
+                if let Some(id) = corr.strip_suffix(crate::tools::APPROVAL_SUFFIX)
+                    && content["approved"] == true
+                {
+                    self.approved.insert(id.to_owned());
+                }
             }
             EventKind::InputRequest {
                 request_id,
@@ -202,9 +213,14 @@ impl Cut {
                 self.timed_out = true;
             }
             EventKind::UsageSummary { .. } => self.summarized = true,
-            EventKind::Error { error_code, .. } => {
+            EventKind::Error {
+                error_code,
+                message,
+                ..
+            } => {
                 self.failed = true;
                 self.timed_out |= error_code == ErrorCode::UiToolTimeout;
+                self.out_of_turns |= message.starts_with(crate::agent::MAX_TURNS_ERROR);
             }
             EventKind::Progress { .. } | EventKind::State { .. } => {
                 self.shape = Some("a template's walk");
@@ -224,6 +240,8 @@ impl Cut {
     pub(super) fn plan(self, idempotent: impl Fn(&str) -> bool) -> Plan {
         let end = if self.timed_out {
             RunEndReason::Timeout
+        } else if self.out_of_turns {
+            RunEndReason::MaxTurns
         } else if self.failed {
             RunEndReason::Error
         } else {
@@ -233,6 +251,14 @@ impl Cut {
             return Plan::Finish {
                 reason: end,
                 summarized: true,
+            };
+        }
+        // A run logs an error as it ends (a provider's failure, the turns
+        // run out): it was ending.
+        if self.failed {
+            return Plan::Finish {
+                reason: end,
+                summarized: false,
             };
         }
         if let Some(shape) = self.shape {
@@ -271,6 +297,7 @@ impl Cut {
             again,
             turns: self.turns - discarded,
             started: self.started,
+            approved: self.approved,
         }
     }
 }

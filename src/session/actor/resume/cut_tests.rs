@@ -106,6 +106,7 @@ fn a_turn_cut_mid_stream_is_dropped_and_asked_again() {
         again,
         turns,
         started,
+        ..
     } = cut(log).plan(never)
     else {
         panic!("continued")
@@ -364,4 +365,66 @@ fn a_discarded_turn_is_not_dropped_twice() {
     };
     assert_eq!(discard, Some(("bot".into(), 5)));
     assert_eq!(turns, 0, "a dropped turn never counts");
+}
+
+#[test]
+fn an_approval_given_is_remembered() {
+    let gate = EventKind::ToolCall {
+        tool_name: "show".into(),
+        component_type: Some(crate::agent::APPROVAL.into()),
+        awaiting_response: true,
+        payload: json!({"tool_name": "show", "input": {}, "tool_call_id": "u1"}),
+        corr: "u1.approval".into(),
+        display: Display::Inline,
+        agent: None,
+    };
+    let approved = EventKind::ToolResponse {
+        tool_name: "show".into(),
+        content: json!({"approved": true}),
+        success: true,
+        corr: "u1.approval".into(),
+        agent: None,
+    };
+    let log = vec![
+        user("go"),
+        speaker(),
+        gate,
+        approved,
+        call("show", "u1", Some("x")),
+    ];
+    let Plan::Continue {
+        approved, again, ..
+    } = cut(log).plan(never)
+    else {
+        panic!("continued")
+    };
+    assert!(approved.contains("u1"));
+    assert_eq!(again.len(), 1, "the component waits again");
+}
+
+#[test]
+fn a_logged_error_means_the_run_was_ending() {
+    let error = |message: &str| EventKind::Error {
+        message: message.into(),
+        error_code: crate::protocol::ErrorCode::ToolExecutionError,
+        details: None,
+        recoverable: true,
+    };
+    let log = vec![user("go"), speaker(), error("the provider failed")];
+    assert_eq!(
+        cut(log).plan(never),
+        Plan::Finish {
+            reason: RunEndReason::Error,
+            summarized: false
+        }
+    );
+    let message = format!("{} (20 model turns)", crate::agent::MAX_TURNS_ERROR);
+    let log = vec![user("go"), speaker(), error(&message)];
+    assert_eq!(
+        cut(log).plan(never),
+        Plan::Finish {
+            reason: RunEndReason::MaxTurns,
+            summarized: false
+        }
+    );
 }

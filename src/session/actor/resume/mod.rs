@@ -30,6 +30,7 @@ use serde_json::Value;
 
 use super::Actor;
 use crate::agent::runtime::Resumed;
+use crate::link::RunMsg;
 use crate::llm::ToolCall;
 use crate::protocol::{ErrorCode, EventKind, RunEndReason};
 use crate::session::handle::RunExtras;
@@ -88,6 +89,7 @@ impl Actor {
                 again,
                 turns,
                 started,
+                approved,
             } => {
                 let mut events = Vec::new();
                 if let Some((agent, from_seq)) = discard {
@@ -142,6 +144,7 @@ impl Actor {
                     elapsed: started.as_deref().map(since).unwrap_or_default(),
                     calls,
                     waited,
+                    approved,
                 };
                 let extras = RunExtras {
                     resumed: Some(resumed),
@@ -166,24 +169,54 @@ impl Actor {
     /// next start — at once if it waits for a person, else after the model
     /// turn or tool calls in flight, as far as the grace period lets it —;
     /// any other is cancelled and logs its end `interrupted`.
-    pub(super) fn at_shutdown(&mut self) {
-        let continuable =
-            self.ctx.continue_runs && self.run.as_ref().is_some_and(|r| r.continuable);
+    pub(super) async fn at_shutdown(&mut self) {
+        // A run the log does not show as running yet (an agent that starts
+        // first, before its first envelope) would not be found again.
+        let continuable = self.ctx.continue_runs
+            && self
+                .run
+                .as_ref()
+                .is_some_and(|r| r.continuable && r.state_written);
         if !continuable {
             return self.cancel_run(RunEndReason::Interrupted);
         }
         if self.inputs.is_empty() && self.components.is_empty() {
             self.draining = true;
         } else {
+            // What the run queued before it waited (a parallel call's
+            // result) is logged first.
+            self.flush_run().await;
             self.leave_run();
+        }
+    }
+
+    /// Logs the events the run has queued, up to its next model turn or
+    /// request.
+    async fn flush_run(&mut self) {
+        let mut events = Vec::new();
+        if let Some(run) = &mut self.run {
+            while let Ok(RunMsg::Emit(kind)) = run.rx.try_recv() {
+                if matches!(kind, EventKind::SelectSpeaker { .. }) {
+                    break;
+                }
+                events.push((kind, None));
+            }
+        }
+        if !events.is_empty()
+            && let Err(e) = self.append_run(events).await
+        {
+            self.deliver_transient_error(&e);
         }
     }
 
     /// Lets go of the run without logging its end: the log still says the
     /// chat is running, and the next start (or node) continues it. The run
-    /// task stops at its next message (its channel is gone).
+    /// task is stopped (its messages go nowhere now, so it logs nothing).
     pub(super) fn leave_run(&mut self) {
-        if self.run.take().is_some() {
+        if let Some(run) = self.run.take() {
+            let super::ActiveRun { control, rx, .. } = run;
+            drop(rx);
+            control.cancel(RunEndReason::Interrupted);
             tracing::info!("run left for the next start to continue");
         }
         self.inputs.clear();
