@@ -12,7 +12,9 @@
 //!   store again, since notifications may have been lost.
 //! - **Liveness**, every [`TICK`]: keep this node's lock (take it again if
 //!   its session was lost), then wake the followers of chats whose owner died,
-//!   so they take them over.
+//!   so they take them over, and take up the running chats no live node holds
+//!   (a run left at a node's graceful stop, or a dead node's that nobody
+//!   follows), so their runs go on here.
 //!
 //! The session's invariants hold across nodes because of the store: only the
 //! lease holder can append (the fence), and a takeover waits for the last
@@ -273,5 +275,31 @@ async fn liveness(node: Arc<Node>, registry: Registry) {
             }
             Err(e) => tracing::warn!(error = %e, "cannot read which nodes are alive"),
         }
+        adopt_orphans(&node, &registry).await;
+    }
+}
+
+/// Most orphaned runs one tick takes up.
+const ORPHANS_PER_TICK: i64 = 64;
+
+/// Takes up the runs no live node holds — left by a node's graceful stop, or
+/// cut by its death — so a rolling restart moves each run to a live node
+/// within about a tick: loading the chat takes its lease, and its owner
+/// continues the run (or ends it `interrupted`). Nodes race; the lease
+/// decides, and the others just follow the chat a while.
+async fn adopt_orphans(node: &Node, registry: &Registry) {
+    let orphans = match node.cluster.orphaned_runs(ORPHANS_PER_TICK).await {
+        Ok(orphans) => orphans,
+        Err(e) => return tracing::warn!(error = %e, "cannot look for runs no node holds"),
+    };
+    for chat_id in orphans {
+        tracing::info!(%chat_id, "taking up a run no live node holds");
+        let (tracker, registry) = (registry.context().tracker.clone(), registry.clone());
+        // Not awaited here: loading a chat must not hold up the tick.
+        tracker.spawn(async move {
+            if let Err(e) = registry.touch(chat_id).await {
+                tracing::warn!(%chat_id, error = %e, "could not take up the run");
+            }
+        });
     }
 }

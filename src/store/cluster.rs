@@ -239,6 +239,25 @@ impl PgCluster {
         )
     }
 
+    /// Running chats that no live node holds: a run its node left at a
+    /// graceful stop (the lease released with the run not ended), or whose
+    /// node died. At most `limit`.
+    ///
+    /// # Errors
+    /// The database cannot be reached.
+    pub async fn orphaned_runs(&self, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+        let sql = format!(
+            "SELECT c.id FROM chats c LEFT JOIN chat_leases l ON l.chat_id = c.id
+             WHERE c.state = 'running' AND (l.chat_id IS NULL OR NOT {})
+             LIMIT $1",
+            NODE_ALIVE.replace("{node}", "l.node_id")
+        );
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
     /// Gives the lease up (if it is still the one granted with `epoch`).
     ///
     /// # Errors

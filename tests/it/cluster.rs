@@ -452,3 +452,42 @@ async fn a_run_cut_by_a_dead_owner_goes_on_on_another_node() {
     assert_eq!(got.last().unwrap()["reason"], "completed");
     assert!(!got.iter().any(|m| m["reason"] == "interrupted"));
 }
+
+/// A rolling restart: a node stopping gracefully leaves its run between two
+/// model turns, and another node takes it up on its own within about a
+/// second (no client touches the chat) and finishes it (issue 19).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_left_by_a_stopping_node_is_taken_up_by_another() {
+    let Some(url) = cluster_database().await else {
+        return;
+    };
+    let (a, b) = (node(&url).await, node(&url).await);
+    let chat = Uuid::new_v4();
+    let mut ca = a.client().await;
+    // A tool of 40 steps (25 ms each), then a second model turn.
+    ca.start(chat, "progress: 40").await;
+    ca.recv_until(|m| m["type"] == "chat.tool_progress").await;
+    drop(a.stop().await);
+
+    // Nobody asks node B about the chat: it finds the run on its own.
+    let mut state = Value::Null;
+    for _ in 0..100 {
+        let (status, chat_view) = http_json(&b, "GET", &format!("/v1/chats/{chat}"), "").await;
+        assert_eq!(status, 200);
+        state = chat_view["state"].clone();
+        if state == "idle" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(state, "idle", "the run was taken up and finished");
+    let mut cb = b.client().await;
+    let (log, _) = replay_all(&mut cb, chat).await;
+    assert_gap_free(&seqs(&log));
+    let count = |ty: &str| log.iter().filter(|m| m["type"] == ty).count();
+    assert_eq!(count("chat.select_speaker"), 2, "{:?}", types(&log));
+    assert_eq!(count("chat.tool_call"), 1, "the tool ran once");
+    assert_eq!(count("chat.turn_discarded"), 0);
+    assert_eq!(last_text(&log), "Done");
+    assert_eq!(log.last().unwrap()["reason"], "completed");
+}

@@ -451,8 +451,15 @@ impl Registry {
         }
     }
 
-    /// Start-up: every chat whose run was cut off (by a crash) gets its
-    /// `chat.run_complete` with `reason: "interrupted"`.
+    /// Loads the chat (its actor takes the lease, and continues or ends a
+    /// run that was cut off).
+    pub(super) async fn touch(&self, chat_id: Uuid) -> Result<(), SessionError> {
+        self.call_op(chat_id, Op::Touch, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// Start-up: every chat whose run was cut off (by a crash) is continued,
+    /// or gets its `chat.run_complete` with `reason: "interrupted"`.
     ///
     /// # Returns
     /// How many chats were recovered.
