@@ -21,7 +21,7 @@ use crate::protocol::{AgentUsage, EventKind, RunEndReason};
 use crate::templates::Speaker;
 use crate::workflows::Workflow;
 
-pub use super::speak::{Resumed, RunSpec};
+pub use super::speak::{GroupResumed, Resumed, RunSpec};
 
 /// Runs the agent until it finishes, fails, runs out of turns or time, or is
 /// stopped.

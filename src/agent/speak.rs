@@ -67,6 +67,22 @@ pub struct Resumed {
     pub waited: std::collections::HashMap<String, std::time::Duration>,
     /// The calls whose approval the log has: not asked again.
     pub approved: std::collections::HashSet<String>,
+    /// A group run: where its members' turns stood.
+    pub group: Option<GroupResumed>,
+}
+
+/// Where a group run a restart cut off stood. `Resumed::turns` are then the
+/// model turns of `member`'s own turn.
+#[derive(Debug, Clone, Default)]
+pub struct GroupResumed {
+    /// The member speaking last.
+    pub member: String,
+    /// Member turns begun (out of `max_rounds`), its own included.
+    pub rounds: u32,
+    /// Its turn had ended: the next speaker is chosen after it.
+    pub done: bool,
+    /// Whom it handed the conversation to (a member, or `user`).
+    pub handoff: Option<String>,
 }
 
 impl RunSpec {

@@ -105,7 +105,7 @@ pub struct Settings {
     #[arg(long, env = "AGENTWIRE_SHUTDOWN_GRACE_SECONDS", global = true)]
     pub shutdown_grace_seconds: Option<u64>,
     /// Continue the runs a restart cut off from the log instead of ending
-    /// them `interrupted` (plain agent runs; templates, groups and workflows
+    /// them `interrupted` (agent and group runs; templates and workflows
     /// still end `interrupted`) [default: true].
     #[arg(long, env = "AGENTWIRE_CONTINUE_RUNS_AFTER_RESTART", global = true)]
     pub continue_runs_after_restart: Option<bool>,

@@ -540,3 +540,76 @@ tools:
     assert_eq!(gates, 1, "approved once, never asked again");
     assert_eq!(log.last().unwrap()["reason"], "completed");
 }
+
+/// Two members, round robin: `a` streams slowly, `b` answers, then the
+/// conversation goes back to the user.
+const GROUP: &str = r#"id: pair
+group:
+  speaker_selection: round_robin
+  max_rounds: 4
+  handoffs:
+    after: {b: user}
+  members:
+    - name: a
+      model:
+        provider: scripted
+        script:
+          rules:
+            - prefix: "slow: "
+              arg: count
+              stream: {delay_ms: 20}
+            - reply: "a here"
+    - name: b
+      model:
+        provider: scripted
+        script:
+          rules:
+            - reply: "b done"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_run_cut_mid_turn_goes_on_with_the_same_member() {
+    let dir = with_agent("pair.yaml", GROUP);
+    let url = database_url(dir.path()).await;
+    let agents = dir.path().join("agents");
+    let (child, addr) = spawn_agentwire(&url, &agents, &CONTINUE).await;
+    let chat = Uuid::new_v4();
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.start_with(chat, "pair", "slow: 60").await;
+    let mut seen = 0;
+    while seen < 20 {
+        if c.recv().await["type"] == "chat.print" {
+            seen += 1;
+        }
+    }
+    kill(child).await;
+
+    let (_child, addr) = spawn_agentwire(&url, &agents, &CONTINUE).await;
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    let speakers: Vec<(String, String)> = of_type(&log, "chat.select_speaker")
+        .iter()
+        .map(|m| (own(&m["agent"]), own(&m["method"])))
+        .collect();
+    // `a` began (round robin), was cut, went on (`continue`), then `b`.
+    assert_eq!(
+        speakers,
+        [
+            ("a".into(), "round_robin".into()),
+            ("a".into(), "continue".into()),
+            ("b".into(), "round_robin".into())
+        ]
+    );
+    assert_eq!(of_type(&log, "chat.turn_discarded").len(), 1);
+    let texts: Vec<String> = of_type(&log, "chat.text")
+        .iter()
+        .map(|m| own(&m["content"]))
+        .collect();
+    let words: Vec<String> = (1..=60).map(|i| format!("w{i}")).collect();
+    assert_eq!(texts[1..], [words.join(" "), "b done".to_owned()]);
+    assert_eq!(log.last().unwrap()["reason"], "completed");
+}
+
+fn own(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}

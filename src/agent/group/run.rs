@@ -6,7 +6,7 @@
 use super::super::build::{Group, Member, Target};
 use super::super::definition::ToolCallFormat;
 use super::super::prompt::{definitions, system_prompt};
-use super::super::speak::{RunSpec, Spent, Spoke, Tally, Voice, speak};
+use super::super::speak::{Resumed, RunSpec, Spent, Spoke, Tally, Voice, speak};
 use super::select::{Ask, Chooser, Pick};
 use super::view::view;
 use crate::link::{Gone, RunLink, Said};
@@ -35,7 +35,49 @@ pub(in crate::agent) async fn run(
     };
     let mut previous: Option<usize> = None;
     let mut handoff: Option<Target> = None;
-    for _ in 0..group.max_rounds {
+    // A run a restart cut off goes on where its members' turns stood.
+    let mut first_round = 0;
+    if let Some(resumed) = &spec.resumed
+        && let Some(place) = &resumed.group
+    {
+        let Some(index) = group.members.iter().position(|m| m.name == place.member) else {
+            return Ok(RunEndReason::Error);
+        };
+        first_round = place.rounds;
+        if place.done {
+            handoff = place.handoff.as_deref().map(|to| target(group, to));
+        } else {
+            // The member goes on with its own turn.
+            let member = &group.members[index];
+            let chosen = ("continue", None);
+            let (text, to) = match turn(
+                spec,
+                group,
+                member,
+                link,
+                tally,
+                &mut transcript,
+                chosen,
+                Some(resumed),
+            )
+            .await?
+            {
+                Ok(done) => done,
+                Err(end) => return Ok(end),
+            };
+            if let Some(marker) = &group.marker
+                && text.contains(marker.as_str())
+            {
+                return Ok(RunEndReason::Completed);
+            }
+            handoff = to.map(|to| target(group, &to));
+        }
+        previous = Some(index);
+        if let Some((Target::User, _)) = chooser.forced(index, handoff) {
+            return Ok(RunEndReason::Completed);
+        }
+    }
+    for _ in first_round..group.max_rounds {
         // The selector's calls count under the group's id.
         let ask = Ask {
             selector,
@@ -55,23 +97,27 @@ pub(in crate::agent) async fn run(
         };
         let member = &group.members[index];
         let chosen = (method, reason);
-        let (text, to) =
-            match turn(spec, group, member, link, tally, &mut transcript, chosen).await? {
-                Ok(done) => done,
-                Err(end) => return Ok(end),
-            };
+        let (text, to) = match turn(
+            spec,
+            group,
+            member,
+            link,
+            tally,
+            &mut transcript,
+            chosen,
+            None,
+        )
+        .await?
+        {
+            Ok(done) => done,
+            Err(end) => return Ok(end),
+        };
         if let Some(marker) = &group.marker
             && text.contains(marker.as_str())
         {
             return Ok(RunEndReason::Completed);
         }
-        handoff = to.map(|to| {
-            group
-                .members
-                .iter()
-                .position(|m| m.name == to)
-                .map_or(Target::User, Target::Member)
-        });
+        handoff = to.map(|to| target(group, &to));
         previous = Some(index);
         if let Some((Target::User, _)) = chooser.forced(index, handoff) {
             return Ok(RunEndReason::Completed);
@@ -80,8 +126,19 @@ pub(in crate::agent) async fn run(
     Ok(RunEndReason::MaxTurns)
 }
 
+/// Whom a `handoff_to` names: a member, or else the user.
+fn target(group: &Group, to: &str) -> Target {
+    group
+        .members
+        .iter()
+        .position(|m| m.name == to)
+        .map_or(Target::User, Target::Member)
+}
+
 /// One member's turn: `Ok((text, handoff))` when it finished speaking (its
 /// last text, and whom it handed to), `Err(reason)` when the run ends with it.
+/// `resumed`: the member's turn a restart cut off, going on.
+#[allow(clippy::too_many_arguments)]
 async fn turn(
     spec: &RunSpec,
     group: &Group,
@@ -90,6 +147,7 @@ async fn turn(
     tally: &mut Tally,
     transcript: &mut Vec<Said>,
     chosen: (&'static str, Option<String>),
+    resumed: Option<&Resumed>,
 ) -> Result<Result<(String, Option<String>), RunEndReason>, Gone> {
     let agent = &member.agent;
     let provider: &dyn Provider = match (&spec.provider, member.default_model) {
@@ -109,7 +167,7 @@ async fn turn(
         provider,
         system_prompt: prompt(spec, group, member, &tools),
         chosen: Some(chosen),
-        resumed: None,
+        resumed,
     };
     let link = link.speaking_as(&member.name);
     let mut messages = view(transcript, Some(&member.name), agent.max_tool_result_chars);

@@ -123,8 +123,8 @@ struct ActiveRun {
     _permit: crate::session::Slot,
     /// Whether the run's `chat.run_complete` is in the log.
     completed: bool,
-    /// A plain agent's run (not a template's, a group's or a workflow's):
-    /// one a restart can continue from the log.
+    /// An agent's or a group's run (not a template's or a workflow's): one
+    /// a restart can continue from the log.
     continuable: bool,
 }
 

@@ -95,7 +95,7 @@ impl Actor {
             rx,
             state_written: false,
             completed: false,
-            continuable: agent.template.is_none() && agent.group.is_none() && workflow.is_none(),
+            continuable: agent.template.is_none() && workflow.is_none(),
             _gauge: crate::metrics::RunGauge::start(),
             _permit: permit,
         });

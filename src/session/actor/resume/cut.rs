@@ -66,6 +66,10 @@ pub(super) struct Cut {
     out_of_turns: bool,
     /// The calls the user approved (by call id).
     approved: HashSet<String>,
+    /// A group run: its members' turns.
+    group: Speaking,
+    /// The last text a speaker logged.
+    last_text: Option<String>,
     /// A kind of run that is not continued yet: what it is.
     shape: Option<&'static str>,
 }
@@ -90,7 +94,39 @@ pub(super) enum Plan {
         started: Option<String>,
         /// Calls approved before the restart: their gate is not asked again.
         approved: HashSet<String>,
+        /// Where a group run stood (for a group's agent).
+        group: Option<Box<GroupPlace>>,
     },
+}
+
+/// The members' turns of a group run so far.
+#[derive(Debug, Default)]
+struct Speaking {
+    /// Member turns begun (a `chat.select_speaker` not `continue`).
+    rounds: u32,
+    /// The member of the last one.
+    member: Option<String>,
+    /// Model turns in it.
+    model_turns: u32,
+    /// Whom it handed the conversation to.
+    handoff: Option<String>,
+}
+
+/// Where a group run a restart cut off stood.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct GroupPlace {
+    /// The member speaking last.
+    pub member: String,
+    /// Member turns begun, its own included.
+    pub rounds: u32,
+    /// Model turns of its own turn (a dropped one not counted).
+    pub model_turns: u32,
+    /// Whether its turn had ended.
+    pub done: bool,
+    /// Whom it handed on to (a member, or `user`).
+    pub handoff: Option<String>,
+    /// The last text of the run's speakers (a group's end marker is in it).
+    pub last_text: Option<String>,
 }
 
 impl Cut {
@@ -110,13 +146,27 @@ impl Cut {
         }
         self.started.get_or_insert_with(|| env.ts.clone());
         match env.kind {
-            EventKind::SelectSpeaker { agent, .. } => {
+            EventKind::SelectSpeaker { agent, method, .. } => {
                 self.turns += 1;
+                // Only a group's turns say how their speaker was chosen.
+                match method.as_deref() {
+                    Some("continue") => self.group.model_turns += 1,
+                    Some(_) => {
+                        self.group = Speaking {
+                            rounds: self.group.rounds + 1,
+                            member: Some(agent.clone()),
+                            model_turns: 1,
+                            handoff: None,
+                        };
+                    }
+                    None => {}
+                }
                 self.open_turn = Some((agent, env.seq));
                 self.answered = false;
             }
-            EventKind::Text { agent, .. } if agent != "user" => {
+            EventKind::Text { agent, content } if agent != "user" => {
                 self.answered = self.open_turn.take().is_some() && self.calls.is_empty();
+                self.last_text = Some(content);
             }
             EventKind::Text { .. } => self.answered = false,
             EventKind::ToolCall {
@@ -171,7 +221,19 @@ impl Cut {
                 self.calls.retain(|c| c.corr != call.corr);
                 self.calls.push(call);
             }
-            EventKind::ToolResponse { corr, content, .. } => {
+            EventKind::ToolResponse {
+                corr,
+                content,
+                success,
+                ..
+            } => {
+                // A member's `handoff_to` ends its turn.
+                if let Some(call) = self.calls.iter().find(|c| c.corr == corr)
+                    && call.tool_name == crate::tools::HANDOFF_TOOL
+                    && success
+                {
+                    self.group.handoff = call.payload["agent"].as_str().map(str::to_owned);
+                }
                 self.calls.retain(|c| !c.closes(&corr));
                 if let Some(id) = corr.strip_suffix(crate::tools::APPROVAL_SUFFIX)
                     && content["approved"] == true
@@ -228,6 +290,7 @@ impl Cut {
             // A turn dropped by an earlier restart was asked again.
             EventKind::TurnDiscarded { .. } => {
                 self.turns = self.turns.saturating_sub(1);
+                self.group.model_turns = self.group.model_turns.saturating_sub(1);
                 self.open_turn = None;
             }
             EventKind::Print { .. }
@@ -277,12 +340,14 @@ impl Cut {
                     .into(),
             );
         }
-        if self.answered {
+        // A group member's answer ends its turn, not the run.
+        if self.answered && self.group.member.is_none() {
             return Plan::Finish {
                 reason: end,
                 summarized: false,
             };
         }
+        let calls_done = self.calls.is_empty();
         // A call waiting for a person waits again; a backend call runs again
         // only if running it twice is safe.
         let (again, unknown) = self
@@ -291,6 +356,19 @@ impl Cut {
             .partition(|c| c.waits != Waits::Not || idempotent(&c.tool_name));
         // A dropped turn is asked again: it does not count against max_turns.
         let discarded = u32::from(self.open_turn.is_some());
+        let group = self.group.member.clone().map(|member| {
+            Box::new(GroupPlace {
+                member,
+                rounds: self.group.rounds,
+                model_turns: self.group.model_turns - discarded,
+                // Its turn ended: it answered, or handed the conversation on.
+                done: self.open_turn.is_none()
+                    && calls_done
+                    && (self.answered || self.group.handoff.is_some()),
+                handoff: self.group.handoff,
+                last_text: self.last_text,
+            })
+        });
         Plan::Continue {
             discard: self.open_turn,
             unknown,
@@ -298,6 +376,7 @@ impl Cut {
             turns: self.turns - discarded,
             started: self.started,
             approved: self.approved,
+            group,
         }
     }
 }

@@ -428,3 +428,89 @@ fn a_logged_error_means_the_run_was_ending() {
         }
     );
 }
+
+fn member_turn(agent: &str, method: &str) -> EventKind {
+    EventKind::SelectSpeaker {
+        agent: agent.into(),
+        method: Some(method.into()),
+        reason: None,
+    }
+}
+
+fn said(agent: &str, text: &str) -> EventKind {
+    EventKind::Text {
+        agent: agent.into(),
+        content: text.into(),
+    }
+}
+
+#[test]
+fn a_group_run_goes_on_where_its_members_turns_stood() {
+    // `a` answered, `b` was cut mid-stream in its second model turn.
+    let log = vec![
+        user("go"),
+        member_turn("a", "round_robin"),
+        said("a", "plan"),
+        member_turn("b", "round_robin"),
+        call("lookup", "c1", None),
+        response("lookup", "c1"),
+        member_turn("b", "continue"),
+        print("half"),
+    ];
+    let Plan::Continue {
+        group: Some(place),
+        discard,
+        ..
+    } = cut(log).plan(never)
+    else {
+        panic!("continued")
+    };
+    assert_eq!(discard.map(|d| d.1), Some(7));
+    assert_eq!(
+        (
+            place.member.as_str(),
+            place.rounds,
+            place.model_turns,
+            place.done
+        ),
+        ("b", 2, 1, false)
+    );
+
+    // `a` answered and the log stops there: its turn is done, not the run.
+    let log = vec![user("go"), member_turn("a", "first"), said("a", "plan")];
+    let Plan::Continue {
+        group: Some(place), ..
+    } = cut(log).plan(never)
+    else {
+        panic!("a member's answer does not end a group run")
+    };
+    assert!(place.done);
+    assert_eq!(place.last_text.as_deref(), Some("plan"));
+
+    // `a` handed the conversation to `c`.
+    let handoff = EventKind::ToolCall {
+        tool_name: crate::tools::HANDOFF_TOOL.into(),
+        component_type: None,
+        awaiting_response: false,
+        payload: json!({"agent": "c"}),
+        corr: "h1".into(),
+        display: Display::Inline,
+        agent: Some("a".into()),
+    };
+    let handed = EventKind::ToolResponse {
+        tool_name: crate::tools::HANDOFF_TOOL.into(),
+        content: json!({"handoff_to": "c"}),
+        success: true,
+        corr: "h1".into(),
+        agent: Some("a".into()),
+    };
+    let log = vec![user("go"), member_turn("a", "first"), handoff, handed];
+    let Plan::Continue {
+        group: Some(place), ..
+    } = cut(log).plan(never)
+    else {
+        panic!("continued")
+    };
+    assert!(place.done);
+    assert_eq!(place.handoff.as_deref(), Some("c"));
+}

@@ -20,7 +20,10 @@
 //!   turns and the time the run had already used counted.
 //!
 //! Not yet continued, and ended `interrupted` with a `chat.error` saying why:
-//! a template's walk, a group's turns, a workflow's run.
+//! a template's walk, a workflow's run, a group's choice of speaker by the
+//! user. A group's run goes on where its members' turns stood
+//! (`GroupPlace`): the member cut off goes on with its turn, or the next is
+//! chosen after one that had finished.
 
 mod cut;
 
@@ -29,7 +32,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::Actor;
-use crate::agent::runtime::Resumed;
+use crate::agent::runtime::{GroupResumed, Resumed};
 use crate::link::RunMsg;
 use crate::llm::ToolCall;
 use crate::protocol::{ErrorCode, EventKind, RunEndReason};
@@ -74,10 +77,28 @@ impl Actor {
             Some(a) if a.template.is_some() => {
                 Plan::Interrupt("a template's walk does not continue after a restart yet".into())
             }
-            Some(a) if a.group.is_some() => {
-                Plan::Interrupt("a group's run does not continue after a restart yet".into())
+            Some(a) => {
+                // A group's tools are its members'.
+                let members = a.group.iter().flat_map(|g| &g.members);
+                let tools: Vec<&crate::tools::Tool> = a
+                    .tools
+                    .iter()
+                    .chain(members.flat_map(|m| &m.agent.tools))
+                    .collect();
+                let plan = cut.plan(|name| tools.iter().any(|t| t.name == name && t.idempotent));
+                match (plan, a.group.as_ref().and_then(|g| g.marker.as_deref())) {
+                    // The member's last words ended the conversation.
+                    (Plan::Continue { group: Some(g), .. }, Some(marker))
+                        if g.done && g.last_text.as_deref().is_some_and(|t| t.contains(marker)) =>
+                    {
+                        Plan::Finish {
+                            reason: RunEndReason::Completed,
+                            summarized: false,
+                        }
+                    }
+                    (plan, _) => plan,
+                }
             }
-            Some(a) => cut.plan(|name| a.tool(name).is_some_and(|t| t.idempotent)),
         };
         tracing::info!(?plan, "a run cut off by a restart");
         match plan {
@@ -90,6 +111,7 @@ impl Actor {
                 turns,
                 started,
                 approved,
+                group,
             } => {
                 let mut events = Vec::new();
                 if let Some((agent, from_seq)) = discard {
@@ -140,11 +162,18 @@ impl Actor {
                     });
                 }
                 let resumed = Resumed {
-                    turns,
+                    // A group member's own model turns, else the run's.
+                    turns: group.as_ref().map_or(turns, |g| g.model_turns),
                     elapsed: started.as_deref().map(since).unwrap_or_default(),
                     calls,
                     waited,
                     approved,
+                    group: group.map(|g| GroupResumed {
+                        member: g.member.clone(),
+                        rounds: g.rounds,
+                        done: g.done,
+                        handoff: g.handoff.clone(),
+                    }),
                 };
                 let extras = RunExtras {
                     resumed: Some(resumed),
