@@ -251,6 +251,8 @@ async fn listen(node: Arc<Node>, registry: Registry, mut listener: sqlx::postgre
 async fn liveness(node: Arc<Node>, registry: Registry) {
     let shutdown = registry.context().shutdown.clone();
     let mut tick = tokio::time::interval(TICK);
+    // Running chats whose holder was not alive at the last tick.
+    let mut held_by_dead = HashSet::new();
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -272,10 +274,10 @@ async fn liveness(node: Arc<Node>, registry: Registry) {
             Ok(live) => {
                 registry.on_live_nodes(&live);
                 node.on_live_nodes(&live).await;
+                held_by_dead = adopt_orphans(&node, &registry, &live, &held_by_dead).await;
             }
             Err(e) => tracing::warn!(error = %e, "cannot read which nodes are alive"),
         }
-        adopt_orphans(&node, &registry).await;
     }
 }
 
@@ -286,13 +288,31 @@ const ORPHANS_PER_TICK: i64 = 64;
 /// cut by its death — so a rolling restart moves each run to a live node
 /// within about a tick: loading the chat takes its lease, and its owner
 /// continues the run (or ends it `interrupted`). Nodes race; the lease
-/// decides, and the others just follow the chat a while.
-async fn adopt_orphans(node: &Node, registry: &Registry) {
-    let orphans = match node.cluster.orphaned_runs(ORPHANS_PER_TICK).await {
+/// decides, and the others just follow the chat a while. A chat whose
+/// holder is not alive waits one more tick (a node whose lock session
+/// blinked takes its lock back at its next tick, and keeps its runs).
+///
+/// # Returns
+/// The chats seen held by a dead node this tick, for the next.
+async fn adopt_orphans(
+    node: &Node,
+    registry: &Registry,
+    live: &HashSet<i64>,
+    held_by_dead: &HashSet<Uuid>,
+) -> HashSet<Uuid> {
+    let orphans = match node.cluster.orphaned_runs(live, ORPHANS_PER_TICK).await {
         Ok(orphans) => orphans,
-        Err(e) => return tracing::warn!(error = %e, "cannot look for runs no node holds"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot look for runs no node holds");
+            return HashSet::new();
+        }
     };
-    for chat_id in orphans {
+    let mut seen = HashSet::new();
+    for (chat_id, leased) in orphans {
+        if leased && !held_by_dead.contains(&chat_id) {
+            seen.insert(chat_id);
+            continue;
+        }
         tracing::info!(%chat_id, "taking up a run no live node holds");
         let (tracker, registry) = (registry.context().tracker.clone(), registry.clone());
         // Not awaited here: loading a chat must not hold up the tick.
@@ -302,4 +322,5 @@ async fn adopt_orphans(node: &Node, registry: &Registry) {
             }
         });
     }
+    seen
 }

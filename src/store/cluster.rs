@@ -239,23 +239,31 @@ impl PgCluster {
         )
     }
 
-    /// Running chats that no live node holds: a run its node left at a
-    /// graceful stop (the lease released with the run not ended), or whose
-    /// node died. At most `limit`.
+    /// Running chats that none of the `live` nodes holds, at most `limit`:
+    /// each with whether it has a lease at all (none: its node left the run
+    /// at a graceful stop; else its holder is not alive).
     ///
     /// # Errors
     /// The database cannot be reached.
-    pub async fn orphaned_runs(&self, limit: i64) -> Result<Vec<Uuid>, StoreError> {
-        let sql = format!(
-            "SELECT c.id FROM chats c LEFT JOIN chat_leases l ON l.chat_id = c.id
-             WHERE c.state = 'running' AND (l.chat_id IS NULL OR NOT {})
-             LIMIT $1",
-            NODE_ALIVE.replace("{node}", "l.node_id")
-        );
-        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()))
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?)
+    pub async fn orphaned_runs(
+        &self,
+        live: &HashSet<i64>,
+        limit: i64,
+    ) -> Result<Vec<(Uuid, bool)>, StoreError> {
+        let live: Vec<i64> = live.iter().copied().collect();
+        let rows = sqlx::query(
+            "SELECT c.id, l.chat_id IS NOT NULL AS leased
+             FROM chats c LEFT JOIN chat_leases l ON l.chat_id = c.id
+             WHERE c.state = 'running' AND (l.chat_id IS NULL OR NOT l.node_id = ANY($1))
+             LIMIT $2",
+        )
+        .bind(&live)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("id")?, r.try_get("leased")?)))
+            .collect()
     }
 
     /// Gives the lease up (if it is still the one granted with `epoch`).

@@ -34,19 +34,26 @@ async fn log_until_complete(addr: SocketAddr, chat: Uuid) -> Vec<Value> {
     let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
     c.resume(chat, 0).await;
     let mut log = Vec::new();
-    let mut ended = false;
-    while !ended {
+    let mut live = false;
+    loop {
         let m = c.recv().await;
         if m["type"] == "chat.resume_boundary" {
-            ended = log
+            // Replayed to the end of the log: over if its run was.
+            if log
                 .last()
-                .is_some_and(|m: &Value| m["type"] == "chat.run_complete");
+                .is_some_and(|m: &Value| m["type"] == "chat.run_complete")
+            {
+                return log;
+            }
+            live = true;
             continue;
         }
-        ended = m["type"] == "chat.run_complete";
+        let ends = live && m["type"] == "chat.run_complete";
         log.push(without_replay(&m));
+        if ends {
+            return log;
+        }
     }
-    log
 }
 
 /// A data folder whose agents folder holds `file` with `yaml`.
@@ -612,4 +619,56 @@ async fn a_group_run_cut_mid_turn_goes_on_with_the_same_member() {
 
 fn own(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_cut_mid_call_is_not_run_again() {
+    let tools = Tools::default();
+    let tools_addr = tools.start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("agents").join("workflows");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("ship.yaml"),
+        format!(
+            "id: ship\ntitle: Ship\ncategory: Ops\nhttp: {{url: \"http://{tools_addr}/ship\"}}\n"
+        ),
+    )
+    .unwrap();
+    let url = database_url(dir.path()).await;
+    let agents = dir.path().join("agents");
+    let (child, addr) = spawn_agentwire(&url, &agents, &CONTINUE).await;
+    let chat = Uuid::new_v4();
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.start(chat, "hi").await;
+    c.until_complete(chat).await;
+    c.send(
+        json!({"type": "workflow.invoke", "chat_id": chat, "workflow": "ship", "parameters": {}}),
+    )
+    .await;
+    c.recv_until(|m| m["component_type"] == "workflow").await;
+    for _ in 0..200 {
+        if tools.count("/ship") == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    kill(child).await;
+
+    let (_child, addr) = spawn_agentwire(&url, &agents, &CONTINUE).await;
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    let invocation = of_type(&log, "chat.tool_call")
+        .into_iter()
+        .find(|m| m["component_type"] == "workflow")
+        .unwrap();
+    let response = of_type(&log, "chat.tool_response")
+        .into_iter()
+        .find(|m| m["corr"] == invocation["corr"])
+        .unwrap();
+    assert_eq!(response["success"], false);
+    assert!(response["content"].as_str().unwrap().contains("unknown"));
+    assert_eq!(log[log.len() - 3]["type"], "chat.error");
+    assert_eq!(log.last().unwrap()["reason"], "error");
+    assert_eq!(tools.count("/ship"), 1, "never run twice");
 }

@@ -70,6 +70,8 @@ pub(super) struct Cut {
     group: Speaking,
     /// The last text a speaker logged.
     last_text: Option<String>,
+    /// A workflow the user ran in this run.
+    workflow: Option<Workflow>,
     /// A kind of run that is not continued yet: what it is.
     shape: Option<&'static str>,
 }
@@ -84,6 +86,9 @@ pub(super) enum Plan {
     },
     /// End it `interrupted`, saying why.
     Interrupt(String),
+    /// End it with `error`: each call here gets an "outcome unknown" result,
+    /// and a `chat.error` says `why`.
+    Abandon { unanswered: Vec<Call>, why: String },
     /// Go on: drop the turn in flight, answer the calls that will not run
     /// again, then the loop.
     Continue {
@@ -97,6 +102,17 @@ pub(super) enum Plan {
         /// Where a group run stood (for a group's agent).
         group: Option<Box<GroupPlace>>,
     },
+}
+
+/// A workflow the user ran (its invocation's `chat.tool_call`).
+#[derive(Debug)]
+struct Workflow {
+    corr: String,
+    tool_name: String,
+    /// Its invocation's `chat.tool_response` is in the log.
+    answered: bool,
+    /// A user's message came after it: a prompt workflow's prompt.
+    then_prompt: bool,
 }
 
 /// The members' turns of a group run so far.
@@ -168,7 +184,13 @@ impl Cut {
                 self.answered = self.open_turn.take().is_some() && self.calls.is_empty();
                 self.last_text = Some(content);
             }
-            EventKind::Text { .. } => self.answered = false,
+            EventKind::Text { .. } => {
+                self.answered = false;
+                // A prompt workflow's prompt: the agent answers it.
+                if let Some(w) = &mut self.workflow {
+                    w.then_prompt |= w.answered;
+                }
+            }
             EventKind::ToolCall {
                 tool_name,
                 component_type,
@@ -185,8 +207,14 @@ impl Cut {
                     ts: env.ts,
                 };
                 let call = match component_type.as_deref() {
+                    // A workflow the user ran: its own state.
                     Some(crate::workflows::WORKFLOW) => {
-                        self.shape = Some("a workflow's run");
+                        self.workflow = Some(Workflow {
+                            corr,
+                            tool_name,
+                            answered: false,
+                            then_prompt: false,
+                        });
                         return;
                     }
                     // The gate before a call: the call is in its payload.
@@ -233,6 +261,11 @@ impl Cut {
                     && success
                 {
                     self.group.handoff = call.payload["agent"].as_str().map(str::to_owned);
+                }
+                if let Some(w) = &mut self.workflow
+                    && w.corr == corr
+                {
+                    w.answered = true;
                 }
                 self.calls.retain(|c| !c.closes(&corr));
                 if let Some(id) = corr.strip_suffix(crate::tools::APPROVAL_SUFFIX)
@@ -300,7 +333,7 @@ impl Cut {
     }
 
     /// What to do with the run, given which tools may run twice.
-    pub(super) fn plan(self, idempotent: impl Fn(&str) -> bool) -> Plan {
+    pub(super) fn plan(mut self, idempotent: impl Fn(&str) -> bool) -> Plan {
         let end = if self.timed_out {
             RunEndReason::Timeout
         } else if self.out_of_turns {
@@ -332,6 +365,41 @@ impl Cut {
                 reason: end,
                 summarized: false,
             };
+        }
+        match self.workflow.take() {
+            // Its action was under way: whether it took effect is unknown,
+            // and it is not run again.
+            Some(w) if !w.answered => {
+                if self.calls.iter().any(|c| c.corr == w.corr) {
+                    return Plan::Interrupt(
+                        "a workflow waiting for its approval does not continue after a restart yet"
+                            .into(),
+                    );
+                }
+                let mut unanswered = std::mem::take(&mut self.calls);
+                unanswered.push(Call {
+                    corr: w.corr,
+                    tool_name: w.tool_name,
+                    payload: Value::Null,
+                    agent: None,
+                    waits: Waits::Not,
+                });
+                return Plan::Abandon {
+                    unanswered,
+                    why: "the workflow was running when the server restarted: whether it took \
+                          effect is unknown, and it is not run again"
+                        .into(),
+                };
+            }
+            // Done (an HTTP call's or steps' result): the run was ending.
+            Some(w) if !w.then_prompt => {
+                return Plan::Finish {
+                    reason: end,
+                    summarized: false,
+                };
+            }
+            // A prompt workflow's prompt: the run goes on as any other.
+            _ => {}
         }
         if !self.untooled.is_empty() {
             return Plan::Interrupt(

@@ -514,3 +514,29 @@ fn a_group_run_goes_on_where_its_members_turns_stood() {
     assert!(place.done);
     assert_eq!(place.handoff.as_deref(), Some("c"));
 }
+
+#[test]
+fn a_workflow_run_is_abandoned_mid_action_and_finished_after_it() {
+    let invoked = EventKind::ToolCall {
+        tool_name: "ship".into(),
+        component_type: Some(crate::workflows::WORKFLOW.into()),
+        awaiting_response: false,
+        payload: json!({"workflow_id": "ship", "parameters": {}}),
+        corr: "wf_1".into(),
+        display: Display::Inline,
+        agent: None,
+    };
+    // Its steps under way: every call without a result is abandoned.
+    let log = vec![user("hi"), invoked.clone(), call("step", "wf_1.1", None)];
+    let Plan::Abandon { unanswered, .. } = cut(log).plan(|_| true) else {
+        panic!("abandoned")
+    };
+    let corrs: Vec<&str> = unanswered.iter().map(|c| c.corr.as_str()).collect();
+    assert_eq!(corrs, ["wf_1.1", "wf_1"]);
+    // Its result logged: the run was ending.
+    let log = vec![invoked.clone(), response("ship", "wf_1")];
+    assert!(matches!(cut(log).plan(never), Plan::Finish { .. }));
+    // A prompt workflow's prompt: the agent's answer goes on.
+    let log = vec![invoked, response("ship", "wf_1"), user("Summarize x.")];
+    assert!(matches!(cut(log).plan(never), Plan::Continue { .. }));
+}

@@ -20,8 +20,10 @@
 //!   turns and the time the run had already used counted.
 //!
 //! Not yet continued, and ended `interrupted` with a `chat.error` saying why:
-//! a template's walk, a workflow's run, a group's choice of speaker by the
-//! user. A group's run goes on where its members' turns stood
+//! a template's walk, a workflow waiting for its approval, a group's choice
+//! of speaker by the user. A workflow cut off during its action is abandoned
+//! (`Plan::Abandon`: never run again, its outcome unknown, the run ends
+//! `error`). A group's run goes on where its members' turns stood
 //! (`GroupPlace`): the member cut off goes on with its turn, or the next is
 //! chosen after one that had finished.
 
@@ -104,6 +106,20 @@ impl Actor {
         match plan {
             Plan::Finish { reason, summarized } => self.finish_cut_run(reason, summarized).await,
             Plan::Interrupt(why) => self.interrupt_cut_run(Some(why)).await,
+            Plan::Abandon { unanswered, why } => {
+                let mut events: Vec<_> = unanswered.into_iter().map(unknown_outcome).collect();
+                events.push((
+                    EventKind::Error {
+                        message: why,
+                        error_code: ErrorCode::ToolExecutionError,
+                        details: None,
+                        recoverable: true,
+                    },
+                    None,
+                ));
+                self.append(events, None).await?;
+                self.finish_cut_run(RunEndReason::Error, false).await
+            }
             Plan::Continue {
                 discard,
                 unknown,
@@ -124,18 +140,7 @@ impl Actor {
                         None,
                     ));
                 }
-                for call in unknown {
-                    events.push((
-                        EventKind::ToolResponse {
-                            tool_name: call.tool_name,
-                            content: Value::String(UNKNOWN_OUTCOME.into()),
-                            success: false,
-                            corr: call.corr,
-                            agent: call.agent,
-                        },
-                        None,
-                    ));
-                }
+                events.extend(unknown.into_iter().map(unknown_outcome));
                 if !events.is_empty() {
                     self.append(events, None).await?;
                 }
@@ -303,6 +308,18 @@ impl Actor {
         self.conversation_ended(reason).await;
         Ok(())
     }
+}
+
+/// The result of a call a restart cut off, which is not run again.
+fn unknown_outcome(call: cut::Call) -> (EventKind, Option<String>) {
+    let response = EventKind::ToolResponse {
+        tool_name: call.tool_name,
+        content: Value::String(UNKNOWN_OUTCOME.into()),
+        success: false,
+        corr: call.corr,
+        agent: call.agent,
+    };
+    (response, None)
 }
 
 /// How long ago `ts` (RFC 3339) was; zero if it cannot be read or is ahead.
