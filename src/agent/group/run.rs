@@ -35,68 +35,53 @@ pub(in crate::agent) async fn run(
     };
     let mut previous: Option<usize> = None;
     let mut handoff: Option<Target> = None;
-    // A run a restart cut off goes on where its members' turns stood.
+    // A run a restart cut off goes on where its members' turns stood: after
+    // a member that had finished, or with the one cut off, whose turn is
+    // the round it began.
     let mut first_round = 0;
+    let mut going_on = None;
     if let Some(resumed) = &spec.resumed
         && let Some(place) = &resumed.group
     {
         let Some(index) = group.members.iter().position(|m| m.name == place.member) else {
             return Ok(RunEndReason::Error);
         };
-        first_round = place.rounds;
         if place.done {
+            first_round = place.rounds;
+            previous = Some(index);
             handoff = place.handoff.as_deref().map(|to| target(group, to));
-        } else {
-            // The member goes on with its own turn.
-            let member = &group.members[index];
-            let chosen = ("continue", None);
-            let (text, to) = match turn(
-                spec,
-                group,
-                member,
-                link,
-                tally,
-                &mut transcript,
-                chosen,
-                Some(resumed),
-            )
-            .await?
-            {
-                Ok(done) => done,
-                Err(end) => return Ok(end),
-            };
-            if let Some(marker) = &group.marker
-                && text.contains(marker.as_str())
-            {
+            if let Some((Target::User, _)) = chooser.forced(index, handoff) {
                 return Ok(RunEndReason::Completed);
             }
-            handoff = to.map(|to| target(group, &to));
-        }
-        previous = Some(index);
-        if let Some((Target::User, _)) = chooser.forced(index, handoff) {
-            return Ok(RunEndReason::Completed);
+        } else {
+            first_round = place.rounds.saturating_sub(1);
+            going_on = Some((index, resumed));
         }
     }
     for _ in first_round..group.max_rounds {
-        // The selector's calls count under the group's id.
-        let ask = Ask {
-            selector,
-            usage: &mut tally.of(&spec.agent.id, group.selector_price).model,
-            link,
-        };
-        let (index, method, reason) = match chooser
-            .next(previous, handoff.take(), &transcript, ask)
-            .await?
-        {
-            Pick::Member {
-                index,
-                method,
-                reason,
-            } => (index, method, reason),
-            Pick::End(reason) => return Ok(reason),
+        let (index, chosen, resumed) = match going_on.take() {
+            Some((index, resumed)) => (index, ("continue", None), Some(resumed)),
+            None => {
+                // The selector's calls count under the group's id.
+                let ask = Ask {
+                    selector,
+                    usage: &mut tally.of(&spec.agent.id, group.selector_price).model,
+                    link,
+                };
+                match chooser
+                    .next(previous, handoff.take(), &transcript, ask)
+                    .await?
+                {
+                    Pick::Member {
+                        index,
+                        method,
+                        reason,
+                    } => (index, (method, reason), None),
+                    Pick::End(reason) => return Ok(reason),
+                }
+            }
         };
         let member = &group.members[index];
-        let chosen = (method, reason);
         let (text, to) = match turn(
             spec,
             group,
@@ -105,7 +90,7 @@ pub(in crate::agent) async fn run(
             tally,
             &mut transcript,
             chosen,
-            None,
+            resumed,
         )
         .await?
         {
