@@ -189,7 +189,10 @@ fn rss(pid: u32) -> u64 {
 /// Sends every message on one connection while a reader drains and checks
 /// the answers; returns how many answers came. The connection must stay up.
 async fn blast(url: String, messages: Vec<String>) -> usize {
-    let (ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(&url))
+        .await
+        .expect("the upgrade answered in time")
+        .unwrap();
     let (mut sink, mut stream) = ws.split();
     let native = url.ends_with("/v1/ws");
     let reader = tokio::spawn(async move {
@@ -217,12 +220,22 @@ async fn blast(url: String, messages: Vec<String>) -> usize {
         }
         answers
     });
-    for m in messages {
-        sink.send(Message::text(m)).await.unwrap();
+    // Every wait is bounded: a server that stops reading (a message whose
+    // handling never ends) fails here, naming the message, not at CI's timeout.
+    for (i, m) in messages.into_iter().enumerate() {
+        let sent = tokio::time::timeout(WAIT, sink.send(Message::text(m.clone()))).await;
+        assert!(
+            sent.is_ok(),
+            "the server stopped reading {url} at message {i}: {m}"
+        );
+        sent.unwrap().unwrap();
     }
     // Let the answers (and any runs they started) arrive, then leave.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    sink.send(Message::Close(None)).await.unwrap();
+    tokio::time::timeout(WAIT, sink.send(Message::Close(None)))
+        .await
+        .expect("the close is read in time")
+        .unwrap();
     tokio::time::timeout(WAIT, reader)
         .await
         .expect("the reader ends")
@@ -271,7 +284,12 @@ async fn thousands_of_generated_messages_on_every_route() {
     // Seed 004's WebSocket, on a conversation that exists.
     let body = json!({"agent": "demo", "chat_id": chats[0]}).to_string();
     let headers = [("content-type", "application/json")];
-    let (status, _) = http_request(addr, "POST", "/v1/chats", &headers, &body).await;
+    let (status, _) = tokio::time::timeout(
+        WAIT,
+        http_request(addr, "POST", "/v1/chats", &headers, &body),
+    )
+    .await
+    .expect("POST /v1/chats answered in time");
     assert!(status == 201 || status == 409, "{status}");
     let url = format!(
         "ws://{addr}/api/chat/ws?definition_id=demo&conversation_id={}",
@@ -325,7 +343,9 @@ async fn thousands_of_generated_messages_on_every_route() {
     }
 
     // Still serving, with bounded memory.
-    let (status, _) = http_get(addr, "/healthz", &[]).await;
+    let (status, _) = tokio::time::timeout(WAIT, http_get(addr, "/healthz", &[]))
+        .await
+        .expect("/healthz answered in time");
     assert_eq!(status, 200);
     let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
     c.send(json!({"type": "ping"})).await;

@@ -194,8 +194,9 @@ pub enum Ended {
 
 impl Client {
     pub async fn connect(url: &str) -> Self {
-        let (ws, _) = tokio_tungstenite::connect_async(url)
+        let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url))
             .await
+            .unwrap_or_else(|_| panic!("{url} answered the upgrade in time"))
             .expect("connect");
         Self { ws }
     }
@@ -217,7 +218,11 @@ impl Client {
     }
 
     pub async fn send(&mut self, msg: Value) {
-        self.ws.send(Message::text(msg.to_string())).await.unwrap();
+        // A send that waits this long: the server stopped reading us.
+        tokio::time::timeout(WAIT, self.ws.send(Message::text(msg.to_string())))
+            .await
+            .unwrap_or_else(|_| panic!("the server read {msg} in time"))
+            .unwrap();
     }
 
     pub async fn send_raw(&mut self, msg: Message) {
