@@ -168,6 +168,14 @@ impl RunLink {
         self
     }
 
+    /// The request waited on again whose id starts with `prefix` (a
+    /// request whose id the run makes up, asked again with the same id).
+    pub fn rewaited(&self, prefix: &str) -> Option<String> {
+        let rewaits = self.rewaits.as_ref()?;
+        let rewaits = rewaits.lock().unwrap_or_else(|e| e.into_inner());
+        rewaits.keys().find(|id| id.starts_with(prefix)).cloned()
+    }
+
     /// Whether call `id` was approved before a restart.
     pub fn approved(&self, id: &str) -> bool {
         self.approved.as_ref().is_some_and(|a| a.contains(id))

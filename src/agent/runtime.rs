@@ -116,7 +116,8 @@ async fn body(spec: &RunSpec, link: &RunLink, tally: &mut Tally) -> Result<RunEn
             provider: agent.provider.as_ref(),
         };
         let usage = &mut tally.of(&agent.id, agent.price).model;
-        return crate::templates::run(&speaker, template, link, usage).await;
+        let place = spec.resumed.as_ref().and_then(|r| r.template.as_ref());
+        return crate::templates::run(&speaker, template, link, usage, place).await;
     }
     if let Some(group) = &agent.group {
         return group::run(spec, group, link, tally, prompt).await;

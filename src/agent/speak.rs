@@ -69,6 +69,8 @@ pub struct Resumed {
     pub approved: std::collections::HashSet<String>,
     /// A group run: where its members' turns stood.
     pub group: Option<GroupResumed>,
+    /// A template's walk: where it stood.
+    pub template: Option<crate::templates::Place>,
 }
 
 /// Where a group run a restart cut off stood. `Resumed::turns` are then the

@@ -38,17 +38,21 @@ pub(super) async fn run(
         name: wf.id.clone(),
         input: parameters.clone(),
     };
-    link.emit(EventKind::ToolCall {
-        tool_name: wf.id.clone(),
-        component_type: Some(WORKFLOW.into()),
-        awaiting_response: false,
-        payload: json!({"workflow_id": wf.id, "title": wf.title, "category": wf.category,
-                        "parameters": parameters}),
-        corr: call.id.clone(),
-        display: Display::Inline,
-        agent: None,
-    })
-    .await?;
+    // Invoked again after a restart (its approval was waiting): the
+    // invocation is in the log.
+    if spec.resumed.is_none() {
+        link.emit(EventKind::ToolCall {
+            tool_name: wf.id.clone(),
+            component_type: Some(WORKFLOW.into()),
+            awaiting_response: false,
+            payload: json!({"workflow_id": wf.id, "title": wf.title, "category": wf.category,
+                            "parameters": parameters}),
+            corr: call.id.clone(),
+            display: Display::Inline,
+            agent: None,
+        })
+        .await?;
+    }
     if wf.requires_approval {
         match ask_approval(link, &call).await? {
             Approval::Granted => {}

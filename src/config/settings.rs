@@ -105,8 +105,8 @@ pub struct Settings {
     #[arg(long, env = "AGENTWIRE_SHUTDOWN_GRACE_SECONDS", global = true)]
     pub shutdown_grace_seconds: Option<u64>,
     /// Continue the runs a restart cut off from the log instead of ending
-    /// them `interrupted` (agent and group runs; templates and workflows
-    /// still end `interrupted`) [default: true].
+    /// them `interrupted` (agent, group and template runs; a workflow cut
+    /// off during its action is not run again) [default: true].
     #[arg(long, env = "AGENTWIRE_CONTINUE_RUNS_AFTER_RESTART", global = true)]
     pub continue_runs_after_restart: Option<bool>,
     /// The agent of the SSE routes when the request names none [default: demo].

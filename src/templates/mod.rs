@@ -92,7 +92,7 @@ pub struct ItemSpec {
 }
 
 /// One content as written.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContentSpec {
     #[serde(default)]
@@ -188,7 +188,7 @@ pub struct Item {
 }
 
 /// A checked content: ids filled in.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Content {
     pub id: String,
     pub spec: ContentSpec,
@@ -377,8 +377,10 @@ fn check_content(c: &ContentSpec, skills: &HashSet<&str>) -> Result<(), (&'stati
 }
 
 mod generate;
+mod resume;
 mod run;
 
+pub use resume::{Place, Trail};
 pub use run::{WIDGET_TOOL, run};
 
 /// The agent a template run speaks as: its id (on the `chat.text`s it logs)

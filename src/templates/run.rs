@@ -1,6 +1,8 @@
 //! Walking a template: its widgets as tool calls awaiting the user, each
 //! answer checked and graded, the score at the end.
 
+use std::borrow::Cow;
+
 use super::generate::{GENERATION_ATTEMPTS, feedback, generate};
 use super::*;
 
@@ -98,179 +100,95 @@ fn answer_check(c: &ContentSpec) -> crate::link::AnswerCheck {
 
 /// Whether an accepted answer is the correct one (`None`: not graded).
 fn grade(c: &ContentSpec, data: &serde_json::Value) -> Option<bool> {
-    let correct = c.correct_answer.as_ref()?;
-    let answer = data.get("answer")?;
-    let given: HashSet<&str> = match answer {
-        serde_json::Value::String(s) => [s.as_str()].into(),
-        serde_json::Value::Array(a) => a.iter().filter_map(|v| v.as_str()).collect(),
-        _ => return Some(false),
-    };
-    let expected: HashSet<&str> = match correct {
-        Answer::One(a) => [a.as_str()].into(),
-        Answer::Several(list) => list.iter().map(String::as_str).collect(),
-    };
-    Some(given == expected)
+    c.correct_answer.as_ref()?.grades(data)
+}
+
+impl Answer {
+    /// Whether `data` (a widget's accepted result) gives this answer
+    /// (`None`: it gives none, a skip).
+    pub(super) fn grades(&self, data: &serde_json::Value) -> Option<bool> {
+        let given: HashSet<&str> = match data.get("answer")? {
+            serde_json::Value::String(s) => [s.as_str()].into(),
+            serde_json::Value::Array(a) => a.iter().filter_map(|v| v.as_str()).collect(),
+            _ => return Some(false),
+        };
+        let expected: HashSet<&str> = match self {
+            Answer::One(a) => [a.as_str()].into(),
+            Answer::Several(list) => list.iter().map(String::as_str).collect(),
+        };
+        Some(given == expected)
+    }
 }
 
 /// Walks the template: for each item a `chat.progress`, then its contents in
 /// order (a message as `chat.text`, a widget as a `chat.tool_call` awaiting
 /// the user, its accepted answer logged as the `chat.tool_response`), then a
 /// final `chat.progress` and a `chat.text` with the score.
+///
+/// A walk a restart cut off goes on from its [`Place`]: what the log holds is
+/// not shown again, the widget that was waiting waits again as it was shown
+/// (its request logged already), and the score counts the answers before.
 pub async fn run(
     agent: &Speaker<'_>,
     template: &Template,
     link: &crate::link::RunLink,
     usage: &mut crate::llm::Usage,
+    place: Option<&Place>,
 ) -> Result<crate::protocol::RunEndReason, crate::link::Gone> {
-    use crate::link::{ComponentOutcome, Gone, RunMsg};
-    use crate::protocol::{Display, EventKind, RunEndReason};
+    use crate::protocol::{EventKind, RunEndReason};
 
     let total = template.items.len() as u32;
-    let (mut graded, mut correct) = (0u32, 0u32);
-    for (i, item) in template.items.iter().enumerate() {
-        link.emit(EventKind::Progress {
-            current_item: i as u32,
-            total_items: total,
-            item_id: item.id.clone(),
-            item_title: item.title.clone(),
-            enable_chat_input: item.enable_chat_input,
-        })
-        .await?;
-        for content in &item.contents {
-            let shown: std::borrow::Cow<'_, Content> = if content.spec.is_templated {
-                let skill = content
-                    .spec
-                    .skill
-                    .as_deref()
-                    .and_then(|id| template.skills.iter().find(|s| s.id == id))
-                    .expect("checked at load: the skill exists");
-                match generate(agent, skill, content.spec.widget_type, usage).await {
-                    Ok(g) => {
-                        let mut spec = content.spec.clone();
-                        spec.stem = Some(g.stem);
-                        spec.options = g.options;
-                        spec.correct_answer = g.correct_answer.map(Answer::One);
-                        spec.is_templated = false;
-                        std::borrow::Cow::Owned(Content {
-                            id: content.id.clone(),
-                            spec,
-                        })
-                    }
-                    Err(why) => {
-                        // Seed 004's template_render_error, shown to the user.
-                        link.emit(EventKind::Error {
-                            message: format!("this question could not be prepared: {why}"),
-                            error_code: crate::protocol::ErrorCode::ToolExecutionError,
-                            details: Some(serde_json::json!({
-                                "kind": "template_render_error",
-                                "item_id": item.id,
-                                "content_id": content.id,
-                                "attempts": GENERATION_ATTEMPTS,
-                            })),
-                            recoverable: false,
-                        })
-                        .await?;
-                        match template.on_render_error {
-                            OnRenderError::Continue => continue,
-                            OnRenderError::Stop => return Ok(RunEndReason::Error),
-                        }
-                    }
-                }
-            } else {
-                std::borrow::Cow::Borrowed(content)
-            };
-            let content = &*shown;
-            let c = &content.spec;
-            if c.widget_type == WidgetType::Message {
-                let text = c.stem.clone().unwrap_or_default();
-                link.emit(EventKind::Text {
-                    agent: agent.id.to_owned(),
-                    content: text,
-                })
-                .await?;
-                continue;
-            }
-            let corr = format!(
-                "{}-{}",
-                content.id,
-                &uuid::Uuid::new_v4().simple().to_string()[..8]
-            );
-            // The answer key goes to the store (never to the log) first.
-            if let Some(key) = &c.correct_answer {
-                let (respond, kept) = tokio::sync::oneshot::channel();
-                link.send(RunMsg::KeepAnswer {
-                    corr: corr.clone(),
-                    answer: serde_json::to_string(key).expect("answers serialize"),
-                    respond,
-                })
-                .await?;
-                if !kept.await.map_err(|_| Gone)? {
-                    return Ok(RunEndReason::Error);
-                }
-            }
-            let (respond, outcome) = tokio::sync::oneshot::channel();
-            link.send(RunMsg::ShowComponent {
-                tool_name: WIDGET_TOOL.into(),
-                component_type: serde_json::to_value(c.widget_type)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
-                payload: widget_payload(item, content),
-                corr: corr.clone(),
-                display: Display::Inline,
-                check: Some(answer_check(c)),
-                agent: None,
-                waited: None,
-                respond,
+    let mut score = place.map_or((0, 0), |p| (p.graded, p.correct));
+    let from = place.map_or(0, |p| p.item);
+    for (i, item) in template.items.iter().enumerate().skip(from) {
+        // The item the walk was cut off in: what it did is in the log.
+        let here = place.filter(|p| p.item == i);
+        if !here.is_some_and(|p| p.progress_logged) {
+            link.emit(EventKind::Progress {
+                current_item: i as u32,
+                total_items: total,
+                item_id: item.id.clone(),
+                item_title: item.title.clone(),
+                enable_chat_input: item.enable_chat_input,
             })
             .await?;
-            match outcome.await.map_err(|_| Gone)? {
-                ComponentOutcome::Returned(data) => {
-                    let verdict = grade(c, &data);
-                    if let Some(ok) = verdict {
-                        graded += 1;
-                        correct += u32::from(ok);
-                    }
-                    let skipped = data.get("skip").is_some();
-                    link.emit(EventKind::ToolResponse {
-                        tool_name: WIDGET_TOOL.into(),
-                        content: data.clone(),
-                        success: true,
-                        corr,
-                        agent: None,
-                    })
-                    .await?;
-                    if template.provide_feedback && !skipped {
-                        let event = match feedback(agent, c, &data, verdict, usage).await {
-                            Ok(text) => EventKind::Text {
-                                agent: agent.id.to_owned(),
-                                content: text,
-                            },
-                            Err(why) => EventKind::Error {
-                                message: format!("no feedback on this answer: {why}"),
-                                error_code: crate::protocol::ErrorCode::ToolExecutionError,
-                                details: Some(
-                                    serde_json::json!({"kind": "feedback_error", "content_id": content.id}),
-                                ),
-                                recoverable: true,
-                            },
-                        };
-                        link.emit(event).await?;
-                    }
-                }
-                ComponentOutcome::TimedOut => return Ok(RunEndReason::Timeout),
+        }
+        if let Some(a) = here.and_then(|p| p.feedback.as_ref()) {
+            comment(agent, &a.content, &a.data, a.verdict, link, usage).await?;
+        }
+        let skip = here.map_or(0, |p| p.content);
+        for (k, content) in item.contents.iter().enumerate().skip(skip) {
+            let waiting = here.and_then(|p| p.waiting.as_ref()).filter(|_| k == skip);
+            let shown = match waiting {
+                Some(w) => Shown {
+                    content: Cow::Borrowed(&w.content),
+                    corr: w.corr.clone(),
+                    payload: w.payload.clone(),
+                    waited: Some(w.waited),
+                },
+                None => match prepare(agent, template, item, content, link, usage).await? {
+                    Prepared::Show(shown) => *shown,
+                    Prepared::Said | Prepared::Skipped => continue,
+                    Prepared::Stop(reason) => return Ok(reason),
+                },
+            };
+            if let Some(reason) = ask(agent, template, shown, link, usage, &mut score).await? {
+                return Ok(reason);
             }
         }
     }
     let last = template.items.last().expect("a template has items");
-    link.emit(EventKind::Progress {
-        current_item: total,
-        total_items: total,
-        item_id: last.id.clone(),
-        item_title: last.title.clone(),
-        enable_chat_input: true,
-    })
-    .await?;
+    if place.is_none_or(|p| (p.item as u32) < total || !p.progress_logged) {
+        link.emit(EventKind::Progress {
+            current_item: total,
+            total_items: total,
+            item_id: last.id.clone(),
+            item_title: last.title.clone(),
+            enable_chat_input: true,
+        })
+        .await?;
+    }
+    let (graded, correct) = score;
     let summary = if graded > 0 {
         format!("You scored {correct} of {graded}.")
     } else {
@@ -282,4 +200,198 @@ pub async fn run(
     })
     .await?;
     Ok(RunEndReason::Completed)
+}
+
+/// A widget about to wait for the user.
+struct Shown<'a> {
+    content: Cow<'a, Content>,
+    corr: String,
+    payload: serde_json::Value,
+    /// Shown before a restart: how long it has waited.
+    waited: Option<std::time::Duration>,
+}
+
+/// What preparing a content came to.
+enum Prepared<'a> {
+    /// A widget to show (boxed: a content is large, and the other outcomes
+    /// are nothing).
+    Show(Box<Shown<'a>>),
+    /// A message, said.
+    Said,
+    /// A content that could not be generated, skipped.
+    Skipped,
+    /// The walk ends (a content that could not be generated, with
+    /// `on_render_error: stop`).
+    Stop(crate::protocol::RunEndReason),
+}
+
+/// Writes a generated content, says a message, or keeps a widget's answer key
+/// (in the store, never in the log) and gives it a fresh `corr`.
+async fn prepare<'a>(
+    agent: &Speaker<'_>,
+    template: &Template,
+    item: &Item,
+    content: &'a Content,
+    link: &crate::link::RunLink,
+    usage: &mut crate::llm::Usage,
+) -> Result<Prepared<'a>, crate::link::Gone> {
+    use crate::link::{Gone, RunMsg};
+    use crate::protocol::{EventKind, RunEndReason};
+
+    let shown: Cow<'a, Content> = if content.spec.is_templated {
+        let skill = content
+            .spec
+            .skill
+            .as_deref()
+            .and_then(|id| template.skills.iter().find(|s| s.id == id))
+            .expect("checked at load: the skill exists");
+        match generate(agent, skill, content.spec.widget_type, usage).await {
+            Ok(g) => {
+                let mut spec = content.spec.clone();
+                spec.stem = Some(g.stem);
+                spec.options = g.options;
+                spec.correct_answer = g.correct_answer.map(Answer::One);
+                spec.is_templated = false;
+                Cow::Owned(Content {
+                    id: content.id.clone(),
+                    spec,
+                })
+            }
+            Err(why) => {
+                // Seed 004's template_render_error, shown to the user.
+                link.emit(EventKind::Error {
+                    message: format!("this question could not be prepared: {why}"),
+                    error_code: crate::protocol::ErrorCode::ToolExecutionError,
+                    details: Some(serde_json::json!({
+                        "kind": "template_render_error",
+                        "item_id": item.id,
+                        "content_id": content.id,
+                        "attempts": GENERATION_ATTEMPTS,
+                    })),
+                    recoverable: false,
+                })
+                .await?;
+                return Ok(match template.on_render_error {
+                    OnRenderError::Continue => Prepared::Skipped,
+                    OnRenderError::Stop => Prepared::Stop(RunEndReason::Error),
+                });
+            }
+        }
+    } else {
+        Cow::Borrowed(content)
+    };
+    let c = &shown.spec;
+    if c.widget_type == WidgetType::Message {
+        link.emit(EventKind::Text {
+            agent: agent.id.to_owned(),
+            content: c.stem.clone().unwrap_or_default(),
+        })
+        .await?;
+        return Ok(Prepared::Said);
+    }
+    let corr = format!(
+        "{}-{}",
+        content.id,
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    // The answer key goes to the store (never to the log) first.
+    if let Some(key) = &c.correct_answer {
+        let (respond, kept) = tokio::sync::oneshot::channel();
+        link.send(RunMsg::KeepAnswer {
+            corr: corr.clone(),
+            answer: serde_json::to_string(key).expect("answers serialize"),
+            respond,
+        })
+        .await?;
+        if !kept.await.map_err(|_| Gone)? {
+            return Ok(Prepared::Stop(RunEndReason::Error));
+        }
+    }
+    let payload = widget_payload(item, &shown);
+    Ok(Prepared::Show(Box::new(Shown {
+        content: shown,
+        corr,
+        payload,
+        waited: None,
+    })))
+}
+
+/// Shows a widget and waits for its answer: grades it, logs it, and has the
+/// model comment on it if the template asks. `Some` ends the walk.
+async fn ask(
+    agent: &Speaker<'_>,
+    template: &Template,
+    shown: Shown<'_>,
+    link: &crate::link::RunLink,
+    usage: &mut crate::llm::Usage,
+    (graded, correct): &mut (u32, u32),
+) -> Result<Option<crate::protocol::RunEndReason>, crate::link::Gone> {
+    use crate::link::{ComponentOutcome, Gone, RunMsg};
+    use crate::protocol::{Display, EventKind, RunEndReason};
+
+    let c = &shown.content.spec;
+    let (respond, outcome) = tokio::sync::oneshot::channel();
+    link.send(RunMsg::ShowComponent {
+        tool_name: WIDGET_TOOL.into(),
+        component_type: serde_json::to_value(c.widget_type)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        payload: shown.payload,
+        corr: shown.corr.clone(),
+        display: Display::Inline,
+        check: Some(answer_check(c)),
+        agent: None,
+        waited: shown.waited,
+        respond,
+    })
+    .await?;
+    let data = match outcome.await.map_err(|_| Gone)? {
+        ComponentOutcome::Returned(data) => data,
+        ComponentOutcome::TimedOut => return Ok(Some(RunEndReason::Timeout)),
+    };
+    let verdict = grade(c, &data);
+    if let Some(ok) = verdict {
+        *graded += 1;
+        *correct += u32::from(ok);
+    }
+    link.emit(EventKind::ToolResponse {
+        tool_name: WIDGET_TOOL.into(),
+        content: data.clone(),
+        success: true,
+        corr: shown.corr,
+        agent: None,
+    })
+    .await?;
+    if template.provide_feedback && data.get("skip").is_none() {
+        comment(agent, &shown.content, &data, verdict, link, usage).await?;
+    }
+    Ok(None)
+}
+
+/// The model's feedback on an answer, or a `feedback_error` saying why there
+/// is none.
+async fn comment(
+    agent: &Speaker<'_>,
+    content: &Content,
+    data: &serde_json::Value,
+    verdict: Option<bool>,
+    link: &crate::link::RunLink,
+    usage: &mut crate::llm::Usage,
+) -> Result<(), crate::link::Gone> {
+    use crate::protocol::EventKind;
+
+    let event = match feedback(agent, &content.spec, data, verdict, usage).await {
+        Ok(text) => EventKind::Text {
+            agent: agent.id.to_owned(),
+            content: text,
+        },
+        Err(why) => EventKind::Error {
+            message: format!("no feedback on this answer: {why}"),
+            error_code: crate::protocol::ErrorCode::ToolExecutionError,
+            details: Some(serde_json::json!({"kind": "feedback_error", "content_id": content.id})),
+            recoverable: true,
+        },
+    };
+    link.emit(event).await
 }

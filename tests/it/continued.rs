@@ -38,10 +38,12 @@ async fn log_until_complete(addr: SocketAddr, chat: Uuid) -> Vec<Value> {
     loop {
         let m = c.recv().await;
         if m["type"] == "chat.resume_boundary" {
-            // Replayed to the end of the log: over if its run was.
+            // Replayed to the end of the log: over if its run was (a
+            // template's conversation state follows its end).
             if log
-                .last()
-                .is_some_and(|m: &Value| m["type"] == "chat.run_complete")
+                .iter()
+                .rfind(|m: &&Value| m["type"] != "chat.state")
+                .is_some_and(|m| m["type"] == "chat.run_complete")
             {
                 return log;
             }
@@ -617,6 +619,27 @@ async fn a_group_run_cut_mid_turn_goes_on_with_the_same_member() {
     assert_eq!(log.last().unwrap()["reason"], "completed");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_groups_question_of_who_speaks_next_keeps_waiting() {
+    let manual = GROUP.replace("round_robin", "manual");
+    let dir = with_agent("pair.yaml", &manual);
+    let (_child, addr, chat, asked) =
+        cut_while_asking(dir.path(), "pair", "hi", "chat.input_request", &[]).await;
+    assert_eq!(asked["options"], json!(["a", "b"]));
+    let rest = answer_after(addr, chat, &asked["seq"], json!({"type": "user.input.submit", "chat_id": chat, "request_id": asked["request_id"], "text": "b"})).await;
+    assert_eq!(last_text(&rest), "b done");
+    assert_eq!(rest.last().unwrap()["reason"], "completed");
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    assert_eq!(of_type(&log, "chat.input_request").len(), 1, "asked once");
+    let chosen = of_type(&log, "chat.select_speaker");
+    assert_eq!(
+        (own(&chosen[0]["agent"]), own(&chosen[0]["method"])),
+        ("b".into(), "manual".into())
+    );
+    assert!(of_type(&log, "chat.error").is_empty());
+}
+
 fn own(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_owned()
 }
@@ -671,4 +694,146 @@ async fn a_workflow_cut_mid_call_is_not_run_again() {
     assert_eq!(log[log.len() - 3]["type"], "chat.error");
     assert_eq!(log.last().unwrap()["reason"], "error");
     assert_eq!(tools.count("/ship"), 1, "never run twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_waiting_for_its_approval_keeps_waiting() {
+    let tools = Tools::default();
+    let tools_addr = tools.start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("agents").join("workflows");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("ship.yaml"),
+        format!(
+            "id: ship\ntitle: Ship\ncategory: Ops\nrequires_approval: true\n\
+             parameters: {{type: object, properties: {{to: {{type: string}}}}}}\n\
+             http: {{url: \"http://{tools_addr}/ship\"}}\n"
+        ),
+    )
+    .unwrap();
+    // The first call of the path never answers: take it out of the way.
+    let warm = tokio::spawn(use_up_first_call(tools_addr, "/ship"));
+    let url = database_url(dir.path()).await;
+    let agents = dir.path().join("agents");
+    let (child, addr) = spawn_agentwire(&url, &agents, &CONTINUE).await;
+    let chat = Uuid::new_v4();
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.start(chat, "hi").await;
+    c.until_complete(chat).await;
+    c.send(json!({"type": "workflow.invoke", "chat_id": chat, "workflow": "ship", "parameters": {"to": "prod"}}))
+        .await;
+    let gate = c
+        .recv_until(|m| m["component_type"] == "approval")
+        .await
+        .pop()
+        .unwrap();
+    kill(child).await;
+
+    let (_child, addr) = spawn_agentwire(&url, &agents, &CONTINUE).await;
+    let approve = json!({"type": "inline_component.result", "chat_id": chat, "corr": gate["corr"], "data": {"approved": true}});
+    let rest = answer_after(addr, chat, &gate["seq"], approve).await;
+    assert_eq!(rest.last().unwrap()["reason"], "completed");
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    let invocations: Vec<&Value> = of_type(&log, "chat.tool_call")
+        .into_iter()
+        .filter(|m| m["component_type"] == "workflow")
+        .collect();
+    assert_eq!(invocations.len(), 1, "invoked once in the log");
+    assert_eq!(
+        of_type(&log, "chat.tool_call")
+            .iter()
+            .filter(|m| m["component_type"] == "approval")
+            .count(),
+        1,
+        "asked once"
+    );
+    let response = of_type(&log, "chat.tool_response")
+        .into_iter()
+        .find(|m| m["corr"] == invocations[0]["corr"])
+        .unwrap();
+    assert_eq!(response["success"], true, "{response}");
+    assert_eq!(response["content"], json!({"n": 2}));
+    assert_eq!(tools.count("/ship"), 2, "run once, after the approval");
+    assert!(of_type(&log, "chat.error").is_empty());
+    warm.abort();
+}
+
+/// A GET that takes the tools' first call of a path (the one never answered).
+async fn use_up_first_call(addr: SocketAddr, path: &'static str) {
+    let _ = http_get(addr, path, &[]).await;
+}
+
+const QUIZ: &str = include_str!("../../examples/agents/capitals-quiz.yaml");
+
+/// Reads `c` up to the next widget waiting for the user.
+async fn widget(c: &mut Client) -> Value {
+    c.recv_until(|m| m["type"] == "chat.tool_call" && m["awaiting_response"] == true)
+        .await
+        .pop()
+        .unwrap()
+}
+
+fn result(chat: Uuid, widget: &Value, data: Value) -> Value {
+    json!({"type": "inline_component.result", "chat_id": chat, "corr": widget["corr"], "data": data})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiz_cut_while_a_widget_waits_goes_on_at_that_widget() {
+    let dir = with_agent("quiz.yaml", QUIZ);
+    let (child, addr) = spawn_server(dir.path()).await;
+    let chat = Uuid::new_v4();
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.send(json!({"type": "chat.start", "chat_id": chat, "agent": "capitals-quiz"}))
+        .await;
+    let france = widget(&mut c).await;
+    c.send(result(chat, &france, json!({"answer": "Paris"})))
+        .await;
+    let nordics = widget(&mut c).await;
+    kill(child).await;
+
+    let (_child, addr) = spawn_server(dir.path()).await;
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.resume(chat, nordics["seq"].as_u64().unwrap()).await;
+    let since = c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    assert!(
+        since
+            .iter()
+            .all(|m| ["chat.state", "chat.resume_boundary"].contains(&m["type"].as_str().unwrap())),
+        "nothing shown again while the widget waits: {since:?}"
+    );
+    // Answered by the corr shown before the restart; the walk goes on.
+    c.send(result(
+        chat,
+        &nordics,
+        json!({"answer": ["Oslo", "Helsinki"]}),
+    ))
+    .await;
+    let why = widget(&mut c).await;
+    assert_eq!(why["payload"]["item_id"], "why");
+    c.send(result(chat, &why, json!({"skip": true}))).await;
+    let rest = c.until_complete(chat).await;
+    // The score counts the answer given before the restart.
+    assert_eq!(last_text(&rest), "You scored 2 of 2.");
+
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    let items: Vec<&Value> = of_type(&log, "chat.progress")
+        .iter()
+        .map(|m| &m["current_item"])
+        .collect();
+    assert_eq!(items, [0, 1, 2, 3, 4], "each item shown once");
+    assert_eq!(of_type(&log, "chat.tool_call").len(), 3, "each widget once");
+    assert_eq!(of_type(&log, "chat.tool_response").len(), 3);
+    assert!(of_type(&log, "chat.error").is_empty());
+    assert!(of_type(&log, "chat.turn_discarded").is_empty());
+    assert_eq!(of_type(&log, "chat.run_complete").len(), 1);
+    let end = of_type(&log, "chat.run_complete")[0];
+    assert_eq!(end["reason"], "completed");
+    let states: Vec<&Value> = of_type(&log, "chat.state")
+        .iter()
+        .map(|m| &m["state"])
+        .collect();
+    assert_eq!(states.last().unwrap().as_str(), Some("completed"));
 }

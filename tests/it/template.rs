@@ -388,6 +388,61 @@ async fn with_feedback_the_model_comments_on_each_answer() {
     assert!(asked.contains("The answer is not correct."), "{asked}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_question_waits_again_as_shown_after_a_restart() {
+    let w = OpenAiWire;
+    let llm = MockServer::start(vec![
+        w.text(
+            &[r#"{"stem": "2 + 2?", "options": ["3", "4", "5"], "correct_answer": "4"}"#],
+            (1, 1),
+        ),
+        w.text(&["Not quite: 2 + 2 is 4."], (1, 1)),
+    ])
+    .await;
+    let quiz = generated_quiz_with(&llm, "stop", true);
+    let server = server_with(quiz.clone()).await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.send(json!({"type": "chat.start", "chat_id": chat, "agent": "real"}))
+        .await;
+    let (_, widget) = next_widget(&mut c).await;
+    let dir = server.stop().await;
+    let server = Server::start_in(
+        dir,
+        Opts {
+            agents: vec![("real.yaml".into(), quiz)],
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut r = server.client().await;
+    r.resume(chat, widget["seq"].as_u64().unwrap()).await;
+    r.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    // The question is not written again: its options and key are the ones
+    // shown and kept before the restart.
+    refused(
+        &mut r,
+        chat,
+        &widget,
+        json!({"answer": "7"}),
+        "was not offered",
+    )
+    .await;
+    answer(&mut r, chat, &widget, json!({"answer": "5"})).await;
+    let rest = no_state(&r.until_complete(chat).await);
+    assert_eq!(types(&rest)[..2], ["chat.tool_response", "chat.text"]);
+    assert_eq!(rest[1]["content"], "Not quite: 2 + 2 is 4.");
+    assert_eq!(last_text(&rest), "You scored 0 of 1.");
+    assert_eq!(llm.requests().len(), 2, "generated once, then the feedback");
+    let asked = llm.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .to_string();
+    assert!(asked.contains("The answer is not correct."), "{asked}");
+}
+
 // ----- seed 004's WebSocket dialect -------------------------------------------
 
 use futures_util::{SinkExt, StreamExt};
@@ -691,17 +746,17 @@ async fn every_transition_is_logged_and_an_illegal_one_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_quiz_ends_interrupted_at_shutdown() {
+async fn a_paused_quiz_stays_paused_across_a_graceful_restart() {
     let server = quiz_server().await;
     let mut c = server.client().await;
     let chat = Uuid::new_v4();
     c.send(json!({"type": "chat.start", "chat_id": chat, "agent": "capitals-quiz"}))
         .await;
-    next_widget(&mut c).await;
+    let (_, w1) = next_widget(&mut c).await;
     send(&mut c, "chat.pause", chat).await;
     c.recv_until(|m| m["type"] == "chat.state" && m["state"] == "paused")
         .await;
-    // A graceful stop still logs the run's end, paused or not.
+    // A graceful stop leaves the walk where it is, for the next start.
     let dir = server.stop().await;
     let server = Server::start_in(
         dir,
@@ -714,18 +769,55 @@ async fn a_paused_quiz_ends_interrupted_at_shutdown() {
     let mut r = server.client().await;
     r.resume(chat, 0).await;
     let log = r.recv_until(|m| m["type"] == "chat.resume_boundary").await;
-    let ends: Vec<&Value> = log
-        .iter()
-        .filter(|m| m["type"] == "chat.run_complete")
-        .collect();
-    assert_eq!(ends.len(), 1);
-    assert_eq!(ends[0]["reason"], "interrupted");
-    // Logged by the run as it stopped (its usage first), not by the recovery
-    // of a run cut off at the next start.
-    let at = log
-        .iter()
-        .position(|m| m["type"] == "chat.run_complete")
-        .unwrap();
-    assert_eq!(log[at - 1]["type"], "chat.usage_summary");
-    assert_eq!(states(&log).last(), Some(&"terminated"));
+    assert!(
+        !log.iter().any(|m| m["type"] == "chat.run_complete"),
+        "{log:?}"
+    );
+    assert_eq!(states(&log).last(), Some(&"paused"));
+    let (_, view) = http_json(&server, "GET", &format!("/v1/chats/{chat}"), "").await;
+    assert_eq!(view["conversation_state"], "paused");
+    // Still paused: the answer waits for the resume.
+    answer(&mut r, chat, &w1, json!({"answer": "Paris"})).await;
+    let err = r.expect("chat.error").await;
+    assert!(err["message"].as_str().unwrap().contains("paused"), "{err}");
+    send(&mut r, "chat.resume_run", chat).await;
+    let resumed = r.expect("chat.state").await;
+    assert_eq!(
+        (resumed["state"].as_str(), resumed["previous"].as_str()),
+        (Some("awaiting_widget"), Some("paused"))
+    );
+    // The widget shown before the restart is the one answered.
+    answer(&mut r, chat, &w1, json!({"answer": "Paris"})).await;
+    let (_, w2) = next_widget(&mut r).await;
+    answer(&mut r, chat, &w2, json!({"answer": ["Oslo", "Helsinki"]})).await;
+    let (_, w3) = next_widget(&mut r).await;
+    answer(&mut r, chat, &w3, json!({"skip": true})).await;
+    let rest = r.until_complete(chat).await;
+    assert_eq!(last_text(&rest), "You scored 2 of 2.");
+    assert_eq!(rest.last().unwrap()["reason"], "completed");
+
+    let mut all = server.client().await;
+    all.resume(chat, 0).await;
+    let log = all
+        .recv_until(|m| m["type"] == "chat.resume_boundary")
+        .await;
+    assert_gap_free(&seqs(&log));
+    let widgets = log.iter().filter(|m| m["type"] == "chat.tool_call").count();
+    assert_eq!(widgets, 3, "each widget shown once");
+    assert_eq!(
+        states(&log),
+        [
+            "pending",
+            "active",
+            "awaiting_widget",
+            "paused",
+            "awaiting_widget",
+            "active",
+            "awaiting_widget",
+            "active",
+            "awaiting_widget",
+            "active",
+            "completed"
+        ]
+    );
 }

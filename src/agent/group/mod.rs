@@ -10,6 +10,9 @@ mod run;
 mod select;
 mod view;
 
+/// How the request ids of a group's "who speaks next?" to the user begin.
+pub const SPEAKER_REQUEST: &str = "speaker_";
+
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use super::super::build::{Group, Target};
 use super::super::definition::SelectionMethod;
 use super::super::prompt::fit_budget;
+use super::SPEAKER_REQUEST;
 use super::view::view;
 use crate::link::{Gone, InputOutcome, RunLink, RunMsg, Said};
 use crate::llm::{Message, Provider, Usage, complete};
@@ -191,7 +192,10 @@ impl<'a> Chooser<'a> {
         let names = self.names();
         let (respond, answer) = oneshot::channel();
         link.send(RunMsg::AskInput {
-            request_id: format!("speaker_{}", uuid::Uuid::new_v4().simple()),
+            // The choice a restart cut off is asked again by its id.
+            request_id: link
+                .rewaited(SPEAKER_REQUEST)
+                .unwrap_or_else(|| format!("{SPEAKER_REQUEST}{}", uuid::Uuid::new_v4().simple())),
             prompt: format!("Who speaks next? {}", names.join(", ")),
             password: false,
             options: Some(names.iter().map(|n| (*n).to_owned()).collect()),

@@ -105,7 +105,8 @@ impl Actor {
                 self.conversation().map_or("not a template", S::as_str)
             )));
         }
-        let to = if !self.components.is_empty() {
+        let rewaits = self.run.as_ref().is_some_and(|r| r.rewaits_widget);
+        let to = if !self.components.is_empty() || rewaits {
             S::AwaitingWidget
         } else if !self.inputs.is_empty() {
             S::AwaitingUser

@@ -21,6 +21,7 @@ mod cluster;
 mod commands;
 mod conversation;
 mod history;
+mod requests;
 mod resume;
 mod run;
 
@@ -123,9 +124,9 @@ struct ActiveRun {
     _permit: crate::session::Slot,
     /// Whether the run's `chat.run_complete` is in the log.
     completed: bool,
-    /// An agent's or a group's run (not a template's or a workflow's): one
-    /// a restart can continue from the log.
-    continuable: bool,
+    /// A continued walk whose widget waits again, not registered yet (a
+    /// paused conversation reads its run only once resumed).
+    rewaits_widget: bool,
 }
 
 struct PendingInput {
@@ -221,8 +222,8 @@ impl Actor {
                 () = &mut shutdown, if !shutting_down => {
                     shutting_down = true;
                     // A paused run is read again, so it can log its end.
-                    self.paused = false;
-                    Box::pin(self.at_shutdown()).await;
+                    let paused = std::mem::take(&mut self.paused);
+                    Box::pin(self.at_shutdown(paused)).await;
                 }
                 // The handlers are boxed: their futures are large and live
                 // only while they run, so an idle actor stays small.

@@ -3,9 +3,9 @@
 
 use tokio::time::Instant;
 
-use super::{ActiveRun, Actor, MAX_EMIT_BATCH, PendingComponent, PendingInput, RUN_QUEUE};
+use super::{ActiveRun, Actor, MAX_EMIT_BATCH, RUN_QUEUE};
 use crate::agent::runtime::{self, RunSpec};
-use crate::link::{ComponentOutcome, InputOutcome, RunControl, RunLink, RunMsg};
+use crate::link::{RunControl, RunLink, RunMsg};
 use crate::llm::Message;
 use crate::protocol::{ErrorCode, EventKind, RunEndReason};
 use crate::session::SessionError;
@@ -36,7 +36,11 @@ impl Actor {
             return Err(SessionError::Archived);
         }
         let owner = chat.owner.clone();
-        self.may_start_template()?;
+        // A continued run goes on in the state its conversation was in.
+        let resumed = extras.resumed.is_some();
+        if !resumed {
+            self.may_start_template()?;
+        }
         let agent = self
             .ctx
             .agents
@@ -95,7 +99,11 @@ impl Actor {
             rx,
             state_written: false,
             completed: false,
-            continuable: agent.template.is_none() && workflow.is_none(),
+            rewaits_widget: extras
+                .resumed
+                .as_ref()
+                .and_then(|r| r.template.as_ref())
+                .is_some_and(|p| p.waiting.is_some()),
             _gauge: crate::metrics::RunGauge::start(),
             _permit: permit,
         });
@@ -131,9 +139,10 @@ impl Actor {
             workflow,
             resumed: extras.resumed,
         };
-        if let Err(e) = self
-            .transition(crate::protocol::ConversationState::Active)
-            .await
+        if !resumed
+            && let Err(e) = self
+                .transition(crate::protocol::ConversationState::Active)
+                .await
         {
             self.run = None;
             return Err(e);
@@ -263,135 +272,6 @@ impl Actor {
         }
     }
 
-    async fn request(&mut self, msg: RunMsg) {
-        match msg {
-            RunMsg::Emit(kind) => {
-                if let Err(e) = self.append_run(vec![(kind, None)]).await {
-                    self.deliver_transient_error(&e);
-                }
-            }
-            RunMsg::Log { kind, respond } => {
-                let logged = self.append_run(vec![(kind, None)]).await;
-                if let Err(e) = &logged {
-                    self.deliver_transient_error(e);
-                }
-                let _ = respond.send(logged.is_ok());
-            }
-            RunMsg::AskInput {
-                request_id,
-                prompt,
-                password,
-                options,
-                tool_name,
-                waited,
-                respond,
-            } => {
-                let timeout = self.ctx.input_timeout;
-                let event = EventKind::InputRequest {
-                    corr: request_id.clone(),
-                    request_id: request_id.clone(),
-                    prompt,
-                    password,
-                    timeout_seconds: Some(timeout.as_secs()),
-                    options: options.clone(),
-                    tool_name,
-                };
-                let state = crate::protocol::ConversationState::AwaitingUser;
-                match self.log_request(event, state, waited).await {
-                    Ok(()) => {
-                        // A request waited on again keeps its first deadline.
-                        let left = timeout.saturating_sub(waited.unwrap_or_default());
-                        self.inputs.insert(
-                            request_id,
-                            PendingInput {
-                                password,
-                                options,
-                                deadline: Instant::now() + left,
-                                respond,
-                            },
-                        );
-                    }
-                    // Dropping `respond` ends the run's wait.
-                    Err(e) => self.deliver_transient_error(&e),
-                }
-            }
-            RunMsg::KeepAnswer {
-                corr,
-                answer,
-                respond,
-            } => {
-                let kept = self
-                    .ctx
-                    .store
-                    .put_answer(self.chat_id, &corr, &answer)
-                    .await;
-                if let Err(e) = &kept {
-                    self.deliver_transient_error(e);
-                }
-                let _ = respond.send(kept.is_ok());
-            }
-            RunMsg::ShowComponent {
-                tool_name,
-                component_type,
-                payload,
-                corr,
-                display,
-                check,
-                agent,
-                waited,
-                respond,
-            } => {
-                let approval = component_type == crate::agent::APPROVAL;
-                let event = EventKind::ToolCall {
-                    tool_name,
-                    component_type: Some(component_type),
-                    awaiting_response: true,
-                    payload,
-                    corr: corr.clone(),
-                    display,
-                    agent,
-                };
-                let state = crate::protocol::ConversationState::AwaitingWidget;
-                match self.log_request(event, state, waited).await {
-                    Ok(()) => {
-                        let left = self
-                            .ctx
-                            .ui_timeout
-                            .saturating_sub(waited.unwrap_or_default());
-                        self.components.insert(
-                            corr,
-                            PendingComponent {
-                                deadline: Instant::now() + left,
-                                approval,
-                                check,
-                                respond,
-                            },
-                        );
-                    }
-                    Err(e) => self.deliver_transient_error(&e),
-                }
-            }
-        }
-    }
-
-    /// Logs a request the run waits on, and the conversation's new state;
-    /// nothing for one the run a restart cut off had logged (`waited`).
-    async fn log_request(
-        &mut self,
-        event: EventKind,
-        state: crate::protocol::ConversationState,
-        waited: Option<std::time::Duration>,
-    ) -> Result<(), StoreError> {
-        if waited.is_some() {
-            return Ok(());
-        }
-        self.append_run(vec![(event, None)]).await?;
-        if let Err(e) = self.transition(state).await {
-            tracing::warn!(error = %e, "cannot record the conversation's state");
-        }
-        Ok(())
-    }
-
     /// The run task ended. If it did not log its completion (it panicked, or
     /// the log failed), log one for it.
     pub(super) async fn finish_run(&mut self) {
@@ -422,53 +302,6 @@ impl Actor {
             } else {
                 self.conversation_ended(RunEndReason::Error).await;
             }
-        }
-    }
-
-    /// Times out the input requests and UI tool calls whose deadline passed.
-    pub(super) async fn expire(&mut self) {
-        let now = Instant::now();
-        let timeout = self.ctx.input_timeout.as_secs();
-        let expired: Vec<String> = self
-            .inputs
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for request_id in expired {
-            let Some(pending) = self.inputs.remove(&request_id) else {
-                continue;
-            };
-            let event = EventKind::InputTimeout {
-                corr: request_id.clone(),
-                request_id,
-                timeout_seconds: timeout,
-            };
-            if let Err(e) = self.append_run(vec![(event, None)]).await {
-                self.deliver_transient_error(&e);
-            }
-            let _ = pending.respond.send(InputOutcome::TimedOut);
-        }
-        let expired: Vec<String> = self
-            .components
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(corr, _)| corr.clone())
-            .collect();
-        for corr in expired {
-            let Some(pending) = self.components.remove(&corr) else {
-                continue;
-            };
-            let event = EventKind::Error {
-                message: format!("no result for UI tool call `{corr}` in time"),
-                error_code: ErrorCode::UiToolTimeout,
-                details: Some(serde_json::json!({ "corr": corr })),
-                recoverable: true,
-            };
-            if let Err(e) = self.append_run(vec![(event, None)]).await {
-                self.deliver_transient_error(&e);
-            }
-            let _ = pending.respond.send(ComponentOutcome::TimedOut);
         }
     }
 }

@@ -2,7 +2,7 @@
 //! envelopes in order; everything after the last `chat.run_complete` is the
 //! cut run) and what to do with it ([`Plan`]). Pure: no store, no actor.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -55,7 +55,7 @@ pub(super) struct Cut {
     /// Tool calls with no result yet, in order.
     calls: Vec<Call>,
     /// Open input requests of no tool (a group's choice of speaker).
-    untooled: HashSet<String>,
+    untooled: HashMap<String, String>,
     /// Its `chat.usage_summary` is logged: it was ending.
     summarized: bool,
     /// It logged a `chat.error`.
@@ -72,8 +72,8 @@ pub(super) struct Cut {
     last_text: Option<String>,
     /// A workflow the user ran in this run.
     workflow: Option<Workflow>,
-    /// A kind of run that is not continued yet: what it is.
-    shape: Option<&'static str>,
+    /// A template's walk: how far it got.
+    template: crate::templates::Trail,
 }
 
 /// What to do with a cut run.
@@ -89,6 +89,15 @@ pub(super) enum Plan {
     /// End it with `error`: each call here gets an "outcome unknown" result,
     /// and a `chat.error` says `why`.
     Abandon { unanswered: Vec<Call>, why: String },
+    /// A workflow waiting for its approval: invoked again (its invocation
+    /// logged already), the approval waited on again, logged at `asked`.
+    Workflow {
+        id: String,
+        corr: String,
+        parameters: Value,
+        asked: String,
+        started: Option<String>,
+    },
     /// Go on: drop the turn in flight, answer the calls that will not run
     /// again, then the loop.
     Continue {
@@ -101,6 +110,9 @@ pub(super) enum Plan {
         approved: HashSet<String>,
         /// Where a group run stood (for a group's agent).
         group: Option<Box<GroupPlace>>,
+        /// A group's "who speaks next?" to the user, asked: its request id,
+        /// and when it was logged.
+        choosing: Option<(String, String)>,
     },
 }
 
@@ -109,6 +121,8 @@ pub(super) enum Plan {
 struct Workflow {
     corr: String,
     tool_name: String,
+    /// Its parameters (the invocation's payload).
+    parameters: Value,
     /// Its invocation's `chat.tool_response` is in the log.
     answered: bool,
     /// A user's message came after it: a prompt workflow's prompt.
@@ -161,6 +175,7 @@ impl Cut {
             return;
         }
         self.started.get_or_insert_with(|| env.ts.clone());
+        self.template.push(&env.kind, &env.ts);
         match env.kind {
             EventKind::SelectSpeaker { agent, method, .. } => {
                 self.turns += 1;
@@ -212,6 +227,7 @@ impl Cut {
                         self.workflow = Some(Workflow {
                             corr,
                             tool_name,
+                            parameters: payload["parameters"].clone(),
                             answered: false,
                             then_prompt: false,
                         });
@@ -294,7 +310,7 @@ impl Cut {
                 });
             }
             EventKind::InputRequest { request_id, .. } => {
-                self.untooled.insert(request_id);
+                self.untooled.insert(request_id, env.ts);
             }
             EventKind::InputAck { request_id, .. } => {
                 self.untooled.remove(&request_id);
@@ -317,9 +333,6 @@ impl Cut {
                 self.timed_out |= error_code == ErrorCode::UiToolTimeout;
                 self.out_of_turns |= message.starts_with(crate::agent::MAX_TURNS_ERROR);
             }
-            EventKind::Progress { .. } | EventKind::State { .. } => {
-                self.shape = Some("a template's walk");
-            }
             // A turn dropped by an earlier restart was asked again.
             EventKind::TurnDiscarded { .. } => {
                 self.turns = self.turns.saturating_sub(1);
@@ -327,127 +340,16 @@ impl Cut {
                 self.open_turn = None;
             }
             EventKind::Print { .. }
+            | EventKind::Progress { .. }
+            | EventKind::State { .. }
             | EventKind::ToolProgress { .. }
             | EventKind::RunComplete { .. } => {}
         }
     }
-
-    /// What to do with the run, given which tools may run twice.
-    pub(super) fn plan(mut self, idempotent: impl Fn(&str) -> bool) -> Plan {
-        let end = if self.timed_out {
-            RunEndReason::Timeout
-        } else if self.out_of_turns {
-            RunEndReason::MaxTurns
-        } else if self.failed {
-            RunEndReason::Error
-        } else {
-            RunEndReason::Completed
-        };
-        if self.summarized {
-            return Plan::Finish {
-                reason: end,
-                summarized: true,
-            };
-        }
-        // A run logs an error as it ends (a provider's failure, the turns
-        // run out): it was ending.
-        if self.failed {
-            return Plan::Finish {
-                reason: end,
-                summarized: false,
-            };
-        }
-        if let Some(shape) = self.shape {
-            return Plan::Interrupt(format!("{shape} does not continue after a restart yet"));
-        }
-        if self.timed_out {
-            return Plan::Finish {
-                reason: end,
-                summarized: false,
-            };
-        }
-        match self.workflow.take() {
-            // Its action was under way: whether it took effect is unknown,
-            // and it is not run again.
-            Some(w) if !w.answered => {
-                if self.calls.iter().any(|c| c.corr == w.corr) {
-                    return Plan::Interrupt(
-                        "a workflow waiting for its approval does not continue after a restart yet"
-                            .into(),
-                    );
-                }
-                let mut unanswered = std::mem::take(&mut self.calls);
-                unanswered.push(Call {
-                    corr: w.corr,
-                    tool_name: w.tool_name,
-                    payload: Value::Null,
-                    agent: None,
-                    waits: Waits::Not,
-                });
-                return Plan::Abandon {
-                    unanswered,
-                    why: "the workflow was running when the server restarted: whether it took \
-                          effect is unknown, and it is not run again"
-                        .into(),
-                };
-            }
-            // Done (an HTTP call's or steps' result): the run was ending.
-            Some(w) if !w.then_prompt => {
-                return Plan::Finish {
-                    reason: end,
-                    summarized: false,
-                };
-            }
-            // A prompt workflow's prompt: the run goes on as any other.
-            _ => {}
-        }
-        if !self.untooled.is_empty() {
-            return Plan::Interrupt(
-                "the run was waiting for a choice that no tool asked for when the server \
-                 restarted; that does not continue after a restart yet"
-                    .into(),
-            );
-        }
-        // A group member's answer ends its turn, not the run.
-        if self.answered && self.group.member.is_none() {
-            return Plan::Finish {
-                reason: end,
-                summarized: false,
-            };
-        }
-        let calls_done = self.calls.is_empty();
-        // A call waiting for a person waits again; a backend call runs again
-        // only if running it twice is safe.
-        let (again, unknown) = self
-            .calls
-            .into_iter()
-            .partition(|c| c.waits != Waits::Not || idempotent(&c.tool_name));
-        // A dropped turn is asked again: it does not count against max_turns.
-        let discarded = u32::from(self.open_turn.is_some());
-        let group = self.group.member.clone().map(|member| {
-            Box::new(GroupPlace {
-                member,
-                rounds: self.group.rounds,
-                model_turns: self.group.model_turns - discarded,
-                // Its turn ended: it answered, or handed the conversation on.
-                done: self.open_turn.is_none()
-                    && calls_done
-                    && (self.answered || self.group.handoff.is_some()),
-                handoff: self.group.handoff,
-                last_text: self.last_text,
-            })
-        });
-        Plan::Continue {
-            discard: self.open_turn,
-            unknown,
-            again,
-            turns: self.turns - discarded,
-            started: self.started,
-            approved: self.approved,
-            group,
-        }
-    }
 }
+
+#[path = "plan.rs"]
+mod plan;
 
 #[cfg(test)]
 #[path = "cut_tests.rs"]

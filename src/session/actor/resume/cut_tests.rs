@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{Call, Cut, Plan};
+use crate::agent::APPROVAL;
 use crate::protocol::{Display, Envelope, EventKind, RunEndReason};
 use crate::store::StoredEnvelope;
 
@@ -339,12 +340,6 @@ fn an_answered_request_is_done_and_a_timed_out_one_ends_the_run() {
 }
 
 #[test]
-fn a_choice_no_tool_asked_for_is_not_continued_yet() {
-    let log = vec![user("hi"), speaker(), asked("speaker_1", None)];
-    assert!(matches!(cut(log).plan(never), Plan::Interrupt(_)));
-}
-
-#[test]
 fn a_discarded_turn_is_not_dropped_twice() {
     // A second restart after the first continuation logged its discard and
     // began the turn again.
@@ -539,4 +534,76 @@ fn a_workflow_run_is_abandoned_mid_action_and_finished_after_it() {
     // A prompt workflow's prompt: the agent's answer goes on.
     let log = vec![invoked, response("ship", "wf_1"), user("Summarize x.")];
     assert!(matches!(cut(log).plan(never), Plan::Continue { .. }));
+}
+
+#[test]
+fn a_workflow_waiting_for_its_approval_is_invoked_again() {
+    let invoked = EventKind::ToolCall {
+        tool_name: "ship".into(),
+        component_type: Some(crate::workflows::WORKFLOW.into()),
+        awaiting_response: false,
+        payload: json!({"workflow_id": "ship", "parameters": {"to": "prod"}}),
+        corr: "wf_1".into(),
+        display: Display::Inline,
+        agent: None,
+    };
+    let gate = EventKind::ToolCall {
+        tool_name: "ship".into(),
+        component_type: Some(APPROVAL.into()),
+        awaiting_response: true,
+        payload: json!({"tool_name": "ship", "input": {"to": "prod"}, "tool_call_id": "wf_1"}),
+        corr: "wf_1.approval".into(),
+        display: Display::Inline,
+        agent: None,
+    };
+    let Plan::Workflow {
+        id,
+        corr,
+        parameters,
+        ..
+    } = cut(vec![invoked.clone(), gate]).plan(never)
+    else {
+        panic!("invoked again")
+    };
+    assert_eq!((id.as_str(), corr.as_str()), ("ship", "wf_1"));
+    assert_eq!(parameters, json!({"to": "prod"}));
+    // Approved, then cut during its action: abandoned.
+    let approved = response("ship", "wf_1.approval");
+    let log = vec![invoked, approved];
+    assert!(matches!(cut(log).plan(never), Plan::Abandon { .. }));
+}
+
+fn untooled(id: &str) -> EventKind {
+    EventKind::InputRequest {
+        request_id: id.into(),
+        prompt: "Who speaks next? a, b".into(),
+        corr: id.into(),
+        password: false,
+        timeout_seconds: None,
+        options: Some(vec!["a".into(), "b".into()]),
+        tool_name: None,
+    }
+}
+
+#[test]
+fn a_groups_choice_of_speaker_is_asked_again_and_nothing_else_untooled_is() {
+    let Plan::Continue { choosing, .. } = cut(vec![user("hi"), untooled("speaker_1")]).plan(never)
+    else {
+        panic!("continued")
+    };
+    assert_eq!(choosing.map(|(id, _)| id).as_deref(), Some("speaker_1"));
+    // Answered: nothing to ask again.
+    let ack = EventKind::InputAck {
+        request_id: "speaker_1".into(),
+        corr: "speaker_1".into(),
+    };
+    let Plan::Continue { choosing, .. } =
+        cut(vec![user("hi"), untooled("speaker_1"), ack]).plan(never)
+    else {
+        panic!("continued")
+    };
+    assert!(choosing.is_none());
+    // A request of no tool that is not a speaker's choice cannot go on.
+    let plan = cut(vec![user("hi"), untooled("req_1")]).plan(never);
+    assert!(matches!(plan, Plan::Interrupt(_)), "{plan:?}");
 }

@@ -19,13 +19,23 @@
 //! - then the agent loop goes on from the log's history, with the model
 //!   turns and the time the run had already used counted.
 //!
-//! Not yet continued, and ended `interrupted` with a `chat.error` saying why:
-//! a template's walk, a workflow waiting for its approval, a group's choice
-//! of speaker by the user. A workflow cut off during its action is abandoned
-//! (`Plan::Abandon`: never run again, its outcome unknown, the run ends
-//! `error`). A group's run goes on where its members' turns stood
-//! (`GroupPlace`): the member cut off goes on with its turn, or the next is
-//! chosen after one that had finished.
+//! A template's walk goes on at the item and content it was on
+//! (`templates::Trail`, `templates::Place`): the widget that waited waits
+//! again as it was shown, the score counts the answers given before, and a
+//! paused conversation stays paused. A group's run goes on where its
+//! members' turns stood (`GroupPlace`): the member cut off goes on with its
+//! turn, or the next is chosen after one that had finished. A workflow cut
+//! off during its action is abandoned (`Plan::Abandon`: never run again, its
+//! outcome unknown, the run ends `error`).
+//!
+//! A workflow waiting for its approval is invoked again (`Plan::Workflow`):
+//! its invocation is in the log, its approval waits again.
+//!
+//! A group's "who speaks next?" to the user is asked again by its id.
+//!
+//! Not continued, and ended `interrupted` with a `chat.error` saying why: a
+//! walk whose template changed under it, a run whose agent (or workflow) is
+//! gone.
 
 mod cut;
 
@@ -37,9 +47,10 @@ use super::Actor;
 use crate::agent::runtime::{GroupResumed, Resumed};
 use crate::link::RunMsg;
 use crate::llm::ToolCall;
-use crate::protocol::{ErrorCode, EventKind, RunEndReason};
-use crate::session::handle::RunExtras;
+use crate::protocol::{ConversationState, ErrorCode, EventKind, RunEndReason};
+use crate::session::handle::{RunExtras, WorkflowCall};
 use crate::store::{ChatState, StoreError};
+use crate::templates::{Template, Trail};
 use crate::tools::ToolKind;
 use cut::{Cut, Plan, Waits};
 
@@ -71,14 +82,18 @@ impl Actor {
             after = last.seq;
             page.iter().for_each(|e| cut.push(e));
         }
+        if let Some(template) = agent.as_ref().and_then(|a| a.template.as_ref()) {
+            let started = cut.started().map(str::to_owned);
+            return match cut.template_walk(template) {
+                Ok(trail) => self.continue_walk(template, &trail, started).await,
+                Err((reason, summarized)) => self.finish_cut_run(reason, summarized).await,
+            };
+        }
         let plan = match &agent {
             None => Plan::Interrupt(format!(
                 "the run's agent `{}` is no longer configured",
                 chat.agent
             )),
-            Some(a) if a.template.is_some() => {
-                Plan::Interrupt("a template's walk does not continue after a restart yet".into())
-            }
             Some(a) => {
                 // A group's tools are its members'.
                 let members = a.group.iter().flat_map(|g| &g.members);
@@ -106,6 +121,26 @@ impl Actor {
         match plan {
             Plan::Finish { reason, summarized } => self.finish_cut_run(reason, summarized).await,
             Plan::Interrupt(why) => self.interrupt_cut_run(Some(why)).await,
+            Plan::Workflow {
+                id,
+                corr,
+                parameters,
+                asked,
+                started,
+            } => {
+                let gate = format!("{corr}{}", crate::tools::APPROVAL_SUFFIX);
+                let resumed = Resumed {
+                    elapsed: started.as_deref().map(since).unwrap_or_default(),
+                    waited: HashMap::from([(gate, since(&asked))]),
+                    ..Resumed::default()
+                };
+                let call = WorkflowCall {
+                    id,
+                    parameters,
+                    corr,
+                };
+                self.start_resumed(resumed, Some(call)).await
+            }
             Plan::Abandon { unanswered, why } => {
                 let mut events: Vec<_> = unanswered.into_iter().map(unknown_outcome).collect();
                 events.push((
@@ -128,6 +163,7 @@ impl Actor {
                 started,
                 approved,
                 group,
+                choosing,
             } => {
                 let mut events = Vec::new();
                 if let Some((agent, from_seq)) = discard {
@@ -166,6 +202,9 @@ impl Actor {
                         input,
                     });
                 }
+                if let Some((id, ts)) = choosing {
+                    waited.insert(id, since(&ts));
+                }
                 let resumed = Resumed {
                     // A group member's own model turns, else the run's.
                     turns: group.as_ref().map_or(turns, |g| g.model_turns),
@@ -179,42 +218,86 @@ impl Actor {
                         done: g.done,
                         handoff: g.handoff.clone(),
                     }),
+                    template: None,
                 };
-                let extras = RunExtras {
-                    resumed: Some(resumed),
-                    ..RunExtras::default()
-                };
-                if let Err(e) = Box::pin(self.start_run(None, extras)).await {
-                    tracing::warn!(error = %e, "a cut run could not continue");
-                    return self
-                        .interrupt_cut_run(Some(format!("the run could not continue: {e}")))
-                        .await;
-                }
-                if let Some(run) = &mut self.run {
-                    // The log says running already.
-                    run.state_written = true;
-                }
-                Ok(())
+                self.start_resumed(resumed, None).await
             }
         }
+    }
+
+    /// Continues a template's walk from where its log says it stood (its
+    /// answer keys come from the store).
+    async fn continue_walk(
+        &mut self,
+        template: &Template,
+        trail: &Trail,
+        started: Option<String>,
+    ) -> Result<(), StoreError> {
+        let mut keys = HashMap::new();
+        for corr in trail.corrs() {
+            if let Some(json) = self.ctx.store.answer(self.chat_id, corr).await?
+                && let Ok(key) = serde_json::from_str(&json)
+            {
+                keys.insert(corr.to_owned(), key);
+            }
+        }
+        let place = match trail.place(template, &keys, since) {
+            Ok(place) => place,
+            Err(why) => return self.interrupt_cut_run(Some(why)).await,
+        };
+        tracing::info!(?place, "a template's walk cut off by a restart");
+        let resumed = Resumed {
+            elapsed: started.as_deref().map(since).unwrap_or_default(),
+            template: Some(place),
+            ..Resumed::default()
+        };
+        self.start_resumed(resumed, None).await
+    }
+
+    /// Starts the run again from what the log said of it (a workflow's
+    /// run: invoking it again).
+    async fn start_resumed(
+        &mut self,
+        resumed: Resumed,
+        workflow: Option<WorkflowCall>,
+    ) -> Result<(), StoreError> {
+        let extras = RunExtras {
+            resumed: Some(resumed),
+            workflow,
+            ..RunExtras::default()
+        };
+        if let Err(e) = Box::pin(self.start_run(None, extras)).await {
+            tracing::warn!(error = %e, "a cut run could not continue");
+            return self
+                .interrupt_cut_run(Some(format!("the run could not continue: {e}")))
+                .await;
+        }
+        if let Some(run) = &mut self.run {
+            // The log says running already.
+            run.state_written = true;
+        }
+        // A paused conversation stays paused: its run waits unread until
+        // `chat.resume_run`.
+        self.paused = self.conversation() == Some(ConversationState::Paused);
+        Ok(())
     }
 
     /// At shutdown: a run a restart can continue is left in the log for the
     /// next start — at once if it waits for a person, else after the model
     /// turn or tool calls in flight, as far as the grace period lets it —;
-    /// any other is cancelled and logs its end `interrupted`.
-    pub(super) async fn at_shutdown(&mut self) {
+    /// any other is cancelled and logs its end `interrupted`. A paused
+    /// conversation's run is left as it is: nothing new is shown while paused.
+    pub(super) async fn at_shutdown(&mut self, paused: bool) {
         // A run the log does not show as running yet (an agent that starts
         // first, before its first envelope) would not be found again.
-        let continuable = self.ctx.continue_runs
-            && self
-                .run
-                .as_ref()
-                .is_some_and(|r| r.continuable && r.state_written);
+        let continuable =
+            self.ctx.continue_runs && self.run.as_ref().is_some_and(|r| r.state_written);
         if !continuable {
             return self.cancel_run(RunEndReason::Interrupted);
         }
-        if self.inputs.is_empty() && self.components.is_empty() {
+        if paused {
+            self.leave_run();
+        } else if self.inputs.is_empty() && self.components.is_empty() {
             self.draining = true;
         } else {
             // What the run queued before it waited (a parallel call's

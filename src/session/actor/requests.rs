@@ -1,0 +1,193 @@
+//! What a run asks of a person, on the actor's side: an input request or a
+//! UI tool call logged and registered with its deadline (or, for a run a
+//! restart cut off, registered again without logging), an answer key kept,
+//! and the requests whose time ran out.
+
+use tokio::time::Instant;
+
+use super::{Actor, PendingComponent, PendingInput};
+use crate::link::{ComponentOutcome, InputOutcome, RunMsg};
+use crate::protocol::{ErrorCode, EventKind};
+use crate::store::StoreError;
+
+impl Actor {
+    pub(super) async fn request(&mut self, msg: RunMsg) {
+        match msg {
+            RunMsg::Emit(kind) => {
+                if let Err(e) = self.append_run(vec![(kind, None)]).await {
+                    self.deliver_transient_error(&e);
+                }
+            }
+            RunMsg::Log { kind, respond } => {
+                let logged = self.append_run(vec![(kind, None)]).await;
+                if let Err(e) = &logged {
+                    self.deliver_transient_error(e);
+                }
+                let _ = respond.send(logged.is_ok());
+            }
+            RunMsg::AskInput {
+                request_id,
+                prompt,
+                password,
+                options,
+                tool_name,
+                waited,
+                respond,
+            } => {
+                let timeout = self.ctx.input_timeout;
+                let event = EventKind::InputRequest {
+                    corr: request_id.clone(),
+                    request_id: request_id.clone(),
+                    prompt,
+                    password,
+                    timeout_seconds: Some(timeout.as_secs()),
+                    options: options.clone(),
+                    tool_name,
+                };
+                let state = crate::protocol::ConversationState::AwaitingUser;
+                match self.log_request(event, state, waited).await {
+                    Ok(()) => {
+                        // A request waited on again keeps its first deadline.
+                        let left = timeout.saturating_sub(waited.unwrap_or_default());
+                        self.inputs.insert(
+                            request_id,
+                            PendingInput {
+                                password,
+                                options,
+                                deadline: Instant::now() + left,
+                                respond,
+                            },
+                        );
+                    }
+                    // Dropping `respond` ends the run's wait.
+                    Err(e) => self.deliver_transient_error(&e),
+                }
+            }
+            RunMsg::KeepAnswer {
+                corr,
+                answer,
+                respond,
+            } => {
+                let kept = self
+                    .ctx
+                    .store
+                    .put_answer(self.chat_id, &corr, &answer)
+                    .await;
+                if let Err(e) = &kept {
+                    self.deliver_transient_error(e);
+                }
+                let _ = respond.send(kept.is_ok());
+            }
+            RunMsg::ShowComponent {
+                tool_name,
+                component_type,
+                payload,
+                corr,
+                display,
+                check,
+                agent,
+                waited,
+                respond,
+            } => {
+                let approval = component_type == crate::agent::APPROVAL;
+                let event = EventKind::ToolCall {
+                    tool_name,
+                    component_type: Some(component_type),
+                    awaiting_response: true,
+                    payload,
+                    corr: corr.clone(),
+                    display,
+                    agent,
+                };
+                let state = crate::protocol::ConversationState::AwaitingWidget;
+                if let Some(run) = &mut self.run {
+                    run.rewaits_widget = false;
+                }
+                match self.log_request(event, state, waited).await {
+                    Ok(()) => {
+                        let left = self
+                            .ctx
+                            .ui_timeout
+                            .saturating_sub(waited.unwrap_or_default());
+                        self.components.insert(
+                            corr,
+                            PendingComponent {
+                                deadline: Instant::now() + left,
+                                approval,
+                                check,
+                                respond,
+                            },
+                        );
+                    }
+                    Err(e) => self.deliver_transient_error(&e),
+                }
+            }
+        }
+    }
+
+    /// Logs a request the run waits on, and the conversation's new state;
+    /// nothing for one the run a restart cut off had logged (`waited`).
+    async fn log_request(
+        &mut self,
+        event: EventKind,
+        state: crate::protocol::ConversationState,
+        waited: Option<std::time::Duration>,
+    ) -> Result<(), StoreError> {
+        // A request waited on again is in the log; its state may not be (a
+        // paused conversation resumed).
+        if waited.is_none() {
+            self.append_run(vec![(event, None)]).await?;
+        }
+        if let Err(e) = self.transition(state).await {
+            tracing::warn!(error = %e, "cannot record the conversation's state");
+        }
+        Ok(())
+    }
+
+    /// Times out the input requests and UI tool calls whose deadline passed.
+    pub(super) async fn expire(&mut self) {
+        let now = Instant::now();
+        let timeout = self.ctx.input_timeout.as_secs();
+        let expired: Vec<String> = self
+            .inputs
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for request_id in expired {
+            let Some(pending) = self.inputs.remove(&request_id) else {
+                continue;
+            };
+            let event = EventKind::InputTimeout {
+                corr: request_id.clone(),
+                request_id,
+                timeout_seconds: timeout,
+            };
+            if let Err(e) = self.append_run(vec![(event, None)]).await {
+                self.deliver_transient_error(&e);
+            }
+            let _ = pending.respond.send(InputOutcome::TimedOut);
+        }
+        let expired: Vec<String> = self
+            .components
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(corr, _)| corr.clone())
+            .collect();
+        for corr in expired {
+            let Some(pending) = self.components.remove(&corr) else {
+                continue;
+            };
+            let event = EventKind::Error {
+                message: format!("no result for UI tool call `{corr}` in time"),
+                error_code: ErrorCode::UiToolTimeout,
+                details: Some(serde_json::json!({ "corr": corr })),
+                recoverable: true,
+            };
+            if let Err(e) = self.append_run(vec![(event, None)]).await {
+                self.deliver_transient_error(&e);
+            }
+            let _ = pending.respond.send(ComponentOutcome::TimedOut);
+        }
+    }
+}
