@@ -6,7 +6,9 @@
 //! `input_timeout`), `approval_request` (then `approval_result`),
 //! `component_request` (after its `tool_call_start`; then its
 //! `tool_call_result`). In a group run, `message_start` names the member
-//! that speaks (`agent`).
+//! that speaks (`agent`). A turn a restart cut off is `turn_discarded
+//! {turn, reason}`: its chunks are void, and the turn starts over with a
+//! new `message_start` of the same number.
 
 use std::collections::HashSet;
 
@@ -53,6 +55,13 @@ impl Encoder for AgentChat {
             }
             EventKind::Print { content, .. } => {
                 o.push(out("content_chunk", json!({"chunk": content})))
+            }
+            EventKind::TurnDiscarded { reason, .. } => {
+                self.turn = self.turn.saturating_sub(1);
+                o.push(out(
+                    "turn_discarded",
+                    json!({"turn": self.turn, "reason": reason}),
+                ));
             }
             EventKind::ToolCall {
                 tool_name, corr, ..

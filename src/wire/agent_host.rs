@@ -8,7 +8,9 @@
 //! an input request's end is a `tool_result` on its `call_id`. In a group
 //! run each model turn is announced by `message_added {message_id, role:
 //! "assistant", name, content: ""}`, and its `message_complete` carries the
-//! member's `name` too.
+//! member's `name` too. A model turn a restart cut off is `message_discarded
+//! {reason}` (with the turn's `message_id` in a group run): the chunks since
+//! the turn began are void, and the turn is streamed again.
 
 use std::collections::HashSet;
 
@@ -63,6 +65,15 @@ impl Encoder for AgentHost {
                 o.push(out("message_complete", data))
             }
             EventKind::Print { content, .. } => o.push(out("content_chunk", json!({"content": content}))),
+            EventKind::TurnDiscarded {
+                from_seq, reason, ..
+            } => {
+                let mut data = json!({"reason": reason});
+                if self.group {
+                    data["message_id"] = json!(format!("{}:{from_seq}", env.chat_id));
+                }
+                o.push(out("message_discarded", data));
+            }
             EventKind::ToolCall {
                 tool_name,
                 payload,

@@ -190,8 +190,8 @@ fn threads_and_chat() {
     assert_eq!(chat[0].1["seq"], 1);
 }
 
-#[test]
-fn a_discarded_turn_leaves_the_threads_full_response() {
+/// A run whose first model turn a restart cut off, asked again.
+fn a_cut_turn() -> Vec<Envelope> {
     let speaker = || EventKind::SelectSpeaker {
         agent: "a".into(),
         method: None,
@@ -229,11 +229,42 @@ fn a_discarded_turn_leaves_the_threads_full_response() {
             },
         ),
     ];
-    let events = encode_log(Dialect::Threads.encoder(None), log);
+    log
+}
+
+#[test]
+fn a_discarded_turn_is_said_in_every_dialect() {
+    // `threads`: its words are not in the full response.
+    let events = encode_log(Dialect::Threads.encoder(None), a_cut_turn());
     assert_eq!(
         events.last().unwrap().1,
         json!({"type": "end", "full_response": "w1 w2"})
     );
+    // `agent-chat`: the turn is void and starts over under its number.
+    let events = encode_log(Dialect::AgentChat.encoder(None), a_cut_turn());
+    let names: Vec<_> = events.iter().map(|(e, _)| e.unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "content_chunk",
+            "turn_discarded",
+            "message_start",
+            "content_chunk",
+            "message_complete"
+        ]
+    );
+    assert_eq!(events[2].1, json!({"turn": 0, "reason": "restart"}));
+    assert_eq!(events[3].1["turn"], 0);
+    // `agent-host`: its chunks are void.
+    let events = encode_log(Dialect::AgentHost.encoder(None), a_cut_turn());
+    let at = events
+        .iter()
+        .position(|(e, _)| *e == Some("message_discarded"))
+        .unwrap();
+    assert_eq!(events[at - 1].0, Some("content_chunk"));
+    assert_eq!(events[at].1, json!({"reason": "restart"}));
+    assert_eq!(events[at + 1].0, Some("content_chunk"));
 }
 
 /// A run that waits for a person four ways: an input request (answered), an
