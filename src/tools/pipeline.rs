@@ -144,7 +144,9 @@ pub async fn ask_approval(link: &RunLink, call: &ToolCall) -> Result<Approval, G
     .await?
     {
         ComponentOutcome::Returned(data) => {
-            link.emit(EventKind::ToolResponse {
+            // Committed before the call goes on: a restart never finds the
+            // gate open after the action ran (and asks, and runs it, again).
+            link.log(EventKind::ToolResponse {
                 tool_name: call.name.clone(),
                 content: data.clone(),
                 success: true,

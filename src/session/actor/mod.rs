@@ -221,7 +221,8 @@ impl Actor {
                 biased;
                 () = &mut shutdown, if !shutting_down => {
                     shutting_down = true;
-                    // A paused run is read again, so it can log its end.
+                    // A paused run is read again, so it can log its end (or,
+                    // continued at the next start, is left as it is).
                     let paused = std::mem::take(&mut self.paused);
                     Box::pin(self.at_shutdown(paused)).await;
                 }

@@ -128,6 +128,21 @@ impl Actor {
                 asked,
                 started,
             } => {
+                // The approval shown must still be the workflow's gate.
+                let gated = self
+                    .ctx
+                    .agents
+                    .workflows()
+                    .get(&id)
+                    .is_some_and(|w| w.requires_approval);
+                if !gated {
+                    return self
+                        .interrupt_cut_run(Some(format!(
+                            "the workflow `{id}` no longer asks for the approval it was waiting \
+                             for (or is no longer configured): it is not run"
+                        )))
+                        .await;
+                }
                 let gate = format!("{corr}{}", crate::tools::APPROVAL_SUFFIX);
                 let resumed = Resumed {
                     elapsed: started.as_deref().map(since).unwrap_or_default(),
@@ -277,8 +292,13 @@ impl Actor {
             run.state_written = true;
         }
         // A paused conversation stays paused: its run waits unread until
-        // `chat.resume_run`.
+        // `chat.resume_run`. One cut off before it became active does now.
         self.paused = self.conversation() == Some(ConversationState::Paused);
+        if self.conversation() == Some(ConversationState::Pending)
+            && let Err(e) = self.transition(ConversationState::Active).await
+        {
+            tracing::warn!(error = %e, "cannot record the conversation's state");
+        }
         Ok(())
     }
 
@@ -296,6 +316,9 @@ impl Actor {
             return self.cancel_run(RunEndReason::Interrupted);
         }
         if paused {
+            // What it queued before the pause (an accepted answer) is logged;
+            // nothing new is shown.
+            self.flush_run().await;
             self.leave_run();
         } else if self.inputs.is_empty() && self.components.is_empty() {
             self.draining = true;

@@ -23,8 +23,11 @@ impl Cut {
             Err((RunEndReason::Timeout, summarized))
         } else if self.template.stopped(template) {
             Err((RunEndReason::Error, summarized))
-        } else if summarized || self.template.scored(template) {
+        } else if self.template.scored(template) {
             Err((RunEndReason::Completed, summarized))
+        } else if summarized {
+            // Ending for a reason its log does not say.
+            Err((RunEndReason::Interrupted, summarized))
         } else {
             Ok(self.template)
         }
