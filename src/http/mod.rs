@@ -4,6 +4,7 @@
 //! The only module that knows axum. Transports translate frames to and from
 //! [`Registry`] calls and never touch the store.
 
+mod ai_sdk;
 mod answers;
 mod api;
 mod auth;
@@ -90,6 +91,7 @@ pub fn router(state: AppState) -> Router {
         .merge(answers::router())
         .merge(connections::router())
         .merge(sse::router())
+        .merge(ai_sdk::router())
         .merge(openai::router())
         .merge(workflows::router())
         .merge(web::router())

@@ -6,7 +6,7 @@ use axum::response::Json;
 use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{answers, api, chats, connections, openai, ops, sse, workflows};
+use super::{ai_sdk, answers, api, chats, connections, openai, ops, sse, workflows};
 
 /// The API description.
 #[derive(OpenApi)]
@@ -42,6 +42,8 @@ use super::{answers, api, chats, connections, openai, ops, sse, workflows};
         sse::threads::thread_message,
         sse::threads::thread_model,
         sse::threads::thread_set_model,
+        ai_sdk::chat,
+        ai_sdk::resume,
         openai::models,
         openai::chat_completions,
         openai::enhanced,
@@ -59,6 +61,7 @@ use super::{answers, api, chats, connections, openai, ops, sse, workflows};
         (name = "answers", description = "Human-in-the-loop answers: input requests, UI tool calls, approvals"),
         (name = "sse", description = "SSE dialects of the log, resumable with Last-Event-ID"),
         (name = "threads", description = "Seed 003's thread API"),
+        (name = "ai-sdk", description = "The Vercel AI SDK's chat transport (UI message stream), resumable from the log"),
         (name = "openai", description = "OpenAI-compatible passthrough"),
         (name = "ops", description = "Operations"),
     )

@@ -19,6 +19,7 @@
 
 mod agent_chat;
 mod agent_host;
+mod ai_sdk;
 mod chat;
 mod dialect;
 mod hitl;
@@ -26,6 +27,7 @@ mod sse;
 pub mod template_ws;
 mod threads;
 
+pub use ai_sdk::AiSdk;
 pub use dialect::Dialect;
 pub use sse::{Encoder, Out};
 

@@ -29,4 +29,16 @@ pub trait Encoder: Send + 'static {
     fn ends_with_run(&self) -> bool {
         true
     }
+    /// Whether the run waits for a person: a dialect whose response ends
+    /// there (the AI SDK's: the answer comes in the next request) says so,
+    /// and is [`closed`](Self::close) once nothing else is queued.
+    fn waiting(&self) -> bool {
+        false
+    }
+    /// The events that end a response while the run waits.
+    fn close(&mut self, _out: &mut Vec<Out>) {}
+    /// Whether the dialect ended the response itself.
+    fn ended(&self) -> bool {
+        false
+    }
 }

@@ -102,6 +102,8 @@ const FIELDS: &[&str] = &[
     "name",
     "model",
     "messages",
+    "id",
+    "trigger",
 ];
 
 const TYPES: &[&str] = &[
@@ -310,6 +312,7 @@ async fn thousands_of_generated_messages_on_every_route() {
         format!("/chat/{chat}/message"),
         format!("/chat/{chat}/model"),
         "/v1/chat/completions".to_owned(),
+        "/v1/ai-sdk/chat".to_owned(),
     ];
     let bodies = draw(message(chats.clone()), 2000);
     for (i, body) in bodies.iter().enumerate() {

@@ -187,6 +187,10 @@ async fn http_routes_refuse_texts_over_256_kib_and_log_nothing() {
             json!({"message": big, "conversation_id": chat}),
         ),
         (format!("/chat/{chat}/message"), json!({"message": big})),
+        (
+            "/v1/ai-sdk/chat".to_owned(),
+            json!({"id": chat, "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": big}]}]}),
+        ),
     ];
     for (path, body) in routes {
         let (status, err) = http_json(&server, "POST", &path, &body.to_string()).await;

@@ -367,6 +367,24 @@ async fn every_json_answer_matches_the_document() {
             .is_valid(&json!({"id": 1}))
     );
 
+    // The AI SDK's transport: its refusals (its streams: clients/ai-sdk).
+    let (s, b) = req(
+        "POST",
+        "/v1/ai-sdk/chat".into(),
+        json!({"id": idle, "messages": []}).to_string(),
+    )
+    .await;
+    assert_eq!(s, 400, "{b}");
+    check(&doc, "/v1/ai-sdk/chat", "post", s, &b);
+    let (s, b) = req(
+        "GET",
+        format!("/v1/ai-sdk/chat/{}/stream", uuid::Uuid::new_v4()),
+        String::new(),
+    )
+    .await;
+    assert_eq!(s, 404, "{b}");
+    check(&doc, "/v1/ai-sdk/chat/{id}/stream", "get", s, &b);
+
     // Every operation of the document was exercised here, but for the streams
     // (tests/it/sse.rs) and the passthrough (tests/it/passthrough.rs).
     let mut documented: Vec<String> = doc["paths"]
@@ -388,6 +406,7 @@ async fn every_json_answer_matches_the_document() {
         "get /healthz",
         "get /metrics",
         "get /v1/agents",
+        "get /v1/ai-sdk/chat/{id}/stream",
         "get /v1/chats",
         "get /v1/chats/{id}",
         "get /v1/chats/{id}/events",
@@ -405,6 +424,7 @@ async fn every_json_answer_matches_the_document() {
         "post /chat/{thread_id}/message",
         "post /chat/{thread_id}/model",
         "post /v1/agent/chat",
+        "post /v1/ai-sdk/chat",
         "post /v1/chat/completions",
         "post /v1/chats",
         "post /v1/chats/{id}/approvals",

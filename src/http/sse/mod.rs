@@ -8,7 +8,7 @@
 //! goes away does not cancel the run. Streams that belong to a run end after
 //! its completion; the `chat` dialect stays open.
 
-mod stream;
+pub(super) mod stream;
 pub(super) mod threads;
 
 use axum::Router;

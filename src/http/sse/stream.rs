@@ -25,7 +25,10 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// A new stream of `user`'s: a subscriber with its own bounded queue, and
 /// the stream's slot in the user's quota (`max_streams_per_user`).
-pub(super) fn subscriber(state: &AppState, user: &str) -> Result<(Subscriber, Feed), ApiError> {
+pub(in crate::http) fn subscriber(
+    state: &AppState,
+    user: &str,
+) -> Result<(Subscriber, Feed), ApiError> {
     let slot = state.streams.take(user)?;
     let (sub, rx) = Subscriber::channel(
         state.next_conn_id.fetch_add(1, Ordering::Relaxed),
@@ -36,23 +39,23 @@ pub(super) fn subscriber(state: &AppState, user: &str) -> Result<(Subscriber, Fe
 }
 
 /// What a stream reads, and its slot in the user's quota while it lives.
-pub(super) struct Feed {
+pub(in crate::http) struct Feed {
     rx: OutboundRx,
     _slot: crate::session::Slot,
 }
 
 /// What a POST that starts a turn carries.
-pub(super) struct Turn<'a> {
-    pub(super) user: &'a str,
-    pub(super) bearer: Option<&'a str>,
-    pub(super) chat_id: Uuid,
+pub(in crate::http) struct Turn<'a> {
+    pub(in crate::http) user: &'a str,
+    pub(in crate::http) bearer: Option<&'a str>,
+    pub(in crate::http) chat_id: Uuid,
     /// `chat_id` was derived from the caller's conversation id.
-    pub(super) derived: bool,
-    pub(super) agent: &'a str,
-    pub(super) message: String,
-    pub(super) context_type: Option<&'a str>,
-    pub(super) context: Option<&'a Map<String, Value>>,
-    pub(super) model: Option<&'a str>,
+    pub(in crate::http) derived: bool,
+    pub(in crate::http) agent: &'a str,
+    pub(in crate::http) message: String,
+    pub(in crate::http) context_type: Option<&'a str>,
+    pub(in crate::http) context: Option<&'a Map<String, Value>>,
+    pub(in crate::http) model: Option<&'a str>,
 }
 
 /// Follows (or creates) the chat, sets its model if asked, and sends the
@@ -60,7 +63,10 @@ pub(super) struct Turn<'a> {
 ///
 /// # Returns
 /// The subscription's queue and the chat's last seq before the turn.
-pub(super) async fn begin_turn(state: &AppState, turn: Turn<'_>) -> Result<(Feed, u64), ApiError> {
+pub(in crate::http) async fn begin_turn(
+    state: &AppState,
+    turn: Turn<'_>,
+) -> Result<(Feed, u64), ApiError> {
     let registry = &state.registry;
     let (sub, rx) = subscriber(state, turn.user)?;
     let caller = Caller {
@@ -101,7 +107,7 @@ pub(super) async fn begin_turn(state: &AppState, turn: Turn<'_>) -> Result<(Feed
 }
 
 /// The SSE response: contract §4's headers and keep-alive comments.
-pub(super) fn respond(
+pub(in crate::http) fn respond(
     chat_id: Uuid,
     prelude: Vec<Event>,
     rx: Feed,
@@ -188,12 +194,23 @@ impl StreamState {
     }
 
     fn run_over(&self) -> bool {
-        self.encoder.ends_with_run() && self.after_complete
+        self.encoder.ended() || (self.encoder.ends_with_run() && self.after_complete)
+    }
+
+    /// A response that ends where the run waits for a person (the AI SDK's)
+    /// ends once the wait is all there is: nothing more is queued for it.
+    fn close_if_waiting(&mut self) {
+        if self.encoder.waiting() && self.rx.is_empty() {
+            let mut outs = Vec::new();
+            self.encoder.close(&mut outs);
+            self.push(&outs, None);
+            self.done = true;
+        }
     }
 }
 
 /// Replay (if any), then live events, each encoded by the dialect.
-pub(super) fn event_stream(
+pub(in crate::http) fn event_stream(
     chat_id: Uuid,
     prelude: Vec<Event>,
     feed: Feed,
@@ -233,6 +250,7 @@ pub(super) fn event_stream(
                         st.replay = None;
                         // Caught up on a finished run: the stream is complete.
                         st.done |= st.run_over();
+                        st.close_if_waiting();
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "replay failed");
@@ -245,6 +263,9 @@ pub(super) fn event_stream(
                 Some(Outbound::Event(raw)) => {
                     st.handle(&raw);
                     st.done |= st.run_over();
+                    if !st.done && st.replay.is_none() {
+                        st.close_if_waiting();
+                    }
                 }
                 Some(Outbound::Replay(replay)) => st.replay = Some(*replay),
                 // A per-connection error, or no more events (the chat closed

@@ -23,6 +23,17 @@ impl Registry {
         }
     }
 
+    /// Where `user`'s chat's last run begins (the seq after its last
+    /// `chat.run_complete`), and whether that run is still going.
+    ///
+    /// # Errors
+    /// `NotFound` unless the chat is the user's; the store's errors.
+    pub async fn last_run(&self, chat_id: Uuid, user: &str) -> Result<(u64, bool), SessionError> {
+        let (chat, _) = self.chat(chat_id, user).await?;
+        let start = self.inner.ctx.store.run_start(chat_id).await?;
+        Ok((start, chat.state == crate::store::ChatState::Running))
+    }
+
     /// A page of `user`'s chats, newest first, after the cursor.
     ///
     /// # Errors

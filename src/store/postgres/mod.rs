@@ -267,6 +267,16 @@ impl Store for PgStore {
         .transpose()
     }
 
+    async fn run_start(&self, chat_id: Uuid) -> Result<u64, StoreError> {
+        let last: Option<i64> = sqlx::query_scalar(
+            "SELECT MAX(seq) FROM envelopes WHERE chat_id = $1 AND type = 'chat.run_complete'",
+        )
+        .bind(chat_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(last.map_or(1, |s| s as u64 + 1))
+    }
+
     async fn put_connection(&self, c: &ConnectionRecord) -> Result<bool, StoreError> {
         databases::put_connection(&self.pool, c).await
     }

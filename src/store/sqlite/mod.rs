@@ -361,6 +361,24 @@ impl Store for SqliteStore {
         Ok(row.is_some())
     }
 
+    async fn run_start(&self, chat_id: Uuid) -> Result<u64, StoreError> {
+        let in_tail = self
+            .tail()
+            .read(&chat_id, 0, |e| e.kind == "chat.run_complete")
+            .0
+            .pop();
+        if let Some(end) = in_tail {
+            return Ok(end.seq + 1);
+        }
+        let last: Option<i64> = sqlx::query_scalar(
+            "SELECT MAX(seq) FROM envelopes WHERE chat_id = ? AND type = 'chat.run_complete'",
+        )
+        .bind(chat_id.to_string())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(last.map_or(1, |s| s as u64 + 1))
+    }
+
     async fn last_tool_call(
         &self,
         chat_id: Uuid,

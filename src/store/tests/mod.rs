@@ -218,6 +218,22 @@ async fn append_load_and_reopen_on(open: Opener) {
         .await;
     assert!(err.is_err());
     assert_eq!(store.last(b.id).await.unwrap().unwrap().0, 3);
+    // Where the last run begins: after the last `chat.run_complete`.
+    assert_eq!(store.run_start(b.id).await.unwrap(), 1);
+    store
+        .append(&[AppendBatch {
+            chat_id: b.id,
+            envelopes: vec![
+                env(4, "chat.run_complete", None, None),
+                env(5, "chat.text", None, None),
+            ],
+            state: None,
+            conversation_state: None,
+            fence: None,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(store.run_start(b.id).await.unwrap(), 5);
 
     // Models and archiving.
     store.set_chat_model(b.id, Some("qwen")).await.unwrap();

@@ -1,0 +1,256 @@
+//! The Vercel AI SDK's HTTP chat transport (`ai` 7's `DefaultChatTransport`):
+//! `POST /v1/ai-sdk/chat` answers with the UI message stream of the chat's run
+//! (`wire::AiSdk`), `GET /v1/ai-sdk/chat/{id}/stream` replays the run in
+//! flight from its start (the transport's resume; 204 when none is).
+//!
+//! A request whose last message is the user's starts a turn. One whose last
+//! message is the assistant's carries answers: an approval given
+//! (`approval-responded`) or a tool part the client completed
+//! (`output-available`/`output-error`) for a request the run waits on goes to
+//! the run, and the response goes on in the log from where the previous one
+//! stopped (the `agentwire.seq` the stream put in the message's metadata).
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::api::ErrorBody;
+use super::auth::AuthUser;
+use super::chats::parse_body;
+use super::error::ApiError;
+use super::sse::conversation_chat;
+use super::sse::stream::{Turn, begin_turn, respond, subscriber};
+use super::state::AppState;
+use crate::session::SessionError;
+use crate::wire::AiSdk;
+
+/// The routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/ai-sdk/chat", post(chat))
+        .route("/v1/ai-sdk/chat/{id}/stream", get(resume))
+}
+
+/// What `DefaultChatTransport` posts.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct AiSdkRequest {
+    /// The chat: a UUID, or the client's own id (the caller's chat derived
+    /// from it).
+    pub id: String,
+    /// The conversation as the client holds it; only its last message is
+    /// read.
+    #[schema(value_type = Vec<Object>)]
+    pub messages: Vec<Value>,
+    /// `submit-message` (`regenerate-message` is refused).
+    #[serde(default)]
+    pub trigger: Option<String>,
+    /// The agent of a new chat (the configured default otherwise).
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// A chat's run as one assistant message of the UI message stream.
+#[utoipa::path(post, path = "/v1/ai-sdk/chat", tag = "ai-sdk", request_body = AiSdkRequest,
+    responses((status = 200, content_type = "text/event-stream", description = "the AI SDK's UI message stream"),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub(super) async fn chat(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body: AiSdkRequest = parse_body(&body)?;
+    if body.trigger.as_deref() == Some("regenerate-message") {
+        return Err(ApiError::BadRequest(
+            "`regenerate-message` is not supported: the log keeps every answer; send a new message"
+                .into(),
+        ));
+    }
+    let last = body
+        .messages
+        .last()
+        .ok_or_else(|| ApiError::BadRequest("`messages` must not be empty".into()))?;
+    let (chat_id, derived) = conversation_chat(&auth.user, Some(&body.id));
+    match last["role"].as_str() {
+        Some("user") => {
+            let text = text_of(last);
+            if text.trim().is_empty() {
+                return Err(ApiError::BadRequest(
+                    "the last message has no text part".into(),
+                ));
+            }
+            let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
+            let (rx, _) = begin_turn(
+                &state,
+                Turn {
+                    user: &auth.user,
+                    bearer: auth.token.as_deref(),
+                    chat_id,
+                    derived,
+                    agent,
+                    message: text,
+                    context_type: None,
+                    context: None,
+                    model: None,
+                },
+            )
+            .await?;
+            let (start, _) = state.registry.last_run(chat_id, &auth.user).await?;
+            let encoder = Box::new(AiSdk::new(0));
+            Ok(stream(chat_id, start, rx, encoder))
+        }
+        Some("assistant") => answer(&state, &auth.user, chat_id, last).await,
+        _ => Err(ApiError::BadRequest(
+            "the last message's `role` must be `user` or `assistant`".into(),
+        )),
+    }
+}
+
+/// The answers an assistant message carries go to the run; the response
+/// goes on from where the previous one stopped.
+async fn answer(
+    state: &AppState,
+    user: &str,
+    chat_id: Uuid,
+    message: &Value,
+) -> Result<Response, ApiError> {
+    let (start, _) = state.registry.last_run(chat_id, user).await?;
+    let after = message["metadata"]["agentwire"]["seq"]
+        .as_u64()
+        .ok_or_else(|| {
+            ApiError::BadRequest(
+                "the assistant message has no `metadata.agentwire.seq`: send back the message as \
+                 the stream built it"
+                    .into(),
+            )
+        })?;
+    let (sub, rx) = subscriber(state, user)?;
+    state
+        .registry
+        .resume(chat_id, user, after, sub.clone())
+        .await?;
+    let registry = &state.registry;
+    let parts = message["parts"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut answered = 0;
+    for part in parts {
+        let result = match (
+            part["state"].as_str(),
+            part["toolMetadata"]["input_request"] == true,
+        ) {
+            (Some("approval-responded"), _) => {
+                let Some(id) = part["approval"]["id"].as_str() else {
+                    continue;
+                };
+                let mut data =
+                    serde_json::json!({"approved": part["approval"]["approved"] == true});
+                if let Some(reason) = part["approval"]["reason"].as_str() {
+                    data["reason"] = reason.into();
+                }
+                registry
+                    .component_result(chat_id, user, id.to_owned(), data)
+                    .await
+            }
+            (Some("output-available"), true) => {
+                let Some(id) = part["toolCallId"].as_str() else {
+                    continue;
+                };
+                let text = match &part["output"] {
+                    Value::String(s) => s.clone(),
+                    other => other["text"]
+                        .as_str()
+                        .map_or_else(|| other.to_string(), str::to_owned),
+                };
+                registry
+                    .submit_input(chat_id, user, id.to_owned(), text)
+                    .await
+            }
+            (Some("output-available" | "output-error"), false) => {
+                let Some(id) = part["toolCallId"].as_str() else {
+                    continue;
+                };
+                let data = match part["state"].as_str() {
+                    Some("output-error") => serde_json::json!({"error": part["errorText"]}),
+                    _ => part["output"].clone(),
+                };
+                registry
+                    .component_result(chat_id, user, id.to_owned(), data)
+                    .await
+            }
+            _ => continue,
+        };
+        match result {
+            Ok(()) => answered += 1,
+            // A part the server completed, or answered before: not waited on.
+            Err(SessionError::RequestNotFound(_)) => {}
+            Err(e) => {
+                registry.unsubscribe(chat_id, sub.conn_id).await;
+                return Err(e.into());
+            }
+        }
+    }
+    tracing::debug!(answered, "AI SDK answers routed");
+    Ok(stream(chat_id, start, rx, Box::new(AiSdk::new(after))))
+}
+
+/// The transport's resume: the run in flight replayed from its start, then
+/// live; 204 when the chat's last run is over.
+#[utoipa::path(get, path = "/v1/ai-sdk/chat/{id}/stream", tag = "ai-sdk", params(("id" = String, Path)),
+    responses((status = 200, content_type = "text/event-stream", description = "the run in flight, from its start"),
+              (status = 204, description = "no run in flight"), (status = 404, body = ErrorBody)))]
+pub(super) async fn resume(
+    State(state): State<AppState>,
+    AuthUser { user, .. }: AuthUser,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let (chat_id, _) = conversation_chat(&user, Some(&id));
+    let (start, running) = state.registry.last_run(chat_id, &user).await?;
+    if !running {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let (sub, rx) = subscriber(&state, &user)?;
+    state
+        .registry
+        .resume(chat_id, &user, start.saturating_sub(1), sub)
+        .await?;
+    Ok(stream(chat_id, start, rx, Box::new(AiSdk::new(0))))
+}
+
+/// The UI message stream: `start` with the run's message id, then the log.
+fn stream(
+    chat_id: Uuid,
+    run_start: u64,
+    rx: super::sse::stream::Feed,
+    encoder: Box<AiSdk>,
+) -> Response {
+    let start = Event::default().data(AiSdk::start(&format!("{chat_id}:{run_start}")));
+    let mut response = respond(chat_id, vec![start], rx, encoder);
+    response.headers_mut().insert(
+        "x-vercel-ai-ui-message-stream",
+        HeaderValue::from_static("v1"),
+    );
+    response
+}
+
+/// The text of a UI message: its `text` parts, joined.
+fn text_of(message: &Value) -> String {
+    message["parts"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter(|p| p["type"] == "text")
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("")
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,361 @@
+//! The Vercel AI SDK's UI message stream (`ai` 7, `x-vercel-ai-ui-message-stream:
+//! v1`): one run of the chat as one assistant message, its chunks as
+//! data-only SSE events (`data: {json}`).
+//!
+//! - `start {messageId}` opens the response (sent by the route: the id is
+//!   the run's, `<chat>:<seq of its first envelope>`, so a replay rebuilds
+//!   the same message); each model turn is `start-step` … `finish-step`; its
+//!   words `text-start`/`text-delta`/`text-end` (a turn that streamed nothing
+//!   gets its whole `chat.text` as one delta); a turn a restart discarded is
+//!   `reset-step`.
+//! - Tool calls are dynamic tool parts: `tool-input-available` (UI tools and
+//!   template widgets with `toolMetadata {component_type, display}`, input
+//!   requests as a tool named after their tool, input `{prompt, password,
+//!   options}`), then `tool-output-available` or `tool-output-error`. An
+//!   approval is `tool-approval-request {approvalId: <the gate's corr>,
+//!   toolCallId}`; a refusal `tool-output-denied`.
+//! - What has no chunk of its own is a `data-*` part: `data-progress` and
+//!   `data-state` (one part each, replaced), `data-speaker` (a group's turn),
+//!   `data-component` (a component shown, not waited on), `data-error` (a
+//!   `chat.error`: an `error` chunk would end the client's stream).
+//! - The response ends with `finish` (and `data: [DONE]`) when the run
+//!   completes (`finishReason` `stop`, `length` for `max_turns`, `error`,
+//!   `interrupted`; a cancel is `abort` first), or when it waits for a
+//!   person (`tool-calls`): its answer comes in the next request. Just
+//!   before, `message-metadata {agentwire: {seq}}` says where the response
+//!   stopped in the log; the client sends it back with the message, and the
+//!   next request goes on from there.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use super::sse::{Encoder, Out};
+use crate::protocol::{Envelope, EventKind, RunEndReason};
+
+/// A tool part's name when a request names no tool (a group's question of
+/// who speaks next).
+const INPUT_TOOL: &str = "input_request";
+
+/// The UI message stream of one response.
+pub struct AiSdk {
+    /// The open text part's id.
+    text: Option<String>,
+    /// A step is open.
+    step: bool,
+    /// Tool calls given their part in this response (a call logged again,
+    /// as one past its approval, keeps the one part).
+    tools: HashSet<String>,
+    /// Calls whose approval was refused: their refusal result is not sent again.
+    denied: HashSet<String>,
+    /// Requests waiting for a person (a corr or request id).
+    open: HashSet<String>,
+    /// The last envelope encoded.
+    seq: u64,
+    ended: bool,
+}
+
+impl AiSdk {
+    /// A response that goes on from `seq` (0: from the run's start).
+    pub fn new(seq: u64) -> Self {
+        Self {
+            text: None,
+            step: false,
+            tools: HashSet::new(),
+            denied: HashSet::new(),
+            open: HashSet::new(),
+            seq,
+            ended: false,
+        }
+    }
+
+    /// The `start` chunk of the run whose message this is.
+    pub fn start(message_id: &str) -> String {
+        json!({"type": "start", "messageId": message_id}).to_string()
+    }
+
+    fn chunk(o: &mut Vec<Out>, chunk: Value) {
+        o.push(Out {
+            event: None,
+            data: chunk.to_string(),
+        });
+    }
+
+    fn close_text(&mut self, o: &mut Vec<Out>) {
+        if let Some(id) = self.text.take() {
+            Self::chunk(o, json!({"type": "text-end", "id": id}));
+        }
+    }
+
+    fn close_step(&mut self, o: &mut Vec<Out>) {
+        self.close_text(o);
+        if std::mem::take(&mut self.step) {
+            Self::chunk(o, json!({"type": "finish-step"}));
+        }
+    }
+
+    /// Opens a step if none is (a tool result outside a model turn).
+    fn ensure_step(&mut self, o: &mut Vec<Out>) {
+        if !self.step {
+            self.step = true;
+            Self::chunk(o, json!({"type": "start-step"}));
+        }
+    }
+
+    /// The end of the response: where it stopped, then `finish`.
+    fn finish(&mut self, reason: &str, o: &mut Vec<Out>) {
+        self.close_step(o);
+        Self::chunk(
+            o,
+            json!({"type": "message-metadata", "messageMetadata": {"agentwire": {"seq": self.seq}}}),
+        );
+        Self::chunk(o, json!({"type": "finish", "finishReason": reason}));
+        o.push(Out {
+            event: None,
+            data: "[DONE]".into(),
+        });
+        self.ended = true;
+    }
+
+    /// A tool part for a call, once.
+    fn tool_input(
+        &mut self,
+        o: &mut Vec<Out>,
+        id: &str,
+        name: &str,
+        input: &Value,
+        meta: Option<Value>,
+    ) {
+        if !self.tools.insert(id.to_owned()) {
+            return;
+        }
+        self.close_text(o);
+        self.ensure_step(o);
+        let mut chunk = json!({"type": "tool-input-available", "toolCallId": id, "toolName": name,
+                               "input": input, "dynamic": true});
+        if let Some(meta) = meta {
+            chunk["toolMetadata"] = meta;
+        }
+        Self::chunk(o, chunk);
+    }
+
+    /// A tool part's end, if the part is in this response's message.
+    fn tool_output(&mut self, o: &mut Vec<Out>, id: &str, output: Value, success: bool) {
+        self.open.remove(id);
+        if self.denied.contains(id) {
+            return;
+        }
+        self.ensure_step(o);
+        let chunk = if success {
+            json!({"type": "tool-output-available", "toolCallId": id, "output": output, "dynamic": true})
+        } else {
+            let text = match output {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            json!({"type": "tool-output-error", "toolCallId": id, "errorText": text, "dynamic": true})
+        };
+        Self::chunk(o, chunk);
+    }
+}
+
+impl Encoder for AiSdk {
+    fn encode(&mut self, env: &Envelope, _raw: &str, o: &mut Vec<Out>) {
+        if self.ended {
+            return;
+        }
+        self.seq = env.seq;
+        match &env.kind {
+            EventKind::SelectSpeaker { agent, method, .. } => {
+                self.close_step(o);
+                self.step = true;
+                Self::chunk(o, json!({"type": "start-step"}));
+                if method.is_some() {
+                    Self::chunk(
+                        o,
+                        json!({"type": "data-speaker", "id": format!("speaker-{}", env.seq),
+                               "data": {"agent": agent, "method": method}}),
+                    );
+                }
+            }
+            EventKind::Print { content, .. } => {
+                self.ensure_step(o);
+                let id = match &self.text {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = format!("text-{}", env.seq);
+                        Self::chunk(o, json!({"type": "text-start", "id": id}));
+                        self.text = Some(id.clone());
+                        id
+                    }
+                };
+                Self::chunk(o, json!({"type": "text-delta", "id": id, "delta": content}));
+            }
+            EventKind::Text { agent, .. } if agent == "user" => {}
+            EventKind::Text { content, .. } => {
+                if self.text.is_none() {
+                    // Not streamed (a template's message, a scripted reply).
+                    self.ensure_step(o);
+                    let id = format!("text-{}", env.seq);
+                    Self::chunk(o, json!({"type": "text-start", "id": id}));
+                    Self::chunk(o, json!({"type": "text-delta", "id": id, "delta": content}));
+                    self.text = Some(id);
+                }
+                self.close_text(o);
+            }
+            EventKind::TurnDiscarded { .. } => {
+                self.text = None;
+                Self::chunk(o, json!({"type": "reset-step"}));
+            }
+            EventKind::ToolCall {
+                tool_name,
+                component_type,
+                awaiting_response,
+                payload,
+                corr,
+                display,
+                ..
+            } => match component_type.as_deref() {
+                Some(crate::tools::APPROVAL) => {
+                    let call = payload["tool_call_id"].as_str().unwrap_or(corr).to_owned();
+                    let name = payload["tool_name"]
+                        .as_str()
+                        .unwrap_or(tool_name)
+                        .to_owned();
+                    self.tool_input(o, &call, &name, &payload["input"], None);
+                    self.open.insert(corr.clone());
+                    Self::chunk(
+                        o,
+                        json!({"type": "tool-approval-request", "approvalId": corr, "toolCallId": call}),
+                    );
+                }
+                Some(kind) if *awaiting_response => {
+                    let meta = json!({"component_type": kind, "display": display});
+                    self.tool_input(o, corr, tool_name, payload, Some(meta));
+                    self.open.insert(corr.clone());
+                }
+                Some(crate::workflows::WORKFLOW) | None => {
+                    self.tool_input(o, corr, tool_name, payload, None);
+                }
+                Some(kind) => Self::chunk(
+                    o,
+                    json!({"type": "data-component", "id": corr,
+                           "data": {"tool_name": tool_name, "component_type": kind, "payload": payload,
+                                    "display": display}}),
+                ),
+            },
+            EventKind::ToolResponse {
+                content,
+                success,
+                corr,
+                ..
+            } => {
+                // An approval (its request may be in an earlier response).
+                if let Some(call) = corr.strip_suffix(crate::tools::APPROVAL_SUFFIX) {
+                    self.open.remove(corr);
+                    if content["approved"] == true {
+                        // Its part exists (from the request): the call
+                        // logged next adds none.
+                        self.tools.insert(call.to_owned());
+                    } else {
+                        self.ensure_step(o);
+                        Self::chunk(o, json!({"type": "tool-output-denied", "toolCallId": call}));
+                        self.denied.insert(call.to_owned());
+                    }
+                } else {
+                    self.tool_output(o, corr, content.clone(), *success);
+                }
+            }
+            EventKind::InputRequest {
+                request_id,
+                prompt,
+                password,
+                options,
+                tool_name,
+                ..
+            } => {
+                let input = json!({"prompt": prompt, "password": password, "options": options});
+                let name = tool_name.as_deref().unwrap_or(INPUT_TOOL);
+                self.tool_input(
+                    o,
+                    request_id,
+                    name,
+                    &input,
+                    Some(json!({"input_request": true})),
+                );
+                self.open.insert(request_id.clone());
+            }
+            EventKind::InputAck { request_id, .. } => {
+                self.tool_output(o, request_id, json!({"answered": true}), true);
+            }
+            EventKind::InputTimeout { request_id, .. } => {
+                self.tool_output(o, request_id, json!("nobody answered in time"), false);
+            }
+            EventKind::Progress { .. } | EventKind::State { .. } => {
+                let (name, id) = match env.kind {
+                    EventKind::Progress { .. } => ("data-progress", "progress"),
+                    _ => ("data-state", "state"),
+                };
+                let mut data = serde_json::to_value(&env.kind).unwrap_or_default();
+                if let Some(d) = data.as_object_mut() {
+                    d.remove("type");
+                }
+                Self::chunk(o, json!({"type": name, "id": id, "data": data}));
+            }
+            EventKind::Error {
+                message,
+                error_code,
+                recoverable,
+                ..
+            } => Self::chunk(
+                o,
+                json!({"type": "data-error", "id": format!("error-{}", env.seq),
+                       "data": {"message": message, "error_code": error_code, "recoverable": recoverable}}),
+            ),
+            EventKind::UsageSummary {
+                total_tokens,
+                prompt_tokens,
+                completion_tokens,
+                ..
+            } => Self::chunk(
+                o,
+                json!({"type": "message-metadata", "messageMetadata": {"usage": {
+                    "totalTokens": total_tokens, "inputTokens": prompt_tokens,
+                    "outputTokens": completion_tokens}}}),
+            ),
+            EventKind::RunComplete { reason } => {
+                let finish = match reason {
+                    RunEndReason::Completed => "stop",
+                    RunEndReason::MaxTurns => "length",
+                    RunEndReason::Interrupted => "interrupted",
+                    RunEndReason::Cancelled => {
+                        self.close_step(o);
+                        Self::chunk(o, json!({"type": "abort", "reason": "cancelled"}));
+                        "other"
+                    }
+                    _ => "error",
+                };
+                self.finish(finish, o);
+            }
+            _ => {}
+        }
+    }
+
+    fn waiting(&self) -> bool {
+        !self.ended && !self.open.is_empty()
+    }
+
+    fn close(&mut self, o: &mut Vec<Out>) {
+        if !self.ended {
+            self.finish("tool-calls", o);
+        }
+    }
+
+    fn ended(&self) -> bool {
+        self.ended
+    }
+}
+
+#[cfg(test)]
+#[path = "ai_sdk_tests.rs"]
+mod tests;

@@ -1,0 +1,208 @@
+use serde_json::{Value, json};
+
+use super::*;
+use crate::protocol::Display;
+
+fn env(seq: u64, kind: EventKind) -> Envelope {
+    Envelope {
+        kind,
+        chat_id: uuid::Uuid::nil(),
+        seq,
+        ts: "2026-11-25T00:00:00.000Z".into(),
+    }
+}
+
+/// Each chunk of the envelopes, as JSON (`[DONE]` as a string).
+fn chunks(enc: &mut AiSdk, log: &[Envelope]) -> Vec<Value> {
+    let mut outs = Vec::new();
+    for e in log {
+        enc.encode(e, "", &mut outs);
+    }
+    outs.iter()
+        .map(|o| serde_json::from_str(&o.data).unwrap_or_else(|_| json!(o.data)))
+        .collect()
+}
+
+fn types(chunks: &[Value]) -> Vec<&str> {
+    chunks
+        .iter()
+        .map(|c| c["type"].as_str().unwrap_or_else(|| c.as_str().unwrap()))
+        .collect()
+}
+
+fn turn() -> EventKind {
+    EventKind::SelectSpeaker {
+        agent: "a".into(),
+        method: None,
+        reason: None,
+    }
+}
+
+fn call(corr: &str, component: Option<&str>, payload: Value) -> EventKind {
+    EventKind::ToolCall {
+        tool_name: "guarded".into(),
+        component_type: component.map(str::to_owned),
+        awaiting_response: component.is_some(),
+        payload,
+        corr: corr.into(),
+        display: Display::Inline,
+        agent: None,
+    }
+}
+
+fn response(corr: &str, content: Value) -> EventKind {
+    EventKind::ToolResponse {
+        tool_name: "guarded".into(),
+        content,
+        success: true,
+        corr: corr.into(),
+        agent: None,
+    }
+}
+
+#[test]
+fn a_turn_streams_its_words_and_ends_the_message() {
+    let print = |c: &str| EventKind::Print {
+        agent: "a".into(),
+        content: c.into(),
+        corr: None,
+    };
+    let log = [
+        env(
+            1,
+            EventKind::Text {
+                agent: "user".into(),
+                content: "hi".into(),
+            },
+        ),
+        env(2, turn()),
+        env(3, print("Hel")),
+        env(4, print("lo")),
+        env(
+            5,
+            EventKind::Text {
+                agent: "a".into(),
+                content: "Hello".into(),
+            },
+        ),
+        env(
+            6,
+            EventKind::RunComplete {
+                reason: RunEndReason::Completed,
+            },
+        ),
+    ];
+    let mut enc = AiSdk::new(0);
+    let out = chunks(&mut enc, &log);
+    assert_eq!(
+        types(&out),
+        [
+            "start-step",
+            "text-start",
+            "text-delta",
+            "text-delta",
+            "text-end",
+            "finish-step",
+            "message-metadata",
+            "finish",
+            "[DONE]"
+        ]
+    );
+    assert_eq!(out[1]["id"], out[4]["id"]);
+    assert_eq!(out[6]["messageMetadata"]["agentwire"]["seq"], 6);
+    assert_eq!(out[7]["finishReason"], "stop");
+    assert!(enc.ended());
+}
+
+#[test]
+fn an_approval_ends_the_response_and_the_next_goes_on_from_it() {
+    let gate = call(
+        "c1.approval",
+        Some(crate::tools::APPROVAL),
+        json!({"tool_name": "guarded", "input": {"steps": 2}, "tool_call_id": "c1"}),
+    );
+    let mut enc = AiSdk::new(0);
+    let out = chunks(&mut enc, &[env(2, turn()), env(3, gate)]);
+    assert_eq!(
+        types(&out),
+        [
+            "start-step",
+            "tool-input-available",
+            "tool-approval-request"
+        ]
+    );
+    assert_eq!(out[1]["toolCallId"], "c1");
+    assert_eq!(
+        out[2],
+        json!({"type": "tool-approval-request", "approvalId": "c1.approval", "toolCallId": "c1"})
+    );
+    assert!(enc.waiting());
+    let mut closing = Vec::new();
+    enc.close(&mut closing);
+    let closing: Vec<Value> = closing
+        .iter()
+        .map(|o| serde_json::from_str(&o.data).unwrap_or_else(|_| json!(o.data)))
+        .collect();
+    assert_eq!(
+        types(&closing),
+        ["finish-step", "message-metadata", "finish", "[DONE]"]
+    );
+    assert_eq!(closing[1]["messageMetadata"]["agentwire"]["seq"], 3);
+    assert_eq!(closing[2]["finishReason"], "tool-calls");
+
+    // The next request goes on after seq 3: the approved call adds no part.
+    let mut next = AiSdk::new(3);
+    let log = [
+        env(4, response("c1.approval", json!({"approved": true}))),
+        env(5, call("c1", None, json!({"steps": 2}))),
+        env(6, response("c1", json!("done"))),
+    ];
+    let out = chunks(&mut next, &log);
+    assert_eq!(types(&out), ["start-step", "tool-output-available"]);
+    assert_eq!(out[1]["toolCallId"], "c1");
+    assert!(!next.waiting());
+
+    // Refused: the call's part is denied, its refusal result not sent again.
+    let mut refused = AiSdk::new(3);
+    let log = [
+        env(4, response("c1.approval", json!({"approved": false}))),
+        env(5, response("c1", json!({"refused": true}))),
+    ];
+    let out = chunks(&mut refused, &log);
+    assert_eq!(types(&out), ["start-step", "tool-output-denied"]);
+}
+
+#[test]
+fn a_discarded_turn_resets_its_step() {
+    let print = EventKind::Print {
+        agent: "a".into(),
+        content: "w1 ".into(),
+        corr: None,
+    };
+    let discarded = EventKind::TurnDiscarded {
+        agent: "a".into(),
+        from_seq: 2,
+        reason: "restart".into(),
+    };
+    let mut enc = AiSdk::new(0);
+    let out = chunks(
+        &mut enc,
+        &[
+            env(2, turn()),
+            env(3, print),
+            env(4, discarded),
+            env(5, turn()),
+        ],
+    );
+    assert_eq!(
+        types(&out),
+        [
+            "start-step",
+            "text-start",
+            "text-delta",
+            "reset-step",
+            "finish-step",
+            "start-step"
+        ]
+    );
+}
