@@ -14,7 +14,6 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode};
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -26,10 +25,10 @@ use super::auth::AuthUser;
 use super::chats::parse_body;
 use super::error::ApiError;
 use super::sse::conversation_chat;
-use super::sse::stream::{Turn, begin_turn, respond, subscriber};
+use super::sse::stream::{Feed, Item, Turn, begin_turn, event_stream, respond, subscriber};
 use super::state::AppState;
 use crate::session::SessionError;
-use crate::wire::AiSdk;
+use crate::wire::{AiSdk, Out};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -66,6 +65,56 @@ pub(super) async fn chat(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let body: AiSdkRequest = parse_body(&body)?;
+    let prepared = send(&state, &auth.user, auth.token.as_deref(), body).await?;
+    Ok(prepared.respond())
+}
+
+/// A response about to stream: the chat, where its run begins (the
+/// message's id), and what the stream reads.
+pub(super) struct Prepared {
+    chat_id: Uuid,
+    run_start: u64,
+    feed: Feed,
+    encoder: Box<AiSdk>,
+}
+
+impl Prepared {
+    /// The `start` chunk, with the run's message id.
+    fn start(&self) -> Item {
+        Item {
+            out: Out {
+                event: None,
+                data: AiSdk::start(&format!("{}:{}", self.chat_id, self.run_start)),
+            },
+            id: None,
+        }
+    }
+
+    /// The chunks: `start`, then the log's.
+    pub(super) fn items(self) -> impl futures_util::Stream<Item = Item> + Send {
+        let start = self.start();
+        event_stream(self.chat_id, vec![start], self.feed, self.encoder)
+    }
+
+    /// As the HTTP transport's SSE response.
+    fn respond(self) -> Response {
+        let start = self.start();
+        let mut response = respond(self.chat_id, vec![start], self.feed, self.encoder);
+        response.headers_mut().insert(
+            "x-vercel-ai-ui-message-stream",
+            HeaderValue::from_static("v1"),
+        );
+        response
+    }
+}
+
+/// A `send`: a new turn, or the answers the last (assistant) message carries.
+pub(super) async fn send(
+    state: &AppState,
+    user: &str,
+    bearer: Option<&str>,
+    body: AiSdkRequest,
+) -> Result<Prepared, ApiError> {
     if body.trigger.as_deref() == Some("regenerate-message") {
         return Err(ApiError::BadRequest(
             "`regenerate-message` is not supported: the log keeps every answer; send a new message"
@@ -76,7 +125,7 @@ pub(super) async fn chat(
         .messages
         .last()
         .ok_or_else(|| ApiError::BadRequest("`messages` must not be empty".into()))?;
-    let (chat_id, derived) = conversation_chat(&auth.user, Some(&body.id));
+    let (chat_id, derived) = conversation_chat(user, Some(&body.id));
     match last["role"].as_str() {
         Some("user") => {
             let text = text_of(last);
@@ -86,11 +135,11 @@ pub(super) async fn chat(
                 ));
             }
             let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
-            let (rx, _) = begin_turn(
-                &state,
+            let (feed, _) = begin_turn(
+                state,
                 Turn {
-                    user: &auth.user,
-                    bearer: auth.token.as_deref(),
+                    user,
+                    bearer,
                     chat_id,
                     derived,
                     agent,
@@ -101,11 +150,15 @@ pub(super) async fn chat(
                 },
             )
             .await?;
-            let (start, _) = state.registry.last_run(chat_id, &auth.user).await?;
-            let encoder = Box::new(AiSdk::new(0));
-            Ok(stream(chat_id, start, rx, encoder))
+            let (run_start, _) = state.registry.last_run(chat_id, user).await?;
+            Ok(Prepared {
+                chat_id,
+                run_start,
+                feed,
+                encoder: Box::new(AiSdk::new(0)),
+            })
         }
-        Some("assistant") => answer(&state, &auth.user, chat_id, last).await,
+        Some("assistant") => answer(state, user, chat_id, last).await,
         _ => Err(ApiError::BadRequest(
             "the last message's `role` must be `user` or `assistant`".into(),
         )),
@@ -119,7 +172,7 @@ async fn answer(
     user: &str,
     chat_id: Uuid,
     message: &Value,
-) -> Result<Response, ApiError> {
+) -> Result<Prepared, ApiError> {
     let (start, _) = state.registry.last_run(chat_id, user).await?;
     let after = message["metadata"]["agentwire"]["seq"]
         .as_u64()
@@ -130,7 +183,7 @@ async fn answer(
                     .into(),
             )
         })?;
-    let (sub, rx) = subscriber(state, user)?;
+    let (sub, feed) = subscriber(state, user)?;
     state
         .registry
         .resume(chat_id, user, after, sub.clone())
@@ -198,7 +251,12 @@ async fn answer(
         }
     }
     tracing::debug!(answered, "AI SDK answers routed");
-    Ok(stream(chat_id, start, rx, Box::new(AiSdk::new(after))))
+    Ok(Prepared {
+        chat_id,
+        run_start: start,
+        feed,
+        encoder: Box::new(AiSdk::new(after)),
+    })
 }
 
 /// The transport's resume: the run in flight replayed from its start, then
@@ -211,33 +269,35 @@ pub(super) async fn resume(
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let (chat_id, _) = conversation_chat(&user, Some(&id));
-    let (start, running) = state.registry.last_run(chat_id, &user).await?;
-    if !running {
-        return Ok(StatusCode::NO_CONTENT.into_response());
-    }
-    let (sub, rx) = subscriber(&state, &user)?;
-    state
-        .registry
-        .resume(chat_id, &user, start.saturating_sub(1), sub)
-        .await?;
-    Ok(stream(chat_id, start, rx, Box::new(AiSdk::new(0))))
+    Ok(match reconnect(&state, &user, &id).await? {
+        Some(prepared) => prepared.respond(),
+        None => StatusCode::NO_CONTENT.into_response(),
+    })
 }
 
-/// The UI message stream: `start` with the run's message id, then the log.
-fn stream(
-    chat_id: Uuid,
-    run_start: u64,
-    rx: super::sse::stream::Feed,
-    encoder: Box<AiSdk>,
-) -> Response {
-    let start = Event::default().data(AiSdk::start(&format!("{chat_id}:{run_start}")));
-    let mut response = respond(chat_id, vec![start], rx, encoder);
-    response.headers_mut().insert(
-        "x-vercel-ai-ui-message-stream",
-        HeaderValue::from_static("v1"),
-    );
-    response
+/// A `resume`: the run in flight from its start, or `None` when the chat's
+/// last run is over.
+pub(super) async fn reconnect(
+    state: &AppState,
+    user: &str,
+    id: &str,
+) -> Result<Option<Prepared>, ApiError> {
+    let (chat_id, _) = conversation_chat(user, Some(id));
+    let (run_start, running) = state.registry.last_run(chat_id, user).await?;
+    if !running {
+        return Ok(None);
+    }
+    let (sub, feed) = subscriber(state, user)?;
+    state
+        .registry
+        .resume(chat_id, user, run_start.saturating_sub(1), sub)
+        .await?;
+    Ok(Some(Prepared {
+        chat_id,
+        run_start,
+        feed,
+        encoder: Box::new(AiSdk::new(0)),
+    }))
 }
 
 /// The text of a UI message: its `text` parts, joined.

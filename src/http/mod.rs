@@ -5,6 +5,7 @@
 //! [`Registry`] calls and never touch the store.
 
 mod ai_sdk;
+mod ai_sdk_ws;
 mod answers;
 mod api;
 mod auth;
@@ -86,6 +87,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(ops::metrics))
         .route("/v1/ws", get(ws::upgrade))
         .route("/api/chat/ws", get(template_ws::upgrade))
+        .route("/v1/ai-sdk/ws", get(ai_sdk_ws::upgrade))
         .route("/openapi.json", get(openapi::document))
         .merge(chats::router())
         .merge(answers::router())

@@ -104,6 +104,7 @@ const FIELDS: &[&str] = &[
     "messages",
     "id",
     "trigger",
+    "requestId",
 ];
 
 const TYPES: &[&str] = &[
@@ -120,6 +121,9 @@ const TYPES: &[&str] = &[
     "ping",
     "start",
     "message",
+    "send",
+    "resume",
+    "abort",
     "no.such",
 ];
 
@@ -298,6 +302,13 @@ async fn thousands_of_generated_messages_on_every_route() {
         chats[0]
     );
     blast(url, draw(message(chats.clone()), 500)).await;
+
+    // The AI SDK's WebSocket transport.
+    blast(
+        format!("ws://{addr}/v1/ai-sdk/ws"),
+        draw(message(chats.clone()), 500),
+    )
+    .await;
 
     // Every HTTP route that reads a body.
     let chat = chats[1];

@@ -15,7 +15,6 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::post;
 use serde::Deserialize;
@@ -28,7 +27,8 @@ use super::chats::{chat_id as parse_chat_id, parse_body};
 use super::error::ApiError;
 use super::state::AppState;
 use crate::wire::Dialect;
-use stream::{Turn, begin_turn, respond, subscriber};
+use crate::wire::Out;
+use stream::{Item, Turn, begin_turn, respond, subscriber};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -132,10 +132,13 @@ pub(super) async fn agent_host(
         },
     )
     .await?;
-    let started = Event::default()
-        .event("stream_started")
-        .id(before.to_string())
-        .data(json!({"request_id": Uuid::new_v4(), "conversation_id": chat_id}).to_string());
+    let started = Item {
+        out: Out {
+            event: Some("stream_started"),
+            data: json!({"request_id": Uuid::new_v4(), "conversation_id": chat_id}).to_string(),
+        },
+        id: Some(before),
+    };
     let encoder = Dialect::AgentHost.encoder(None);
     Ok(respond(chat_id, vec![started], rx, encoder))
 }

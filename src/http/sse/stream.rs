@@ -106,14 +106,38 @@ pub(in crate::http) async fn begin_turn(
     Ok((rx, before))
 }
 
+/// One event of a stream: what the dialect encoded, and the seq of the
+/// envelope it came from (its SSE `id`; none for what no envelope made).
+pub(in crate::http) struct Item {
+    pub(in crate::http) out: Out,
+    pub(in crate::http) id: Option<u64>,
+}
+
+impl Item {
+    fn event(self) -> Event {
+        // Fields go out in call order, and line-by-line clients (seed 004's
+        // stream-handler.js) read `event:` before `data:`.
+        let mut event = Event::default();
+        if let Some(name) = self.out.event {
+            event = event.event(name);
+        }
+        if let Some(id) = self.id {
+            event = event.id(id.to_string());
+        }
+        event.data(&self.out.data)
+    }
+}
+
 /// The SSE response: contract §4's headers and keep-alive comments.
 pub(in crate::http) fn respond(
     chat_id: Uuid,
-    prelude: Vec<Event>,
+    prelude: Vec<Item>,
     rx: Feed,
     encoder: Box<dyn Encoder>,
 ) -> Response {
-    let stream = event_stream(chat_id, prelude, rx, encoder);
+    use futures_util::StreamExt;
+    let stream =
+        event_stream(chat_id, prelude, rx, encoder).map(|item| Ok::<_, Infallible>(item.event()));
     let mut response = Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response();
@@ -128,7 +152,7 @@ pub(in crate::http) fn respond(
 
 struct StreamState {
     chat_id: Uuid,
-    pending: VecDeque<Event>,
+    pending: VecDeque<Item>,
     rx: OutboundRx,
     _slot: crate::session::Slot,
     encoder: Box<dyn Encoder>,
@@ -179,17 +203,11 @@ impl StreamState {
     }
 
     fn push(&mut self, outs: &[Out], id: Option<u64>) {
-        for o in outs {
-            // Fields go out in call order, and line-by-line clients (seed 004's
-            // stream-handler.js) read `event:` before `data:`.
-            let mut event = Event::default();
-            if let Some(name) = o.event {
-                event = event.event(name);
-            }
-            if let Some(id) = id {
-                event = event.id(id.to_string());
-            }
-            self.pending.push_back(event.data(&o.data));
+        for out in outs {
+            self.pending.push_back(Item {
+                out: out.clone(),
+                id,
+            });
         }
     }
 
@@ -212,10 +230,10 @@ impl StreamState {
 /// Replay (if any), then live events, each encoded by the dialect.
 pub(in crate::http) fn event_stream(
     chat_id: Uuid,
-    prelude: Vec<Event>,
+    prelude: Vec<Item>,
     feed: Feed,
     encoder: Box<dyn Encoder>,
-) -> impl Stream<Item = Result<Event, Infallible>> {
+) -> impl Stream<Item = Item> + Send {
     let state = StreamState {
         chat_id,
         pending: prelude.into(),
@@ -229,8 +247,8 @@ pub(in crate::http) fn event_stream(
     };
     futures_util::stream::unfold(state, |mut st| async move {
         loop {
-            if let Some(event) = st.pending.pop_front() {
-                return Some((Ok(event), st));
+            if let Some(item) = st.pending.pop_front() {
+                return Some((item, st));
             }
             if st.done {
                 return None;

@@ -1,0 +1,143 @@
+// The Vercel AI SDK's WebSocketChatTransport (`ai` 7) against agentwire's
+// /v1/ai-sdk/ws: several chats on one socket, an approval, abort (which
+// cancels the run), and a resume after the socket closed mid-stream.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import {
+  AbstractChat,
+  WebSocketChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+} from 'ai';
+
+import { freePort, startServer, tempDir } from '../../js/test/support/helpers.mjs';
+
+class State {
+  status = 'ready';
+  error = undefined;
+  messages = [];
+  pushMessage(m) { this.messages = this.messages.concat(m); }
+  popMessage() { this.messages = this.messages.slice(0, -1); }
+  replaceMessage(i, m) { this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)]; }
+  snapshot(thing) { return structuredClone(thing); }
+}
+
+class Chat extends AbstractChat {
+  constructor(init) { super({ ...init, state: new State() }); }
+}
+
+const GATED = `id: gated
+model:
+  provider: scripted
+  script:
+    rules:
+      - prefix: "go: "
+        arg: count
+        max: 5
+        call: {tool: guarded, input: {steps: "{arg}"}}
+        then: "Tool said: {result}"
+system_prompt: Test.
+tools:
+  - name: guarded
+    input_schema: {type: object, properties: {steps: {type: integer, minimum: 1}}, required: [steps]}
+    builtin: progress
+    requires_approval: true
+`;
+
+let server;
+let base;
+before(async () => {
+  const port = await freePort();
+  const dir = tempDir();
+  mkdirSync(join(dir, 'agents'), { recursive: true });
+  writeFileSync(join(dir, 'agents', 'gated.yaml'), GATED);
+  server = await startServer(dir, port);
+  base = `127.0.0.1:${port}`;
+});
+after(() => server?.kill('SIGKILL'));
+
+const transports = [];
+const newTransport = (body = {}) => {
+  const t = new WebSocketChatTransport({ url: `ws://${base}/v1/ai-sdk/ws`, body });
+  transports.push(t);
+  return t;
+};
+after(() => transports.forEach((t) => t.close()));
+
+const textOf = (m) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
+const toolParts = (m) => m.parts.filter((p) => p.type === 'dynamic-tool');
+const words = (n) => Array.from({ length: n }, (_, i) => `w${i + 1}`).join(' ');
+
+async function until(check, what) {
+  for (let i = 0; i < 200; i++) {
+    if (check()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** The chat's log as JSON pages. */
+async function log(id) {
+  const r = await fetch(`http://${base}/v1/chats/${id}/events?after=0&limit=1000`);
+  return (await r.json()).events;
+}
+
+test('two chats stream on one socket, each answer whole', async () => {
+  const transport = newTransport();
+  const a = new Chat({ id: crypto.randomUUID(), transport });
+  const b = new Chat({ id: crypto.randomUUID(), transport });
+  await Promise.all([a.sendMessage({ text: 'slow: 40' }), b.sendMessage({ text: 'hello' })]);
+  assert.equal(a.status, 'ready', String(a.error));
+  assert.equal(textOf(a.lastMessage), words(40));
+  assert.equal(textOf(b.lastMessage), 'You said: hello');
+});
+
+test('an approval is asked and, once given, the call runs', async () => {
+  const chat = new Chat({
+    id: crypto.randomUUID(),
+    transport: newTransport({ agent: 'gated' }),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+  });
+  await chat.sendMessage({ text: 'go: 2' });
+  const [part] = toolParts(chat.lastMessage);
+  assert.equal(part.state, 'approval-requested');
+  await chat.addToolApprovalResponse({ id: part.approval.id, approved: true });
+  await until(() => chat.status === 'ready' && textOf(chat.lastMessage).startsWith('Tool said:'), 'the call to run');
+  assert.equal(toolParts(chat.lastMessage)[0].state, 'output-available');
+  assert.equal(chat.messages.length, 2);
+});
+
+test('abort cancels the run', async () => {
+  const id = crypto.randomUUID();
+  const chat = new Chat({ id, transport: newTransport() });
+  const sending = chat.sendMessage({ text: 'slow: 300' });
+  await until(() => textOf(chat.lastMessage ?? { parts: [] }).split(' ').length > 5, 'some words');
+  await chat.stop();
+  await sending;
+  let end;
+  for (let i = 0; i < 100 && !end; i++) {
+    end = (await log(id)).find((e) => e.type === 'chat.run_complete');
+    if (!end) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.equal(end?.reason, 'cancelled');
+});
+
+test('a socket closed mid-stream: a new one resumes the run, every word once', async () => {
+  const id = crypto.randomUUID();
+  const first = newTransport();
+  const chat = new Chat({ id, transport: first });
+  const sending = chat.sendMessage({ text: 'slow: 60' });
+  await until(() => textOf(chat.lastMessage ?? { parts: [] }).split(' ').length > 10, 'some words');
+  first.close();
+  await sending.catch(() => {});
+  const again = new Chat({ id, transport: newTransport() });
+  again.messages = chat.messages.filter((m) => m.role === 'user');
+  await again.resumeStream();
+  await until(() => again.status === 'ready', 'the resumed stream to end');
+  assert.equal(textOf(again.lastMessage), words(60));
+  // The run was not cancelled by the close.
+  const end = (await log(id)).find((e) => e.type === 'chat.run_complete');
+  assert.equal(end.reason, 'completed');
+});
