@@ -4,62 +4,22 @@
 // resume after the client dropped mid-stream (no part twice, no delta lost).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 
 import {
-  AbstractChat,
   DefaultChatTransport,
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
 } from 'ai';
 
-import { freePort, startServer, tempDir } from '../../js/test/support/helpers.mjs';
-
-/** The plain state a framework binding would keep. */
-class State {
-  status = 'ready';
-  error = undefined;
-  messages = [];
-  pushMessage(m) { this.messages = this.messages.concat(m); }
-  popMessage() { this.messages = this.messages.slice(0, -1); }
-  replaceMessage(i, m) { this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)]; }
-  snapshot(thing) { return structuredClone(thing); }
-}
-
-class Chat extends AbstractChat {
-  constructor(init) { super({ ...init, state: new State() }); }
-}
-
-const GATED = `id: gated
-model:
-  provider: scripted
-  script:
-    rules:
-      - prefix: "go: "
-        arg: count
-        max: 5
-        call: {tool: guarded, input: {steps: "{arg}"}}
-        then: "Tool said: {result}"
-      - reply: "ok"
-system_prompt: Test.
-tools:
-  - name: guarded
-    input_schema: {type: object, properties: {steps: {type: integer, minimum: 1}}, required: [steps]}
-    builtin: progress
-    requires_approval: true
-`;
+import { startServer } from '../../js/test/support/helpers.mjs';
+import { Chat, startWithAgents, textOf, toolParts, until, words } from './support/chat.mjs';
 
 let server;
 let base;
 let port;
 let dir;
 before(async () => {
-  port = await freePort();
-  dir = tempDir();
-  mkdirSync(join(dir, 'agents'), { recursive: true });
-  writeFileSync(join(dir, 'agents', 'gated.yaml'), GATED);
-  server = await startServer(dir, port);
+  ({ server, port, dir } = await startWithAgents());
   base = `http://127.0.0.1:${port}`;
 });
 after(() => server?.kill('SIGKILL'));
@@ -70,17 +30,7 @@ const newChat = (agent, extra = {}) => new Chat({
   ...extra,
 });
 
-const textOf = (m) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
-const toolParts = (m) => m.parts.filter((p) => p.type === 'dynamic-tool');
 
-/** Waits until `check()` holds. */
-async function until(check, what) {
-  for (let i = 0; i < 200; i++) {
-    if (check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 test('a demo answer is one assistant message', async () => {
   const chat = newChat();
@@ -98,8 +48,7 @@ test('a demo answer is one assistant message', async () => {
 test('streamed words arrive once, and a tool call has its result', async () => {
   const chat = newChat();
   await chat.sendMessage({ text: 'slow: 30' });
-  const words = Array.from({ length: 30 }, (_, i) => `w${i + 1}`).join(' ');
-  assert.equal(textOf(chat.lastMessage), words);
+  assert.equal(textOf(chat.lastMessage), words(30));
   await chat.sendMessage({ text: 'progress: 2' });
   const [call] = toolParts(chat.lastMessage);
   assert.equal(call.toolName, 'progress');
@@ -158,8 +107,7 @@ test('a client that drops mid-stream resumes: every word once', async () => {
   again.messages = first.messages.filter((m) => m.role === 'user');
   await again.resumeStream();
   await until(() => again.status === 'ready', 'the resumed stream to end');
-  const words = Array.from({ length: 60 }, (_, i) => `w${i + 1}`).join(' ');
-  assert.equal(textOf(again.lastMessage), words);
+  assert.equal(textOf(again.lastMessage), words(60));
   assert.equal(again.lastMessage.parts.filter((p) => p.type === 'text').length, 1);
   // Nothing in flight: the resume is a 204.
   const r = await fetch(`${base}/v1/ai-sdk/chat/${id}/stream`);
@@ -180,7 +128,6 @@ test('a server killed mid-stream continues the run; the resume shows it once', a
   again.messages = first.messages.filter((m) => m.role === 'user');
   await again.resumeStream();
   await until(() => again.status === 'ready', 'the resumed stream to end');
-  const words = Array.from({ length: 80 }, (_, i) => `w${i + 1}`).join(' ');
-  assert.equal(textOf(again.lastMessage), words, 'the words of the discarded turn are gone');
+  assert.equal(textOf(again.lastMessage), words(80), 'the words of the discarded turn are gone');
   assert.equal(again.lastMessage.parts.filter((p) => p.type === 'text').length, 1);
 });

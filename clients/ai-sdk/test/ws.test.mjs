@@ -3,57 +3,16 @@
 // cancels the run), and a resume after the socket closed mid-stream.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 
-import {
-  AbstractChat,
-  WebSocketChatTransport,
-  lastAssistantMessageIsCompleteWithApprovalResponses,
-} from 'ai';
+import { WebSocketChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
 
-import { freePort, startServer, tempDir } from '../../js/test/support/helpers.mjs';
-
-class State {
-  status = 'ready';
-  error = undefined;
-  messages = [];
-  pushMessage(m) { this.messages = this.messages.concat(m); }
-  popMessage() { this.messages = this.messages.slice(0, -1); }
-  replaceMessage(i, m) { this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)]; }
-  snapshot(thing) { return structuredClone(thing); }
-}
-
-class Chat extends AbstractChat {
-  constructor(init) { super({ ...init, state: new State() }); }
-}
-
-const GATED = `id: gated
-model:
-  provider: scripted
-  script:
-    rules:
-      - prefix: "go: "
-        arg: count
-        max: 5
-        call: {tool: guarded, input: {steps: "{arg}"}}
-        then: "Tool said: {result}"
-system_prompt: Test.
-tools:
-  - name: guarded
-    input_schema: {type: object, properties: {steps: {type: integer, minimum: 1}}, required: [steps]}
-    builtin: progress
-    requires_approval: true
-`;
+import { Chat, startWithAgents, textOf, toolParts, until, words } from './support/chat.mjs';
 
 let server;
 let base;
 before(async () => {
-  const port = await freePort();
-  const dir = tempDir();
-  mkdirSync(join(dir, 'agents'), { recursive: true });
-  writeFileSync(join(dir, 'agents', 'gated.yaml'), GATED);
-  server = await startServer(dir, port);
+  let port;
+  ({ server, port } = await startWithAgents());
   base = `127.0.0.1:${port}`;
 });
 after(() => server?.kill('SIGKILL'));
@@ -66,17 +25,7 @@ const newTransport = (body = {}) => {
 };
 after(() => transports.forEach((t) => t.close()));
 
-const textOf = (m) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
-const toolParts = (m) => m.parts.filter((p) => p.type === 'dynamic-tool');
-const words = (n) => Array.from({ length: n }, (_, i) => `w${i + 1}`).join(' ');
 
-async function until(check, what) {
-  for (let i = 0; i < 200; i++) {
-    if (check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 /** The chat's log as JSON pages. */
 async function log(id) {
