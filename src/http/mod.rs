@@ -4,6 +4,7 @@
 //! The only module that knows axum. Transports translate frames to and from
 //! [`Registry`] calls and never touch the store.
 
+mod ag_ui;
 mod ai_sdk;
 mod ai_sdk_ws;
 mod answers;
@@ -94,6 +95,7 @@ pub fn router(state: AppState) -> Router {
         .merge(connections::router())
         .merge(sse::router())
         .merge(ai_sdk::router())
+        .merge(ag_ui::router())
         .merge(openai::router())
         .merge(workflows::router())
         .merge(web::router())

@@ -6,7 +6,7 @@ use axum::response::Json;
 use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{ai_sdk, answers, api, chats, connections, openai, ops, sse, workflows};
+use super::{ag_ui, ai_sdk, answers, api, chats, connections, openai, ops, sse, workflows};
 
 /// The API description.
 #[derive(OpenApi)]
@@ -44,6 +44,8 @@ use super::{ai_sdk, answers, api, chats, connections, openai, ops, sse, workflow
         sse::threads::thread_set_model,
         ai_sdk::chat,
         ai_sdk::resume,
+        ag_ui::run,
+        ag_ui::rejoin,
         openai::models,
         openai::chat_completions,
         openai::enhanced,
@@ -61,6 +63,7 @@ use super::{ai_sdk, answers, api, chats, connections, openai, ops, sse, workflow
         (name = "answers", description = "Human-in-the-loop answers: input requests, UI tool calls, approvals"),
         (name = "sse", description = "SSE dialects of the log, resumable with Last-Event-ID"),
         (name = "threads", description = "Seed 003's thread API"),
+        (name = "ag-ui", description = "AG-UI 1.0 runs (HttpAgent), with a durable rejoin"),
         (name = "ai-sdk", description = "The Vercel AI SDK's chat transport (UI message stream), resumable from the log"),
         (name = "openai", description = "OpenAI-compatible passthrough"),
         (name = "ops", description = "Operations"),

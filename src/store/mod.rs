@@ -256,9 +256,10 @@ pub trait Store: Send + Sync + 'static {
         corr: &str,
     ) -> Result<Option<StoredEnvelope>, StoreError>;
 
-    /// Where the chat's last run begins: the seq after its last
-    /// `chat.run_complete` (1 if it has none).
-    async fn run_start(&self, chat_id: Uuid) -> Result<u64, StoreError>;
+    /// Where the run holding seq `at` begins (`u64::MAX`: the chat's last
+    /// run): the seq after the last `chat.run_complete` below `at` (1 if
+    /// there is none).
+    async fn run_start(&self, chat_id: Uuid, at: u64) -> Result<u64, StoreError>;
 
     /// The ids of the chats in `state`.
     async fn chats_in_state(&self, state: ChatState) -> Result<Vec<Uuid>, StoreError>;

@@ -17,6 +17,7 @@
 //!
 //! Uses `protocol`, and the names `tools` and `templates` give their calls.
 
+mod ag_ui;
 mod agent_chat;
 mod agent_host;
 mod ai_sdk;
@@ -27,6 +28,7 @@ mod sse;
 pub mod template_ws;
 mod threads;
 
+pub use ag_ui::AgUi;
 pub use ai_sdk::AiSdk;
 pub use dialect::Dialect;
 pub use sse::{Encoder, Out};

@@ -105,6 +105,9 @@ const FIELDS: &[&str] = &[
     "id",
     "trigger",
     "requestId",
+    "threadId",
+    "runId",
+    "resume",
 ];
 
 const TYPES: &[&str] = &[
@@ -324,6 +327,7 @@ async fn thousands_of_generated_messages_on_every_route() {
         format!("/chat/{chat}/model"),
         "/v1/chat/completions".to_owned(),
         "/v1/ai-sdk/chat".to_owned(),
+        "/v1/ag-ui".to_owned(),
     ];
     let bodies = draw(message(chats.clone()), 2000);
     for (i, body) in bodies.iter().enumerate() {

@@ -188,6 +188,10 @@ async fn http_routes_refuse_texts_over_256_kib_and_log_nothing() {
         ),
         (format!("/chat/{chat}/message"), json!({"message": big})),
         (
+            "/v1/ag-ui".to_owned(),
+            json!({"threadId": chat, "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": big}]}),
+        ),
+        (
             "/v1/ai-sdk/chat".to_owned(),
             json!({"id": chat, "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": big}]}]}),
         ),

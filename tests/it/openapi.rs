@@ -385,6 +385,24 @@ async fn every_json_answer_matches_the_document() {
     assert_eq!(s, 404, "{b}");
     check(&doc, "/v1/ai-sdk/chat/{id}/stream", "get", s, &b);
 
+    // AG-UI: its refusals (its streams: clients/ag-ui).
+    let (s, b) = req(
+        "POST",
+        "/v1/ag-ui".into(),
+        json!({"threadId": idle, "runId": "r1", "messages": []}).to_string(),
+    )
+    .await;
+    assert_eq!(s, 400, "{b}");
+    check(&doc, "/v1/ag-ui", "post", s, &b);
+    let (s, b) = req(
+        "GET",
+        format!("/v1/ag-ui/{}/stream", uuid::Uuid::new_v4()),
+        String::new(),
+    )
+    .await;
+    assert_eq!(s, 404, "{b}");
+    check(&doc, "/v1/ag-ui/{thread}/stream", "get", s, &b);
+
     // Every operation of the document was exercised here, but for the streams
     // (tests/it/sse.rs) and the passthrough (tests/it/passthrough.rs).
     let mut documented: Vec<String> = doc["paths"]
@@ -405,6 +423,7 @@ async fn every_json_answer_matches_the_document() {
         "get /chat/{thread_id}/model",
         "get /healthz",
         "get /metrics",
+        "get /v1/ag-ui/{thread}/stream",
         "get /v1/agents",
         "get /v1/ai-sdk/chat/{id}/stream",
         "get /v1/chats",
@@ -423,6 +442,7 @@ async fn every_json_answer_matches_the_document() {
         "post /chat",
         "post /chat/{thread_id}/message",
         "post /chat/{thread_id}/model",
+        "post /v1/ag-ui",
         "post /v1/agent/chat",
         "post /v1/ai-sdk/chat",
         "post /v1/chat/completions",

@@ -135,9 +135,16 @@ pub(in crate::http) fn respond(
     rx: Feed,
     encoder: Box<dyn Encoder>,
 ) -> Response {
+    respond_items(chat_id, event_stream(chat_id, prelude, rx, encoder))
+}
+
+/// [`respond`] for a stream of items built already.
+pub(in crate::http) fn respond_items(
+    chat_id: Uuid,
+    items: impl Stream<Item = Item> + Send + 'static,
+) -> Response {
     use futures_util::StreamExt;
-    let stream =
-        event_stream(chat_id, prelude, rx, encoder).map(|item| Ok::<_, Infallible>(item.event()));
+    let stream = items.map(|item| Ok::<_, Infallible>(item.event()));
     let mut response = Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response();

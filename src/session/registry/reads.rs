@@ -30,8 +30,37 @@ impl Registry {
     /// `NotFound` unless the chat is the user's; the store's errors.
     pub async fn last_run(&self, chat_id: Uuid, user: &str) -> Result<(u64, bool), SessionError> {
         let (chat, _) = self.chat(chat_id, user).await?;
-        let start = self.inner.ctx.store.run_start(chat_id).await?;
+        let start = self.inner.ctx.store.run_start(chat_id, u64::MAX).await?;
         Ok((start, chat.state == crate::store::ChatState::Running))
+    }
+
+    /// Where the run holding seq `at` of `user`'s chat begins.
+    ///
+    /// # Errors
+    /// `NotFound` unless the chat is the user's; the store's errors.
+    pub async fn run_start(&self, chat_id: Uuid, user: &str, at: u64) -> Result<u64, SessionError> {
+        self.chat(chat_id, user).await?;
+        Ok(self.inner.ctx.store.run_start(chat_id, at).await?)
+    }
+
+    /// The texts, tool calls and tool results of `user`'s chat before seq
+    /// `before`, as stored.
+    ///
+    /// # Errors
+    /// `NotFound` unless the chat is the user's; the store's errors.
+    pub async fn history(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        before: u64,
+    ) -> Result<Vec<crate::protocol::Envelope>, SessionError> {
+        self.chat(chat_id, user).await?;
+        let transcript = self.inner.ctx.store.transcript(chat_id).await?;
+        Ok(transcript
+            .iter()
+            .filter(|e| e.seq < before)
+            .filter_map(|e| serde_json::from_str(&e.json).ok())
+            .collect())
     }
 
     /// A page of `user`'s chats, newest first, after the cursor.

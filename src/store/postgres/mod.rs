@@ -267,11 +267,13 @@ impl Store for PgStore {
         .transpose()
     }
 
-    async fn run_start(&self, chat_id: Uuid) -> Result<u64, StoreError> {
+    async fn run_start(&self, chat_id: Uuid, at: u64) -> Result<u64, StoreError> {
         let last: Option<i64> = sqlx::query_scalar(
-            "SELECT MAX(seq) FROM envelopes WHERE chat_id = $1 AND type = 'chat.run_complete'",
+            "SELECT MAX(seq) FROM envelopes
+             WHERE chat_id = $1 AND type = 'chat.run_complete' AND seq < $2",
         )
         .bind(chat_id)
+        .bind(i64::try_from(at).unwrap_or(i64::MAX))
         .fetch_one(&self.pool)
         .await?;
         Ok(last.map_or(1, |s| s as u64 + 1))

@@ -361,19 +361,21 @@ impl Store for SqliteStore {
         Ok(row.is_some())
     }
 
-    async fn run_start(&self, chat_id: Uuid) -> Result<u64, StoreError> {
+    async fn run_start(&self, chat_id: Uuid, at: u64) -> Result<u64, StoreError> {
         let in_tail = self
             .tail()
-            .read(&chat_id, 0, |e| e.kind == "chat.run_complete")
+            .read(&chat_id, 0, |e| e.kind == "chat.run_complete" && e.seq < at)
             .0
             .pop();
         if let Some(end) = in_tail {
             return Ok(end.seq + 1);
         }
         let last: Option<i64> = sqlx::query_scalar(
-            "SELECT MAX(seq) FROM envelopes WHERE chat_id = ? AND type = 'chat.run_complete'",
+            "SELECT MAX(seq) FROM envelopes
+             WHERE chat_id = ? AND type = 'chat.run_complete' AND seq < ?",
         )
         .bind(chat_id.to_string())
+        .bind(i64::try_from(at).unwrap_or(i64::MAX))
         .fetch_one(&self.pool)
         .await?;
         Ok(last.map_or(1, |s| s as u64 + 1))

@@ -219,7 +219,7 @@ async fn append_load_and_reopen_on(open: Opener) {
     assert!(err.is_err());
     assert_eq!(store.last(b.id).await.unwrap().unwrap().0, 3);
     // Where the last run begins: after the last `chat.run_complete`.
-    assert_eq!(store.run_start(b.id).await.unwrap(), 1);
+    assert_eq!(store.run_start(b.id, u64::MAX).await.unwrap(), 1);
     store
         .append(&[AppendBatch {
             chat_id: b.id,
@@ -233,7 +233,12 @@ async fn append_load_and_reopen_on(open: Opener) {
         }])
         .await
         .unwrap();
-    assert_eq!(store.run_start(b.id).await.unwrap(), 5);
+    assert_eq!(store.run_start(b.id, u64::MAX).await.unwrap(), 5);
+    assert_eq!(
+        store.run_start(b.id, 4).await.unwrap(),
+        1,
+        "the run holding seq 3"
+    );
 
     // Models and archiving.
     store.set_chat_model(b.id, Some("qwen")).await.unwrap();

@@ -1,0 +1,148 @@
+// AG-UI's own client (@ag-ui/client 1.0's HttpAgent, with its event
+// verification) against agentwire's /v1/ag-ui: an answer, a tool call,
+// interrupts (an approval, an input request, a UI tool) answered through the
+// next run's `resume[]`, and the durable rejoin of a run in flight.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { HttpAgent } from '@ag-ui/client';
+
+import { freePort, startServer, tempDir } from '../../js/test/support/helpers.mjs';
+
+const GATED = `id: gated
+model:
+  provider: scripted
+  script:
+    rules:
+      - prefix: "go: "
+        arg: count
+        max: 5
+        call: {tool: guarded, input: {steps: "{arg}"}}
+        then: "Tool said: {result}"
+system_prompt: Test.
+tools:
+  - name: guarded
+    input_schema: {type: object, properties: {steps: {type: integer, minimum: 1}}, required: [steps]}
+    builtin: progress
+    requires_approval: true
+`;
+
+let server;
+let base;
+before(async () => {
+  const port = await freePort();
+  const dir = tempDir();
+  mkdirSync(join(dir, 'agents'), { recursive: true });
+  writeFileSync(join(dir, 'agents', 'gated.yaml'), GATED);
+  server = await startServer(dir, port);
+  base = `http://127.0.0.1:${port}`;
+});
+after(() => server?.kill('SIGKILL'));
+
+/** An agent on a new thread; every event it saw, in order. */
+function agentOn(threadId = crypto.randomUUID()) {
+  const agent = new HttpAgent({ url: `${base}/v1/ag-ui`, threadId });
+  const events = [];
+  agent.subscribe({ onEvent: ({ event }) => { events.push(event); } });
+  return { agent, events };
+}
+
+const say = (agent, text, extra = {}) => {
+  agent.addMessage({ id: crypto.randomUUID(), role: 'user', content: text });
+  return agent.runAgent({ runId: crypto.randomUUID(), ...extra });
+};
+
+const lastAssistant = (agent) => agent.messages.filter((m) => m.role === 'assistant' && m.content).at(-1)?.content;
+const types = (events) => events.map((e) => e.type);
+
+test('an answer is one verified run', async () => {
+  const { agent, events } = agentOn();
+  await say(agent, 'hello');
+  assert.equal(lastAssistant(agent), 'You said: hello');
+  assert.deepEqual(types(events).filter((t) => t.startsWith('RUN_')), ['RUN_STARTED', 'RUN_FINISHED']);
+  assert.ok(types(events).includes('STEP_STARTED'));
+});
+
+test('a tool call has its result; streamed words arrive once', async () => {
+  const { agent } = agentOn();
+  await say(agent, 'progress: 2');
+  const call = agent.messages.find((m) => m.toolCalls?.length);
+  assert.equal(call.toolCalls[0].function.name, 'progress');
+  const result = agent.messages.find((m) => m.role === 'tool');
+  assert.equal(result.toolCallId, call.toolCalls[0].id);
+  assert.equal(lastAssistant(agent), 'Done');
+  await say(agent, 'slow: 25');
+  assert.equal(lastAssistant(agent), Array.from({ length: 25 }, (_, i) => `w${i + 1}`).join(' '));
+});
+
+test('an approval is an interrupt; resume[] answers it and the run goes on', async () => {
+  const { agent, events } = agentOn();
+  await say(agent, 'go: 2', { forwardedProps: { agent: 'gated' } });
+  assert.equal(agent.pendingInterrupts.length, 1);
+  const [interrupt] = agent.pendingInterrupts;
+  assert.equal(interrupt.reason, 'approval');
+  const finished = events.filter((e) => e.type === 'RUN_FINISHED').at(-1);
+  assert.equal(finished.outcome.type, 'interrupt');
+  await agent.runAgent({
+    runId: crypto.randomUUID(),
+    resume: [{ interruptId: interrupt.id, status: 'resolved', payload: { approved: true } }],
+  });
+  assert.equal(agent.pendingInterrupts.length, 0);
+  assert.match(lastAssistant(agent), /^Tool said:/);
+});
+
+test('an input request and a UI tool are answered through resume[]', async () => {
+  const { agent } = agentOn();
+  await say(agent, 'ask: Your name?');
+  let [interrupt] = agent.pendingInterrupts;
+  assert.equal(interrupt.reason, 'input');
+  assert.equal(interrupt.message, 'Your name?');
+  await agent.runAgent({ runId: crypto.randomUUID(), resume: [{ interruptId: interrupt.id, status: 'resolved', payload: 'Ada' }] });
+  assert.equal(lastAssistant(agent), 'You answered: Ada');
+
+  await say(agent, 'ui: picker');
+  [interrupt] = agent.pendingInterrupts;
+  assert.equal(interrupt.reason, 'component');
+  await agent.runAgent({ runId: crypto.randomUUID(), resume: [{ interruptId: interrupt.id, status: 'resolved', payload: { picked: 1 } }] });
+  assert.equal(lastAssistant(agent), 'Component returned: {"picked":1}');
+});
+
+test('a client that joins a run in flight gets the thread and the whole run once', async () => {
+  const threadId = crypto.randomUUID();
+  const { agent } = agentOn(threadId);
+  await say(agent, 'hello');
+  const running = say(agent, 'slow: 60');
+  await new Promise((r) => setTimeout(r, 300));
+  // Another page joins over the rejoin stream, with AG-UI's own client.
+  const joined = new HttpAgent({ url: `${base}/v1/ag-ui/${threadId}/stream`, threadId });
+  joined.requestInit = (input) => ({ method: 'GET', headers: { accept: 'text/event-stream' } });
+  await joined.runAgent({ runId: 'rejoin' });
+  await running;
+  const texts = joined.messages.filter((m) => m.content).map((m) => [m.role, m.content]);
+  const words = Array.from({ length: 60 }, (_, i) => `w${i + 1}`).join(' ');
+  assert.deepEqual(texts, [
+    ['user', 'hello'],
+    ['assistant', 'You said: hello'],
+    ['user', 'slow: 60'],
+    ['assistant', words],
+  ]);
+  // Nothing in flight now.
+  const r = await fetch(`${base}/v1/ag-ui/${threadId}/stream`);
+  assert.equal(r.status, 204);
+
+  // A client that lost its stream mid-run asks after the last event it had.
+  const page = await (await fetch(`${base}/v1/chats/${threadId}/events?after=0&limit=1000`)).json();
+  const turn = page.events.filter((e) => e.type === 'chat.select_speaker').at(-1);
+  const rest = await fetch(`${base}/v1/ag-ui/${threadId}/stream`, { headers: { 'last-event-id': String(turn.seq + 5) } });
+  assert.equal(rest.status, 200);
+  const events = (await rest.text())
+    .split('\n\n')
+    .flatMap((block) => block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6))));
+  assert.equal(events[0].type, 'TEXT_MESSAGE_CONTENT', JSON.stringify(events[0]));
+  assert.ok(!events.some((e) => e.type === 'RUN_STARTED' || e.type === 'TEXT_MESSAGE_START'));
+  assert.equal(events.at(-1).type, 'RUN_FINISHED');
+  const deltas = events.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').map((e) => e.delta).join('');
+  assert.ok(words.endsWith(deltas) && deltas.startsWith('w6'), deltas);
+});

@@ -1,0 +1,392 @@
+//! AG-UI 1.0 (`@ag-ui/client`'s `HttpAgent`): one AG-UI run per response, its
+//! events as data-only SSE events, in the order AG-UI's own verification
+//! demands (nothing left open at `RUN_FINISHED`).
+//!
+//! - `RUN_STARTED {threadId, runId}` opens it (sent by the route); each model
+//!   turn is a step (`STEP_STARTED`/`STEP_FINISHED`, `stepName` `turn-<seq>`,
+//!   a group member's `<name>-<seq>`); its words `TEXT_MESSAGE_START`/
+//!   `CONTENT`/`END` (`messageId` `msg-<seq>`).
+//! - A tool call is `TOOL_CALL_START`/`ARGS` (its input as JSON text)/`END`,
+//!   its result `TOOL_CALL_RESULT` (`content`: the result as text).
+//! - What waits for a person (an approval, a UI tool, an input request)
+//!   ends the response with `RUN_FINISHED {outcome: {type: "interrupt",
+//!   interrupts}}`: one interrupt per request, `id` `<reason>:<corr>@<seq>` (the seq
+//!   says where the response stopped: the run that answers it goes on from
+//!   there), `reason` `approval`, `component` or `input`, `toolCallId`,
+//!   `message` (an input's prompt). The answers come in the next run's
+//!   `resume[]`.
+//! - What AG-UI has no event for is `CUSTOM` (`name` `agentwire.<what>`):
+//!   `turn_discarded` (a turn a restart dropped: its message is void),
+//!   `progress`, `state`, `error`, `usage`, `component` (shown, not waited
+//!   on), `speaker` (a group's turn).
+//! - The run's end: `RUN_FINISHED` (a cancel with `outcome {type:
+//!   "cancelled"}`), or `RUN_ERROR {message, code}` for `error` and
+//!   `interrupted`.
+
+use serde_json::{Value, json};
+
+use super::sse::{Encoder, Out};
+use crate::protocol::{Envelope, EventKind, RunEndReason};
+
+/// The AG-UI events of one response.
+pub struct AgUi {
+    thread: String,
+    run: String,
+    /// The open step's name.
+    step: Option<String>,
+    /// The open text message's id.
+    text: Option<String>,
+    /// Requests waiting for a person: their corr and interrupt (its id is
+    /// made at the end: `<corr>@<the seq the response stopped at>`).
+    open: Vec<(String, Value)>,
+    /// Calls announced by their approval: their call, logged once approved,
+    /// is not announced again.
+    announced: std::collections::HashSet<String>,
+    /// The last `chat.error`'s message (a run that ends `error` says it).
+    error: Option<String>,
+    seq: u64,
+    ended: bool,
+}
+
+impl AgUi {
+    /// The run `run` of thread `thread`, going on from `seq` (0: the start).
+    pub fn new(thread: String, run: String, seq: u64) -> Self {
+        Self {
+            thread,
+            run,
+            step: None,
+            text: None,
+            open: Vec::new(),
+            announced: std::collections::HashSet::new(),
+            error: None,
+            seq,
+            ended: false,
+        }
+    }
+
+    /// `RUN_STARTED`.
+    pub fn started(&self) -> String {
+        json!({"type": "RUN_STARTED", "threadId": self.thread, "runId": self.run}).to_string()
+    }
+
+    /// The `corr` an interrupt id (after its `<reason>:`) names, and the seq
+    /// it was issued at.
+    pub fn interrupt(id: &str) -> Option<(&str, u64)> {
+        let (corr, seq) = id.rsplit_once('@')?;
+        Some((corr, seq.parse().ok()?))
+    }
+
+    fn event(o: &mut Vec<Out>, event: Value) {
+        o.push(Out {
+            event: None,
+            data: event.to_string(),
+        });
+    }
+
+    fn custom(o: &mut Vec<Out>, name: &str, value: Value) {
+        Self::event(
+            o,
+            json!({"type": "CUSTOM", "name": format!("agentwire.{name}"), "value": value}),
+        );
+    }
+
+    fn close_text(&mut self, o: &mut Vec<Out>) {
+        if let Some(id) = self.text.take() {
+            Self::event(o, json!({"type": "TEXT_MESSAGE_END", "messageId": id}));
+        }
+    }
+
+    fn close_step(&mut self, o: &mut Vec<Out>) {
+        self.close_text(o);
+        if let Some(name) = self.step.take() {
+            Self::event(o, json!({"type": "STEP_FINISHED", "stepName": name}));
+        }
+    }
+
+    fn tool_call(o: &mut Vec<Out>, id: &str, name: &str, input: &Value) {
+        Self::event(
+            o,
+            json!({"type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": name}),
+        );
+        Self::event(
+            o,
+            json!({"type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": input.to_string()}),
+        );
+        Self::event(o, json!({"type": "TOOL_CALL_END", "toolCallId": id}));
+    }
+
+    /// A request for a person: its call, and its interrupt.
+    fn ask(
+        &mut self,
+        o: &mut Vec<Out>,
+        corr: &str,
+        reason: &str,
+        call: (&str, &str, &Value),
+        message: Option<&str>,
+    ) {
+        self.close_text(o);
+        let (id, name, input) = call;
+        Self::tool_call(o, id, name, input);
+        let mut interrupt = json!({"reason": reason, "toolCallId": id});
+        if let Some(m) = message {
+            interrupt["message"] = json!(m);
+        }
+        self.open.push((corr.to_owned(), interrupt));
+    }
+
+    fn closed(&mut self, corr: &str) {
+        self.open.retain(|(c, _)| c != corr);
+    }
+
+    fn finish(&mut self, o: &mut Vec<Out>, outcome: Option<Value>) {
+        self.close_step(o);
+        let mut event = json!({"type": "RUN_FINISHED", "threadId": self.thread, "runId": self.run,
+                               "result": {"agentwire": {"seq": self.seq}}});
+        if let Some(outcome) = outcome {
+            event["outcome"] = outcome;
+        }
+        Self::event(o, event);
+        self.ended = true;
+    }
+}
+
+impl Encoder for AgUi {
+    fn encode(&mut self, env: &Envelope, _raw: &str, o: &mut Vec<Out>) {
+        if self.ended {
+            return;
+        }
+        self.seq = env.seq;
+        match &env.kind {
+            EventKind::SelectSpeaker { agent, method, .. } => {
+                self.close_step(o);
+                let name = match method {
+                    Some(_) => format!("{agent}-{}", env.seq),
+                    None => format!("turn-{}", env.seq),
+                };
+                Self::event(o, json!({"type": "STEP_STARTED", "stepName": name}));
+                self.step = Some(name);
+                if method.is_some() {
+                    Self::custom(o, "speaker", json!({"agent": agent, "method": method}));
+                }
+            }
+            EventKind::Print { content, .. } => {
+                let id = match &self.text {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = format!("msg-{}", env.seq);
+                        Self::event(
+                            o,
+                            json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"}),
+                        );
+                        self.text = Some(id.clone());
+                        id
+                    }
+                };
+                Self::event(
+                    o,
+                    json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": content}),
+                );
+            }
+            EventKind::Text { agent, .. } if agent == "user" => {}
+            EventKind::Text { content, .. } => {
+                if self.text.is_none() {
+                    let id = format!("msg-{}", env.seq);
+                    Self::event(
+                        o,
+                        json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"}),
+                    );
+                    Self::event(
+                        o,
+                        json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": content}),
+                    );
+                    self.text = Some(id);
+                }
+                self.close_text(o);
+            }
+            EventKind::TurnDiscarded {
+                agent, from_seq, ..
+            } => {
+                let message = self.text.clone();
+                self.close_text(o);
+                Self::custom(
+                    o,
+                    "turn_discarded",
+                    json!({"agent": agent, "from_seq": from_seq, "messageId": message}),
+                );
+            }
+            EventKind::ToolCall {
+                tool_name,
+                component_type,
+                awaiting_response,
+                payload,
+                corr,
+                display,
+                ..
+            } => match component_type.as_deref() {
+                Some(crate::tools::APPROVAL) => {
+                    let call = payload["tool_call_id"].as_str().unwrap_or(corr);
+                    let name = payload["tool_name"].as_str().unwrap_or(tool_name);
+                    self.ask(o, corr, "approval", (call, name, &payload["input"]), None);
+                }
+                Some(kind) if *awaiting_response => {
+                    let input =
+                        json!({"component_type": kind, "payload": payload, "display": display});
+                    self.ask(o, corr, "component", (corr, tool_name, &input), None);
+                }
+                Some(crate::workflows::WORKFLOW) | None => {
+                    if !self.announced.remove(corr) {
+                        self.close_text(o);
+                        Self::tool_call(o, corr, tool_name, payload);
+                    }
+                }
+                Some(kind) => Self::custom(
+                    o,
+                    "component",
+                    json!({"corr": corr, "tool_name": tool_name, "component_type": kind, "payload": payload}),
+                ),
+            },
+            EventKind::ToolResponse {
+                content,
+                corr,
+                success,
+                ..
+            } => {
+                self.closed(corr);
+                if let Some(call) = corr.strip_suffix(crate::tools::APPROVAL_SUFFIX) {
+                    if content["approved"] == true {
+                        self.announced.insert(call.to_owned());
+                    }
+                    Self::custom(o, "approval", json!({"corr": corr, "answer": content}));
+                    return;
+                }
+                let text = match content {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let mut result = json!({"type": "TOOL_CALL_RESULT", "messageId": format!("result-{}", env.seq),
+                                        "toolCallId": corr, "content": text, "role": "tool"});
+                if !success {
+                    result["content"] = json!(format!("error: {text}"));
+                }
+                Self::event(o, result);
+            }
+            EventKind::InputRequest {
+                request_id,
+                prompt,
+                password,
+                options,
+                tool_name,
+                ..
+            } => {
+                let input = json!({"prompt": prompt, "password": password, "options": options});
+                let name = tool_name.as_deref().unwrap_or("input_request");
+                self.ask(
+                    o,
+                    request_id,
+                    "input",
+                    (request_id, name, &input),
+                    Some(prompt),
+                );
+            }
+            EventKind::InputAck { request_id, .. } => {
+                self.closed(request_id);
+                Self::event(
+                    o,
+                    json!({"type": "TOOL_CALL_RESULT", "messageId": format!("result-{}", env.seq),
+                           "toolCallId": request_id, "content": "answered", "role": "tool"}),
+                );
+            }
+            EventKind::InputTimeout { request_id, .. } => {
+                self.closed(request_id);
+                Self::event(
+                    o,
+                    json!({"type": "TOOL_CALL_RESULT", "messageId": format!("result-{}", env.seq),
+                           "toolCallId": request_id, "content": "error: nobody answered in time", "role": "tool"}),
+                );
+            }
+            EventKind::Progress { .. } | EventKind::State { .. } => {
+                let name = match env.kind {
+                    EventKind::Progress { .. } => "progress",
+                    _ => "state",
+                };
+                let mut value = serde_json::to_value(&env.kind).unwrap_or_default();
+                if let Some(v) = value.as_object_mut() {
+                    v.remove("type");
+                }
+                Self::custom(o, name, value);
+            }
+            EventKind::Error {
+                message,
+                error_code,
+                recoverable,
+                ..
+            } => {
+                self.error = Some(message.clone());
+                Self::custom(
+                    o,
+                    "error",
+                    json!({"message": message, "error_code": error_code, "recoverable": recoverable}),
+                );
+            }
+            EventKind::UsageSummary {
+                total_tokens,
+                prompt_tokens,
+                completion_tokens,
+                ..
+            } => Self::custom(
+                o,
+                "usage",
+                json!({"total_tokens": total_tokens, "prompt_tokens": prompt_tokens,
+                       "completion_tokens": completion_tokens}),
+            ),
+            EventKind::RunComplete { reason } => match reason {
+                RunEndReason::Error | RunEndReason::Interrupted => {
+                    self.close_step(o);
+                    let code = if *reason == RunEndReason::Error {
+                        "error"
+                    } else {
+                        "interrupted"
+                    };
+                    let message = self
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| format!("the run ended: {code}"));
+                    Self::event(
+                        o,
+                        json!({"type": "RUN_ERROR", "message": message, "code": code}),
+                    );
+                    self.ended = true;
+                }
+                RunEndReason::Cancelled => self.finish(o, Some(json!({"type": "cancelled"}))),
+                _ => self.finish(o, None),
+            },
+            _ => {}
+        }
+    }
+
+    fn waiting(&self) -> bool {
+        !self.ended && !self.open.is_empty()
+    }
+
+    fn close(&mut self, o: &mut Vec<Out>) {
+        if !self.ended {
+            let seq = self.seq;
+            let interrupts: Vec<Value> = std::mem::take(&mut self.open)
+                .into_iter()
+                .map(|(corr, mut i)| {
+                    let reason = i["reason"].as_str().unwrap_or_default().to_owned();
+                    i["id"] = json!(format!("{reason}:{corr}@{seq}"));
+                    i
+                })
+                .collect();
+            self.finish(
+                o,
+                Some(json!({"type": "interrupt", "interrupts": interrupts})),
+            );
+        }
+    }
+
+    fn ended(&self) -> bool {
+        self.ended
+    }
+}
