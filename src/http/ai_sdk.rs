@@ -25,7 +25,7 @@ use super::auth::AuthUser;
 use super::chats::parse_body;
 use super::error::ApiError;
 use super::sse::conversation_chat;
-use super::sse::stream::{Feed, Item, Turn, begin_turn, event_stream, respond, subscriber};
+use super::sse::stream::{Feed, Item, Turn, begin_turn, event_stream, respond_items, subscriber};
 use super::state::AppState;
 use crate::session::SessionError;
 use crate::wire::{AiSdk, Out};
@@ -76,6 +76,8 @@ pub(super) struct Prepared {
     run_start: u64,
     feed: Feed,
     encoder: Box<AiSdk>,
+    /// Nothing to stream: the response is `start` and its end.
+    idle: bool,
 }
 
 impl Prepared {
@@ -91,15 +93,23 @@ impl Prepared {
     }
 
     /// The chunks: `start`, then the log's.
-    pub(super) fn items(self) -> impl futures_util::Stream<Item = Item> + Send {
+    pub(super) fn items(mut self) -> impl futures_util::Stream<Item = Item> + Send {
+        use futures_util::StreamExt;
         let start = self.start();
-        event_stream(self.chat_id, vec![start], self.feed, self.encoder)
+        if self.idle {
+            let mut outs = Vec::new();
+            self.encoder.close_now(&mut outs);
+            let ends = outs.into_iter().map(|out| Item { out, id: None });
+            let items: Vec<Item> = std::iter::once(start).chain(ends).collect();
+            return futures_util::stream::iter(items).left_stream();
+        }
+        event_stream(self.chat_id, vec![start], self.feed, self.encoder).right_stream()
     }
 
     /// As the HTTP transport's SSE response.
     fn respond(self) -> Response {
-        let start = self.start();
-        let mut response = respond(self.chat_id, vec![start], self.feed, self.encoder);
+        let chat_id = self.chat_id;
+        let mut response = respond_items(chat_id, self.items());
         response.headers_mut().insert(
             "x-vercel-ai-ui-message-stream",
             HeaderValue::from_static("v1"),
@@ -156,6 +166,7 @@ pub(super) async fn send(
                 run_start,
                 feed,
                 encoder: Box::new(AiSdk::new(0)),
+                idle: false,
             })
         }
         Some("assistant") => answer(state, user, chat_id, last).await,
@@ -251,11 +262,19 @@ async fn answer(
         }
     }
     tracing::debug!(answered, "AI SDK answers routed");
+    // Nothing answered and nothing in flight (a client that sends again after
+    // the run ended): the response is over at once, not a wait for a run.
+    let (_, running) = registry.last_run(chat_id, user).await?;
+    let idle = answered == 0 && !running && registry.last_seq(chat_id).await? <= after;
+    if idle {
+        registry.unsubscribe(chat_id, sub.conn_id).await;
+    }
     Ok(Prepared {
         chat_id,
         run_start: start,
         feed,
         encoder: Box::new(AiSdk::new(after)),
+        idle,
     })
 }
 
@@ -297,6 +316,7 @@ pub(super) async fn reconnect(
         run_start,
         feed,
         encoder: Box::new(AiSdk::new(0)),
+        idle: false,
     }))
 }
 

@@ -159,6 +159,13 @@ impl AiSdk {
     }
 }
 
+impl AiSdk {
+    /// Ends a response that has nothing to stream.
+    pub fn close_now(&mut self, o: &mut Vec<Out>) {
+        self.finish("stop", o);
+    }
+}
+
 impl Encoder for AiSdk {
     fn encode(&mut self, env: &Envelope, _raw: &str, o: &mut Vec<Out>) {
         if self.ended {

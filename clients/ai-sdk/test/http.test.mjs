@@ -92,6 +92,10 @@ test('a UI tool and an input request are answered as tool outputs', async () => 
   await chat.addToolOutput({ tool: ask.toolName, toolCallId: ask.toolCallId, output: 'Ada' });
   await until(() => chat.status === 'ready' && textOf(chat.lastMessage).startsWith('You answered'), 'the answer');
   assert.equal(textOf(chat.lastMessage), 'You answered: Ada');
+  // Sent again once the run is over: nothing waits, the response ends at once.
+  await chat.sendMessage();
+  assert.equal(chat.status, 'ready', String(chat.error));
+  assert.equal(textOf(chat.lastMessage), 'You answered: Ada');
 });
 
 test('a client that drops mid-stream resumes: every word once', async () => {

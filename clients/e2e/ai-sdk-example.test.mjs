@@ -1,0 +1,98 @@
+// examples/ai-sdk-react (the real @ai-sdk/react's useChat, built with
+// esbuild) in headless Chromium against agentwire: an answer over HTTP and
+// over the WebSocket transport, an input request answered in the page, and a
+// reload mid-stream that resumes the answer with every word once.
+//
+// Needs AGENTWIRE_BIN, /usr/bin/chromium and the example built
+// (`npm ci && npm run build` in examples/ai-sdk-react; .ci/run does it).
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+
+import { chromium } from 'playwright-core';
+
+import { freePort, startServer, tempDir } from '../js/test/support/helpers.mjs';
+
+const APP = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', 'ai-sdk-react');
+if (!existsSync(join(APP, 'dist', 'app.js'))) {
+  throw new Error('build the example first: npm ci && npm run build in examples/ai-sdk-react');
+}
+
+/** The example's files, as a static server would serve them. */
+const site = createServer((req, res) => {
+  const path = new URL(req.url, 'http://x').pathname;
+  const file = path === '/' ? 'index.html' : path.slice(1);
+  if (!['index.html', 'dist/app.js'].includes(file)) {
+    res.writeHead(404).end();
+    return;
+  }
+  const type = file.endsWith('.js') ? 'text/javascript' : 'text/html';
+  res.writeHead(200, { 'content-type': type }).end(readFileSync(join(APP, file)));
+});
+
+let browser;
+let server;
+let origin;
+let api;
+
+before(async () => {
+  await new Promise((r) => site.listen(0, '127.0.0.1', r));
+  origin = `http://127.0.0.1:${site.address().port}`;
+  const port = await freePort();
+  server = await startServer(tempDir(), port, ['--cors-origins', origin]);
+  api = `http://127.0.0.1:${port}`;
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+});
+
+after(async () => {
+  site.close();
+  await browser?.close();
+  server?.kill('SIGKILL');
+});
+
+async function open(query = '') {
+  const page = await browser.newPage();
+  await page.goto(`${origin}/?server=${encodeURIComponent(api)}${query}`);
+  await page.locator('input[name=text]').waitFor();
+  return page;
+}
+
+async function say(page, text) {
+  await page.fill('input[name=text]', text);
+  await page.press('input[name=text]', 'Enter');
+}
+
+const assistant = (page) => page.locator('.msg.assistant').last();
+
+for (const transport of ['http', 'ws']) {
+  test(`useChat over ${transport}: an answer, and an input request answered in the page`, async () => {
+    const page = await open(`&transport=${transport}`);
+    await say(page, 'hello');
+    await assistant(page).filter({ hasText: 'You said: hello' }).waitFor({ timeout: 20000 });
+    await say(page, 'ask: Your name?');
+    const form = page.locator('form.tool');
+    await form.waitFor();
+    await form.locator('input').fill('Ada');
+    await form.locator('button').click();
+    await assistant(page).filter({ hasText: 'You answered: Ada' }).waitFor({ timeout: 20000 });
+    await page.close();
+  });
+}
+
+test('a reload mid-stream resumes the answer, every word once', async () => {
+  const page = await open();
+  await say(page, 'slow: 120');
+  await assistant(page).filter({ hasText: 'w10 ' }).waitFor({ timeout: 20000 });
+  await page.reload();
+  const words = Array.from({ length: 120 }, (_, i) => `w${i + 1}`).join(' ');
+  await assistant(page).filter({ hasText: 'w120' }).waitFor({ timeout: 20000 });
+  assert.equal((await assistant(page).textContent()).trim(), words);
+  await page.close();
+});
