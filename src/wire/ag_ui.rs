@@ -15,6 +15,9 @@
 //!   there), `reason` `approval`, `component` or `input`, `toolCallId`,
 //!   `message` (an input's prompt). The answers come in the next run's
 //!   `resume[]`.
+//! - An artifact (a component shown with `display: artifact`, such as a
+//!   preview, and each of its patches) is shared state: `STATE_DELTA` adding
+//!   the key `artifact:<corr>` `{tool_name, component_type, payload}`.
 //! - What AG-UI has no event for is `CUSTOM` (`name` `agentwire.<what>`):
 //!   `turn_discarded` (a turn a restart dropped: its message is void),
 //!   `progress`, `state`, `error`, `usage`, `component` (shown, not waited
@@ -39,9 +42,9 @@ pub struct AgUi {
     /// Requests waiting for a person: their corr and interrupt (its id is
     /// made at the end: `<corr>@<the seq the response stopped at>`).
     open: Vec<(String, Value)>,
-    /// Calls announced by their approval: their call, logged once approved,
-    /// is not announced again.
-    announced: std::collections::HashSet<String>,
+    /// Calls announced in this response (a call logged again — past its
+    /// approval, or a component patched — is announced once).
+    calls: std::collections::HashSet<String>,
     /// The last `chat.error`'s message (a run that ends `error` says it).
     error: Option<String>,
     seq: u64,
@@ -57,7 +60,7 @@ impl AgUi {
             step: None,
             text: None,
             open: Vec::new(),
-            announced: std::collections::HashSet::new(),
+            calls: std::collections::HashSet::new(),
             error: None,
             seq,
             ended: false,
@@ -103,7 +106,11 @@ impl AgUi {
         }
     }
 
-    fn tool_call(o: &mut Vec<Out>, id: &str, name: &str, input: &Value) {
+    fn tool_call(&mut self, o: &mut Vec<Out>, id: &str, name: &str, input: &Value) {
+        if !self.calls.insert(id.to_owned()) {
+            return;
+        }
+        self.close_text(o);
         Self::event(
             o,
             json!({"type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": name}),
@@ -124,13 +131,14 @@ impl AgUi {
         call: (&str, &str, &Value),
         message: Option<&str>,
     ) {
-        self.close_text(o);
         let (id, name, input) = call;
-        Self::tool_call(o, id, name, input);
+        self.tool_call(o, id, name, input);
         let mut interrupt = json!({"reason": reason, "toolCallId": id});
         if let Some(m) = message {
             interrupt["message"] = json!(m);
         }
+        // A component patched while it waits is one interrupt.
+        self.open.retain(|(c, _)| c != corr);
         self.open.push((corr.to_owned(), interrupt));
     }
 
@@ -234,10 +242,20 @@ impl Encoder for AgUi {
                     self.ask(o, corr, "component", (corr, tool_name, &input), None);
                 }
                 Some(crate::workflows::WORKFLOW) | None => {
-                    if !self.announced.remove(corr) {
-                        self.close_text(o);
-                        Self::tool_call(o, corr, tool_name, payload);
-                    }
+                    self.tool_call(o, corr, tool_name, payload);
+                }
+                // An artifact (a preview, logged again as it is patched) is
+                // shared state: one top-level key per artifact.
+                Some(kind) if *display == crate::protocol::Display::Artifact => {
+                    let key = format!("artifact:{corr}")
+                        .replace('~', "~0")
+                        .replace('/', "~1");
+                    let value =
+                        json!({"tool_name": tool_name, "component_type": kind, "payload": payload});
+                    Self::event(
+                        o,
+                        json!({"type": "STATE_DELTA", "delta": [{"op": "add", "path": format!("/{key}"), "value": value}]}),
+                    );
                 }
                 Some(kind) => Self::custom(
                     o,
@@ -254,7 +272,9 @@ impl Encoder for AgUi {
                 self.closed(corr);
                 if let Some(call) = corr.strip_suffix(crate::tools::APPROVAL_SUFFIX) {
                     if content["approved"] == true {
-                        self.announced.insert(call.to_owned());
+                        // Announced with its approval (maybe in an earlier
+                        // response): the call logged next is not again.
+                        self.calls.insert(call.to_owned());
                     }
                     Self::custom(o, "approval", json!({"corr": corr, "answer": content}));
                     return;

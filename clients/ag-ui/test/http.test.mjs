@@ -21,8 +21,15 @@ model:
         max: 5
         call: {tool: guarded, input: {steps: "{arg}"}}
         then: "Tool said: {result}"
+      - prefix: "plan: "
+        call: {tool: plan, input: {steps: 1, description: "{arg}"}}
+        then: "Plan: {result}"
 system_prompt: Test.
 tools:
+  - name: plan
+    input_schema: {type: object, properties: {steps: {type: integer}, description: {type: string}}, required: [steps, description]}
+    builtin: progress
+    preview: {component_type: plan_preview, fields: {description: /input/description, outcome: /result}}
   - name: guarded
     input_schema: {type: object, properties: {steps: {type: integer, minimum: 1}}, required: [steps]}
     builtin: progress
@@ -91,6 +98,16 @@ test('an approval is an interrupt; resume[] answers it and the run goes on', asy
   });
   assert.equal(agent.pendingInterrupts.length, 0);
   assert.match(lastAssistant(agent), /^Tool said:/);
+});
+
+test('an artifact (a preview) is shared state', async () => {
+  const { agent } = agentOn();
+  await say(agent, 'plan: ship it', { forwardedProps: { agent: 'gated' } });
+  const keys = Object.keys(agent.state).filter((k) => k.startsWith('artifact:'));
+  assert.equal(keys.length, 1, JSON.stringify(agent.state));
+  const artifact = agent.state[keys[0]];
+  assert.equal(artifact.component_type, 'plan_preview');
+  assert.equal(artifact.payload.description, 'ship it');
 });
 
 test('an input request and a UI tool are answered through resume[]', async () => {
