@@ -27,10 +27,11 @@ use super::chats::parse_body;
 use super::error::ApiError;
 use super::sse::conversation_chat;
 use super::sse::stream::{
-    Item, Turn, begin_turn, event_stream, respond, respond_items, subscriber,
+    Feed, Item, Turn, begin_turn, event_stream, respond, respond_items, subscriber,
 };
 use super::state::AppState;
-use crate::wire::{AgUi, Out};
+use crate::session::SessionError;
+use crate::wire::{AgUi, Out, Quiet};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -82,7 +83,7 @@ pub(super) async fn run(
     let input: RunAgentInput = parse_body(&body)?;
     let user = auth.user.as_str();
     let (chat_id, derived) = conversation_chat(user, Some(&input.thread_id));
-    let (feed, after) = if input.resume.is_empty() {
+    let (feed, answered, after) = if input.resume.is_empty() {
         let last = input
             .messages
             .last()
@@ -118,25 +119,36 @@ pub(super) async fn run(
             },
         )
         .await?;
-        (feed, 0)
+        (feed, Vec::new(), 0)
     } else {
         answer(&state, user, chat_id, &input.resume).await?
     };
-    let encoder = AgUi::new(input.thread_id, input.run_id, after);
+    // Going on after `after`: the run is read from its start without sending
+    // what the client has, so what it still waits on is known.
+    let encoder = AgUi::new(input.thread_id, input.run_id, 0).answering(answered);
     let started = item(encoder.started());
+    let encoder = Quiet {
+        inner: encoder,
+        through: after,
+    };
     Ok(respond(chat_id, vec![started], feed, Box::new(encoder)))
 }
 
-/// Routes each answer to the request its interrupt names; the stream goes
-/// on after the seq the interrupts were issued at.
+/// Routes each answer to the request its interrupt names (an answer given
+/// before counts as given: a retried run input changes nothing twice); the
+/// stream goes on after the seq the interrupts were issued at.
+///
+/// # Returns
+/// The stream's queue (from the run's start), the corrs answered, and that seq.
 async fn answer(
     state: &AppState,
     user: &str,
     chat_id: uuid::Uuid,
     resume: &[ResumeEntry],
-) -> Result<(super::sse::stream::Feed, u64), ApiError> {
+) -> Result<(Feed, Vec<String>, u64), ApiError> {
     let mut after = 0;
     let mut answers = Vec::new();
+    // Every entry is read before any is applied.
     for entry in resume {
         let (kind, rest) = entry.interrupt_id.split_once(':').unwrap_or_default();
         let (corr, seq) = AgUi::interrupt(rest).ok_or_else(|| {
@@ -145,12 +157,24 @@ async fn answer(
                 entry.interrupt_id
             ))
         })?;
+        if !matches!(entry.status.as_str(), "resolved" | "cancelled") {
+            return Err(ApiError::BadRequest(format!(
+                "`{}`: status is `resolved` or `cancelled`",
+                entry.interrupt_id
+            )));
+        }
         after = after.max(seq);
         answers.push((kind, corr.to_owned(), entry));
     }
-    let (sub, feed) = subscriber(state, user)?;
     let registry = &state.registry;
-    registry.resume(chat_id, user, after, sub.clone()).await?;
+    let start = registry
+        .run_start(chat_id, user, after.saturating_add(1))
+        .await?;
+    let (sub, feed) = subscriber(state, user)?;
+    registry
+        .resume(chat_id, user, start.saturating_sub(1), sub.clone())
+        .await?;
+    let mut answered = Vec::new();
     for (kind, corr, entry) in answers {
         let resolved = entry.status == "resolved";
         let result = match kind {
@@ -160,7 +184,9 @@ async fn answer(
                 if let Some(reason) = entry.payload["reason"].as_str() {
                     data["reason"] = reason.into();
                 }
-                registry.component_result(chat_id, user, corr, data).await
+                registry
+                    .component_result(chat_id, user, corr.clone(), data)
+                    .await
             }
             _ if !resolved => registry.cancel(chat_id, user).await,
             "input" => {
@@ -170,20 +196,25 @@ async fn answer(
                         .as_str()
                         .map_or_else(|| other.to_string(), str::to_owned),
                 };
-                registry.submit_input(chat_id, user, corr, text).await
+                registry
+                    .submit_input(chat_id, user, corr.clone(), text)
+                    .await
             }
             _ => {
                 registry
-                    .component_result(chat_id, user, corr, entry.payload.clone())
+                    .component_result(chat_id, user, corr.clone(), entry.payload.clone())
                     .await
             }
         };
-        if let Err(e) = result {
-            registry.unsubscribe(chat_id, sub.conn_id).await;
-            return Err(e.into());
+        match result {
+            Ok(()) | Err(SessionError::RequestNotFound(_)) => answered.push(corr),
+            Err(e) => {
+                registry.unsubscribe(chat_id, sub.conn_id).await;
+                return Err(e.into());
+            }
         }
     }
-    Ok((feed, after))
+    Ok((feed, answered, after))
 }
 
 /// Rejoins the thread's run in flight (204 when none).
@@ -207,12 +238,17 @@ pub(super) async fn rejoin(
         ),
     };
     // Nothing in flight, and nothing of a finished run missed.
-    if !running && seen.is_none_or(|s| s + 1 >= run_start) {
+    if !running && seen.is_none_or(|s| s.saturating_add(1) >= run_start) {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     // The run the first event the client lacks belongs to, from its start.
     let run_start = match seen {
-        Some(s) => state.registry.run_start(chat_id, &user, s + 1).await?,
+        Some(s) => {
+            state
+                .registry
+                .run_start(chat_id, &user, s.saturating_add(1))
+                .await?
+        }
         None => run_start,
     };
     let (sub, feed) = subscriber(&state, &user)?;

@@ -17,7 +17,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::api::ErrorBody;
@@ -28,7 +28,7 @@ use super::sse::conversation_chat;
 use super::sse::stream::{Feed, Item, Turn, begin_turn, event_stream, respond_items, subscriber};
 use super::state::AppState;
 use crate::session::SessionError;
-use crate::wire::{AiSdk, Out};
+use crate::wire::{AiSdk, Encoder, Out, Quiet};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -75,9 +75,10 @@ pub(super) struct Prepared {
     chat_id: Uuid,
     run_start: u64,
     feed: Feed,
-    encoder: Box<AiSdk>,
-    /// Nothing to stream: the response is `start` and its end.
-    idle: bool,
+    encoder: Box<dyn Encoder>,
+    /// Nothing to stream (a request that answers nothing once the run is
+    /// over): `start`, then the end at this seq.
+    idle: Option<u64>,
 }
 
 impl Prepared {
@@ -93,12 +94,12 @@ impl Prepared {
     }
 
     /// The chunks: `start`, then the log's.
-    pub(super) fn items(mut self) -> impl futures_util::Stream<Item = Item> + Send {
+    pub(super) fn items(self) -> impl futures_util::Stream<Item = Item> + Send {
         use futures_util::StreamExt;
         let start = self.start();
-        if self.idle {
+        if let Some(at) = self.idle {
             let mut outs = Vec::new();
-            self.encoder.close_now(&mut outs);
+            AiSdk::new(at).close_now(&mut outs);
             let ends = outs.into_iter().map(|out| Item { out, id: None });
             let items: Vec<Item> = std::iter::once(start).chain(ends).collect();
             return futures_util::stream::iter(items).left_stream();
@@ -145,7 +146,7 @@ pub(super) async fn send(
                 ));
             }
             let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
-            let (feed, _) = begin_turn(
+            let (feed, before) = begin_turn(
                 state,
                 Turn {
                     user,
@@ -160,13 +161,14 @@ pub(super) async fn send(
                 },
             )
             .await?;
-            let (run_start, _) = state.registry.last_run(chat_id, user).await?;
+            // The run the user's words begin (it may be over already).
+            let run_start = state.registry.run_start(chat_id, user, before + 1).await?;
             Ok(Prepared {
                 chat_id,
                 run_start,
                 feed,
                 encoder: Box::new(AiSdk::new(0)),
-                idle: false,
+                idle: None,
             })
         }
         Some("assistant") => answer(state, user, chat_id, last).await,
@@ -177,14 +179,14 @@ pub(super) async fn send(
 }
 
 /// The answers an assistant message carries go to the run; the response
-/// goes on from where the previous one stopped.
+/// goes on from where the previous one stopped (the run read from its start
+/// without sending what the client has, so what it still waits on is known).
 async fn answer(
     state: &AppState,
     user: &str,
     chat_id: Uuid,
     message: &Value,
 ) -> Result<Prepared, ApiError> {
-    let (start, _) = state.registry.last_run(chat_id, user).await?;
     let after = message["metadata"]["agentwire"]["seq"]
         .as_u64()
         .ok_or_else(|| {
@@ -194,66 +196,75 @@ async fn answer(
                     .into(),
             )
         })?;
-    let (sub, feed) = subscriber(state, user)?;
-    state
-        .registry
-        .resume(chat_id, user, after, sub.clone())
-        .await?;
     let registry = &state.registry;
+    let start = registry
+        .run_start(chat_id, user, after.saturating_add(1))
+        .await?;
+    let (sub, feed) = subscriber(state, user)?;
+    registry
+        .resume(chat_id, user, start.saturating_sub(1), sub.clone())
+        .await?;
     let parts = message["parts"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let mut answered = 0;
+    let mut answered = Vec::new();
     for part in parts {
-        let result = match (
-            part["state"].as_str(),
-            part["toolMetadata"]["input_request"] == true,
-        ) {
-            (Some("approval-responded"), _) => {
+        let meta = &part["toolMetadata"];
+        let input = meta["input_request"] == true;
+        // Only what waits for a person: the server's own tool parts are not
+        // sent back (nor charged as answers).
+        let (id, result) = match part["state"].as_str() {
+            Some("approval-responded") => {
                 let Some(id) = part["approval"]["id"].as_str() else {
                     continue;
                 };
-                let mut data =
-                    serde_json::json!({"approved": part["approval"]["approved"] == true});
+                let mut data = json!({"approved": part["approval"]["approved"] == true});
                 if let Some(reason) = part["approval"]["reason"].as_str() {
                     data["reason"] = reason.into();
                 }
-                registry
-                    .component_result(chat_id, user, id.to_owned(), data)
-                    .await
+                (
+                    id,
+                    registry
+                        .component_result(chat_id, user, id.to_owned(), data)
+                        .await,
+                )
             }
-            (Some("output-available"), true) => {
+            Some(state @ ("output-available" | "output-error"))
+                if input || meta["component_type"].is_string() =>
+            {
                 let Some(id) = part["toolCallId"].as_str() else {
                     continue;
                 };
-                let text = match &part["output"] {
-                    Value::String(s) => s.clone(),
-                    other => other["text"]
-                        .as_str()
-                        .map_or_else(|| other.to_string(), str::to_owned),
+                let result = if input {
+                    let text = match (state, &part["output"]) {
+                        ("output-error", _) => {
+                            part["errorText"].as_str().unwrap_or_default().to_owned()
+                        }
+                        (_, Value::String(s)) => s.clone(),
+                        (_, other) => other["text"]
+                            .as_str()
+                            .map_or_else(|| other.to_string(), str::to_owned),
+                    };
+                    registry
+                        .submit_input(chat_id, user, id.to_owned(), text)
+                        .await
+                } else {
+                    let data = match state {
+                        "output-error" => json!({"error": part["errorText"]}),
+                        _ => part["output"].clone(),
+                    };
+                    registry
+                        .component_result(chat_id, user, id.to_owned(), data)
+                        .await
                 };
-                registry
-                    .submit_input(chat_id, user, id.to_owned(), text)
-                    .await
-            }
-            (Some("output-available" | "output-error"), false) => {
-                let Some(id) = part["toolCallId"].as_str() else {
-                    continue;
-                };
-                let data = match part["state"].as_str() {
-                    Some("output-error") => serde_json::json!({"error": part["errorText"]}),
-                    _ => part["output"].clone(),
-                };
-                registry
-                    .component_result(chat_id, user, id.to_owned(), data)
-                    .await
+                (id, result)
             }
             _ => continue,
         };
         match result {
-            Ok(()) => answered += 1,
-            // A part the server completed, or answered before: not waited on.
+            Ok(()) => answered.push(id.to_owned()),
+            // Answered before: not waited on.
             Err(SessionError::RequestNotFound(_)) => {}
             Err(e) => {
                 registry.unsubscribe(chat_id, sub.conn_id).await;
@@ -261,20 +272,23 @@ async fn answer(
             }
         }
     }
-    tracing::debug!(answered, "AI SDK answers routed");
     // Nothing answered and nothing in flight (a client that sends again after
     // the run ended): the response is over at once, not a wait for a run.
     let (_, running) = registry.last_run(chat_id, user).await?;
-    let idle = answered == 0 && !running && registry.last_seq(chat_id).await? <= after;
+    let idle = answered.is_empty() && !running && registry.last_seq(chat_id).await? <= after;
     if idle {
         registry.unsubscribe(chat_id, sub.conn_id).await;
     }
+    let encoder = Quiet {
+        inner: AiSdk::new(0).answering(answered),
+        through: after,
+    };
     Ok(Prepared {
         chat_id,
         run_start: start,
         feed,
-        encoder: Box::new(AiSdk::new(after)),
-        idle,
+        encoder: Box::new(encoder),
+        idle: idle.then_some(after),
     })
 }
 
@@ -302,7 +316,12 @@ pub(super) async fn reconnect(
     id: &str,
 ) -> Result<Option<Prepared>, ApiError> {
     let (chat_id, _) = conversation_chat(user, Some(id));
-    let (run_start, running) = state.registry.last_run(chat_id, user).await?;
+    // A chat not created yet has nothing in flight (`useChat` resumes on mount).
+    let (run_start, running) = match state.registry.last_run(chat_id, user).await {
+        Ok(last) => last,
+        Err(SessionError::NotFound) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
     if !running {
         return Ok(None);
     }
@@ -316,7 +335,7 @@ pub(super) async fn reconnect(
         run_start,
         feed,
         encoder: Box::new(AiSdk::new(0)),
-        idle: false,
+        idle: None,
     }))
 }
 

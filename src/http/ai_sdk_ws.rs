@@ -119,16 +119,15 @@ async fn serve(state: AppState, user: String, token: Option<String>, socket: Web
         };
         requests.retain(|_, r| !r.task.is_finished());
         if let Err(e) = frames.check() {
-            let _ = tx
-                .send(error_frame(&request_id_of(&text), &e.to_string()))
-                .await;
+            // Never awaited: a client that does not read is not read either.
+            let _ = tx.try_send(error_frame(&request_id_of(&text), &e.to_string()));
             continue;
         }
         let frame = match serde_json::from_str::<Frame>(&text) {
             Ok(frame) => frame,
             Err(e) => {
                 let why = format!("invalid frame: {e}");
-                let _ = tx.send(error_frame(&request_id_of(&text), &why)).await;
+                let _ = tx.try_send(error_frame(&request_id_of(&text), &why));
                 continue;
             }
         };
@@ -152,7 +151,7 @@ async fn serve(state: AppState, user: String, token: Option<String>, socket: Web
                 } else {
                     "too many requests in flight on this socket"
                 };
-                let _ = tx.send(error_frame(&request_id, why)).await;
+                let _ = tx.try_send(error_frame(&request_id, why));
             }
             Frame::Send {
                 request_id,
@@ -173,12 +172,13 @@ async fn serve(state: AppState, user: String, token: Option<String>, socket: Web
                 requests.insert(request_id, InFlight { task, chat });
             }
             Frame::Resume { request_id, id } => {
+                let chat = Some(id.clone());
                 let (state, user, tx) = (state.clone(), user.clone(), tx.clone());
                 let rid = request_id.clone();
                 let task = tokio::spawn(async move {
                     answer(reconnect(&state, &user, &id).await, &rid, &tx).await;
                 });
-                requests.insert(request_id, InFlight { task, chat: None });
+                requests.insert(request_id, InFlight { task, chat });
             }
         }
     }

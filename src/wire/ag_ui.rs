@@ -42,6 +42,8 @@ pub struct AgUi {
     /// Requests waiting for a person: their corr and interrupt (its id is
     /// made at the end: `<corr>@<the seq the response stopped at>`).
     open: Vec<(String, Value)>,
+    /// Requests this response's run input answers: not waited on.
+    answered: std::collections::HashSet<String>,
     /// Calls announced in this response (a call logged again — past its
     /// approval, or a component patched — is announced once).
     calls: std::collections::HashSet<String>,
@@ -60,11 +62,19 @@ impl AgUi {
             step: None,
             text: None,
             open: Vec::new(),
+            answered: std::collections::HashSet::new(),
             calls: std::collections::HashSet::new(),
             error: None,
             seq,
             ended: false,
         }
+    }
+
+    /// A response whose run input answers these requests (by corr).
+    #[must_use]
+    pub fn answering(mut self, corrs: impl IntoIterator<Item = String>) -> Self {
+        self.answered.extend(corrs);
+        self
     }
 
     /// `RUN_STARTED`.
@@ -139,7 +149,9 @@ impl AgUi {
         }
         // A component patched while it waits is one interrupt.
         self.open.retain(|(c, _)| c != corr);
-        self.open.push((corr.to_owned(), interrupt));
+        if !self.answered.contains(corr) {
+            self.open.push((corr.to_owned(), interrupt));
+        }
     }
 
     fn closed(&mut self, corr: &str) {
@@ -271,11 +283,9 @@ impl Encoder for AgUi {
             } => {
                 self.closed(corr);
                 if let Some(call) = corr.strip_suffix(crate::tools::APPROVAL_SUFFIX) {
-                    if content["approved"] == true {
-                        // Announced with its approval (maybe in an earlier
-                        // response): the call logged next is not again.
-                        self.calls.insert(call.to_owned());
-                    }
+                    // Announced with its approval: the call logged next
+                    // (run, or refused) is not announced again.
+                    self.calls.insert(call.to_owned());
                     Self::custom(o, "approval", json!({"corr": corr, "answer": content}));
                     return;
                 }
@@ -408,5 +418,12 @@ impl Encoder for AgUi {
 
     fn ended(&self) -> bool {
         self.ended
+    }
+
+    /// A response is its own AG-UI run: a step or message opened by what
+    /// came before it is not open in it.
+    fn quieted(&mut self) {
+        self.step = None;
+        self.text = None;
     }
 }

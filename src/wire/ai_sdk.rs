@@ -50,6 +50,11 @@ pub struct AiSdk {
     denied: HashSet<String>,
     /// Requests waiting for a person (a corr or request id).
     open: HashSet<String>,
+    /// Requests this response's request answers: not waited on.
+    answered: HashSet<String>,
+    /// Backend calls announced and not finished: the response does not end
+    /// at a wait while one runs (the client's step would not be complete).
+    running: HashSet<String>,
     /// The last envelope encoded.
     seq: u64,
     ended: bool,
@@ -64,8 +69,25 @@ impl AiSdk {
             tools: HashSet::new(),
             denied: HashSet::new(),
             open: HashSet::new(),
+            answered: HashSet::new(),
+            running: HashSet::new(),
             seq,
             ended: false,
+        }
+    }
+
+    /// A response whose request answers these requests (they are not
+    /// waited on).
+    #[must_use]
+    pub fn answering(mut self, ids: impl IntoIterator<Item = String>) -> Self {
+        self.answered.extend(ids);
+        self
+    }
+
+    /// A request now waiting for a person, unless this response answers it.
+    fn wait_on(&mut self, id: &str) {
+        if !self.answered.contains(id) {
+            self.open.insert(id.to_owned());
         }
     }
 
@@ -142,6 +164,7 @@ impl AiSdk {
     /// A tool part's end, if the part is in this response's message.
     fn tool_output(&mut self, o: &mut Vec<Out>, id: &str, output: Value, success: bool) {
         self.open.remove(id);
+        self.running.remove(id);
         if self.denied.contains(id) {
             return;
         }
@@ -230,7 +253,7 @@ impl Encoder for AiSdk {
                         .unwrap_or(tool_name)
                         .to_owned();
                     self.tool_input(o, &call, &name, &payload["input"], None);
-                    self.open.insert(corr.clone());
+                    self.wait_on(corr);
                     Self::chunk(
                         o,
                         json!({"type": "tool-approval-request", "approvalId": corr, "toolCallId": call}),
@@ -239,9 +262,12 @@ impl Encoder for AiSdk {
                 Some(kind) if *awaiting_response => {
                     let meta = json!({"component_type": kind, "display": display});
                     self.tool_input(o, corr, tool_name, payload, Some(meta));
-                    self.open.insert(corr.clone());
+                    self.wait_on(corr);
                 }
                 Some(crate::workflows::WORKFLOW) | None => {
+                    if !self.tools.contains(corr) {
+                        self.running.insert(corr.clone());
+                    }
                     self.tool_input(o, corr, tool_name, payload, None);
                 }
                 Some(kind) => Self::chunk(
@@ -260,11 +286,10 @@ impl Encoder for AiSdk {
                 // An approval (its request may be in an earlier response).
                 if let Some(call) = corr.strip_suffix(crate::tools::APPROVAL_SUFFIX) {
                     self.open.remove(corr);
-                    if content["approved"] == true {
-                        // Its part exists (from the request): the call
-                        // logged next adds none.
-                        self.tools.insert(call.to_owned());
-                    } else {
+                    // Its part exists (from the request): the call logged
+                    // next (run, or refused) adds none.
+                    self.tools.insert(call.to_owned());
+                    if content["approved"] != true {
                         self.ensure_step(o);
                         Self::chunk(o, json!({"type": "tool-output-denied", "toolCallId": call}));
                         self.denied.insert(call.to_owned());
@@ -290,7 +315,7 @@ impl Encoder for AiSdk {
                     &input,
                     Some(json!({"input_request": true})),
                 );
-                self.open.insert(request_id.clone());
+                self.wait_on(request_id);
             }
             EventKind::InputAck { request_id, .. } => {
                 self.tool_output(o, request_id, json!({"answered": true}), true);
@@ -349,7 +374,7 @@ impl Encoder for AiSdk {
     }
 
     fn waiting(&self) -> bool {
-        !self.ended && !self.open.is_empty()
+        !self.ended && !self.open.is_empty() && self.running.is_empty()
     }
 
     fn close(&mut self, o: &mut Vec<Out>) {

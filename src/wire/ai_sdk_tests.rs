@@ -2,6 +2,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::protocol::Display;
+use crate::wire::Quiet;
 
 fn env(seq: u64, kind: EventKind) -> Envelope {
     Envelope {
@@ -150,26 +151,67 @@ fn an_approval_ends_the_response_and_the_next_goes_on_from_it() {
     assert_eq!(closing[1]["messageMetadata"]["agentwire"]["seq"], 3);
     assert_eq!(closing[2]["finishReason"], "tool-calls");
 
-    // The next request goes on after seq 3: the approved call adds no part.
-    let mut next = AiSdk::new(3);
-    let log = [
-        env(4, response("c1.approval", json!({"approved": true}))),
-        env(5, call("c1", None, json!({"steps": 2}))),
-        env(6, response("c1", json!("done"))),
-    ];
-    let out = chunks(&mut next, &log);
-    assert_eq!(types(&out), ["start-step", "tool-output-available"]);
-    assert_eq!(out[1]["toolCallId"], "c1");
+    // The next request goes on after seq 3, reading the run from its start
+    // without sending it: the approved call adds no part.
+    let gate = call(
+        "c1.approval",
+        Some(crate::tools::APPROVAL),
+        json!({"tool_name": "guarded", "input": {"steps": 2}, "tool_call_id": "c1"}),
+    );
+    let before = [env(2, turn()), env(3, gate)];
+    let go_on = |answer: Value, then: Vec<Envelope>| {
+        let mut next = Quiet {
+            inner: AiSdk::new(0).answering(["c1.approval".to_owned()]),
+            through: 3,
+        };
+        let mut log = before.to_vec();
+        log.push(env(4, response("c1.approval", answer)));
+        log.extend(then);
+        let mut outs = Vec::new();
+        for e in &log {
+            next.encode(e, "", &mut outs);
+        }
+        let chunks: Vec<Value> = outs
+            .iter()
+            .map(|o| serde_json::from_str(&o.data).unwrap_or_else(|_| json!(o.data)))
+            .collect();
+        (next, chunks)
+    };
+    let (next, out) = go_on(
+        json!({"approved": true}),
+        vec![
+            env(5, call("c1", None, json!({"steps": 2}))),
+            env(6, response("c1", json!("done"))),
+        ],
+    );
+    assert_eq!(types(&out), ["tool-output-available"]);
+    assert_eq!(out[0]["toolCallId"], "c1");
     assert!(!next.waiting());
 
-    // Refused: the call's part is denied, its refusal result not sent again.
-    let mut refused = AiSdk::new(3);
+    // Refused: the call's part is denied; the call and its refusal, logged
+    // next, are not sent again.
+    let (_, out) = go_on(
+        json!({"approved": false}),
+        vec![
+            env(5, call("c1", None, json!({"steps": 2}))),
+            env(6, response("c1", json!({"refused": true}))),
+        ],
+    );
+    assert_eq!(types(&out), ["tool-output-denied"]);
+}
+
+#[test]
+fn a_response_does_not_end_at_a_wait_while_a_backend_call_runs() {
+    let mut enc = AiSdk::new(0);
     let log = [
-        env(4, response("c1.approval", json!({"approved": false}))),
-        env(5, response("c1", json!({"refused": true}))),
+        env(2, turn()),
+        env(3, call("b1", None, json!({}))),
+        env(4, call("u1", Some("picker"), json!({}))),
     ];
-    let out = chunks(&mut refused, &log);
-    assert_eq!(types(&out), ["start-step", "tool-output-denied"]);
+    chunks(&mut enc, &log);
+    assert!(!enc.waiting(), "b1 has no result yet");
+    chunks(&mut enc, &[env(5, response("b1", json!("ok")))]);
+    assert!(enc.waiting());
 }
 
 #[test]

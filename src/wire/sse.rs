@@ -41,4 +41,41 @@ pub trait Encoder: Send + 'static {
     fn ended(&self) -> bool {
         false
     }
+    /// What it just encoded was not sent ([`Quiet`]): nothing it opened
+    /// is open for the client.
+    fn quieted(&mut self) {}
+}
+
+/// A dialect reading the envelopes up to `through` without sending what
+/// they make: a response that goes on from there (where the previous one
+/// stopped) still knows what the run had opened, announced and asked.
+pub struct Quiet<E> {
+    pub inner: E,
+    pub through: u64,
+}
+
+impl<E: Encoder> Encoder for Quiet<E> {
+    fn encode(&mut self, env: &Envelope, raw: &str, out: &mut Vec<Out>) {
+        let at = out.len();
+        self.inner.encode(env, raw, out);
+        if env.seq <= self.through {
+            out.truncate(at);
+            self.inner.quieted();
+        }
+    }
+    fn ends_with_run(&self) -> bool {
+        self.inner.ends_with_run()
+    }
+    fn waiting(&self) -> bool {
+        self.inner.waiting()
+    }
+    fn close(&mut self, out: &mut Vec<Out>) {
+        self.inner.close(out);
+    }
+    fn ended(&self) -> bool {
+        self.inner.ended()
+    }
+    fn quieted(&mut self) {
+        self.inner.quieted();
+    }
 }

@@ -269,6 +269,8 @@ pub(in crate::http) fn event_stream(
                                 break;
                             }
                             st.handle(raw);
+                            // A dialect that ended its response reads no more.
+                            st.done |= st.encoder.ended();
                         }
                     }
                     Ok(None) => {

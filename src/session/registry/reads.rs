@@ -29,8 +29,12 @@ impl Registry {
     /// # Errors
     /// `NotFound` unless the chat is the user's; the store's errors.
     pub async fn last_run(&self, chat_id: Uuid, user: &str) -> Result<(u64, bool), SessionError> {
-        let (chat, _) = self.chat(chat_id, user).await?;
+        self.chat(chat_id, user).await?;
+        // The start first: a run that ends between the two reads shows as
+        // over, never as the next one running (and one that begins between
+        // them begins at that start).
         let start = self.inner.ctx.store.run_start(chat_id, u64::MAX).await?;
+        let (chat, _) = self.chat(chat_id, user).await?;
         Ok((start, chat.state == crate::store::ChatState::Running))
     }
 
