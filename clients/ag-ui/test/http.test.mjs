@@ -38,9 +38,11 @@ tools:
 
 let server;
 let base;
+let port;
+let dir;
 before(async () => {
-  const port = await freePort();
-  const dir = tempDir();
+  port = await freePort();
+  dir = tempDir();
   mkdirSync(join(dir, 'agents'), { recursive: true });
   writeFileSync(join(dir, 'agents', 'gated.yaml'), GATED);
   server = await startServer(dir, port);
@@ -163,3 +165,33 @@ test('a client that joins a run in flight gets the thread and the whole run once
   const deltas = events.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').map((e) => e.delta).join('');
   assert.ok(words.endsWith(deltas) && deltas.startsWith('w6'), deltas);
 });
+
+test('a server killed mid-stream: the rejoin shows the turn discarded and the run continued', async () => {
+  const threadId = crypto.randomUUID();
+  const { agent, events } = agentOn(threadId);
+  const running = say(agent, 'slow: 80').catch(() => {});
+  await until(() => events.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').length > 10);
+  // The page goes first (HttpAgent leaves a cut connection's rejection
+  // unhandled), then the server is killed mid-stream.
+  agent.abortRun();
+  await running;
+  server.kill('SIGKILL');
+  await new Promise((r) => server.once('exit', r));
+  server = await startServer(dir, port);
+  const joined = new HttpAgent({ url: `${base}/v1/ag-ui/${threadId}/stream`, threadId });
+  joined.requestInit = () => ({ method: 'GET', headers: { accept: 'text/event-stream' } });
+  const seen = [];
+  joined.subscribe({ onEvent: ({ event }) => { seen.push(event); } });
+  await joined.runAgent({ runId: 'rejoin' });
+  const words = Array.from({ length: 80 }, (_, i) => `w${i + 1}`).join(' ');
+  const discarded = seen.find((e) => e.type === 'CUSTOM' && e.name === 'agentwire.turn_discarded');
+  assert.ok(discarded, 'the discarded turn is said');
+  const partial = joined.messages.find((m) => m.id === discarded.value.messageId);
+  assert.ok(words.startsWith(partial.content) && partial.content.length < words.length);
+  assert.equal(lastAssistant(joined), words, 'the continued answer, whole');
+  assert.equal(seen.at(-1).type, 'RUN_FINISHED');
+});
+
+async function until(check) {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 25));
+}
