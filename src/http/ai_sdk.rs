@@ -296,7 +296,7 @@ async fn answer(
 /// live; 204 when the chat's last run is over.
 #[utoipa::path(get, path = "/v1/ai-sdk/chat/{id}/stream", tag = "ai-sdk", params(("id" = String, Path)),
     responses((status = 200, content_type = "text/event-stream", description = "the run in flight, from its start"),
-              (status = 204, description = "no run in flight"), (status = 404, body = ErrorBody)))]
+              (status = 204, description = "no run in flight (or no such chat yet)")))]
 pub(super) async fn resume(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
