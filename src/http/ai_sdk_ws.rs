@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use axum::extract::State;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
@@ -98,14 +98,16 @@ async fn serve(state: AppState, user: String, token: Option<String>, socket: Web
                 break;
             }
         }
-        let _ = sink.close().await;
+        sink
     });
     let mut requests: HashMap<String, InFlight> = HashMap::new();
     let frames = FrameLimiter::new(state.config.limits.frames_per_second);
     let shutdown = state.shutdown.clone();
-    loop {
+    // How the socket closes: as `/v1/ws` does (1001 at shutdown, 1009 for a
+    // message over the limit…).
+    let close: (u16, &str) = loop {
         let msg = tokio::select! {
-            () = shutdown.cancelled() => break,
+            () = shutdown.cancelled() => break (1001, "server shutting down"),
             msg = stream.next() => msg,
         };
         let text = match read(msg, state.config.max_message_bytes) {
@@ -115,7 +117,8 @@ async fn serve(state: AppState, user: String, token: Option<String>, socket: Web
                 continue;
             }
             Read::Control => continue,
-            Read::Close(..) | Read::Gone => break,
+            Read::Close(code, reason) => break (code, reason),
+            Read::Gone => break (1000, ""),
         };
         requests.retain(|_, r| !r.task.is_finished());
         if let Err(e) = frames.check() {
@@ -181,13 +184,21 @@ async fn serve(state: AppState, user: String, token: Option<String>, socket: Web
                 requests.insert(request_id, InFlight { task, chat });
             }
         }
-    }
+    };
     // The socket is gone: its streams stop; the runs go on.
     for r in requests.into_values() {
         r.task.abort();
     }
     drop(tx);
-    let _ = writer.await;
+    if let Ok(mut sink) = writer.await {
+        let (code, reason) = close;
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        let _ = sink.send(Message::Close(Some(frame))).await;
+        let _ = sink.close().await;
+    }
 }
 
 /// Streams one request's response as frames.

@@ -1,4 +1,5 @@
-//! The routes this wave added or moved (workflows' invocation too), each held to what the older ones
+//! The routes this wave added or moved (workflows' invocation too; the AI
+//! SDK's and AG-UI's HTTP routes and socket), each held to what the older ones
 //! have: a body over `max_message_bytes` is 413 and logs nothing; another
 //! user's token finds nothing (404); a burst past the user's rate is 429.
 //! `/`, `/healthz` and `/metrics` take no body, belong to nobody and are not
@@ -267,4 +268,177 @@ async fn the_workflow_reads_ignore_bodies_hide_what_is_not_yours_and_are_not_rat
         (status, &err["error"]["code"]),
         (404, &json!("WORKFLOW_NOT_FOUND"))
     );
+}
+
+// ----- the wires of React's protocols (issue 20) ---------------------------
+
+/// A user message of the AI SDK's transport for chat `id`.
+fn ai_sdk_turn(id: &str, text: &str) -> Value {
+    json!({"id": id, "trigger": "submit-message",
+           "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": text}]}]})
+}
+
+/// An AG-UI run input on thread `id`.
+fn ag_ui_turn(id: &str, text: &str) -> Value {
+    json!({"threadId": id, "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": text}]})
+}
+
+/// `/v1/ai-sdk/ws` as `user`.
+async fn ai_sdk_socket(server: &Server, user: &str) -> Client {
+    let url = format!(
+        "ws://{}/v1/ai-sdk/ws?access_token={}",
+        server.addr,
+        token(user, 600, SECRET)
+    );
+    Client::connect(&url).await
+}
+
+/// Sends a frame; the first server frame for `request_id`.
+async fn ask_socket(ws: &mut Client, frame: Value) -> Value {
+    let id = frame["requestId"].clone();
+    ws.send_raw(tokio_tungstenite::tungstenite::Message::text(
+        frame.to_string(),
+    ))
+    .await;
+    loop {
+        let msg = ws.next_json().await.expect("the socket stays open");
+        if msg["requestId"] == id {
+            return msg;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ai_sdk_and_ag_ui_routes_refuse_oversize_bodies_and_other_users() {
+    let (server, _files) = jwt_server(None).await;
+    let (alice, bob) = (Caller::new(&server, "alice"), Caller::new(&server, "bob"));
+    let chat = uuid::Uuid::new_v4().to_string();
+    let (status, _) = alice
+        .post("/v1/ai-sdk/chat", ai_sdk_turn(&chat, "hello"))
+        .await;
+    assert_eq!(status, 200);
+    let before = alice
+        .send("GET", &format!("/v1/chats/{chat}"), None)
+        .await
+        .1["last_seq"]
+        .clone();
+
+    // Over `max_message_bytes`: 413 on both POST routes, 1009 on the socket.
+    let big = "x".repeat(MAX + 1);
+    for (path, body) in [
+        ("/v1/ai-sdk/chat", ai_sdk_turn(&chat, &big)),
+        ("/v1/ag-ui", ag_ui_turn(&chat, &big)),
+    ] {
+        let (status, err) = alice.post(path, body).await;
+        assert_eq!(status, 413, "{path}: {err}");
+        assert_eq!(err["error"]["code"], "SCHEMA_VALIDATION_FAILED", "{path}");
+    }
+    let mut ws = ai_sdk_socket(&server, "alice").await;
+    let mut frame = ai_sdk_turn(&chat, &big);
+    frame["type"] = json!("send");
+    frame["requestId"] = json!("r1");
+    ws.send_raw(tokio_tungstenite::tungstenite::Message::text(
+        frame.to_string(),
+    ))
+    .await;
+    assert_eq!(ws.next_json().await, Err(Ended::Closed(Some(1009))));
+    let after = alice
+        .send("GET", &format!("/v1/chats/{chat}"), None)
+        .await
+        .1["last_seq"]
+        .clone();
+    assert_eq!(before, after, "nothing was logged");
+
+    // Bob's token: Alice's chat is not there for him.
+    let answer = json!({"id": chat, "messages": [{"id": "a1", "role": "assistant",
+        "metadata": {"agentwire": {"seq": 1}}, "parts": []}]});
+    let resume = json!({"threadId": chat, "runId": "r2", "messages": [],
+        "resume": [{"interruptId": "input:req_1@3", "status": "resolved", "payload": "x"}]});
+    for (path, body) in [
+        ("/v1/ai-sdk/chat", ai_sdk_turn(&chat, "mine?")),
+        ("/v1/ai-sdk/chat", answer),
+        ("/v1/ag-ui", ag_ui_turn(&chat, "mine?")),
+        ("/v1/ag-ui", resume),
+    ] {
+        let (status, err) = bob.post(path, body).await;
+        assert_eq!(status, 404, "{path}: {err}");
+        assert_eq!(err["error"]["code"], "RESUME_FAILED", "{path}");
+    }
+    let (status, err) = bob
+        .send("GET", &format!("/v1/ag-ui/{chat}/stream"), None)
+        .await;
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (404, &json!("RESUME_FAILED"))
+    );
+    // The AI SDK's resume answers a chat that is not yours as one that does
+    // not exist yet: nothing in flight.
+    let (status, _) = bob
+        .send("GET", &format!("/v1/ai-sdk/chat/{chat}/stream"), None)
+        .await;
+    assert_eq!(status, 204);
+    let mut ws = ai_sdk_socket(&server, "bob").await;
+    let mut send = ai_sdk_turn(&chat, "mine?");
+    send["type"] = json!("send");
+    send["requestId"] = json!("s1");
+    let refused = ask_socket(&mut ws, send).await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    let resumed = ask_socket(
+        &mut ws,
+        json!({"type": "resume", "requestId": "s2", "id": chat}),
+    )
+    .await;
+    assert_eq!(resumed["type"], "no-active", "{resumed}");
+    let after = alice
+        .send("GET", &format!("/v1/chats/{chat}"), None)
+        .await
+        .1["last_seq"]
+        .clone();
+    assert_eq!(before, after, "Bob changed nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_past_the_rate_is_refused_on_the_ai_sdk_and_ag_ui_routes() {
+    let (server, _files) = jwt_server(Some(2)).await;
+    let alice = Caller::new(&server, "alice");
+    let chat = uuid::Uuid::new_v4().to_string();
+    let limited = |(status, err): (u16, Value)| {
+        assert_eq!(status, 429, "{err}");
+        assert_eq!(err["error"]["code"], "RATE_LIMIT_EXCEEDED", "{err}");
+    };
+    // Two turns, then refused on every wire: the rate is the user's.
+    for text in ["one", "two"] {
+        let (status, _) = alice
+            .post("/v1/ai-sdk/chat", ai_sdk_turn(&chat, text))
+            .await;
+        assert_eq!(status, 200);
+    }
+    limited(
+        alice
+            .post("/v1/ai-sdk/chat", ai_sdk_turn(&chat, "three"))
+            .await,
+    );
+    limited(alice.post("/v1/ag-ui", ag_ui_turn(&chat, "three")).await);
+    let mut ws = ai_sdk_socket(&server, "alice").await;
+    let mut send = ai_sdk_turn(&chat, "three");
+    send["type"] = json!("send");
+    send["requestId"] = json!("s1");
+    let refused = ask_socket(&mut ws, send).await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert!(
+        refused["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("rate limit"),
+        "{refused}"
+    );
+    // The resumes are reads: not rate limited.
+    for _ in 0..5 {
+        for path in [
+            format!("/v1/ai-sdk/chat/{chat}/stream"),
+            format!("/v1/ag-ui/{chat}/stream"),
+        ] {
+            assert_eq!(alice.send("GET", &path, None).await.0, 204, "{path}");
+        }
+    }
 }

@@ -229,17 +229,24 @@ impl Client {
         self.ws.send(msg).await.unwrap();
     }
 
-    /// The next text message, or how the connection ended.
+    /// The next text message (an envelope of the native wire, checked
+    /// against its schema), or how the connection ended.
     pub async fn next(&mut self) -> Result<Value, Ended> {
+        let v = self.next_json().await?;
+        assert_outbound_valid(&v);
+        Ok(v)
+    }
+
+    /// The next text message as JSON, whatever wire it is, or how the
+    /// connection ended.
+    pub async fn next_json(&mut self) -> Result<Value, Ended> {
         loop {
             let msg = tokio::time::timeout(WAIT, self.ws.next())
                 .await
                 .expect("a message within the wait");
             match msg {
                 Some(Ok(Message::Text(t))) => {
-                    let v: Value = serde_json::from_str(&t).expect("server sends JSON");
-                    assert_outbound_valid(&v);
-                    return Ok(v);
+                    return Ok(serde_json::from_str(&t).expect("server sends JSON"));
                 }
                 Some(Ok(Message::Close(frame))) => {
                     return Err(Ended::Closed(frame.map(|f| f.code.into())));
