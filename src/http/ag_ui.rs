@@ -31,7 +31,7 @@ use super::sse::stream::{
 };
 use super::state::AppState;
 use crate::session::SessionError;
-use crate::wire::{AgUi, Out, Quiet};
+use crate::wire::{AgUi, Quiet, answer_text, as_text, text_parts};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -95,7 +95,7 @@ pub(super) async fn run(
                         .into(),
                 )
             })?;
-        let text = text_of(&last["content"]);
+        let text = text_parts(&last["content"]);
         if text.trim().is_empty() {
             return Err(ApiError::BadRequest(
                 "the user's message has no text".into(),
@@ -106,17 +106,7 @@ pub(super) async fn run(
             .unwrap_or(&state.config.default_agent);
         let (feed, _) = begin_turn(
             &state,
-            Turn {
-                user,
-                bearer: auth.token.as_deref(),
-                chat_id,
-                derived,
-                agent,
-                message: text,
-                context_type: None,
-                context: None,
-                model: None,
-            },
+            Turn::say(user, auth.token.as_deref(), (chat_id, derived), agent, text),
         )
         .await?;
         (feed, Vec::new(), 0)
@@ -126,7 +116,7 @@ pub(super) async fn run(
     // Going on after `after`: the run is read from its start without sending
     // what the client has, so what it still waits on is known.
     let encoder = AgUi::new(input.thread_id, input.run_id, 0).answering(answered);
-    let started = item(encoder.started());
+    let started = Item::data(encoder.started());
     let encoder = Quiet {
         inner: encoder,
         through: after,
@@ -190,12 +180,7 @@ async fn answer(
             }
             _ if !resolved => registry.cancel(chat_id, user).await,
             "input" => {
-                let text = match &entry.payload {
-                    Value::String(s) => s.clone(),
-                    other => other["text"]
-                        .as_str()
-                        .map_or_else(|| other.to_string(), str::to_owned),
-                };
+                let text = answer_text(&entry.payload);
                 registry
                     .submit_input(chat_id, user, corr.clone(), text)
                     .await
@@ -259,14 +244,14 @@ pub(super) async fn rejoin(
     let encoder = AgUi::new(thread, format!("run-{run_start}"), 0);
     let mut prelude = Vec::new();
     if seen.is_none() {
-        prelude.push(item(encoder.started()));
+        prelude.push(Item::data(encoder.started()));
         // The thread up to the run's own first envelope (its user's words).
         let history = state
             .registry
             .history(chat_id, &user, run_start + 1)
             .await?;
         let messages: Vec<Value> = history.iter().filter_map(message).collect();
-        prelude.push(item(
+        prelude.push(Item::data(
             json!({"type": "MESSAGES_SNAPSHOT", "messages": messages}).to_string(),
         ));
     }
@@ -276,13 +261,6 @@ pub(super) async fn rejoin(
     let seen = seen.unwrap_or(0);
     let items = items.filter(move |i| std::future::ready(i.id.is_none_or(|id| id > seen)));
     Ok(respond_items(chat_id, items))
-}
-
-fn item(data: String) -> Item {
-    Item {
-        out: Out { event: None, data },
-        id: None,
-    }
 }
 
 /// An envelope of the transcript as an AG-UI message.
@@ -304,26 +282,8 @@ fn message(env: &crate::protocol::Envelope) -> Option<Value> {
         } => json!({"id": id, "role": "assistant", "toolCalls": [{"id": corr, "type": "function",
                      "function": {"name": tool_name, "arguments": payload.to_string()}}]}),
         EventKind::ToolResponse { content, corr, .. } => {
-            let text = match content {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            json!({"id": id, "role": "tool", "toolCallId": corr, "content": text})
+            json!({"id": id, "role": "tool", "toolCallId": corr, "content": as_text(content)})
         }
         _ => return None,
     })
-}
-
-/// A message's text: a string, or its `text` parts joined.
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter(|p| p["type"] == "text")
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
 }

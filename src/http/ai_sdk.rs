@@ -28,7 +28,7 @@ use super::sse::conversation_chat;
 use super::sse::stream::{Feed, Item, Turn, begin_turn, event_stream, respond_items, subscriber};
 use super::state::AppState;
 use crate::session::SessionError;
-use crate::wire::{AiSdk, Encoder, Out, Quiet};
+use crate::wire::{AiSdk, Encoder, Quiet, answer_text, text_parts};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -84,13 +84,10 @@ pub(super) struct Prepared {
 impl Prepared {
     /// The `start` chunk, with the run's message id.
     fn start(&self) -> Item {
-        Item {
-            out: Out {
-                event: None,
-                data: AiSdk::start(&format!("{}:{}", self.chat_id, self.run_start)),
-            },
-            id: None,
-        }
+        Item::data(AiSdk::start(&format!(
+            "{}:{}",
+            self.chat_id, self.run_start
+        )))
     }
 
     /// The chunks: `start`, then the log's.
@@ -139,7 +136,7 @@ pub(super) async fn send(
     let (chat_id, derived) = conversation_chat(user, Some(&body.id));
     match last["role"].as_str() {
         Some("user") => {
-            let text = text_of(last);
+            let text = text_parts(&last["parts"]);
             if text.trim().is_empty() {
                 return Err(ApiError::BadRequest(
                     "the last message has no text part".into(),
@@ -148,17 +145,7 @@ pub(super) async fn send(
             let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
             let (feed, before) = begin_turn(
                 state,
-                Turn {
-                    user,
-                    bearer,
-                    chat_id,
-                    derived,
-                    agent,
-                    message: text,
-                    context_type: None,
-                    context: None,
-                    model: None,
-                },
+                Turn::say(user, bearer, (chat_id, derived), agent, text),
             )
             .await?;
             // The run the user's words begin (it may be over already).
@@ -237,14 +224,9 @@ async fn answer(
                     continue;
                 };
                 let result = if input {
-                    let text = match (state, &part["output"]) {
-                        ("output-error", _) => {
-                            part["errorText"].as_str().unwrap_or_default().to_owned()
-                        }
-                        (_, Value::String(s)) => s.clone(),
-                        (_, other) => other["text"]
-                            .as_str()
-                            .map_or_else(|| other.to_string(), str::to_owned),
+                    let text = match state {
+                        "output-error" => part["errorText"].as_str().unwrap_or_default().to_owned(),
+                        _ => answer_text(&part["output"]),
                     };
                     registry
                         .submit_input(chat_id, user, id.to_owned(), text)
@@ -337,19 +319,4 @@ pub(super) async fn reconnect(
         encoder: Box::new(AiSdk::new(0)),
         idle: None,
     }))
-}
-
-/// The text of a UI message: its `text` parts, joined.
-fn text_of(message: &Value) -> String {
-    message["parts"]
-        .as_array()
-        .map(|parts| {
-            parts
-                .iter()
-                .filter(|p| p["type"] == "text")
-                .filter_map(|p| p["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("")
-        })
-        .unwrap_or_default()
 }

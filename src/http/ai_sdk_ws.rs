@@ -225,17 +225,19 @@ async fn answer(prepared: Result<Option<Prepared>, ApiError>, id: &str, tx: &mps
     }
     let items = prepared.items();
     tokio::pin!(items);
+    // The chunks are JSON already (the encoder wrote them): spliced into
+    // their frames, not parsed again.
+    let request = Value::from(id).to_string();
     let mut sequence = 0u64;
     while let Some(item) = items.next().await {
         if item.out.data == "[DONE]" {
             continue;
         }
-        let chunk: Value = match serde_json::from_str(&item.out.data) {
-            Ok(chunk) => chunk,
-            Err(_) => continue,
-        };
-        let frame = json!({"type": "chunk", "requestId": id, "sequence": sequence, "chunk": chunk});
-        if tx.send(frame.to_string()).await.is_err() {
+        let frame = format!(
+            r#"{{"type":"chunk","requestId":{request},"sequence":{sequence},"chunk":{}}}"#,
+            item.out.data
+        );
+        if tx.send(frame).await.is_err() {
             return;
         }
         sequence += 1;

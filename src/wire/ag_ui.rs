@@ -289,10 +289,7 @@ impl Encoder for AgUi {
                     Self::custom(o, "approval", json!({"corr": corr, "answer": content}));
                     return;
                 }
-                let text = match content {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
+                let text = super::sse::as_text(content);
                 let mut result = json!({"type": "TOOL_CALL_RESULT", "messageId": format!("result-{}", env.seq),
                                         "toolCallId": corr, "content": text, "role": "tool"});
                 if !success {
@@ -339,10 +336,7 @@ impl Encoder for AgUi {
                     EventKind::Progress { .. } => "progress",
                     _ => "state",
                 };
-                let mut value = serde_json::to_value(&env.kind).unwrap_or_default();
-                if let Some(v) = value.as_object_mut() {
-                    v.remove("type");
-                }
+                let value = super::sse::fields(&env.kind);
                 Self::custom(o, name, value);
             }
             EventKind::Error {

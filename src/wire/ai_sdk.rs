@@ -172,10 +172,7 @@ impl AiSdk {
         let chunk = if success {
             json!({"type": "tool-output-available", "toolCallId": id, "output": output, "dynamic": true})
         } else {
-            let text = match output {
-                Value::String(s) => s,
-                other => other.to_string(),
-            };
+            let text = super::sse::as_text(&output);
             json!({"type": "tool-output-error", "toolCallId": id, "errorText": text, "dynamic": true})
         };
         Self::chunk(o, chunk);
@@ -328,10 +325,7 @@ impl Encoder for AiSdk {
                     EventKind::Progress { .. } => ("data-progress", "progress"),
                     _ => ("data-state", "state"),
                 };
-                let mut data = serde_json::to_value(&env.kind).unwrap_or_default();
-                if let Some(d) = data.as_object_mut() {
-                    d.remove("type");
-                }
+                let data = super::sse::fields(&env.kind);
                 Self::chunk(o, json!({"type": name, "id": id, "data": data}));
             }
             EventKind::Error {

@@ -31,7 +31,7 @@ mod threads;
 pub use ag_ui::AgUi;
 pub use ai_sdk::AiSdk;
 pub use dialect::Dialect;
-pub use sse::{Encoder, Out, Quiet};
+pub use sse::{Encoder, Out, Quiet, answer_text, as_text, text_parts};
 
 #[cfg(test)]
 #[path = "sse_tests.rs"]

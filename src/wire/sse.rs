@@ -79,3 +79,41 @@ impl<E: Encoder> Encoder for Quiet<E> {
         self.inner.quieted();
     }
 }
+
+/// A JSON value as text: a string as it is, anything else as JSON.
+pub fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A client message's text: a string, or its `text` parts joined (the AI
+/// SDK's `parts`, AG-UI's content parts).
+pub fn text_parts(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|p| p["type"] == "text")
+            .filter_map(|p| p["text"].as_str())
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// An event's own fields (its JSON without `type`).
+pub(super) fn fields(kind: &crate::protocol::EventKind) -> Value {
+    let mut value = serde_json::to_value(kind).unwrap_or_default();
+    if let Some(v) = value.as_object_mut() {
+        v.remove("type");
+    }
+    value
+}
+
+/// A person's answer as text: a string, a `{text}`, or any JSON as JSON.
+pub fn answer_text(value: &Value) -> String {
+    value["text"]
+        .as_str()
+        .map_or_else(|| as_text(value), str::to_owned)
+}

@@ -193,5 +193,9 @@ test('a server killed mid-stream: the rejoin shows the turn discarded and the ru
 });
 
 async function until(check) {
-  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 25));
+  for (let i = 0; i < 200; i++) {
+    if (check()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error('timed out');
 }

@@ -42,7 +42,7 @@ test('a demo answer is one assistant message', async () => {
   assert.equal(answer.role, 'assistant');
   assert.equal(textOf(answer), 'You said: hello');
   assert.match(answer.id, /^[0-9a-f-]{36}:\d+$/);
-  assert.equal(answer.metadata.usage.totalTokens >= 0, true);
+  assert.equal(typeof answer.metadata.usage.totalTokens, 'number');
 });
 
 test('streamed words arrive once, and a tool call has its result', async () => {

@@ -82,15 +82,15 @@ pub(super) async fn agent_chat(
     let (rx, _) = begin_turn(
         &state,
         Turn {
-            user: &auth.user,
-            bearer: auth.token.as_deref(),
-            chat_id,
-            derived,
-            agent,
-            message: body.message,
             context_type: Some(&body.context_type),
             context: body.context.as_ref(),
-            model: None,
+            ..Turn::say(
+                &auth.user,
+                auth.token.as_deref(),
+                (chat_id, derived),
+                agent,
+                body.message,
+            )
         },
     )
     .await?;
@@ -120,15 +120,14 @@ pub(super) async fn agent_host(
     let (rx, before) = begin_turn(
         &state,
         Turn {
-            user: &auth.user,
-            bearer: auth.token.as_deref(),
-            chat_id,
-            derived,
-            agent,
-            message: body.message,
-            context_type: None,
-            context: None,
             model: body.model_id.as_deref(),
+            ..Turn::say(
+                &auth.user,
+                auth.token.as_deref(),
+                (chat_id, derived),
+                agent,
+                body.message,
+            )
         },
     )
     .await?;

@@ -58,6 +58,29 @@ pub(in crate::http) struct Turn<'a> {
     pub(in crate::http) model: Option<&'a str>,
 }
 
+impl<'a> Turn<'a> {
+    /// A turn of `message` with no context, context type or model.
+    pub(in crate::http) fn say(
+        user: &'a str,
+        bearer: Option<&'a str>,
+        (chat_id, derived): (Uuid, bool),
+        agent: &'a str,
+        message: String,
+    ) -> Self {
+        Self {
+            user,
+            bearer,
+            chat_id,
+            derived,
+            agent,
+            message,
+            context_type: None,
+            context: None,
+            model: None,
+        }
+    }
+}
+
 /// Follows (or creates) the chat, sets its model if asked, and sends the
 /// user's message: the stream then carries exactly that run.
 ///
@@ -114,6 +137,14 @@ pub(in crate::http) struct Item {
 }
 
 impl Item {
+    /// A data-only event no envelope made (a response's opening).
+    pub(in crate::http) fn data(data: String) -> Self {
+        Self {
+            out: Out { event: None, data },
+            id: None,
+        }
+    }
+
     fn event(self) -> Event {
         // Fields go out in call order, and line-by-line clients (seed 004's
         // stream-handler.js) read `event:` before `data:`.
@@ -179,7 +210,7 @@ impl StreamState {
         self.after_complete = matches!(env.kind, EventKind::RunComplete { .. });
         let mut outs = Vec::new();
         self.encoder.encode(&env, raw, &mut outs);
-        self.push(&outs, Some(env.seq));
+        self.push(outs, Some(env.seq));
     }
 
     /// An envelope that cannot be read ends the stream loudly: the dialect's
@@ -204,18 +235,14 @@ impl StreamState {
         };
         let mut outs = Vec::new();
         self.encoder.encode(&env, &env.to_json(), &mut outs);
-        self.push(&outs, None);
+        self.push(outs, None);
         self.done = true;
         self.replay = None;
     }
 
-    fn push(&mut self, outs: &[Out], id: Option<u64>) {
-        for out in outs {
-            self.pending.push_back(Item {
-                out: out.clone(),
-                id,
-            });
-        }
+    fn push(&mut self, outs: Vec<Out>, id: Option<u64>) {
+        self.pending
+            .extend(outs.into_iter().map(|out| Item { out, id }));
     }
 
     fn run_over(&self) -> bool {
@@ -228,7 +255,7 @@ impl StreamState {
         if self.encoder.waiting() && self.rx.is_empty() {
             let mut outs = Vec::new();
             self.encoder.close(&mut outs);
-            self.push(&outs, None);
+            self.push(outs, None);
             self.done = true;
         }
     }

@@ -57,17 +57,13 @@ pub(crate) async fn thread_message(
     }
     let (rx, _) = begin_turn(
         &state,
-        Turn {
-            user: &auth.user,
-            bearer: auth.token.as_deref(),
-            chat_id,
-            derived: false,
-            agent: &state.config.default_agent,
-            message: body.message,
-            context_type: None,
-            context: None,
-            model: None,
-        },
+        Turn::say(
+            &auth.user,
+            auth.token.as_deref(),
+            (chat_id, false),
+            &state.config.default_agent,
+            body.message,
+        ),
     )
     .await?;
     Ok(respond(

@@ -23,18 +23,25 @@ impl Registry {
         }
     }
 
+    /// `user`'s chat, without its last seq.
+    async fn owned(&self, chat_id: Uuid, user: &str) -> Result<ChatRecord, SessionError> {
+        match self.inner.ctx.store.chat(chat_id).await? {
+            Some(chat) if chat.owner == user => Ok(chat),
+            _ => Err(SessionError::NotFound),
+        }
+    }
+
     /// Where `user`'s chat's last run begins (the seq after its last
     /// `chat.run_complete`), and whether that run is still going.
     ///
     /// # Errors
     /// `NotFound` unless the chat is the user's; the store's errors.
     pub async fn last_run(&self, chat_id: Uuid, user: &str) -> Result<(u64, bool), SessionError> {
-        self.chat(chat_id, user).await?;
         // The start first: a run that ends between the two reads shows as
         // over, never as the next one running (and one that begins between
-        // them begins at that start).
+        // them begins at that start). Nothing is told before the owner is.
         let start = self.inner.ctx.store.run_start(chat_id, u64::MAX).await?;
-        let (chat, _) = self.chat(chat_id, user).await?;
+        let chat = self.owned(chat_id, user).await?;
         Ok((start, chat.state == crate::store::ChatState::Running))
     }
 
@@ -43,7 +50,7 @@ impl Registry {
     /// # Errors
     /// `NotFound` unless the chat is the user's; the store's errors.
     pub async fn run_start(&self, chat_id: Uuid, user: &str, at: u64) -> Result<u64, SessionError> {
-        self.chat(chat_id, user).await?;
+        self.owned(chat_id, user).await?;
         Ok(self.inner.ctx.store.run_start(chat_id, at).await?)
     }
 
@@ -58,7 +65,7 @@ impl Registry {
         user: &str,
         before: u64,
     ) -> Result<Vec<crate::protocol::Envelope>, SessionError> {
-        self.chat(chat_id, user).await?;
+        self.owned(chat_id, user).await?;
         let transcript = self.inner.ctx.store.transcript(chat_id).await?;
         Ok(transcript
             .iter()
