@@ -137,7 +137,8 @@ async fn alone(
 ) -> Result<RunEndReason, Gone> {
     let provider = spec.provider.as_deref().unwrap_or(agent.provider.as_ref());
     let json_mode = agent.tool_call_format == ToolCallFormat::Json;
-    let offered = definitions(&agent.tools, spec.context_type.as_deref());
+    let tools = crate::tools::with_client_tools(&agent.tools, &spec.client_tools);
+    let offered = definitions(&tools, spec.context_type.as_deref());
     let mut prompt = system_prompt(
         agent,
         spec.context.as_ref(),
@@ -151,7 +152,7 @@ async fn alone(
     let voice = Voice {
         name: &agent.id,
         agent,
-        tools: &agent.tools,
+        tools: &tools,
         provider,
         system_prompt: prompt,
         chosen: None,

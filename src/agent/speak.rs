@@ -49,6 +49,8 @@ pub struct RunSpec {
     pub workflow: Option<crate::workflows::Invocation>,
     /// A run a restart cut off, going on from the log.
     pub resumed: Option<Resumed>,
+    /// Tools the client brought with this run, offered after the agent's.
+    pub client_tools: Vec<crate::tools::ClientTool>,
 }
 
 /// What a run that a restart cut off had done, read from the log: it goes on

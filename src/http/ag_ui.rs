@@ -7,9 +7,12 @@
 //!
 //! `threadId` is the chat (a UUID, or any id of the caller's: their own
 //! chat derived from it). A run input whose `resume[]` answers the
-//! interrupts of the previous response goes on from where it stopped (the
-//! seq in each interrupt's id); otherwise its last message, the user's,
-//! starts a turn.
+//! interrupts of the previous response, or whose last messages are `tool`
+//! messages (the results of frontend tools the previous response called),
+//! goes on from where it stopped; otherwise its last message, the user's,
+//! starts a turn. A turn's `tools` are offered to the model next to the
+//! agent's own (frontend tools), and its `context` entries and `state` are
+//! the run's context (what the model is told of the user's screen).
 
 use axum::Router;
 use axum::body::Bytes;
@@ -53,10 +56,28 @@ pub struct RunAgentInput {
     /// Answers to the previous run's interrupts.
     #[serde(default)]
     pub resume: Vec<ResumeEntry>,
+    /// Frontend tools: offered to the model for this run, run by the client.
+    #[serde(default)]
+    pub tools: Vec<crate::tools::ClientTool>,
+    /// What the client tells the agent: `{description, value}` entries.
+    #[serde(default)]
+    pub context: Vec<ContextEntry>,
+    /// The client's shared state.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub state: Value,
     /// `{agent}`: a new chat's agent.
     #[serde(default)]
     #[schema(value_type = Object)]
     pub forwarded_props: Value,
+}
+
+/// One entry of AG-UI's `context`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct ContextEntry {
+    pub description: String,
+    #[schema(value_type = Object)]
+    pub value: Value,
 }
 
 /// One answer to an interrupt.
@@ -81,17 +102,29 @@ pub(super) async fn run(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let input: RunAgentInput = parse_body(&body)?;
+    if input.tools.len() > crate::tools::MAX_CLIENT_TOOLS {
+        return Err(ApiError::BadRequest(format!(
+            "at most {} tools per run",
+            crate::tools::MAX_CLIENT_TOOLS
+        )));
+    }
+    for tool in &input.tools {
+        tool.checked().map_err(ApiError::BadRequest)?;
+    }
     let user = auth.user.as_str();
     let (chat_id, derived) = conversation_chat(user, Some(&input.thread_id));
-    let (feed, answered, after) = if input.resume.is_empty() {
+    let results = tool_results(&input.messages);
+    let encoder = AgUi::new(input.thread_id.clone(), input.run_id.clone(), 0);
+    let started = Item::data(encoder.started());
+    let (feed, answered, after) = if input.resume.is_empty() && results.is_empty() {
         let last = input
             .messages
             .last()
             .filter(|m| m["role"] == "user")
             .ok_or_else(|| {
                 ApiError::BadRequest(
-                    "nothing to run: the last message must be the user's, or `resume` must \
-                     answer the interrupts"
+                    "nothing to run: the last message must be the user's or a tool's, or \
+                     `resume` must answer the interrupts"
                         .into(),
                 )
             })?;
@@ -104,38 +137,96 @@ pub(super) async fn run(
         let agent = input.forwarded_props["agent"]
             .as_str()
             .unwrap_or(&state.config.default_agent);
-        let (feed, _) = begin_turn(
-            &state,
-            Turn::say(user, auth.token.as_deref(), (chat_id, derived), agent, text),
-        )
-        .await?;
+        let context = run_context(&input);
+        let turn = Turn {
+            context: context.as_ref(),
+            client_tools: &input.tools,
+            ..Turn::say(user, auth.token.as_deref(), (chat_id, derived), agent, text)
+        };
+        let (feed, _) = begin_turn(&state, turn).await?;
         (feed, Vec::new(), 0)
     } else {
-        answer(&state, user, chat_id, &input.resume).await?
+        match answer(&state, user, chat_id, &input.resume, results).await? {
+            Answered::Going(feed, answered, after) => (feed, answered, after),
+            // Nothing of it was waited on, and the run is over.
+            Answered::Over(after) => {
+                let over = AgUi::new(input.thread_id, input.run_id, after).over();
+                let items = [started, Item::data(over)];
+                return Ok(respond_items(chat_id, futures_util::stream::iter(items)));
+            }
+        }
     };
     // Going on after `after`: the run is read from its start without sending
     // what the client has, so what it still waits on is known.
-    let encoder = AgUi::new(input.thread_id, input.run_id, 0).answering(answered);
-    let started = Item::data(encoder.started());
     let encoder = Quiet {
-        inner: encoder,
+        inner: encoder.answering(answered),
         through: after,
     };
     Ok(respond(chat_id, vec![started], feed, Box::new(encoder)))
 }
 
-/// Routes each answer to the request its interrupt names (an answer given
-/// before counts as given: a retried run input changes nothing twice); the
-/// stream goes on after the seq the interrupts were issued at.
-///
-/// # Returns
-/// The stream's queue (from the run's start), the corrs answered, and that seq.
+/// The results of frontend tools a run input ends with (its trailing `tool`
+/// messages): `(toolCallId, the result)`, in order.
+fn tool_results(messages: &[Value]) -> Vec<(String, Value)> {
+    let trailing = messages
+        .iter()
+        .rev()
+        .take_while(|m| m["role"] == "tool")
+        .count();
+    messages[messages.len() - trailing..]
+        .iter()
+        .map(|m| {
+            let content = Value::String(text_parts(&m["content"]));
+            let result = match m["error"].as_str() {
+                Some(error) => json!({"error": error, "content": content}),
+                None => content,
+            };
+            (as_text(&m["toolCallId"]), result)
+        })
+        .collect()
+}
+
+/// The run's context: each `context` entry's value under its description,
+/// and the client's `state` (when it has any) under `state`.
+fn run_context(input: &RunAgentInput) -> Option<serde_json::Map<String, Value>> {
+    let mut context: serde_json::Map<String, Value> = input
+        .context
+        .iter()
+        .map(|c| (c.description.clone(), c.value.clone()))
+        .collect();
+    let stateful = match &input.state {
+        Value::Null => false,
+        Value::Object(o) => !o.is_empty(),
+        _ => true,
+    };
+    if stateful {
+        context.insert("state".into(), input.state.clone());
+    }
+    (!context.is_empty()).then_some(context)
+}
+
+/// What answering a run input's interrupts and tool results came to.
+enum Answered {
+    /// The stream's queue (from the run's start), the requests answered (or
+    /// answered before), and the seq the previous response stopped at.
+    Going(Feed, Vec<String>, u64),
+    /// Nothing was waiting and the run is over (a run input sent again):
+    /// the response ends at once, at this seq.
+    Over(u64),
+}
+
+/// Routes each answer to the request its interrupt names, and each tool
+/// result to its frontend tool's call (an answer given before counts as
+/// given: a retried run input changes nothing twice); the stream goes on
+/// after the seq the previous response stopped at (the interrupts' seq; for
+/// tool results, the chat's last: nothing is logged while a run waits).
 async fn answer(
     state: &AppState,
     user: &str,
     chat_id: uuid::Uuid,
     resume: &[ResumeEntry],
-) -> Result<(Feed, Vec<String>, u64), ApiError> {
+    results: Vec<(String, Value)>,
+) -> Result<Answered, ApiError> {
     let mut after = 0;
     let mut answers = Vec::new();
     // Every entry is read before any is applied.
@@ -156,7 +247,20 @@ async fn answer(
         after = after.max(seq);
         answers.push((kind, corr.to_owned(), entry));
     }
+    if results
+        .iter()
+        .any(|(id, _)| id.is_empty() || id.len() > 128)
+    {
+        return Err(ApiError::BadRequest(
+            "a `tool` message's `toolCallId` must be 1 to 128 bytes".into(),
+        ));
+    }
     let registry = &state.registry;
+    let (_, running) = registry.last_run(chat_id, user).await?;
+    let last = registry.last_seq(chat_id).await?;
+    if !results.is_empty() {
+        after = after.max(last);
+    }
     let start = registry
         .run_start(chat_id, user, after.saturating_add(1))
         .await?;
@@ -165,13 +269,24 @@ async fn answer(
         .resume(chat_id, user, start.saturating_sub(1), sub.clone())
         .await?;
     let mut answered = Vec::new();
-    for (kind, corr, entry) in answers {
-        let resolved = entry.status == "resolved";
+    let mut routed = false;
+    // In order: the tool results, then the interrupts' answers.
+    let steps = results
+        .into_iter()
+        .map(|(corr, data)| ("tool", corr, None, data))
+        .chain(
+            answers
+                .into_iter()
+                .map(|(kind, corr, entry)| (kind, corr, Some(entry), Value::Null)),
+        );
+    for (kind, corr, entry, data) in steps {
+        let resolved = entry.is_none_or(|e| e.status == "resolved");
+        let payload = entry.map_or(&data, |e| &e.payload);
         let result = match kind {
             "approval" => {
-                let approved = resolved && entry.payload["approved"].as_bool().unwrap_or(true);
+                let approved = resolved && payload["approved"].as_bool().unwrap_or(true);
                 let mut data = json!({"approved": approved});
-                if let Some(reason) = entry.payload["reason"].as_str() {
+                if let Some(reason) = payload["reason"].as_str() {
                     data["reason"] = reason.into();
                 }
                 registry
@@ -180,26 +295,36 @@ async fn answer(
             }
             _ if !resolved => registry.cancel(chat_id, user).await,
             "input" => {
-                let text = answer_text(&entry.payload);
+                let text = answer_text(payload);
                 registry
                     .submit_input(chat_id, user, corr.clone(), text)
                     .await
             }
             _ => {
                 registry
-                    .component_result(chat_id, user, corr.clone(), entry.payload.clone())
+                    .component_result(chat_id, user, corr.clone(), payload.clone())
                     .await
             }
         };
         match result {
-            Ok(()) | Err(SessionError::RequestNotFound(_)) => answered.push(corr),
+            Ok(()) => {
+                routed = true;
+                answered.push(corr);
+            }
+            Err(SessionError::RequestNotFound(_)) => answered.push(corr),
             Err(e) => {
                 registry.unsubscribe(chat_id, sub.conn_id).await;
                 return Err(e.into());
             }
         }
     }
-    Ok((feed, answered, after))
+    // Nothing was waiting and nothing is in flight (a run input sent again
+    // after the run ended): over at once, not a wait for a run.
+    if !routed && !running && last <= after {
+        registry.unsubscribe(chat_id, sub.conn_id).await;
+        return Ok(Answered::Over(after));
+    }
+    Ok(Answered::Going(feed, answered, after))
 }
 
 /// Rejoins the thread's run in flight (204 when none).
@@ -286,4 +411,45 @@ fn message(env: &crate::protocol::Envelope) -> Option<Value> {
         }
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(body: Value) -> RunAgentInput {
+        serde_json::from_value(body).unwrap()
+    }
+
+    #[test]
+    fn context_entries_and_state_are_the_runs_context() {
+        let i = input(json!({"threadId": "t", "runId": "r",
+            "context": [{"description": "The user's name", "value": "Ada"}],
+            "state": {"cart": [1]}}));
+        assert_eq!(
+            Value::Object(run_context(&i).unwrap()),
+            json!({"The user's name": "Ada", "state": {"cart": [1]}})
+        );
+        // AG-UI's defaults (`state: {}`, no context) are no context.
+        let i = input(json!({"threadId": "t", "runId": "r", "context": [], "state": {}}));
+        assert!(run_context(&i).is_none());
+    }
+
+    #[test]
+    fn only_the_trailing_tool_messages_are_results() {
+        let messages = [
+            json!({"role": "tool", "toolCallId": "old", "content": "x"}),
+            json!({"role": "assistant", "toolCalls": []}),
+            json!({"role": "tool", "toolCallId": "a", "content": "sunny"}),
+            json!({"role": "tool", "toolCallId": "b", "content": [{"type": "text", "text": "4"}, {"type": "text", "text": "2"}], "error": "late"}),
+        ];
+        assert_eq!(
+            tool_results(&messages),
+            [
+                ("a".to_owned(), json!("sunny")),
+                ("b".to_owned(), json!({"error": "late", "content": "42"}))
+            ]
+        );
+        assert!(tool_results(&[json!({"role": "user", "content": "hi"})]).is_empty());
+    }
 }

@@ -160,6 +160,10 @@ pub struct RunExtras {
     /// actor, so never sent to another node).
     #[serde(skip)]
     pub resumed: Option<crate::agent::runtime::Resumed>,
+    /// Tools the client brings with this run (AG-UI's frontend tools),
+    /// checked already.
+    #[serde(default)]
+    pub client_tools: Vec<crate::tools::ClientTool>,
 }
 
 /// A workflow invocation on its way to the chat.

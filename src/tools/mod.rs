@@ -15,6 +15,8 @@
 //! - `analyst`: `ask_analyst` (seed 003): a Vega-Lite spec of the last result.
 //! - `handoff`: a group's `handoff_to` (seed 001): a member names who speaks
 //!   next.
+//! - `frontend`: tools a client brings with one run (AG-UI's `tools`): UI
+//!   tool calls of component type `frontend_tool`, answered by the client.
 //!
 //! `pipeline` is what every call goes through, whatever its kind: the
 //! offer check, context injection, schema validation, the approval gate, the
@@ -43,6 +45,7 @@ mod ask_user;
 mod builtin;
 mod database;
 mod env;
+mod frontend;
 mod handoff;
 mod http;
 mod pipeline;
@@ -55,6 +58,7 @@ mod ui;
 
 pub use builtin::Builtin;
 pub use env::{CallEnv, Database};
+pub use frontend::{ClientTool, FRONTEND, MAX_CLIENT_TOOLS, with_client_tools};
 pub use handoff::{HANDOFF_TOOL, TO_USER};
 pub use http::HttpTool;
 pub use pipeline::{APPROVAL, APPROVAL_SUFFIX, Approval, ask_approval, cap, execute};

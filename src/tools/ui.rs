@@ -48,7 +48,7 @@ pub(super) async fn run(
     match show(
         link,
         &call.name,
-        component_type,
+        component_type.clone(),
         call.input.clone(),
         &call.id,
         display,
@@ -57,8 +57,13 @@ pub(super) async fn run(
     {
         ComponentOutcome::Returned(data) => {
             respond(link, call, data.clone(), true).await?;
+            // A frontend tool's result is often text: the model sees it as is.
+            let content = match data {
+                serde_json::Value::String(text) if component_type == super::FRONTEND => text,
+                data => data.to_string(),
+            };
             Ok(ToolOutcome::Result {
-                content: data.to_string(),
+                content,
                 is_error: false,
             })
         }

@@ -15,6 +15,11 @@
 //!   there), `reason` `approval`, `component` or `input`, `toolCallId`,
 //!   `message` (an input's prompt). The answers come in the next run's
 //!   `resume[]`.
+//! - A frontend tool's call (a tool the run input's `tools` brought) is a
+//!   plain `TOOL_CALL_*`, its arguments the model's; the response then ends
+//!   with `RUN_FINISHED {outcome: {type: "success", pendingToolCallIds}}`
+//!   and the client's `tool` message in the next run input is its result
+//!   (no `TOOL_CALL_RESULT` goes back to the client that sent it).
 //! - An artifact (a component shown with `display: artifact`, such as a
 //!   preview, and each of its patches) is shared state: `STATE_DELTA` adding
 //!   the key `artifact:<corr>` `{tool_name, component_type, payload}`.
@@ -44,6 +49,10 @@ pub struct AgUi {
     open: Vec<(String, Value)>,
     /// Requests this response's run input answers: not waited on.
     answered: std::collections::HashSet<String>,
+    /// Frontend tool calls waiting for their client's result.
+    pending: Vec<String>,
+    /// Every frontend tool call seen.
+    frontend: std::collections::HashSet<String>,
     /// Calls announced in this response (a call logged again — past its
     /// approval, or a component patched — is announced once).
     calls: std::collections::HashSet<String>,
@@ -62,6 +71,8 @@ impl AgUi {
             step: None,
             text: None,
             open: Vec::new(),
+            pending: Vec::new(),
+            frontend: std::collections::HashSet::new(),
             answered: std::collections::HashSet::new(),
             calls: std::collections::HashSet::new(),
             error: None,
@@ -80,6 +91,13 @@ impl AgUi {
     /// `RUN_STARTED`.
     pub fn started(&self) -> String {
         json!({"type": "RUN_STARTED", "threadId": self.thread, "runId": self.run}).to_string()
+    }
+
+    /// `RUN_FINISHED` of a response with nothing to say (the run was over).
+    pub fn over(mut self) -> String {
+        let mut o = Vec::new();
+        self.finish(&mut o, None);
+        o.pop().map(|out| out.data).unwrap_or_default()
     }
 
     /// The `corr` an interrupt id (after its `<reason>:`) names, and the seq
@@ -156,6 +174,7 @@ impl AgUi {
 
     fn closed(&mut self, corr: &str) {
         self.open.retain(|(c, _)| c != corr);
+        self.pending.retain(|c| c != corr);
     }
 
     fn finish(&mut self, o: &mut Vec<Out>, outcome: Option<Value>) {
@@ -248,6 +267,16 @@ impl Encoder for AgUi {
                     let name = payload["tool_name"].as_str().unwrap_or(tool_name);
                     self.ask(o, corr, "approval", (call, name, &payload["input"]), None);
                 }
+                Some(crate::tools::FRONTEND) => {
+                    self.tool_call(o, corr, tool_name, payload);
+                    self.frontend.insert(corr.clone());
+                    if *awaiting_response
+                        && !self.answered.contains(corr)
+                        && !self.pending.contains(corr)
+                    {
+                        self.pending.push(corr.clone());
+                    }
+                }
                 Some(kind) if *awaiting_response => {
                     let input =
                         json!({"component_type": kind, "payload": payload, "display": display});
@@ -287,6 +316,10 @@ impl Encoder for AgUi {
                     // (run, or refused) is not announced again.
                     self.calls.insert(call.to_owned());
                     Self::custom(o, "approval", json!({"corr": corr, "answer": content}));
+                    return;
+                }
+                // The client whose `tool` message this is has it already.
+                if self.frontend.contains(corr) && self.answered.contains(corr) {
                     return;
                 }
                 let text = super::sse::as_text(content);
@@ -389,11 +422,17 @@ impl Encoder for AgUi {
     }
 
     fn waiting(&self) -> bool {
-        !self.ended && !self.open.is_empty()
+        !self.ended && (!self.open.is_empty() || !self.pending.is_empty())
     }
 
     fn close(&mut self, o: &mut Vec<Out>) {
-        if !self.ended {
+        if !self.ended && self.open.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            self.finish(
+                o,
+                Some(json!({"type": "success", "pendingToolCallIds": pending})),
+            );
+        } else if !self.ended {
             let seq = self.seq;
             let interrupts: Vec<Value> = std::mem::take(&mut self.open)
                 .into_iter()
@@ -421,3 +460,7 @@ impl Encoder for AgUi {
         self.text = None;
     }
 }
+
+#[cfg(test)]
+#[path = "ag_ui_tests.rs"]
+mod tests;

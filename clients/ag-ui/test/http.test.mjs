@@ -1,7 +1,8 @@
 // AG-UI's own client (@ag-ui/client 1.0's HttpAgent, with its event
 // verification) against agentwire's /v1/ag-ui: an answer, a tool call,
 // interrupts (an approval, an input request, a UI tool) answered through the
-// next run's `resume[]`, and the durable rejoin of a run in flight.
+// next run's `resume[]`, frontend tools (the run input's `tools`, answered by
+// a `tool` message), and the durable rejoin of a run in flight.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -24,6 +25,9 @@ model:
       - prefix: "plan: "
         call: {tool: plan, input: {steps: 1, description: "{arg}"}}
         then: "Plan: {result}"
+      - prefix: "weather: "
+        call: {tool: get_weather, input: {city: "{arg}"}}
+        then: "Weather: {result}"
 system_prompt: Test.
 tools:
   - name: plan
@@ -126,6 +130,66 @@ test('an input request and a UI tool are answered through resume[]', async () =>
   assert.equal(interrupt.reason, 'component');
   await agent.runAgent({ runId: crypto.randomUUID(), resume: [{ interruptId: interrupt.id, status: 'resolved', payload: { picked: 1 } }] });
   assert.equal(lastAssistant(agent), 'Component returned: {"picked":1}');
+});
+
+const WEATHER = [{
+  name: 'get_weather',
+  description: 'The weather in a city, as the user sees it',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+}];
+
+test('a frontend tool: the model calls it, the run finishes pending it, its tool message answers', async () => {
+  const { agent, events } = agentOn();
+  await say(agent, 'weather: Oslo', { forwardedProps: { agent: 'gated' }, tools: WEATHER });
+  const finished = events.filter((e) => e.type === 'RUN_FINISHED').at(-1);
+  assert.equal(finished.outcome.type, 'success');
+  assert.equal(agent.pendingInterrupts.length, 0);
+  const call = agent.messages.find((m) => m.toolCalls?.length).toolCalls[0];
+  assert.equal(call.function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(call.function.arguments), { city: 'Oslo' });
+  assert.deepEqual(finished.outcome.pendingToolCallIds, [call.id]);
+
+  // The application runs the tool and runs the agent again with its result.
+  agent.addMessage({ id: crypto.randomUUID(), role: 'tool', toolCallId: call.id, content: 'sunny, 21 °C' });
+  const before = events.length;
+  await agent.runAgent({ runId: crypto.randomUUID(), tools: WEATHER });
+  assert.equal(lastAssistant(agent), 'Weather: sunny, 21 °C');
+  assert.equal(agent.messages.filter((m) => m.role === 'tool').length, 1, 'no second tool message');
+  const again = types(events.slice(before));
+  assert.ok(!again.includes('TOOL_CALL_START') && !again.includes('TOOL_CALL_RESULT'), again.join());
+
+  // The same run input again: nothing waits, nothing runs, it ends at once.
+  const count = agent.messages.length;
+  agent.messages.pop();
+  await agent.runAgent({ runId: crypto.randomUUID(), tools: WEATHER });
+  assert.equal(agent.messages.length, count - 1);
+  assert.equal(events.at(-1).type, 'RUN_FINISHED');
+});
+
+test('a frontend tool waiting when the server is killed still waits after the restart', async () => {
+  const { agent } = agentOn();
+  await say(agent, 'weather: Bergen', { forwardedProps: { agent: 'gated' }, tools: WEATHER });
+  const call = agent.messages.find((m) => m.toolCalls?.length).toolCalls[0];
+  server.kill('SIGKILL');
+  await new Promise((r) => server.once('exit', r));
+  server = await startServer(dir, port);
+  agent.addMessage({ id: crypto.randomUUID(), role: 'tool', toolCallId: call.id, content: 'rain' });
+  await agent.runAgent({ runId: crypto.randomUUID() });
+  assert.equal(lastAssistant(agent), 'Weather: rain');
+});
+
+test('bad frontend tools are refused before anything runs', async () => {
+  for (const tools of [[{ name: 'has space', description: '' }], [{ name: 't', description: '', parameters: { type: 5 } }],
+    Array.from({ length: 65 }, (_, i) => ({ name: `t${i}`, description: '' }))]) {
+    const threadId = crypto.randomUUID();
+    const r = await fetch(`${base}/v1/ag-ui`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ threadId, runId: 'r', messages: [{ id: 'u', role: 'user', content: 'hi' }], tools }),
+    });
+    assert.equal(r.status, 400, await r.text());
+    assert.equal((await fetch(`${base}/v1/chats/${threadId}`)).status, 404, 'no chat was made');
+  }
 });
 
 test('a client that joins a run in flight gets the thread and the whole run once', async () => {

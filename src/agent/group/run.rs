@@ -139,12 +139,8 @@ async fn turn(
         (Some(chat_model), true) => chat_model.as_ref(),
         _ => agent.provider.as_ref(),
     };
-    let tools: Vec<Tool> = agent
-        .tools
-        .iter()
-        .cloned()
-        .chain(group.handoff_tool.clone())
-        .collect();
+    let mut tools = crate::tools::with_client_tools(&agent.tools, &spec.client_tools);
+    tools.extend(group.handoff_tool.clone());
     let voice = Voice {
         name: &member.name,
         agent,

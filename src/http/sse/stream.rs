@@ -56,6 +56,8 @@ pub(in crate::http) struct Turn<'a> {
     pub(in crate::http) context_type: Option<&'a str>,
     pub(in crate::http) context: Option<&'a Map<String, Value>>,
     pub(in crate::http) model: Option<&'a str>,
+    /// Tools the client brings with this run (checked already).
+    pub(in crate::http) client_tools: &'a [crate::tools::ClientTool],
 }
 
 impl<'a> Turn<'a> {
@@ -77,6 +79,7 @@ impl<'a> Turn<'a> {
             context_type: None,
             context: None,
             model: None,
+            client_tools: &[],
         }
     }
 }
@@ -97,6 +100,7 @@ pub(in crate::http) async fn begin_turn(
         bearer: turn.bearer,
         context_type: turn.context_type,
         context: turn.context,
+        client_tools: turn.client_tools,
     };
     let before = registry.last_seq(turn.chat_id).await?;
     match registry.follow(turn.chat_id, turn.user, sub.clone()).await {

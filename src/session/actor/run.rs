@@ -138,6 +138,7 @@ impl Actor {
             provider,
             workflow,
             resumed: extras.resumed,
+            client_tools: extras.client_tools,
         };
         if !resumed
             && let Err(e) = self

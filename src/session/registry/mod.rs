@@ -108,6 +108,8 @@ pub struct Caller<'a> {
     pub context_type: Option<&'a str>,
     /// The UI state for this run (at `chat.start`, also kept with the chat).
     pub context: Option<&'a Map<String, Value>>,
+    /// Tools the client brings with this run (checked already).
+    pub client_tools: &'a [crate::tools::ClientTool],
 }
 
 impl<'a> Caller<'a> {
@@ -123,6 +125,7 @@ impl<'a> Caller<'a> {
             bearer,
             context_type: None,
             context: None,
+            client_tools: &[],
         }
     }
 
@@ -134,6 +137,7 @@ impl<'a> Caller<'a> {
             derived_id: false,
             workflow: None,
             resumed: None,
+            client_tools: self.client_tools.to_vec(),
         }
     }
 }

@@ -74,6 +74,8 @@ pub(super) struct Cut {
     workflow: Option<Workflow>,
     /// A template's walk: how far it got.
     template: crate::templates::Trail,
+    /// The frontend tools it called (a client brought them with the run).
+    frontend: Vec<String>,
 }
 
 /// What to do with a cut run.
@@ -160,6 +162,20 @@ pub(super) struct GroupPlace {
 }
 
 impl Cut {
+    /// The frontend tools the run called, made again so that a call waiting
+    /// for its client still waits, and its answer reaches the model (their
+    /// descriptions and schemas were the client's: not kept).
+    pub(super) fn frontend_tools(&self) -> Vec<crate::tools::ClientTool> {
+        self.frontend
+            .iter()
+            .map(|name| crate::tools::ClientTool {
+                name: name.clone(),
+                description: "A tool of the user's interface.".into(),
+                parameters: None,
+            })
+            .collect()
+    }
+
     /// Takes the next envelope of the log, in seq order.
     pub(super) fn push(&mut self, stored: &StoredEnvelope) {
         // Fragments are most of a log: nothing to read in them.
@@ -244,13 +260,18 @@ impl Cut {
                         agent,
                         waits: person,
                     },
-                    Some(_) if awaiting_response => Call {
-                        corr,
-                        tool_name,
-                        payload,
-                        agent,
-                        waits: person,
-                    },
+                    Some(kind) if awaiting_response => {
+                        if kind == crate::tools::FRONTEND && !self.frontend.contains(&tool_name) {
+                            self.frontend.push(tool_name.clone());
+                        }
+                        Call {
+                            corr,
+                            tool_name,
+                            payload,
+                            agent,
+                            waits: person,
+                        }
+                    }
                     // Shown, not waited on (a preview).
                     Some(_) => return,
                     None => Call {

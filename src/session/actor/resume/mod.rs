@@ -89,6 +89,7 @@ impl Actor {
                 Err((reason, summarized)) => self.finish_cut_run(reason, summarized).await,
             };
         }
+        let client_tools = cut.frontend_tools();
         let plan = match &agent {
             None => Plan::Interrupt(format!(
                 "the run's agent `{}` is no longer configured",
@@ -154,7 +155,7 @@ impl Actor {
                     parameters,
                     corr,
                 };
-                self.start_resumed(resumed, Some(call)).await
+                self.start_resumed(resumed, Some(call), Vec::new()).await
             }
             Plan::Abandon { unanswered, why } => {
                 let mut events: Vec<_> = unanswered.into_iter().map(unknown_outcome).collect();
@@ -235,7 +236,7 @@ impl Actor {
                     }),
                     template: None,
                 };
-                self.start_resumed(resumed, None).await
+                self.start_resumed(resumed, None, client_tools).await
             }
         }
     }
@@ -266,7 +267,7 @@ impl Actor {
             template: Some(place),
             ..Resumed::default()
         };
-        self.start_resumed(resumed, None).await
+        self.start_resumed(resumed, None, Vec::new()).await
     }
 
     /// Starts the run again from what the log said of it (a workflow's
@@ -275,10 +276,12 @@ impl Actor {
         &mut self,
         resumed: Resumed,
         workflow: Option<WorkflowCall>,
+        client_tools: Vec<crate::tools::ClientTool>,
     ) -> Result<(), StoreError> {
         let extras = RunExtras {
             resumed: Some(resumed),
             workflow,
+            client_tools,
             ..RunExtras::default()
         };
         if let Err(e) = Box::pin(self.start_run(None, extras)).await {

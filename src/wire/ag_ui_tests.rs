@@ -1,0 +1,227 @@
+use serde_json::{Value, json};
+
+use super::*;
+use crate::protocol::Display;
+use crate::wire::Quiet;
+
+fn env(seq: u64, kind: EventKind) -> Envelope {
+    Envelope {
+        kind,
+        chat_id: uuid::Uuid::nil(),
+        seq,
+        ts: "2026-11-25T00:00:00.000Z".into(),
+    }
+}
+
+/// The events of the envelopes, then of the close when the run waits.
+fn events(enc: &mut impl Encoder, log: &[Envelope]) -> Vec<Value> {
+    let mut outs = Vec::new();
+    for e in log {
+        enc.encode(e, "", &mut outs);
+    }
+    if enc.waiting() {
+        enc.close(&mut outs);
+    }
+    outs.iter()
+        .map(|o| serde_json::from_str(&o.data).unwrap())
+        .collect()
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+fn turn() -> EventKind {
+    EventKind::SelectSpeaker {
+        agent: "a".into(),
+        method: None,
+        reason: None,
+    }
+}
+
+fn print(text: &str) -> EventKind {
+    EventKind::Print {
+        agent: "a".into(),
+        content: text.into(),
+        corr: None,
+    }
+}
+
+fn call(corr: &str, component: Option<&str>, payload: Value) -> EventKind {
+    EventKind::ToolCall {
+        tool_name: "get_weather".into(),
+        component_type: component.map(str::to_owned),
+        awaiting_response: component.is_some(),
+        payload,
+        corr: corr.into(),
+        display: Display::Inline,
+        agent: None,
+    }
+}
+
+fn response(corr: &str, content: Value) -> EventKind {
+    EventKind::ToolResponse {
+        tool_name: "get_weather".into(),
+        content,
+        success: true,
+        corr: corr.into(),
+        agent: None,
+    }
+}
+
+fn end(reason: RunEndReason) -> EventKind {
+    EventKind::RunComplete { reason }
+}
+
+fn agui() -> AgUi {
+    AgUi::new("t".into(), "r".into(), 0)
+}
+
+#[test]
+fn a_turn_is_a_step_with_one_message_closed_before_the_run_finishes() {
+    let log = [
+        env(1, turn()),
+        env(2, print("Hel")),
+        env(3, print("lo")),
+        env(
+            4,
+            EventKind::Text {
+                agent: "a".into(),
+                content: "Hello".into(),
+            },
+        ),
+        env(5, end(RunEndReason::Completed)),
+    ];
+    let ev = events(&mut agui(), &log);
+    assert_eq!(
+        types(&ev),
+        [
+            "STEP_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "STEP_FINISHED",
+            "RUN_FINISHED"
+        ]
+    );
+    assert_eq!(ev[1]["messageId"], "msg-2");
+    assert_eq!(ev[6]["result"]["agentwire"]["seq"], 5);
+    assert!(ev[6].get("outcome").is_none());
+}
+
+#[test]
+fn a_component_waiting_is_an_interrupt_naming_the_seq_it_stopped_at() {
+    let log = [
+        env(1, turn()),
+        env(2, call("c1", Some("picker"), json!({"k": 1}))),
+    ];
+    let mut enc = agui();
+    let ev = events(&mut enc, &log);
+    assert_eq!(
+        types(&ev),
+        [
+            "STEP_STARTED",
+            "TOOL_CALL_START",
+            "TOOL_CALL_ARGS",
+            "TOOL_CALL_END",
+            "STEP_FINISHED",
+            "RUN_FINISHED"
+        ]
+    );
+    let outcome = &ev[5]["outcome"];
+    assert_eq!(outcome["type"], "interrupt");
+    assert_eq!(outcome["interrupts"][0]["id"], "component:c1@2");
+    assert_eq!(outcome["interrupts"][0]["toolCallId"], "c1");
+    assert_eq!(AgUi::interrupt("c1@2"), Some(("c1", 2)));
+    assert!(enc.ended());
+}
+
+#[test]
+fn a_frontend_tool_ends_the_response_pending_with_the_models_arguments() {
+    let log = [
+        env(1, turn()),
+        env(
+            2,
+            call("tc1", Some(crate::tools::FRONTEND), json!({"city": "Oslo"})),
+        ),
+    ];
+    let ev = events(&mut agui(), &log);
+    assert_eq!(ev[1]["toolCallName"], "get_weather");
+    assert_eq!(ev[2]["delta"], r#"{"city":"Oslo"}"#);
+    let finished = ev.last().unwrap();
+    assert_eq!(
+        finished["outcome"],
+        json!({"type": "success", "pendingToolCallIds": ["tc1"]})
+    );
+}
+
+#[test]
+fn the_response_to_a_tool_message_goes_on_without_echoing_it() {
+    let log = [
+        env(1, turn()),
+        env(2, call("tc1", Some(crate::tools::FRONTEND), json!({}))),
+        env(3, response("tc1", json!("sunny"))),
+        env(4, turn()),
+        env(5, print("Weather: sunny")),
+        env(6, end(RunEndReason::Completed)),
+    ];
+    // The client that sent the result: from where its response stopped.
+    let mut enc = Quiet {
+        inner: agui().answering(["tc1".to_owned()]),
+        through: 2,
+    };
+    let ev = events(&mut enc, &log);
+    assert_eq!(
+        types(&ev),
+        [
+            "STEP_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "STEP_FINISHED",
+            "RUN_FINISHED"
+        ]
+    );
+    // Another client (a rejoin) is told the result.
+    let ev = events(&mut agui(), &log);
+    let result = ev.iter().find(|e| e["type"] == "TOOL_CALL_RESULT").unwrap();
+    assert_eq!(result["content"], "sunny");
+    assert_eq!(result["toolCallId"], "tc1");
+}
+
+#[test]
+fn an_interrupt_outweighs_a_pending_frontend_tool() {
+    let log = [
+        env(1, turn()),
+        env(2, call("tc1", Some(crate::tools::FRONTEND), json!({}))),
+        env(3, call("c2", Some("picker"), json!({}))),
+    ];
+    let ev = events(&mut agui(), &log);
+    let outcome = &ev.last().unwrap()["outcome"];
+    assert_eq!(outcome["type"], "interrupt");
+    assert_eq!(outcome["interrupts"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_failed_run_is_a_run_error_with_its_message() {
+    let log = [
+        env(1, turn()),
+        env(2, print("par")),
+        env(
+            3,
+            EventKind::Error {
+                message: "the model failed".into(),
+                error_code: crate::protocol::ErrorCode::ToolExecutionError,
+                details: None,
+                recoverable: true,
+            },
+        ),
+        env(4, end(RunEndReason::Error)),
+    ];
+    let ev = events(&mut agui(), &log);
+    let last = ev.last().unwrap();
+    assert_eq!(last["type"], "RUN_ERROR");
+    assert_eq!(last["message"], "the model failed");
+    assert_eq!(last["code"], "error");
+}
