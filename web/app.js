@@ -87,6 +87,17 @@ class ChatView {
         $('run').textContent = `${m.agent} is working…`;
         this.turn = null;
         break;
+      case 'chat.reasoning': {
+        // The model's thinking, folded away above its words.
+        const msg = this.bubble(m.agent);
+        let box = msg.previousElementSibling;
+        if (!box?.classList.contains('reasoning')) {
+          box = el('details', { cls: 'reasoning' }, el('summary', { text: 'Reasoning' }));
+          msg.before(box);
+        }
+        box.append(document.createTextNode(m.content));
+        break;
+      }
       case 'chat.print':
         this.bubble(m.agent).append(document.createTextNode(m.content));
         break;

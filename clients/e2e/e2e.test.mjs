@@ -40,6 +40,9 @@ model:
       - prefix: "plan: "
         call: {tool: plan, input: {steps: 1, description: "{arg}"}}
         then: "Plan: {result}"
+      - prefix: "think: "
+        think: "Weighing {arg} against the alternatives"
+        reply: "Go with {arg}."
       - reply: "You said: {text}"
 tools:
   - name: guarded
@@ -299,6 +302,18 @@ test('approvals and a preview, in log order, still answered after a reload', asy
   assert.ok(at('Low stock alert') < order.length - 1, order.join(' | '));
   assert.match(order.at(-1), /run completed/);
   await page.shot('2-reloaded');
+  await page.close();
+});
+
+test("a model's reasoning is folded away above its answer", async () => {
+  const page = await newChat('reasoning', 'hitl');
+  await say(page, 'think: tea');
+  assert.equal(await lastAgentText(page, 'Go with tea.'), 'Go with tea.');
+  const box = page.locator('#log li.agent details.reasoning').last();
+  assert.equal(await box.evaluate((d) => d.open), false);
+  await box.locator('summary').click();
+  assert.match(await box.textContent(), /Weighing tea against the alternatives/);
+  await page.shot('1-open');
   await page.close();
 });
 

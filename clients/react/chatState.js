@@ -10,6 +10,7 @@
  * @property {'user' | 'agent'} role
  * @property {string} agent
  * @property {string} text     Streamed so far, or final.
+ * @property {string} [reasoning]  The model's reasoning before it (`chat.reasoning`), when it streams one.
  * @property {boolean} streaming
  *
  * @typedef {object} ToolCall
@@ -76,6 +77,12 @@ export function applyEnvelope(s, m) {
       next.run = 'running';
       // A new turn (in a group, maybe another member's): what streamed before is done.
       if (streamingAgent) next.messages = replaceLast({ ...streamingAgent, streaming: false });
+      break;
+    case 'chat.reasoning':
+      // The model's thinking, before the words of its turn.
+      next.messages = streamingAgent
+        ? replaceLast({ ...streamingAgent, reasoning: (streamingAgent.reasoning ?? '') + m.content })
+        : [...s.messages, { seq: m.seq, role: 'agent', agent: m.agent, text: '', reasoning: m.content, streaming: true }];
       break;
     case 'chat.print':
       next.messages = streamingAgent

@@ -28,6 +28,8 @@ pub struct Agent {
     pub prompt_budget_tokens: u64,
     pub max_tool_result_chars: usize,
     pub tool_call_format: ToolCallFormat,
+    /// Log the model's streamed reasoning as `chat.reasoning`.
+    pub show_reasoning: bool,
     pub price: Option<Price>,
     pub tools: Vec<Tool>,
     pub provider: Arc<dyn Provider>,
@@ -162,6 +164,7 @@ impl Agent {
             prompt_budget_tokens: file.prompt_budget_tokens,
             max_tool_result_chars: file.max_tool_result_chars,
             tool_call_format: file.tool_call_format,
+            show_reasoning: file.show_reasoning,
             price,
             tools,
             provider,

@@ -43,6 +43,10 @@ pub struct AgentFile {
     /// `native` (the provider's tool calling) or `json` (seed 002's text format).
     #[serde(default)]
     pub tool_call_format: ToolCallFormat,
+    /// Log the reasoning a model streams (`chat.reasoning`) for clients to
+    /// show; `false` drops it.
+    #[serde(default = "default_show_reasoning")]
+    pub show_reasoning: bool,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
     /// A conversation template (seed 004), see `templates`.
@@ -171,6 +175,10 @@ pub struct SelectorSpec {
     pub prompt: Option<String>,
 }
 
+fn default_show_reasoning() -> bool {
+    true
+}
+
 fn default_max_turns() -> u32 {
     20
 }
@@ -274,6 +282,10 @@ pub struct Rule {
     /// Stream this text (templated), a word a chunk.
     #[serde(default)]
     pub reply: Option<String>,
+    /// Stream this reasoning (templated), a word a chunk, before the rest
+    /// of the turn (as a thinking model does).
+    #[serde(default)]
+    pub think: Option<String>,
     /// Stream `arg` numbered words (`w1 w2 …`), one chunk each.
     #[serde(default)]
     pub stream: Option<StreamSpec>,

@@ -128,6 +128,15 @@ impl ScriptedProvider {
                     .find_map(|r| matches(r, text).map(|arg| (r, arg)));
                 match found {
                     Some((rule, arg)) => {
+                        if let Some(think) = &rule.think {
+                            let think = fill(think, &[("text", text), ("arg", &arg.text)]);
+                            for piece in think.split_inclusive(' ') {
+                                out.push_back((
+                                    Duration::ZERO,
+                                    StreamEvent::ThinkingDelta(piece.to_owned()),
+                                ));
+                            }
+                        }
                         if let Some(reply) = &rule.reply {
                             let reply = fill(reply, &[("text", text), ("arg", &arg.text)]);
                             chunks(&reply, Duration::ZERO, &mut out);
@@ -216,7 +225,7 @@ impl ScriptedProvider {
         let completion_tokens = out
             .iter()
             .map(|(_, e)| match e {
-                StreamEvent::ContentDelta(t) => words(t),
+                StreamEvent::ContentDelta(t) | StreamEvent::ThinkingDelta(t) => words(t),
                 StreamEvent::ToolInputDelta { .. } => 1,
                 _ => 0,
             })

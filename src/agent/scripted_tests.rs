@@ -8,6 +8,9 @@ rules:
   - prefix: "ask: "
     call: {tool: ask_user, input: {prompt: "{arg}"}}
     then: "You answered: {result} ({result_chars})"
+  - prefix: "think: "
+    think: "Pondering {arg} carefully"
+    reply: "It is {arg}."
   - prefix: "n: "
     arg: count
     max: 5
@@ -88,4 +91,39 @@ async fn answers_by_rule() {
         text_of(&collect(&p, history).await),
         "You answered: Ada (3)"
     );
+}
+
+#[tokio::test]
+async fn a_rule_may_think_before_it_answers() {
+    let p = ScriptedProvider::new(script());
+    let events = collect(
+        &p,
+        vec![Message::User {
+            text: "think: 42".into(),
+        }],
+    )
+    .await;
+    let thinking: String = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ThinkingDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thinking, "Pondering 42 carefully");
+    // All of it before the answer, which it does not change.
+    let first_text = events
+        .iter()
+        .position(|e| matches!(e, StreamEvent::ContentDelta(_)))
+        .unwrap();
+    assert!(
+        events[first_text..]
+            .iter()
+            .all(|e| !matches!(e, StreamEvent::ThinkingDelta(_)))
+    );
+    assert_eq!(text_of(&events), "It is 42.");
+    assert!(matches!(
+        events.last(),
+        Some(StreamEvent::MessageComplete { usage, .. }) if usage.completion_tokens == 6
+    ));
 }

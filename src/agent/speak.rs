@@ -238,7 +238,10 @@ pub(super) async fn speak(
             max_tokens: 4096,
         };
         let turn = match voice.provider.stream_chat(request).await {
-            Ok(stream) => stream_turn(voice.name, link, stream, usage, json_mode).await?,
+            Ok(stream) => {
+                let reasoning = agent.show_reasoning;
+                stream_turn(voice.name, link, stream, usage, (json_mode, reasoning)).await?
+            }
             Err(e) => return end(link, e.code, e.message, e.recoverable).await,
         };
         let TurnOutput {

@@ -1,5 +1,6 @@
 //! One model turn: the provider's stream turned into `chat.print` fragments,
-//! one `chat.text`, and the tool calls the model made.
+//! one `chat.text`, and the tool calls the model made; the reasoning it
+//! streams, into `chat.reasoning` fragments (when the agent shows it).
 //!
 //! In `json` mode (seed 002 Decision 1) the text is scanned while it streams:
 //! from the first thing that may start a tool call (a `{` at the start of a
@@ -38,7 +39,7 @@ pub(super) async fn stream_turn(
     link: &RunLink,
     mut stream: BoxStream<'static, StreamEvent>,
     usage: &mut Usage,
-    json_mode: bool,
+    (json_mode, show_reasoning): (bool, bool),
 ) -> Result<TurnOutput, Gone> {
     let mut text = String::new();
     let mut calls: BTreeMap<usize, (String, String, String)> = BTreeMap::new();
@@ -63,6 +64,13 @@ pub(super) async fn stream_turn(
                     text.push_str(&shown);
                     link.emit(print(shown)).await?;
                 }
+            }
+            StreamEvent::ThinkingDelta(t) if show_reasoning && !t.is_empty() => {
+                link.emit(EventKind::Reasoning {
+                    agent: speaker.to_owned(),
+                    content: t,
+                })
+                .await?;
             }
             StreamEvent::ThinkingDelta(t) => tracing::trace!(thinking = %t),
             StreamEvent::ToolUseStart { index, id, name } => {

@@ -111,6 +111,12 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         corr: Option<String>,
     },
+    /// A streamed fragment of the model's reasoning (its "thinking"), when
+    /// the provider streams it and the agent shows it; the turn's
+    /// `chat.print`s and `chat.text` follow. Never part of the history a
+    /// model is sent.
+    #[serde(rename = "chat.reasoning")]
+    Reasoning { agent: String, content: String },
     /// A model turn of the agent loop begins.
     #[serde(rename = "chat.select_speaker")]
     SelectSpeaker {
@@ -248,6 +254,7 @@ impl EventKind {
         match self {
             Self::Text { .. } => "chat.text",
             Self::Print { .. } => "chat.print",
+            Self::Reasoning { .. } => "chat.reasoning",
             Self::SelectSpeaker { .. } => "chat.select_speaker",
             Self::InputRequest { .. } => "chat.input_request",
             Self::InputAck { .. } => "chat.input_ack",

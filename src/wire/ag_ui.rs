@@ -5,7 +5,9 @@
 //! - `RUN_STARTED {threadId, runId}` opens it (sent by the route); each model
 //!   turn is a step (`STEP_STARTED`/`STEP_FINISHED`, `stepName` `turn-<seq>`,
 //!   a group member's `<name>-<seq>`); its words `TEXT_MESSAGE_START`/
-//!   `CONTENT`/`END` (`messageId` `msg-<seq>`).
+//!   `CONTENT`/`END` (`messageId` `msg-<seq>`); its reasoning
+//!   (`chat.reasoning`) `REASONING_START`, `REASONING_MESSAGE_START`/
+//!   `CONTENT`/`END`, `REASONING_END` (`messageId` `reasoning-<seq>`).
 //! - A tool call is `TOOL_CALL_START`/`ARGS` (its input as JSON text)/`END`,
 //!   its result `TOOL_CALL_RESULT` (`content`: the result as text).
 //! - What waits for a person (an approval, a UI tool, an input request)
@@ -44,6 +46,8 @@ pub struct AgUi {
     step: Option<String>,
     /// The open text message's id.
     text: Option<String>,
+    /// The open reasoning message's id.
+    reasoning: Option<String>,
     /// Requests waiting for a person: their corr and interrupt (its id is
     /// made at the end: `<corr>@<the seq the response stopped at>`).
     open: Vec<(String, Value)>,
@@ -70,6 +74,7 @@ impl AgUi {
             run,
             step: None,
             text: None,
+            reasoning: None,
             open: Vec::new(),
             pending: Vec::new(),
             frontend: std::collections::HashSet::new(),
@@ -121,7 +126,16 @@ impl AgUi {
         );
     }
 
+    fn close_reasoning(&mut self, o: &mut Vec<Out>) {
+        if let Some(id) = self.reasoning.take() {
+            Self::event(o, json!({"type": "REASONING_MESSAGE_END", "messageId": id}));
+            Self::event(o, json!({"type": "REASONING_END", "messageId": id}));
+        }
+    }
+
+    /// Closes the open text message, and the open reasoning.
     fn close_text(&mut self, o: &mut Vec<Out>) {
+        self.close_reasoning(o);
         if let Some(id) = self.text.take() {
             Self::event(o, json!({"type": "TEXT_MESSAGE_END", "messageId": id}));
         }
@@ -208,7 +222,30 @@ impl Encoder for AgUi {
                     Self::custom(o, "speaker", json!({"agent": agent, "method": method}));
                 }
             }
+            EventKind::Reasoning { content, .. } => {
+                if let Some(id) = self.text.take() {
+                    Self::event(o, json!({"type": "TEXT_MESSAGE_END", "messageId": id}));
+                }
+                let id = match &self.reasoning {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = format!("reasoning-{}", env.seq);
+                        Self::event(o, json!({"type": "REASONING_START", "messageId": id}));
+                        Self::event(
+                            o,
+                            json!({"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"}),
+                        );
+                        self.reasoning = Some(id.clone());
+                        id
+                    }
+                };
+                Self::event(
+                    o,
+                    json!({"type": "REASONING_MESSAGE_CONTENT", "messageId": id, "delta": content}),
+                );
+            }
             EventKind::Print { content, .. } => {
+                self.close_reasoning(o);
                 let id = match &self.text {
                     Some(id) => id.clone(),
                     None => {
@@ -228,6 +265,7 @@ impl Encoder for AgUi {
             }
             EventKind::Text { agent, .. } if agent == "user" => {}
             EventKind::Text { content, .. } => {
+                self.close_reasoning(o);
                 if self.text.is_none() {
                     let id = format!("msg-{}", env.seq);
                     Self::event(
@@ -458,6 +496,7 @@ impl Encoder for AgUi {
     fn quieted(&mut self) {
         self.step = None;
         self.text = None;
+        self.reasoning = None;
     }
 }
 

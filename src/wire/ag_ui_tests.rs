@@ -225,3 +225,48 @@ fn a_failed_run_is_a_run_error_with_its_message() {
     assert_eq!(last["message"], "the model failed");
     assert_eq!(last["code"], "error");
 }
+
+fn think(text: &str) -> EventKind {
+    EventKind::Reasoning {
+        agent: "a".into(),
+        content: text.into(),
+    }
+}
+
+#[test]
+fn reasoning_is_a_reasoning_message_closed_before_the_answer() {
+    let log = [
+        env(1, turn()),
+        env(2, think("Let me ")),
+        env(3, think("see.")),
+        env(4, print("Yes.")),
+        env(5, end(RunEndReason::Completed)),
+    ];
+    let ev = events(&mut agui(), &log);
+    assert_eq!(
+        types(&ev),
+        [
+            "STEP_STARTED",
+            "REASONING_START",
+            "REASONING_MESSAGE_START",
+            "REASONING_MESSAGE_CONTENT",
+            "REASONING_MESSAGE_CONTENT",
+            "REASONING_MESSAGE_END",
+            "REASONING_END",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "STEP_FINISHED",
+            "RUN_FINISHED"
+        ]
+    );
+    assert_eq!(ev[2]["role"], "reasoning");
+    assert_eq!(ev[3]["messageId"], "reasoning-2");
+    // Reasoning that is all a turn said is closed with the step.
+    let log = [env(1, turn()), env(2, think("hmm")), env(3, turn())];
+    let ev = events(&mut agui(), &log);
+    assert_eq!(
+        types(&ev)[4..7],
+        ["REASONING_MESSAGE_END", "REASONING_END", "STEP_FINISHED"]
+    );
+}

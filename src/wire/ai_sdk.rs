@@ -6,8 +6,9 @@
 //!   the run's, `<chat>:<seq of its first envelope>`, so a replay rebuilds
 //!   the same message); each model turn is `start-step` … `finish-step`; its
 //!   words `text-start`/`text-delta`/`text-end` (a turn that streamed nothing
-//!   gets its whole `chat.text` as one delta); a turn a restart discarded is
-//!   `reset-step`.
+//!   gets its whole `chat.text` as one delta); its reasoning (`chat.reasoning`)
+//!   `reasoning-start`/`reasoning-delta`/`reasoning-end`; a turn a restart
+//!   discarded is `reset-step`.
 //! - Tool calls are dynamic tool parts: `tool-input-available` (UI tools and
 //!   template widgets with `toolMetadata {component_type, display}`, input
 //!   requests as a tool named after their tool, input `{prompt, password,
@@ -41,6 +42,8 @@ const INPUT_TOOL: &str = "input_request";
 pub struct AiSdk {
     /// The open text part's id.
     text: Option<String>,
+    /// The open reasoning part's id.
+    reasoning: Option<String>,
     /// A step is open.
     step: bool,
     /// Tool calls given their part in this response (a call logged again,
@@ -65,6 +68,7 @@ impl AiSdk {
     pub fn new(seq: u64) -> Self {
         Self {
             text: None,
+            reasoning: None,
             step: false,
             tools: HashSet::new(),
             denied: HashSet::new(),
@@ -103,7 +107,15 @@ impl AiSdk {
         });
     }
 
+    fn close_reasoning(&mut self, o: &mut Vec<Out>) {
+        if let Some(id) = self.reasoning.take() {
+            Self::chunk(o, json!({"type": "reasoning-end", "id": id}));
+        }
+    }
+
+    /// Closes the open text part, and the open reasoning part.
     fn close_text(&mut self, o: &mut Vec<Out>) {
+        self.close_reasoning(o);
         if let Some(id) = self.text.take() {
             Self::chunk(o, json!({"type": "text-end", "id": id}));
         }
@@ -205,8 +217,28 @@ impl Encoder for AiSdk {
                     );
                 }
             }
+            EventKind::Reasoning { content, .. } => {
+                self.ensure_step(o);
+                if let Some(id) = self.text.take() {
+                    Self::chunk(o, json!({"type": "text-end", "id": id}));
+                }
+                let id = match &self.reasoning {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = format!("reasoning-{}", env.seq);
+                        Self::chunk(o, json!({"type": "reasoning-start", "id": id}));
+                        self.reasoning = Some(id.clone());
+                        id
+                    }
+                };
+                Self::chunk(
+                    o,
+                    json!({"type": "reasoning-delta", "id": id, "delta": content}),
+                );
+            }
             EventKind::Print { content, .. } => {
                 self.ensure_step(o);
+                self.close_reasoning(o);
                 let id = match &self.text {
                     Some(id) => id.clone(),
                     None => {
@@ -220,6 +252,7 @@ impl Encoder for AiSdk {
             }
             EventKind::Text { agent, .. } if agent == "user" => {}
             EventKind::Text { content, .. } => {
+                self.close_reasoning(o);
                 if self.text.is_none() {
                     // Not streamed (a template's message, a scripted reply).
                     self.ensure_step(o);
@@ -232,6 +265,7 @@ impl Encoder for AiSdk {
             }
             EventKind::TurnDiscarded { .. } => {
                 self.text = None;
+                self.reasoning = None;
                 Self::chunk(o, json!({"type": "reset-step"}));
             }
             EventKind::ToolCall {

@@ -248,3 +248,45 @@ fn a_discarded_turn_resets_its_step() {
         ]
     );
 }
+
+#[test]
+fn reasoning_is_a_reasoning_part_before_the_text() {
+    let think = |t: &str| EventKind::Reasoning {
+        agent: "a".into(),
+        content: t.into(),
+    };
+    let log = [
+        env(1, turn()),
+        env(2, think("Let me ")),
+        env(3, think("see.")),
+        env(
+            4,
+            EventKind::Print {
+                agent: "a".into(),
+                content: "Yes.".into(),
+                corr: None,
+            },
+        ),
+        env(
+            5,
+            EventKind::RunComplete {
+                reason: RunEndReason::Completed,
+            },
+        ),
+    ];
+    let c = chunks(&mut AiSdk::new(0), &log);
+    assert_eq!(
+        types(&c)[..7],
+        [
+            "start-step",
+            "reasoning-start",
+            "reasoning-delta",
+            "reasoning-delta",
+            "reasoning-end",
+            "text-start",
+            "text-delta"
+        ]
+    );
+    assert_eq!(c[1]["id"], "reasoning-2");
+    assert_eq!(c[3]["delta"], "see.");
+}

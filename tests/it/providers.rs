@@ -250,6 +250,67 @@ async fn stream_cut(wire: &dyn Wire) {
     assert_eq!(msgs.last().unwrap()["reason"], "error");
 }
 
+/// The reasoning a model streams is logged as `chat.reasoning` before its
+/// answer, and never sent back to it; an agent with `show_reasoning: false`
+/// drops it.
+async fn reasoning(wire: &dyn Wire) {
+    let thought = "The user greets me; a greeting back.";
+    let llm = MockServer::start(vec![
+        wire.thinking(thought, "Hello!", (12, 9)),
+        wire.text(&["Again."], (20, 1)),
+        wire.thinking(thought, "Hello!", (12, 9)),
+    ])
+    .await;
+    let tool = MockServer::start(vec![]).await;
+    let server = server_with(agent_yaml(wire, &llm, &tool, "")).await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "real", "Hi").await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(
+        types(&msgs),
+        [
+            "chat.text",
+            "chat.select_speaker",
+            "chat.reasoning",
+            "chat.reasoning",
+            "chat.print",
+            "chat.text",
+            "chat.usage_summary",
+            "chat.run_complete"
+        ]
+    );
+    let reasoning: String = msgs[2..4]
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasoning, thought);
+    assert_eq!(msgs[2]["agent"], "real");
+    assert_eq!(msgs[5]["content"], "Hello!");
+    assert_eq!(msgs[6]["completion_tokens"], 9);
+    // The next turn's request has the answer, not the reasoning.
+    c.send(json!({"type": "user.message", "chat_id": chat, "text": "More"}))
+        .await;
+    c.until_complete(chat).await;
+    let sent = llm.requests()[1].body.to_string();
+    assert!(
+        sent.contains("Hello!") && !sent.contains("greeting back"),
+        "{sent}"
+    );
+
+    // An agent that does not show it: the same stream, no reasoning logged.
+    let hidden = agent_yaml(wire, &llm, &tool, "show_reasoning: false\n");
+    let server = server_with(hidden).await;
+    let msgs = run_chat(&server, "Hi").await;
+    assert!(!types(&msgs).contains(&"chat.reasoning"), "{msgs:?}");
+    assert_eq!(
+        msgs.iter()
+            .find(|m| m["type"] == "chat.text" && m["agent"] == "real")
+            .unwrap()["content"],
+        "Hello!"
+    );
+}
+
 macro_rules! vendor_tests {
     ($module:ident, $wire:expr) => {
         mod $module {
@@ -278,6 +339,10 @@ macro_rules! vendor_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn stream_cut() {
                 super::stream_cut(&$wire).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn reasoning() {
+                super::reasoning(&$wire).await;
             }
         }
     };

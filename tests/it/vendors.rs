@@ -24,6 +24,9 @@ pub trait Wire: Send + Sync {
     fn path(&self) -> &'static str;
     /// A streamed text answer with usage.
     fn text(&self, chunks: &[&str], usage: (u64, u64)) -> Reply;
+    /// A turn that streams its reasoning (`thought`, in two pieces) first,
+    /// the vendor's way, then `text`.
+    fn thinking(&self, thought: &str, text: &str, usage: (u64, u64)) -> Reply;
     /// Optional text, then tool calls.
     fn tools(&self, text: Option<&str>, calls: &[Call], usage: (u64, u64)) -> Reply;
     /// Some text, then the vendor's error event.
@@ -76,6 +79,21 @@ impl Wire for OpenAiWire {
         out.push(sse(&oa_chunk(json!({}), Some("stop"))));
         out.push(sse(&oa_usage(p, c)));
         out.push("data: [DONE]\n\n".into());
+        Reply::sse(out)
+    }
+    /// vLLM's and DeepSeek's `reasoning_content` (Ollama's and OpenRouter's
+    /// `reasoning` is read too).
+    fn thinking(&self, thought: &str, text: &str, (p, c): (u64, u64)) -> Reply {
+        let (a, b) = thought.split_at(thought.len() / 2);
+        let out = vec![
+            sse(&oa_chunk(json!({"role": "assistant", "content": ""}), None)),
+            sse(&oa_chunk(json!({"reasoning_content": a}), None)),
+            sse(&oa_chunk(json!({"reasoning": b}), None)),
+            sse(&oa_chunk(json!({"content": text}), None)),
+            sse(&oa_chunk(json!({}), Some("stop"))),
+            sse(&oa_usage(p, c)),
+            "data: [DONE]\n\n".into(),
+        ];
         Reply::sse(out)
     }
     fn tools(&self, text: Option<&str>, calls: &[Call], (p, c): (u64, u64)) -> Reply {
@@ -219,20 +237,32 @@ impl Wire for AnthropicWire {
     }
     fn text(&self, chunks: &[&str], (p, c): (u64, u64)) -> Reply {
         let mut out = vec![an_start(p), named("ping", &json!({"type": "ping"}))];
-        // A thinking block first: logged, never streamed.
+        out.extend(an_text_block(0, chunks));
+        out.extend(an_end("end_turn", c));
+        Reply::sse(out)
+    }
+    fn thinking(&self, thought: &str, text: &str, (p, c): (u64, u64)) -> Reply {
+        let mut out = vec![an_start(p)];
         out.push(named(
             "content_block_start",
-            &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+            &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
         ));
+        let (a, b) = thought.split_at(thought.len() / 2);
+        for piece in [a, b] {
+            out.push(named(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": piece}}),
+            ));
+        }
         out.push(named(
             "content_block_delta",
-            &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me think."}}),
+            &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"}}),
         ));
         out.push(named(
             "content_block_stop",
             &json!({"type": "content_block_stop", "index": 0}),
         ));
-        out.extend(an_text_block(1, chunks));
+        out.extend(an_text_block(1, &[text]));
         out.extend(an_end("end_turn", c));
         Reply::sse(out)
     }
@@ -359,12 +389,30 @@ fn gm_parts(parts: Value, finish: Option<&str>, usage: Option<(u64, u64)>) -> Va
     v
 }
 
+impl GeminiWire {
+    fn thinking_reply(thought: &str, text: &str, usage: (u64, u64)) -> Reply {
+        let (a, b) = thought.split_at(thought.len() / 2);
+        Reply::sse(vec![
+            gm(&gm_parts(json!([{"text": a, "thought": true}]), None, None)),
+            gm(&gm_parts(json!([{"text": b, "thought": true}]), None, None)),
+            gm(&gm_parts(
+                json!([{"text": text}]),
+                Some("STOP"),
+                Some(usage),
+            )),
+        ])
+    }
+}
+
 impl Wire for GeminiWire {
     fn provider(&self) -> &'static str {
         "gemini"
     }
     fn path(&self) -> &'static str {
         "/v1beta/models/test-model:streamGenerateContent?alt=sse"
+    }
+    fn thinking(&self, thought: &str, text: &str, usage: (u64, u64)) -> Reply {
+        Self::thinking_reply(thought, text, usage)
     }
     fn text(&self, chunks: &[&str], usage: (u64, u64)) -> Reply {
         let last = chunks.len() - 1;
@@ -473,12 +521,34 @@ fn ol_done(reason: &str, (p, c): (u64, u64)) -> String {
     )
 }
 
+impl OllamaWire {
+    fn thinking_reply(thought: &str, text: &str, usage: (u64, u64)) -> Reply {
+        let (a, b) = thought.split_at(thought.len() / 2);
+        let out = vec![
+            ol(
+                json!({"role": "assistant", "content": "", "thinking": a}),
+                false,
+            ),
+            ol(
+                json!({"role": "assistant", "content": "", "thinking": b}),
+                false,
+            ),
+            ol(json!({"role": "assistant", "content": text}), false),
+            ol_done("stop", usage),
+        ];
+        Reply::ok("application/x-ndjson", out)
+    }
+}
+
 impl Wire for OllamaWire {
     fn provider(&self) -> &'static str {
         "ollama"
     }
     fn path(&self) -> &'static str {
         "/api/chat"
+    }
+    fn thinking(&self, thought: &str, text: &str, usage: (u64, u64)) -> Reply {
+        Self::thinking_reply(thought, text, usage)
     }
     fn text(&self, chunks: &[&str], usage: (u64, u64)) -> Reply {
         let mut out: Vec<String> = chunks

@@ -25,6 +25,9 @@ model:
       - prefix: "plan: "
         call: {tool: plan, input: {steps: 1, description: "{arg}"}}
         then: "Plan: {result}"
+      - prefix: "think: "
+        think: "Weighing {arg} against the alternatives"
+        reply: "Go with {arg}."
       - prefix: "weather: "
         call: {tool: get_weather, input: {city: "{arg}"}}
         then: "Weather: {result}"
@@ -104,6 +107,16 @@ test('an approval is an interrupt; resume[] answers it and the run goes on', asy
   });
   assert.equal(agent.pendingInterrupts.length, 0);
   assert.match(lastAssistant(agent), /^Tool said:/);
+});
+
+test("the model's reasoning is a reasoning message, verified", async () => {
+  const { agent, events } = agentOn();
+  await say(agent, 'think: tea', { forwardedProps: { agent: 'gated' } });
+  const reasoning = agent.messages.filter((m) => m.role === 'reasoning');
+  assert.deepEqual(reasoning.map((m) => m.content), ['Weighing tea against the alternatives']);
+  assert.equal(lastAssistant(agent), 'Go with tea.');
+  const t = types(events);
+  assert.ok(t.indexOf('REASONING_END') < t.indexOf('TEXT_MESSAGE_START'), t.join());
 });
 
 test('an artifact (a preview) is shared state', async () => {

@@ -45,6 +45,17 @@ test('a demo answer is one assistant message', async () => {
   assert.equal(typeof answer.metadata.usage.totalTokens, 'number');
 });
 
+test("the model's reasoning is a reasoning part before the answer", async () => {
+  const chat = newChat('gated');
+  await chat.sendMessage({ text: 'think: tea' });
+  assert.equal(chat.status, 'ready', String(chat.error));
+  const parts = chat.lastMessage.parts.filter((p) => p.type === 'reasoning' || p.type === 'text');
+  assert.deepEqual(parts.map((p) => [p.type, p.text, p.state]), [
+    ['reasoning', 'Weighing tea against the alternatives', 'done'],
+    ['text', 'Go with tea.', 'done'],
+  ]);
+});
+
 test('streamed words arrive once, and a tool call has its result', async () => {
   const chat = newChat();
   await chat.sendMessage({ text: 'slow: 30' });

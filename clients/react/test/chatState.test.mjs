@@ -29,3 +29,20 @@ test('a turn discarded after a restart leaves its words out, the turn asked agai
   ]);
   assert.equal(state.lastRunEnd, 'completed');
 });
+
+test("a model's reasoning is kept with the words of its turn", () => {
+  let seq = 0;
+  const e = (type, fields = {}) => ({ type, chat_id: 'c', seq: ++seq, ts: '2026-11-25T10:00:00.000Z', ...fields });
+  const state = fold([
+    e('chat.text', { agent: 'user', content: 'hi' }),
+    e('chat.select_speaker', { agent: 'a' }),
+    e('chat.reasoning', { agent: 'a', content: 'A greeting; ' }),
+    e('chat.reasoning', { agent: 'a', content: 'greet back.' }),
+    e('chat.print', { agent: 'a', content: 'Hello!' }),
+    e('chat.text', { agent: 'a', content: 'Hello!' }),
+  ]);
+  assert.deepEqual(state.messages.map((m) => [m.role, m.text, m.reasoning, m.streaming]), [
+    ['user', 'hi', undefined, false],
+    ['agent', 'Hello!', 'A greeting; greet back.', false],
+  ]);
+});

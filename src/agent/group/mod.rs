@@ -116,6 +116,7 @@ pub(super) fn build(
                 prompt_budget_tokens: file.prompt_budget_tokens,
                 max_tool_result_chars: file.max_tool_result_chars,
                 tool_call_format: m.tool_call_format.unwrap_or(file.tool_call_format),
+                show_reasoning: file.show_reasoning,
                 tools: m.tools,
                 template: None,
                 group: None,

@@ -32,6 +32,9 @@ model:
         max: 5
         call: {tool: guarded, input: {steps: "{arg}"}}
         then: "Tool said: {result}"
+      - prefix: "think: "
+        think: "Weighing {arg} against the alternatives"
+        reply: "Go with {arg}."
       - reply: "ok"
 system_prompt: Test.
 tools:

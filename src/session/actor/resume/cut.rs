@@ -361,6 +361,7 @@ impl Cut {
                 self.open_turn = None;
             }
             EventKind::Print { .. }
+            | EventKind::Reasoning { .. }
             | EventKind::Progress { .. }
             | EventKind::State { .. }
             | EventKind::ToolProgress { .. }
