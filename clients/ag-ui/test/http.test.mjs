@@ -109,6 +109,31 @@ test('an approval is an interrupt; resume[] answers it and the run goes on', asy
   assert.match(lastAssistant(agent), /^Tool said:/);
 });
 
+test('an approval refused: the call does not run, the model is told', async () => {
+  const { agent } = agentOn();
+  await say(agent, 'go: 2', { forwardedProps: { agent: 'gated' } });
+  const [interrupt] = agent.pendingInterrupts;
+  await agent.runAgent({
+    runId: crypto.randomUUID(),
+    resume: [{ interruptId: interrupt.id, status: 'resolved', payload: { approved: false, reason: 'not now' } }],
+  });
+  assert.equal(agent.pendingInterrupts.length, 0);
+  assert.match(lastAssistant(agent), /refused this tool call: not now/);
+  assert.ok(!agent.messages.some((m) => m.role === 'tool' && /completed/.test(m.content)), 'the tool did not run');
+});
+
+test('a cancelled interrupt cancels the run', async () => {
+  const { agent, events } = agentOn();
+  await say(agent, 'ask: Your name?');
+  const [interrupt] = agent.pendingInterrupts;
+  await agent.runAgent({ runId: crypto.randomUUID(), resume: [{ interruptId: interrupt.id, status: 'cancelled' }] });
+  const finished = events.filter((e) => e.type === 'RUN_FINISHED').at(-1);
+  assert.deepEqual(finished.outcome, { type: 'cancelled' });
+  assert.equal(agent.pendingInterrupts.length, 0);
+  const chat = await (await fetch(`${base}/v1/chats/${agent.threadId}/events?after=0&limit=1000`)).json();
+  assert.equal(chat.events.at(-1).reason, 'cancelled');
+});
+
 test("the model's reasoning is a reasoning message, verified", async () => {
   const { agent, events } = agentOn();
   await say(agent, 'think: tea', { forwardedProps: { agent: 'gated' } });

@@ -129,6 +129,22 @@ test('a client that drops mid-stream resumes: every word once', async () => {
   assert.equal(r.status, 204);
 });
 
+test('the REST cancel ends the run, and the open stream finishes with it', async () => {
+  // Any id of the caller's names their chat, for the cancel too.
+  const chat = new Chat({ id: `page-${crypto.randomUUID()}`, transport: new DefaultChatTransport({ api: `${base}/v1/ai-sdk/chat` }) });
+  const sending = chat.sendMessage({ text: 'slow: 200' });
+  await until(() => textOf(chat.lastMessage ?? { parts: [] }).split(' ').length > 5, 'some words');
+  const r = await fetch(`${base}/v1/chats/${chat.id}/cancel`, { method: 'POST' });
+  assert.ok(r.ok, await r.text());
+  await sending;
+  assert.equal(chat.status, 'ready', String(chat.error));
+  const said = textOf(chat.lastMessage).split(' ');
+  assert.ok(said.length < 200, 'the run ended early');
+  const chatId = chat.lastMessage.id.split(':')[0];
+  const page = await (await fetch(`${base}/v1/chats/${chatId}/events?after=0&limit=1000`)).json();
+  assert.equal(page.events.at(-1).reason, 'cancelled');
+});
+
 test('a server killed mid-stream continues the run; the resume shows it once', async () => {
   const id = crypto.randomUUID();
   const transport = new DefaultChatTransport({ api: `${base}/v1/ai-sdk/chat` });

@@ -240,15 +240,23 @@ pub(super) async fn rejoin(
     ))
 }
 
-/// Ends the chat's active run (no effect when none is active).
-#[utoipa::path(post, path = "/v1/chats/{id}/cancel", tag = "rest", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Cancelled), (status = 404, body = ErrorBody)))]
+/// Ends the chat's active run (no effect when none is active). `id` is the
+/// chat, or a conversation id of the caller's (an AI SDK chat id, an AG-UI
+/// `threadId`: the chat derived from it).
+#[utoipa::path(post, path = "/v1/chats/{id}/cancel", tag = "rest",
+    params(("id" = String, Path, description = "the chat's UUID, or the caller's conversation id")),
+    responses((status = 200, body = Cancelled), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(super) async fn cancel(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
 ) -> Result<Json<Cancelled>, ApiError> {
-    let chat_id = parse_chat_id(&id)?;
+    if id.is_empty() || id.len() > 256 {
+        return Err(ApiError::BadRequest(
+            "a chat or conversation id is 1 to 256 bytes".into(),
+        ));
+    }
+    let (chat_id, _) = conversation_chat(&user, Some(&id));
     state.registry.cancel(chat_id, &user).await?;
     Ok(Json(Cancelled {
         chat_id,
