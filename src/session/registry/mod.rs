@@ -7,15 +7,17 @@
 //! entry keeps them (the chat *sleeps*: a few hundred bytes instead of a task
 //! and a mailbox). The next command starts an actor with the same subscribers.
 
+mod caller;
 mod reads;
 mod turns;
+
+pub use caller::Caller;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -94,51 +96,6 @@ impl Inner {
         }
         *swept = Instant::now();
         chats.retain(|_, e| e.live.is_some() || !e.subscribers.all_gone());
-    }
-}
-
-/// Who sends a command that may start a run.
-#[derive(Debug, Clone, Copy)]
-pub struct Caller<'a> {
-    /// The authenticated user.
-    pub user: &'a str,
-    /// Their bearer token, forwarded to the run's HTTP tools (never stored).
-    pub bearer: Option<&'a str>,
-    /// Seed 000's `context_type`: selects the agent's tools for this run.
-    pub context_type: Option<&'a str>,
-    /// The UI state for this run (at `chat.start`, also kept with the chat).
-    pub context: Option<&'a Map<String, Value>>,
-    /// Tools the client brings with this run (checked already).
-    pub client_tools: &'a [crate::tools::ClientTool],
-}
-
-impl<'a> Caller<'a> {
-    /// A caller without a token.
-    pub fn user(user: &'a str) -> Self {
-        Self::bearing(user, None)
-    }
-
-    /// A caller with their token (forwarded to HTTP tools), no context.
-    pub fn bearing(user: &'a str, bearer: Option<&'a str>) -> Self {
-        Self {
-            user,
-            bearer,
-            context_type: None,
-            context: None,
-            client_tools: &[],
-        }
-    }
-
-    fn extras(&self) -> RunExtras {
-        RunExtras {
-            bearer: self.bearer.map(str::to_owned),
-            context_type: self.context_type.map(str::to_owned),
-            context: self.context.cloned(),
-            derived_id: false,
-            workflow: None,
-            resumed: None,
-            client_tools: self.client_tools.to_vec(),
-        }
     }
 }
 
