@@ -33,6 +33,7 @@ use super::sse::stream::{
     Feed, Item, Turn, begin_turn, event_stream, respond, respond_items, subscriber,
 };
 use super::state::AppState;
+use crate::protocol::EventKind;
 use crate::session::SessionError;
 use crate::wire::{AgUi, Quiet, answer_text, as_text, text_parts};
 
@@ -114,7 +115,19 @@ pub(super) async fn run(
     let user = auth.user.as_str();
     let (chat_id, derived) = conversation_chat(user, Some(&input.thread_id));
     let results = tool_results(&input.messages);
-    let encoder = AgUi::new(input.thread_id.clone(), input.run_id.clone(), 0);
+    if results.len() > MAX_RESULTS {
+        return Err(ApiError::BadRequest(format!(
+            "at most {MAX_RESULTS} trailing `tool` messages"
+        )));
+    }
+    let results = if results.is_empty() {
+        results
+    } else {
+        frontend_results(&state, user, chat_id, results).await?
+    };
+    // What the client holds is not sent to it again.
+    let (calls, known) = held(&input.messages);
+    let encoder = AgUi::new(input.thread_id.clone(), input.run_id.clone(), 0).knowing(calls, known);
     let started = Item::data(encoder.started());
     let (feed, answered, after) = if input.resume.is_empty() && results.is_empty() {
         let last = input
@@ -165,9 +178,15 @@ pub(super) async fn run(
     Ok(respond(chat_id, vec![started], feed, Box::new(encoder)))
 }
 
-/// The results of frontend tools a run input ends with (its trailing `tool`
-/// messages): `(toolCallId, the result)`, in order.
-fn tool_results(messages: &[Value]) -> Vec<(String, Value)> {
+/// Most trailing `tool` messages one run input may answer with.
+const MAX_RESULTS: usize = crate::tools::MAX_CLIENT_TOOLS;
+
+/// A result for the call logged at `seq`.
+type ToolResult = (String, Value, u64);
+
+/// The results a run input ends with (its trailing `tool` messages with a
+/// `toolCallId`): `(toolCallId, the result, 0)`, in order.
+fn tool_results(messages: &[Value]) -> Vec<ToolResult> {
     let trailing = messages
         .iter()
         .rev()
@@ -175,15 +194,60 @@ fn tool_results(messages: &[Value]) -> Vec<(String, Value)> {
         .count();
     messages[messages.len() - trailing..]
         .iter()
-        .map(|m| {
+        .filter_map(|m| {
+            let id = m["toolCallId"].as_str().filter(|id| !id.is_empty())?;
             let content = Value::String(text_parts(&m["content"]));
             let result = match m["error"].as_str() {
                 Some(error) => json!({"error": error, "content": content}),
                 None => content,
             };
-            (as_text(&m["toolCallId"]), result)
+            Some((id.to_owned(), result, 0))
         })
         .collect()
+}
+
+/// The results that answer a frontend tool's call of the chat, each with
+/// the seq its call was logged at (the previous response stopped at or
+/// after it). A `tool` message of any other call (a server tool's result
+/// the client holds, an input request or an approval, which are answered
+/// through `resume[]`) answers nothing.
+async fn frontend_results(
+    state: &AppState,
+    user: &str,
+    chat_id: uuid::Uuid,
+    results: Vec<ToolResult>,
+) -> Result<Vec<ToolResult>, ApiError> {
+    let transcript = state.registry.history(chat_id, user, u64::MAX).await?;
+    let called = |corr: &str| {
+        transcript.iter().rev().find_map(|e| match &e.kind {
+            EventKind::ToolCall {
+                corr: c,
+                component_type: Some(kind),
+                ..
+            } if c == corr && kind == crate::tools::FRONTEND => Some(e.seq),
+            _ => None,
+        })
+    };
+    Ok(results
+        .into_iter()
+        .filter_map(|(corr, data, _)| Some((corr.clone(), data, called(&corr)?)))
+        .collect())
+}
+
+/// The tool calls (assistant messages' `toolCalls`) and results (`tool`
+/// messages) a run input holds, by call id.
+fn held(messages: &[Value]) -> (Vec<String>, Vec<String>) {
+    let calls = messages
+        .iter()
+        .flat_map(|m| m["toolCalls"].as_array().into_iter().flatten())
+        .filter_map(|c| c["id"].as_str().map(str::to_owned))
+        .collect();
+    let results = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["toolCallId"].as_str().map(str::to_owned))
+        .collect();
+    (calls, results)
 }
 
 /// The run's context: each `context` entry's value under its description,
@@ -194,13 +258,24 @@ fn run_context(input: &RunAgentInput) -> Option<serde_json::Map<String, Value>> 
         .iter()
         .map(|c| (c.description.clone(), c.value.clone()))
         .collect();
-    let stateful = match &input.state {
+    // The artifacts agentwire shared (`artifact:<corr>`) are its own, not
+    // the client's to tell the model.
+    let state = match &input.state {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .filter(|(k, _)| !k.starts_with("artifact:"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    let stateful = match &state {
         Value::Null => false,
         Value::Object(o) => !o.is_empty(),
         _ => true,
     };
     if stateful {
-        context.insert("state".into(), input.state.clone());
+        context.insert("state".into(), state);
     }
     (!context.is_empty()).then_some(context)
 }
@@ -218,14 +293,15 @@ enum Answered {
 /// Routes each answer to the request its interrupt names, and each tool
 /// result to its frontend tool's call (an answer given before counts as
 /// given: a retried run input changes nothing twice); the stream goes on
-/// after the seq the previous response stopped at (the interrupts' seq; for
-/// tool results, the chat's last: nothing is logged while a run waits).
+/// after the seq the previous response stopped at (the interrupts' seq), or
+/// the answered calls' (what the response sent after them and the client
+/// holds — calls, results — is not sent again).
 async fn answer(
     state: &AppState,
     user: &str,
     chat_id: uuid::Uuid,
     resume: &[ResumeEntry],
-    results: Vec<(String, Value)>,
+    results: Vec<ToolResult>,
 ) -> Result<Answered, ApiError> {
     let mut after = 0;
     let mut answers = Vec::new();
@@ -247,20 +323,10 @@ async fn answer(
         after = after.max(seq);
         answers.push((kind, corr.to_owned(), entry));
     }
-    if results
-        .iter()
-        .any(|(id, _)| id.is_empty() || id.len() > 128)
-    {
-        return Err(ApiError::BadRequest(
-            "a `tool` message's `toolCallId` must be 1 to 128 bytes".into(),
-        ));
-    }
     let registry = &state.registry;
     let (_, running) = registry.last_run(chat_id, user).await?;
     let last = registry.last_seq(chat_id).await?;
-    if !results.is_empty() {
-        after = after.max(last);
-    }
+    after = results.iter().fold(after, |a, (_, _, seq)| a.max(*seq));
     let start = registry
         .run_start(chat_id, user, after.saturating_add(1))
         .await?;
@@ -273,7 +339,7 @@ async fn answer(
     // In order: the tool results, then the interrupts' answers.
     let steps = results
         .into_iter()
-        .map(|(corr, data)| ("tool", corr, None, data))
+        .map(|(corr, data, _)| ("tool", corr, None, data))
         .chain(
             answers
                 .into_iter()
@@ -430,8 +496,10 @@ mod tests {
             Value::Object(run_context(&i).unwrap()),
             json!({"The user's name": "Ada", "state": {"cart": [1]}})
         );
-        // AG-UI's defaults (`state: {}`, no context) are no context.
-        let i = input(json!({"threadId": "t", "runId": "r", "context": [], "state": {}}));
+        // AG-UI's defaults (`state: {}`, no context) are no context; nor
+        // are the artifacts agentwire shared.
+        let i = input(json!({"threadId": "t", "runId": "r", "context": [],
+            "state": {"artifact:c1": {"payload": {}}}}));
         assert!(run_context(&i).is_none());
     }
 
@@ -442,14 +510,31 @@ mod tests {
             json!({"role": "assistant", "toolCalls": []}),
             json!({"role": "tool", "toolCallId": "a", "content": "sunny"}),
             json!({"role": "tool", "toolCallId": "b", "content": [{"type": "text", "text": "4"}, {"type": "text", "text": "2"}], "error": "late"}),
+            json!({"role": "tool", "content": "no id: not a result"}),
         ];
         assert_eq!(
             tool_results(&messages),
             [
-                ("a".to_owned(), json!("sunny")),
-                ("b".to_owned(), json!({"error": "late", "content": "42"}))
+                ("a".to_owned(), json!("sunny"), 0),
+                ("b".to_owned(), json!({"error": "late", "content": "42"}), 0)
             ]
         );
         assert!(tool_results(&[json!({"role": "user", "content": "hi"})]).is_empty());
+    }
+
+    #[test]
+    fn what_a_run_input_holds_is_known() {
+        let messages = [
+            json!({"role": "user", "content": "hi"}),
+            json!({"role": "assistant", "toolCalls": [{"id": "c1"}, {"id": "c2"}]}),
+            json!({"role": "tool", "toolCallId": "c1", "content": "x"}),
+        ];
+        assert_eq!(
+            held(&messages),
+            (
+                vec!["c1".to_owned(), "c2".to_owned()],
+                vec!["c1".to_owned()]
+            )
+        );
     }
 }

@@ -5,8 +5,6 @@
 //! and the client that runs it answers with its result (on AG-UI, a `tool`
 //! message in the next run input; on any wire, `inline_component.result`).
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -35,7 +33,8 @@ pub struct ClientTool {
 impl ClientTool {
     /// A tool that waits for its client: a name the model may call
     /// (`[A-Za-z0-9_-]`, 1 to 64 characters, as every vendor accepts), a
-    /// description of at most 4 KiB, a valid JSON Schema.
+    /// description of at most 4 KiB, a valid JSON Schema of an object (what
+    /// vendors take as a function's parameters) of at most 64 KiB.
     ///
     /// # Errors
     /// What is wrong, naming the tool.
@@ -61,26 +60,26 @@ impl ClientTool {
             Some(Value::Null) | None => serde_json::json!({"type": "object"}),
             Some(schema) => schema.clone(),
         };
+        if schema["type"] != "object" {
+            return Err(format!(
+                "tool `{name}`: `parameters` must be the schema of an object (`\"type\": \"object\"`)"
+            ));
+        }
+        if !crate::protocol::limits::json_fits(&schema, 64 << 10) {
+            return Err(format!("tool `{name}`: `parameters` is over 64 KiB"));
+        }
         let validator = jsonschema::options()
             .build(&schema)
             .map_err(|e| format!("tool `{name}`: `parameters` is not a valid JSON Schema: {e}"))?;
-        Ok(Tool {
-            name: name.clone(),
-            description: self.description.clone(),
-            category: None,
-            input_schema: schema,
-            validator: Arc::new(validator),
-            kind: ToolKind::Ui {
+        Ok(Tool::built(
+            name.clone(),
+            self.description.clone(),
+            (schema, validator),
+            ToolKind::Ui {
                 component_type: ComponentType::Fixed(FRONTEND.into()),
                 display: Display::Inline,
             },
-            requires_approval: false,
-            idempotent: false,
-            inject: Vec::new(),
-            context_types: Vec::new(),
-            preview: None,
-            summary: None,
-        })
+        ))
     }
 }
 
@@ -138,10 +137,27 @@ mod tests {
         ] {
             assert!(tool(name, None).checked().is_err(), "{name:?}");
         }
-        let err = tool("t", Some(serde_json::json!({"type": 5})))
-            .checked()
-            .unwrap_err();
+        let err = tool(
+            "t",
+            Some(serde_json::json!({"type": "object", "required": 5})),
+        )
+        .checked()
+        .unwrap_err();
         assert!(err.contains("not a valid JSON Schema"), "{err}");
+        for schema in [
+            serde_json::json!(true),
+            serde_json::json!({"type": "string"}),
+        ] {
+            let err = tool("t", Some(schema)).checked().unwrap_err();
+            assert!(err.contains("schema of an object"), "{err}");
+        }
+        let huge = serde_json::json!({"type": "object", "description": "x".repeat(70_000)});
+        assert!(
+            tool("t", Some(huge))
+                .checked()
+                .unwrap_err()
+                .contains("64 KiB")
+        );
     }
 
     #[test]

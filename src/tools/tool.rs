@@ -103,19 +103,20 @@ pub struct Tool {
 }
 
 impl Tool {
-    /// A group's `handoff_to`, naming `members` (or `user`).
-    pub fn handoff(members: &[String]) -> Self {
-        let schema = handoff::schema(members);
-        let validator = jsonschema::options()
-            .build(&schema)
-            .expect("the handoff schema is valid");
+    /// A tool made in code, not from a `tools:` entry: none of the gates.
+    pub(super) fn built(
+        name: String,
+        description: String,
+        (input_schema, validator): (Value, Validator),
+        kind: ToolKind,
+    ) -> Self {
         Tool {
-            name: handoff::HANDOFF_TOOL.into(),
-            description: handoff::description(members),
+            name,
+            description,
             category: None,
-            input_schema: schema,
+            input_schema,
             validator: Arc::new(validator),
-            kind: ToolKind::Handoff,
+            kind,
             requires_approval: false,
             idempotent: false,
             inject: Vec::new(),
@@ -123,6 +124,20 @@ impl Tool {
             preview: None,
             summary: None,
         }
+    }
+
+    /// A group's `handoff_to`, naming `members` (or `user`).
+    pub fn handoff(members: &[String]) -> Self {
+        let schema = handoff::schema(members);
+        let validator = jsonschema::options()
+            .build(&schema)
+            .expect("the handoff schema is valid");
+        Self::built(
+            handoff::HANDOFF_TOOL.into(),
+            handoff::description(members),
+            (schema, validator),
+            ToolKind::Handoff,
+        )
     }
 
     /// The target of `call` if it is a call of the group's `handoff_to` (the

@@ -34,6 +34,11 @@ pub(super) async fn run(
     let component_type = match component_type {
         ComponentType::Fixed(c) => c.clone(),
         ComponentType::FromInput(field) => match call.input[field].as_str() {
+            // The kinds the server's own calls are known by are not a
+            // model's to name.
+            Some(c @ (super::FRONTEND | super::APPROVAL)) => {
+                return refuse(link, call, format!("`{c}` is not a component type to show")).await;
+            }
             Some(c) if !c.is_empty() => c.to_owned(),
             _ => {
                 return refuse(

@@ -55,6 +55,12 @@ pub struct AgUi {
     answered: std::collections::HashSet<String>,
     /// Frontend tool calls waiting for their client's result.
     pending: Vec<String>,
+    /// Backend calls announced and not finished: the response does not end
+    /// at a wait while one runs (its result would be missed).
+    running: std::collections::HashSet<String>,
+    /// Calls whose result the client has (its run input's `tool`
+    /// messages): no `TOOL_CALL_RESULT` for them.
+    known: std::collections::HashSet<String>,
     /// Every frontend tool call seen.
     frontend: std::collections::HashSet<String>,
     /// Calls announced in this response (a call logged again — past its
@@ -77,6 +83,8 @@ impl AgUi {
             reasoning: None,
             open: Vec::new(),
             pending: Vec::new(),
+            running: std::collections::HashSet::new(),
+            known: std::collections::HashSet::new(),
             frontend: std::collections::HashSet::new(),
             answered: std::collections::HashSet::new(),
             calls: std::collections::HashSet::new(),
@@ -90,6 +98,20 @@ impl AgUi {
     #[must_use]
     pub fn answering(mut self, corrs: impl IntoIterator<Item = String>) -> Self {
         self.answered.extend(corrs);
+        self
+    }
+
+    /// A response to a run input that holds these tool calls (its
+    /// assistant messages' `toolCalls`: not announced again) and these
+    /// results (its `tool` messages: not sent again).
+    #[must_use]
+    pub fn knowing(
+        mut self,
+        calls: impl IntoIterator<Item = String>,
+        results: impl IntoIterator<Item = String>,
+    ) -> Self {
+        self.calls.extend(calls);
+        self.known.extend(results);
         self
     }
 
@@ -189,6 +211,7 @@ impl AgUi {
     fn closed(&mut self, corr: &str) {
         self.open.retain(|(c, _)| c != corr);
         self.pending.retain(|c| c != corr);
+        self.running.remove(corr);
     }
 
     fn finish(&mut self, o: &mut Vec<Out>, outcome: Option<Value>) {
@@ -284,12 +307,13 @@ impl Encoder for AgUi {
                 agent, from_seq, ..
             } => {
                 let message = self.text.clone();
+                let reasoning = self.reasoning.clone();
                 self.close_text(o);
-                Self::custom(
-                    o,
-                    "turn_discarded",
-                    json!({"agent": agent, "from_seq": from_seq, "messageId": message}),
-                );
+                let mut value = json!({"agent": agent, "from_seq": from_seq, "messageId": message});
+                if let Some(id) = reasoning {
+                    value["reasoningMessageId"] = json!(id);
+                }
+                Self::custom(o, "turn_discarded", value);
             }
             EventKind::ToolCall { .. } => self.tool_called(&env.kind, o),
             EventKind::ToolResponse { .. } => self.tool_responded(env, o),
@@ -385,7 +409,9 @@ impl Encoder for AgUi {
     }
 
     fn waiting(&self) -> bool {
-        !self.ended && (!self.open.is_empty() || !self.pending.is_empty())
+        !self.ended
+            && self.running.is_empty()
+            && (!self.open.is_empty() || !self.pending.is_empty())
     }
 
     fn close(&mut self, o: &mut Vec<Out>) {

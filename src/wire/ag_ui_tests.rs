@@ -1,17 +1,8 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::protocol::Display;
 use crate::wire::Quiet;
-
-fn env(seq: u64, kind: EventKind) -> Envelope {
-    Envelope {
-        kind,
-        chat_id: uuid::Uuid::nil(),
-        seq,
-        ts: "2026-11-25T00:00:00.000Z".into(),
-    }
-}
+use crate::wire::test_log::{call, env, response, turn};
 
 /// The events of the envelopes, then of the close when the run waits.
 fn events(enc: &mut impl Encoder, log: &[Envelope]) -> Vec<Value> {
@@ -31,41 +22,11 @@ fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
 
-fn turn() -> EventKind {
-    EventKind::SelectSpeaker {
-        agent: "a".into(),
-        method: None,
-        reason: None,
-    }
-}
-
 fn print(text: &str) -> EventKind {
     EventKind::Print {
         agent: "a".into(),
         content: text.into(),
         corr: None,
-    }
-}
-
-fn call(corr: &str, component: Option<&str>, payload: Value) -> EventKind {
-    EventKind::ToolCall {
-        tool_name: "get_weather".into(),
-        component_type: component.map(str::to_owned),
-        awaiting_response: component.is_some(),
-        payload,
-        corr: corr.into(),
-        display: Display::Inline,
-        agent: None,
-    }
-}
-
-fn response(corr: &str, content: Value) -> EventKind {
-    EventKind::ToolResponse {
-        tool_name: "get_weather".into(),
-        content,
-        success: true,
-        corr: corr.into(),
-        agent: None,
     }
 }
 
@@ -147,7 +108,7 @@ fn a_frontend_tool_ends_the_response_pending_with_the_models_arguments() {
         ),
     ];
     let ev = events(&mut agui(), &log);
-    assert_eq!(ev[1]["toolCallName"], "get_weather");
+    assert_eq!(ev[1]["toolCallName"], "guarded");
     assert_eq!(ev[2]["delta"], r#"{"city":"Oslo"}"#);
     let finished = ev.last().unwrap();
     assert_eq!(
@@ -168,7 +129,9 @@ fn the_response_to_a_tool_message_goes_on_without_echoing_it() {
     ];
     // The client that sent the result: from where its response stopped.
     let mut enc = Quiet {
-        inner: agui().answering(["tc1".to_owned()]),
+        inner: agui()
+            .answering(["tc1".to_owned()])
+            .knowing(["tc1".to_owned()], ["tc1".to_owned()]),
         through: 2,
     };
     let ev = events(&mut enc, &log);
@@ -269,4 +232,41 @@ fn reasoning_is_a_reasoning_message_closed_before_the_answer() {
         types(&ev)[4..7],
         ["REASONING_MESSAGE_END", "REASONING_END", "STEP_FINISHED"]
     );
+}
+
+#[test]
+fn a_response_does_not_end_at_a_frontend_tool_while_a_server_tool_runs() {
+    let mut enc = agui();
+    let mut o = Vec::new();
+    for e in [
+        env(1, turn()),
+        env(2, call("tc1", Some(crate::tools::FRONTEND), json!({}))),
+        env(3, call("s1", None, json!({}))),
+    ] {
+        enc.encode(&e, "", &mut o);
+    }
+    assert!(!enc.waiting(), "the server tool's result is still to come");
+    enc.encode(&env(4, response("s1", json!("done"))), "", &mut o);
+    assert!(enc.waiting());
+}
+
+#[test]
+fn what_the_run_input_holds_is_not_sent_again() {
+    // The client answered tc1 and holds both calls (and s1's result); the
+    // response goes on after tc1's call.
+    let log = [
+        env(1, turn()),
+        env(2, call("tc1", Some(crate::tools::FRONTEND), json!({}))),
+        env(3, call("s1", None, json!({}))),
+        env(4, response("s1", json!("done"))),
+        env(5, response("tc1", json!("sunny"))),
+        env(6, end(RunEndReason::Completed)),
+    ];
+    let held = || ["tc1".to_owned(), "s1".to_owned()];
+    let mut enc = Quiet {
+        inner: agui().answering(["tc1".to_owned()]).knowing(held(), held()),
+        through: 2,
+    };
+    let ev = events(&mut enc, &log);
+    assert_eq!(types(&ev), ["RUN_FINISHED"]);
 }

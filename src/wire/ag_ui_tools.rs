@@ -44,6 +44,7 @@ impl AgUi {
             }
             Some(crate::workflows::WORKFLOW) | None => {
                 self.tool_call(o, corr, tool_name, payload);
+                self.running.insert(corr.clone());
             }
             // An artifact (a preview, logged again as it is patched) is
             // shared state: one top-level key per artifact.
@@ -86,7 +87,7 @@ impl AgUi {
             return;
         }
         // The client whose `tool` message this is has it already.
-        if self.frontend.contains(corr) && self.answered.contains(corr) {
+        if self.known.contains(corr) {
             return;
         }
         let text = crate::wire::as_text(content);

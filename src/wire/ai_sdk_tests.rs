@@ -1,17 +1,8 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::protocol::Display;
 use crate::wire::Quiet;
-
-fn env(seq: u64, kind: EventKind) -> Envelope {
-    Envelope {
-        kind,
-        chat_id: uuid::Uuid::nil(),
-        seq,
-        ts: "2026-11-25T00:00:00.000Z".into(),
-    }
-}
+use crate::wire::test_log::{call, env, response, turn};
 
 /// Each chunk of the envelopes, as JSON (`[DONE]` as a string).
 fn chunks(enc: &mut AiSdk, log: &[Envelope]) -> Vec<Value> {
@@ -29,36 +20,6 @@ fn types(chunks: &[Value]) -> Vec<&str> {
         .iter()
         .map(|c| c["type"].as_str().unwrap_or_else(|| c.as_str().unwrap()))
         .collect()
-}
-
-fn turn() -> EventKind {
-    EventKind::SelectSpeaker {
-        agent: "a".into(),
-        method: None,
-        reason: None,
-    }
-}
-
-fn call(corr: &str, component: Option<&str>, payload: Value) -> EventKind {
-    EventKind::ToolCall {
-        tool_name: "guarded".into(),
-        component_type: component.map(str::to_owned),
-        awaiting_response: component.is_some(),
-        payload,
-        corr: corr.into(),
-        display: Display::Inline,
-        agent: None,
-    }
-}
-
-fn response(corr: &str, content: Value) -> EventKind {
-    EventKind::ToolResponse {
-        tool_name: "guarded".into(),
-        content,
-        success: true,
-        corr: corr.into(),
-        agent: None,
-    }
 }
 
 #[test]

@@ -34,5 +34,7 @@ pub use dialect::Dialect;
 pub use sse::{Encoder, Out, Quiet, answer_text, as_text, text_parts};
 
 #[cfg(test)]
+mod test_log;
+#[cfg(test)]
 #[path = "sse_tests.rs"]
 mod tests;

@@ -2,15 +2,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::protocol::{Display, Envelope, ErrorCode, EventKind, RunEndReason};
-
-fn env(seq: u64, kind: EventKind) -> Envelope {
-    Envelope {
-        kind,
-        chat_id: uuid::Uuid::nil(),
-        seq,
-        ts: "2026-11-21T00:00:00.000Z".into(),
-    }
-}
+use crate::wire::test_log::env;
 
 fn run() -> Vec<Envelope> {
     vec![

@@ -196,12 +196,17 @@ test('a frontend tool: the model calls it, the run finishes pending it, its tool
   const again = types(events.slice(before));
   assert.ok(!again.includes('TOOL_CALL_START') && !again.includes('TOOL_CALL_RESULT'), again.join());
 
-  // The same run input again: nothing waits, nothing runs, it ends at once.
+  // The same run input again (its response was lost): nothing runs twice,
+  // and the client gets what it lacks, once.
   const count = agent.messages.length;
   agent.messages.pop();
   await agent.runAgent({ runId: crypto.randomUUID(), tools: WEATHER });
-  assert.equal(agent.messages.length, count - 1);
+  assert.equal(agent.messages.length, count);
+  assert.equal(lastAssistant(agent), 'Weather: sunny, 21 °C');
+  assert.equal(agent.messages.filter((m) => m.role === 'tool').length, 1);
   assert.equal(events.at(-1).type, 'RUN_FINISHED');
+  const page = await (await fetch(`${base}/v1/chats/${agent.threadId}/events?after=0&limit=1000`)).json();
+  assert.equal(page.events.filter((e) => e.type === 'chat.run_complete').length, 1, 'one run');
 });
 
 test('a frontend tool waiting when the server is killed still waits after the restart', async () => {
@@ -216,8 +221,24 @@ test('a frontend tool waiting when the server is killed still waits after the re
   assert.equal(lastAssistant(agent), 'Weather: rain');
 });
 
+test('a tool message answers only a frontend tool; an input request waits for resume[]', async () => {
+  const { agent } = agentOn();
+  await say(agent, 'ask: Your name?');
+  const [interrupt] = agent.pendingInterrupts;
+  const post = (body) => fetch(`${base}/v1/ag-ui`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+  });
+  const r = await post({
+    threadId: agent.threadId, runId: 'r',
+    messages: [...agent.messages, { id: 't', role: 'tool', toolCallId: interrupt.toolCallId, content: 'Eve' }],
+  });
+  assert.equal(r.status, 400, 'nothing to run: the tool message answers nothing');
+  await agent.runAgent({ runId: crypto.randomUUID(), resume: [{ interruptId: interrupt.id, status: 'resolved', payload: 'Ada' }] });
+  assert.equal(lastAssistant(agent), 'You answered: Ada');
+});
+
 test('bad frontend tools are refused before anything runs', async () => {
-  for (const tools of [[{ name: 'has space', description: '' }], [{ name: 't', description: '', parameters: { type: 5 } }],
+  for (const tools of [[{ name: 'has space', description: '' }], [{ name: 't', description: '', parameters: { type: 'string' } }],
     Array.from({ length: 65 }, (_, i) => ({ name: `t${i}`, description: '' }))]) {
     const threadId = crypto.randomUUID();
     const r = await fetch(`${base}/v1/ag-ui`, {

@@ -251,10 +251,8 @@ pub(super) async fn cancel(
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
 ) -> Result<Json<Cancelled>, ApiError> {
-    if id.is_empty() || id.len() > 256 {
-        return Err(ApiError::BadRequest(
-            "a chat or conversation id is 1 to 256 bytes".into(),
-        ));
+    if id.is_empty() {
+        return Err(ApiError::BadRequest("no chat or conversation id".into()));
     }
     let (chat_id, _) = conversation_chat(&user, Some(&id));
     state.registry.cancel(chat_id, &user).await?;
