@@ -5,11 +5,31 @@
 //! - `socketio_peer`: the Socket.IO server of the benchmarks is installed
 //!   (`npm ci` in `bench/socketio`). With `AGENTWIRE_REQUIRE_SOCKETIO=1`
 //!   (`.ci/run`) its absence stops the build instead.
+//! - `mcp_peer`: the MCP server of `examples/mcp` has its Python SDK (a
+//!   virtual environment at `examples/mcp/.venv` with `requirements.txt`
+//!   installed). With `AGENTWIRE_REQUIRE_MCP=1` (`.ci/run`) its absence
+//!   stops the build instead.
 
 use std::path::Path;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(socketio_peer)");
+    println!("cargo::rustc-check-cfg=cfg(mcp_peer)");
+    println!("cargo::rerun-if-changed=examples/mcp");
+    println!("cargo::rerun-if-env-changed=AGENTWIRE_REQUIRE_MCP");
+    let mcp = Path::new("examples/mcp/.venv/bin/python").exists()
+        && std::fs::read_dir("examples/mcp/.venv/lib").is_ok_and(|mut d| {
+            d.any(|e| e.is_ok_and(|e| e.path().join("site-packages/mcp").exists()))
+        });
+    if mcp {
+        println!("cargo::rustc-cfg=mcp_peer");
+    } else if std::env::var("AGENTWIRE_REQUIRE_MCP").as_deref() == Ok("1") {
+        panic!(
+            "AGENTWIRE_REQUIRE_MCP=1 but examples/mcp has no .venv with its requirements \
+             (python3 -m venv examples/mcp/.venv && examples/mcp/.venv/bin/pip install -r \
+             examples/mcp/requirements.txt)"
+        );
+    }
     // The folder (scanned as a whole): `npm ci` there changes it.
     println!("cargo::rerun-if-changed=bench/socketio");
     println!("cargo::rerun-if-env-changed=AGENTWIRE_REQUIRE_SOCKETIO");

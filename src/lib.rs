@@ -30,6 +30,7 @@ pub mod databases;
 pub mod http;
 pub mod link;
 pub mod llm;
+pub mod mcp;
 pub mod metrics;
 pub mod protocol;
 pub mod session;

@@ -32,6 +32,8 @@ pub struct Agent {
     pub show_reasoning: bool,
     pub price: Option<Price>,
     pub tools: Vec<Tool>,
+    /// MCP servers: their tools are offered as each lists them now.
+    pub mcp: Vec<Arc<crate::tools::McpSource>>,
     pub provider: Arc<dyn Provider>,
     /// The client of the agent's HTTP tools.
     pub http: reqwest::Client,
@@ -152,6 +154,17 @@ impl Agent {
             }
             tools.push(tool);
         }
+        // Last: every other check passed before any server is started.
+        let mut mcp: Vec<Arc<crate::tools::McpSource>> = Vec::new();
+        for (i, spec) in file.mcp_servers.into_iter().enumerate() {
+            if mcp.iter().any(|m| m.server.name() == spec.name) {
+                return Err(format!(
+                    "mcp_servers[{i}].name: `{}` is used twice",
+                    spec.name
+                ));
+            }
+            mcp.push(Arc::new(crate::tools::McpSource::from_spec(spec, i)?));
+        }
         Ok(Agent {
             name: file.name.unwrap_or_else(|| file.id.clone()),
             description: file.description.unwrap_or_default(),
@@ -167,11 +180,29 @@ impl Agent {
             show_reasoning: file.show_reasoning,
             price,
             tools,
+            mcp,
             provider,
             http: http.clone(),
             template: template.map(Arc::new),
             group: None,
         })
+    }
+
+    /// The tools a run may call now: the file's, then its MCP servers' as
+    /// they list them now (a name the file uses stays the file's).
+    pub fn tools_now(&self) -> std::borrow::Cow<'_, [Tool]> {
+        if self.mcp.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.tools);
+        }
+        let mut tools = self.tools.clone();
+        for source in &self.mcp {
+            for tool in source.tools() {
+                if !tools.iter().any(|t| t.name == tool.name) {
+                    tools.push(tool);
+                }
+            }
+        }
+        std::borrow::Cow::Owned(tools)
     }
 
     /// The tool called `name`.

@@ -49,6 +49,9 @@ pub struct AgentFile {
     pub show_reasoning: bool,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
+    /// MCP servers whose tools the agent may call (see `tools::mcp`).
+    #[serde(default)]
+    pub mcp_servers: Vec<crate::tools::spec::McpServerSpec>,
     /// A conversation template (seed 004), see `templates`.
     #[serde(default)]
     pub template: Option<crate::templates::TemplateSpec>,

@@ -137,7 +137,7 @@ async fn alone(
 ) -> Result<RunEndReason, Gone> {
     let provider = spec.provider.as_deref().unwrap_or(agent.provider.as_ref());
     let json_mode = agent.tool_call_format == ToolCallFormat::Json;
-    let tools = crate::tools::with_client_tools(&agent.tools, &spec.client_tools);
+    let tools = crate::tools::with_client_tools(&agent.tools_now(), &spec.client_tools);
     let offered = definitions(&tools, spec.context_type.as_deref());
     let mut prompt = system_prompt(
         agent,
@@ -171,7 +171,13 @@ async fn alone(
 /// format, whatever the agent's own format; then the `workflows` the user
 /// can run themselves, by category.
 pub fn enhanced_system_prompt(agent: &Agent, workflows: &[&Workflow]) -> String {
-    let mut prompt = system_prompt(agent, None, None, true, &definitions(&agent.tools, None));
+    let mut prompt = system_prompt(
+        agent,
+        None,
+        None,
+        true,
+        &definitions(&agent.tools_now(), None),
+    );
     if workflows.is_empty() {
         return prompt;
     }

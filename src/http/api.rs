@@ -40,6 +40,10 @@ pub struct AgentInfo {
     /// A group chat's members, in order (absent for other agents).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub members: Option<Vec<MemberInfo>>,
+    /// Its MCP servers, each with where it stands (`starting`, `ready`,
+    /// `down`) and how many tools it lists (absent for an agent with none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Vec<crate::mcp::Status>>,
 }
 
 /// A member of a group chat: its name on the wire (`agent` fields) and

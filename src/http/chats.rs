@@ -109,6 +109,8 @@ pub(super) async fn list_agents(State(state): State<AppState>, _: AuthUser) -> J
                     })
                     .collect()
             }),
+            mcp_servers: (!a.mcp.is_empty())
+                .then(|| a.mcp.iter().map(|m| m.server.status()).collect()),
         })
         .collect();
     Json(AgentList { agents })

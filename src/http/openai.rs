@@ -115,6 +115,6 @@ pub(super) async fn enhanced(
         agent: agent.id.clone(),
         base: agent.system_prompt.clone(),
         enhanced: enhanced_system_prompt(&agent, &workflows),
-        tools: agent.tools.iter().map(|t| t.name.clone()).collect(),
+        tools: agent.tools_now().iter().map(|t| t.name.clone()).collect(),
     }))
 }

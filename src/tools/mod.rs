@@ -15,6 +15,8 @@
 //! - `analyst`: `ask_analyst` (seed 003): a Vega-Lite spec of the last result.
 //! - `handoff`: a group's `handoff_to` (seed 001): a member names who speaks
 //!   next.
+//! - `mcp`: the tools of the MCP servers an agent file names, as each lists
+//!   them now (`crate::mcp` keeps the connections).
 //! - `frontend`: tools a client brings with one run (AG-UI's `tools`): UI
 //!   tool calls of component type `frontend_tool`, answered by the client.
 //!
@@ -36,8 +38,8 @@
 //! Inside, in dependency order: `spec`, `record`, `env`; the kinds; `tool`;
 //! `pipeline`. `mod.rs` only re-exports.
 //!
-//! Uses `link` (the run's channel to its chat), `llm`, `protocol` and
-//! `databases` (for `ask_database`, `ask_analyst`); knows
+//! Uses `link` (the run's channel to its chat), `llm`, `protocol`, `mcp`
+//! and `databases` (for `ask_database`, `ask_analyst`); knows
 //! nothing of agents or sessions.
 
 mod analyst;
@@ -48,6 +50,7 @@ mod env;
 mod frontend;
 mod handoff;
 mod http;
+mod mcp;
 mod pipeline;
 mod preview;
 mod record;
@@ -61,6 +64,7 @@ pub use env::{CallEnv, Database};
 pub use frontend::{ClientTool, FRONTEND, MAX_CLIENT_TOOLS, with_client_tools};
 pub use handoff::{HANDOFF_TOOL, TO_USER};
 pub use http::HttpTool;
+pub use mcp::McpSource;
 pub use pipeline::{APPROVAL, APPROVAL_SUFFIX, Approval, ask_approval, cap, execute};
 pub use preview::PREVIEW_SUFFIX;
 pub(crate) use record::respond;

@@ -151,3 +151,80 @@ pub struct InputRequestSpec {
 fn default_prompt_field() -> String {
     "prompt".into()
 }
+
+/// An `mcp_servers:` entry: an MCP server whose tools the agent may call.
+/// Exactly one of `stdio` and `http` says how to reach it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerSpec {
+    /// Letters, digits, `_` and `-`; names it in logs and `/v1/agents`.
+    pub name: String,
+    #[serde(default)]
+    pub stdio: Option<McpStdioSpec>,
+    #[serde(default)]
+    pub http: Option<McpHttpSpec>,
+    /// Put before each of its tools' names [default: `<name>_`; `""`: none].
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Only these of its tools (by the server's names); empty: all.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// None of these.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Every call of its tools asks the user first.
+    #[serde(default)]
+    pub requires_approval: bool,
+    /// A call with no answer (and no progress) this long fails.
+    #[serde(default = "default_mcp_timeout")]
+    pub timeout_seconds: u64,
+    /// Per tool (by the server's name): the gates any tool has.
+    #[serde(default)]
+    pub tools: std::collections::BTreeMap<String, McpToolSpec>,
+}
+
+fn default_mcp_timeout() -> u64 {
+    60
+}
+
+/// A server started as a child process, spoken to over stdio.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpStdioSpec {
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Its working directory [default: the server's].
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// A Streamable HTTP server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpHttpSpec {
+    pub url: String,
+    /// Sent with every request (an `Authorization` the server wants).
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
+/// The gates of one MCP tool, as for any tool.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpToolSpec {
+    #[serde(default)]
+    pub requires_approval: bool,
+    #[serde(default)]
+    pub idempotent: bool,
+    #[serde(default)]
+    pub context_types: Vec<String>,
+    #[serde(default)]
+    pub inject: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub summary: Option<SummarySpec>,
+    #[serde(default)]
+    pub category: Option<String>,
+}

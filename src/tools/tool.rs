@@ -37,6 +37,11 @@ pub enum ToolKind {
     AskAnalyst,
     /// A group's `handoff_to` (built by the group, never from a `tools:` entry).
     Handoff,
+    /// A tool of an MCP server (`tool`: its name on the server).
+    Mcp {
+        source: Arc<super::mcp::McpSource>,
+        tool: String,
+    },
 }
 
 impl ToolKind {
@@ -50,6 +55,7 @@ impl ToolKind {
             Self::AskDatabase => "database",
             Self::AskAnalyst => "analyst",
             Self::Handoff => "handoff",
+            Self::Mcp { .. } => "mcp",
         }
     }
 
@@ -74,6 +80,7 @@ impl ToolKind {
             Self::AskDatabase => database::run(call, env).await,
             Self::AskAnalyst => analyst::run(call, env).await,
             Self::Handoff => handoff::run(call, env.link).await,
+            Self::Mcp { source, tool } => super::mcp::run(source, tool, call, env.link).await,
         }
     }
 }
@@ -228,16 +235,7 @@ impl Tool {
         } else {
             return Err(format!("tools[{index}]: no kind"));
         };
-        let mut inject = Vec::new();
-        for (arg, path) in spec.inject {
-            let Some(rest) = path.strip_prefix("context.") else {
-                return Err(format!(
-                    "{}: `{path}` must start with `context.`",
-                    at(&format!("inject.{arg}"))
-                ));
-            };
-            inject.push((arg, rest.split('.').map(str::to_owned).collect()));
-        }
+        let inject = inject_paths(spec.inject, &at("inject"))?;
         let preview = match spec.preview {
             Some(_)
                 if !matches!(
@@ -283,4 +281,21 @@ impl Tool {
             summary,
         })
     }
+}
+
+/// `inject:` entries as `(argument, path in the context)` pairs.
+///
+/// # Errors
+/// A path that does not start with `context.` (named under `at`).
+pub(super) fn inject_paths(
+    inject: std::collections::BTreeMap<String, String>,
+    at: &str,
+) -> Result<Vec<(String, Vec<String>)>, String> {
+    inject
+        .into_iter()
+        .map(|(arg, path)| match path.strip_prefix("context.") {
+            Some(rest) => Ok((arg, rest.split('.').map(str::to_owned).collect())),
+            None => Err(format!("{at}.{arg}: `{path}` must start with `context.`")),
+        })
+        .collect()
 }

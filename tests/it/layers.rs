@@ -20,6 +20,7 @@ const LAYERS: &[&str] = &[
     "databases",
     "testing",
     "llm",
+    "mcp",
     "link",
     "tools",
     "templates",

@@ -21,6 +21,7 @@ mod hardening;
 mod hitl;
 mod input;
 mod layers;
+mod mcp;
 mod metrics;
 mod mock_llm;
 mod models;

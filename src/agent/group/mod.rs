@@ -46,6 +46,13 @@ pub(super) fn build(
     if !file.tools.is_empty() {
         return Err("tools: a group's tools belong to its members (group.members[].tools)".into());
     }
+    if !file.mcp_servers.is_empty() {
+        return Err(
+            "mcp_servers: a group's tools belong to its members (a member that is another agent \
+             file keeps that file's mcp_servers)"
+                .into(),
+        );
+    }
     if file.template.is_some() {
         return Err("template: a group cannot walk a template".into());
     }
@@ -118,6 +125,7 @@ pub(super) fn build(
                 tool_call_format: m.tool_call_format.unwrap_or(file.tool_call_format),
                 show_reasoning: file.show_reasoning,
                 tools: m.tools,
+                mcp_servers: Vec::new(),
                 template: None,
                 group: None,
             };

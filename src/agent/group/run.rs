@@ -139,7 +139,7 @@ async fn turn(
         (Some(chat_model), true) => chat_model.as_ref(),
         _ => agent.provider.as_ref(),
     };
-    let mut tools = crate::tools::with_client_tools(&agent.tools, &spec.client_tools);
+    let mut tools = crate::tools::with_client_tools(&agent.tools_now(), &spec.client_tools);
     tools.extend(group.handoff_tool.clone());
     let voice = Voice {
         name: &member.name,

@@ -98,8 +98,8 @@ impl Actor {
             Some(a) => {
                 // A group's tools are its members'.
                 let members = a.group.iter().flat_map(|g| &g.members);
-                let tools: Vec<&crate::tools::Tool> = a
-                    .tools
+                let own = a.tools_now();
+                let tools: Vec<&crate::tools::Tool> = own
                     .iter()
                     .chain(members.flat_map(|m| &m.agent.tools))
                     .collect();

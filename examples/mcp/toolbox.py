@@ -1,0 +1,106 @@
+"""A small MCP server (the official Python SDK, `mcp` 2.x) for agentwire's
+example agent and its MCP tests.
+
+    python toolbox.py                        # stdio
+    python toolbox.py http 127.0.0.1 8931    # Streamable HTTP at http://127.0.0.1:8931/mcp
+    MCP_REQUIRE_TOKEN=secret python toolbox.py http ...   # 401 without "Authorization: Bearer secret"
+
+Tools: add, echo, slow_count (reports progress), fail (an isError result),
+add_tool (registers a tool and sends notifications/tools/list_changed),
+crash (the process exits mid-call), whoami (the Authorization header seen,
+over HTTP), picture (an image and a text block).
+"""
+
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ImageContent, TextContent
+
+mcp = MCPServer("agentwire-toolbox", version="0.1.0")
+
+
+@mcp.tool(description="Add two numbers")
+def add(a: float, b: float) -> str:
+    return str(a + b)
+
+
+@mcp.tool(description="Echo the text back")
+def echo(text: str) -> str:
+    return text
+
+
+@mcp.tool(description="Count to n, reporting progress after each step")
+async def slow_count(n: int, ctx: Context, delay: float = 0.05) -> str:
+    for i in range(1, n + 1):
+        await anyio.sleep(delay)
+        await ctx.report_progress(i, total=n, message=f"step {i}/{n}")
+    return f"counted {n}"
+
+
+@mcp.tool(description="Always fails: the result has isError")
+def fail(message: str = "boom") -> str:
+    raise ToolError(message)
+
+
+@mcp.tool(description="Register a new tool and say the tool list changed")
+async def add_tool(name: str, ctx: Context) -> str:
+    def dynamic() -> str:
+        return f"hello from {name}"
+
+    mcp.add_tool(dynamic, name=name, description=f"added at run time: {name}")
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
+
+
+@mcp.tool(description="Exit the server process in the middle of the call")
+async def crash() -> str:
+    await anyio.sleep(0.05)
+    os._exit(3)
+
+
+@mcp.tool(description="The Authorization header the server saw (HTTP)")
+def whoami(ctx: Context) -> str:
+    headers = ctx.headers or {}
+    return headers.get("authorization", "<none>")
+
+
+@mcp.tool(description="A one-pixel picture, with a caption")
+def picture() -> list:
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg=="
+    return [ImageContent(type="image", data=png, mimeType="image/png"),
+            TextContent(type="text", text="a red pixel")]
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if not args or args[0] == "stdio":
+        mcp.run("stdio")
+        return
+    host = args[1] if len(args) > 1 else "127.0.0.1"
+    port = int(args[2]) if len(args) > 2 else 8931
+    token = os.environ.get("MCP_REQUIRE_TOKEN")
+    if not token:
+        mcp.run("streamable-http", host=host, port=port)
+        return
+    import uvicorn
+
+    app = mcp.streamable_http_app(host=host)
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http":
+            auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+            if auth != f"Bearer {token}":
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"www-authenticate", b'Bearer realm="toolbox"')]})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await app(scope, receive, send)
+
+    uvicorn.run(guarded, host=host, port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

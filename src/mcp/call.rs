@@ -1,0 +1,216 @@
+//! A tool call on a server: its progress, its timeout, its cancellation,
+//! and its result read into what the log keeps and what a model reads.
+
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CancelledNotificationParam, ClientRequest, ContentBlock, Request,
+    ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+use rmcp::{RoleClient, ServiceError};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::server::{McpServer, lock};
+
+/// Progress a server reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// A call's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Called {
+    /// The result as the server sent it (`content`, `structuredContent`,
+    /// `isError`): what the log keeps.
+    pub result: Value,
+    /// What a model reads: the text blocks, else the structured content;
+    /// an image, audio or resource as a note naming it (kept in the log).
+    pub text: String,
+    /// `isError`: a tool error for the model.
+    pub is_error: bool,
+}
+
+/// Why a call has no answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    #[error("the MCP server `{0}` is not connected")]
+    Down(String),
+    #[error("the MCP server `{server}` did not answer within {seconds} s")]
+    Timeout { server: String, seconds: u64 },
+    #[error("the MCP server `{server}` failed the call: {message}")]
+    Failed { server: String, message: String },
+}
+
+/// Progress reports queued per call at most (the rest are dropped).
+const PROGRESS_QUEUE: usize = 64;
+
+impl McpServer {
+    /// Calls `tool` with `arguments`. Progress the server reports goes to
+    /// `progress` (in increasing order; a full queue drops a report);
+    /// `timeout` runs again from each report. Dropping the
+    /// future before the answer cancels the call on the server
+    /// (`notifications/cancelled`).
+    ///
+    /// # Errors
+    /// The server is down, did not answer in time, or failed the request
+    /// (not a tool error: that is an answer with `is_error`).
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        timeout: Duration,
+        progress: mpsc::Sender<Progress>,
+    ) -> Result<Called, CallError> {
+        let name = self.shared.name.clone();
+        let Some(conn) = lock(&self.shared.conn).clone() else {
+            return Err(CallError::Down(name));
+        };
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let options = PeerRequestOptions::with_timeout(timeout).reset_timeout_on_progress();
+        let handle = match conn
+            .peer
+            .send_cancellable_request(
+                ClientRequest::CallToolRequest(Request::new(params)),
+                options,
+            )
+            .await
+        {
+            Ok(handle) => handle,
+            Err(e) => return Err(self.failed(e, timeout)),
+        };
+        let (tx, mut rx) = mpsc::channel(PROGRESS_QUEUE);
+        let token = handle.progress_token.clone();
+        lock(&self.shared.progress).register(token.clone(), tx);
+        // Dropped before the answer (the run cancelled): the server is told.
+        let guard = CancelOnDrop {
+            peer: Some(handle.peer.clone()),
+            id: handle.id.clone(),
+        };
+        let answer = handle.await_response();
+        tokio::pin!(answer);
+        let mut last = f64::MIN;
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut answer => break outcome,
+                Some(p) = rx.recv() => {
+                    // Reports may arrive out of order: only forward ones.
+                    if p.progress > last {
+                        last = p.progress;
+                        let _ = progress.try_send(p);
+                    }
+                }
+            }
+        };
+        guard.disarm();
+        lock(&self.shared.progress).unregister(&token);
+        match outcome {
+            Ok(ServerResult::CallToolResult(result)) => Ok(read(&result)),
+            Ok(_) => Err(CallError::Failed {
+                server: name,
+                message: "an answer that is not a tool result".into(),
+            }),
+            Err(e) => Err(self.failed(e, timeout)),
+        }
+    }
+
+    fn failed(&self, e: ServiceError, timeout: Duration) -> CallError {
+        let server = self.shared.name.clone();
+        match e {
+            ServiceError::Timeout { .. } => CallError::Timeout {
+                server,
+                seconds: timeout.as_secs(),
+            },
+            ServiceError::McpError(data) => CallError::Failed {
+                server,
+                message: data.message.to_string(),
+            },
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                // The connection is gone: the supervisor connects again.
+                self.shared.broken.notify_one();
+                CallError::Down(server)
+            }
+            other => CallError::Failed {
+                server,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// Sends `notifications/cancelled` for a request dropped before its answer.
+struct CancelOnDrop {
+    peer: Option<rmcp::service::Peer<RoleClient>>,
+    id: rmcp::model::RequestId,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.peer = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(peer) = self.peer.take() {
+            let params = CancelledNotificationParam::new(
+                Some(self.id.clone()),
+                Some("the run was cancelled".into()),
+            );
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = peer.notify_cancelled(params).await;
+                });
+            }
+        }
+    }
+}
+
+/// A tool result: the JSON the log keeps, and the text a model reads.
+fn read(result: &rmcp::model::CallToolResult) -> Called {
+    let json = serde_json::to_value(result).unwrap_or(Value::Null);
+    let mut parts = Vec::new();
+    for block in &result.content {
+        match block {
+            ContentBlock::Text(t) => parts.push(t.text.clone()),
+            ContentBlock::Image(i) => {
+                parts.push(format!("[an image ({}) is shown to the user]", i.mime_type))
+            }
+            ContentBlock::Audio(a) => {
+                parts.push(format!("[audio ({}) is kept for the user]", a.mime_type))
+            }
+            ContentBlock::Resource(r) => parts.push(resource_text(&r.resource)),
+            ContentBlock::ResourceLink(l) => parts.push(format!("[resource {}]", l.uri)),
+            _ => parts.push("[content the model cannot read, kept for the user]".into()),
+        }
+    }
+    let text = if parts.iter().all(|p| p.is_empty()) {
+        match &result.structured_content {
+            Some(v) => v.to_string(),
+            None => String::new(),
+        }
+    } else {
+        parts.join("\n")
+    };
+    Called {
+        result: json,
+        text,
+        is_error: result.is_error == Some(true),
+    }
+}
+
+fn resource_text(resource: &rmcp::model::ResourceContents) -> String {
+    match resource {
+        rmcp::model::ResourceContents::TextResourceContents { uri, text, .. } => {
+            format!("[resource {uri}]\n{text}")
+        }
+        rmcp::model::ResourceContents::BlobResourceContents { uri, .. } => {
+            format!("[resource {uri}: binary, kept for the user]")
+        }
+        _ => "[a resource the model cannot read, kept for the user]".into(),
+    }
+}

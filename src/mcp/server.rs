@@ -1,0 +1,383 @@
+//! One MCP server: its connection, kept up by a supervisor task, and the
+//! tools it lists.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::Tool;
+use rmcp::service::{Peer, RunningService};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::handler::{Handler, ProgressSinks};
+
+/// How long a server has to start and answer `initialize` and `tools/list`.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest pause between two attempts to connect.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A connection that stayed up this long starts the backoff over.
+const STABLE: Duration = Duration::from_secs(60);
+/// Lines of a stdio server's stderr logged at most per connection.
+const MAX_STDERR_LINES: usize = 1_000;
+
+/// How to reach a server.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A child process speaking JSON-RPC lines on stdin/stdout; its stderr
+    /// goes to the log.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<std::path::PathBuf>,
+    },
+    /// A Streamable HTTP endpoint, with headers sent on every request.
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// A tool as the server lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    pub name: String,
+    pub description: String,
+    /// Its `inputSchema` (an object's JSON Schema).
+    pub input_schema: Value,
+}
+
+/// Where a server stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Connecting for the first time.
+    Starting,
+    /// Connected; its tools are offered.
+    Ready,
+    /// Not connected (failed to start, exited, unreachable): its tools are
+    /// not offered; connecting again with backoff.
+    Down,
+}
+
+/// What `/v1/agents` shows of a server.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Status {
+    pub name: String,
+    pub state: State,
+    /// Tools listed (after `allow`/`deny`: see the agent).
+    pub tools: usize,
+    /// Why it is down (or why it last went down).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Connections made after the first.
+    pub restarts: u32,
+}
+
+/// What the supervisor keeps and calls read.
+pub(super) struct Shared {
+    pub name: String,
+    pub conn: Mutex<Option<Conn>>,
+    pub status: Mutex<Status>,
+    pub progress: ProgressSinks,
+    /// A call saw the connection broken (an HTTP server gone): reconnect.
+    pub broken: Notify,
+}
+
+/// A live connection.
+#[derive(Clone)]
+pub(super) struct Conn {
+    pub peer: Peer<RoleClient>,
+    pub tools: Arc<Vec<McpTool>>,
+}
+
+/// One MCP server an agent uses. Dropping it stops its supervisor (and its
+/// process).
+pub struct McpServer {
+    pub(super) shared: Arc<Shared>,
+    stop: CancellationToken,
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("name", &self.shared.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// Starts supervising the server `name` (connecting in the background).
+    /// Must be called inside a tokio runtime.
+    pub fn start(name: String, source: Source) -> Arc<Self> {
+        let shared = Arc::new(Shared {
+            name: name.clone(),
+            conn: Mutex::new(None),
+            status: Mutex::new(Status {
+                name,
+                state: State::Starting,
+                tools: 0,
+                error: None,
+                restarts: 0,
+            }),
+            progress: ProgressSinks::default(),
+            broken: Notify::new(),
+        });
+        let stop = CancellationToken::new();
+        tokio::spawn(supervise(shared.clone(), source, stop.clone()));
+        Arc::new(Self { shared, stop })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Where it stands.
+    pub fn status(&self) -> Status {
+        lock(&self.shared.status).clone()
+    }
+
+    /// Its tools, while it is connected (none while it is down).
+    pub fn tools(&self) -> Arc<Vec<McpTool>> {
+        lock(&self.shared.conn)
+            .as_ref()
+            .map(|c| c.tools.clone())
+            .unwrap_or_default()
+    }
+
+    /// Waits until the first connection is made or has failed (at most
+    /// `wait`): for start-up and tests.
+    pub async fn settled(&self, wait: Duration) -> State {
+        let deadline = Instant::now() + wait;
+        loop {
+            let state = self.status().state;
+            if state != State::Starting || Instant::now() >= deadline {
+                return state;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Connects, serves, and connects again when the connection ends.
+async fn supervise(shared: Arc<Shared>, source: Source, stop: CancellationToken) {
+    let name = shared.name.clone();
+    let mut failures: u32 = 0;
+    loop {
+        let up = Instant::now();
+        let outcome = tokio::select! {
+            () = stop.cancelled() => return,
+            outcome = connected(&shared, &source, &stop) => outcome,
+        };
+        let why = match outcome {
+            Ok(why) => why,
+            Err(why) => why,
+        };
+        *lock(&shared.conn) = None;
+        if stop.is_cancelled() {
+            return;
+        }
+        tracing::warn!(server = %name, error = %why, "MCP server down; its tools are not offered");
+        {
+            let mut status = lock(&shared.status);
+            status.state = State::Down;
+            status.tools = 0;
+            status.error = Some(why);
+        }
+        failures = if up.elapsed() >= STABLE {
+            1
+        } else {
+            failures + 1
+        };
+        let backoff = Duration::from_millis(250u64 << failures.min(7)).min(MAX_BACKOFF);
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        lock(&shared.status).restarts += 1;
+    }
+}
+
+/// One connection's life: connect, list the tools, serve until it ends.
+///
+/// # Returns
+/// Why it ended (`Err`: it never came up).
+async fn connected(
+    shared: &Arc<Shared>,
+    source: &Source,
+    stop: &CancellationToken,
+) -> Result<String, String> {
+    let (tools_changed, mut changes) = watch::channel(0u64);
+    let handler = Handler {
+        progress: shared.progress.clone(),
+        tools_changed: Arc::new(tools_changed),
+    };
+    let (running, mut child) =
+        tokio::time::timeout(START_TIMEOUT, connect(handler, source, &shared.name))
+            .await
+            .map_err(|_| format!("did not start within {} s", START_TIMEOUT.as_secs()))??;
+    let peer = running.peer().clone();
+    // A new connection: its progress tokens start over.
+    lock(&shared.progress).reset();
+    let tools = tokio::time::timeout(START_TIMEOUT, list(&peer))
+        .await
+        .map_err(|_| "did not list its tools in time".to_owned())??;
+    publish(shared, &peer, tools);
+    tracing::info!(server = %shared.name, "MCP server ready");
+    let cancel = running.cancellation_token();
+    let mut done = Box::pin(running.waiting());
+    let why = loop {
+        tokio::select! {
+            () = stop.cancelled() => {
+                cancel.cancel();
+                let _ = done.await;
+                return Ok("stopped".into());
+            }
+            reason = &mut done => break format!("the connection ended ({reason:?})"),
+            () = shared.broken.notified() => {
+                cancel.cancel();
+                let _ = done.await;
+                break "unreachable".into();
+            }
+            Ok(()) = changes.changed() => match list(&peer).await {
+                Ok(tools) => publish(shared, &peer, tools),
+                Err(e) => tracing::warn!(server = %shared.name, error = %e, "MCP tools/list failed after list_changed"),
+            },
+        }
+    };
+    // A child that exited says how.
+    let why = match child.as_mut().map(tokio::process::Child::try_wait) {
+        Some(Ok(Some(status))) => format!("the process exited ({status})"),
+        _ => why,
+    };
+    Ok(why)
+}
+
+/// Opens the transport and does `initialize`.
+async fn connect(
+    handler: Handler,
+    source: &Source,
+    name: &str,
+) -> Result<
+    (
+        RunningService<RoleClient, Handler>,
+        Option<tokio::process::Child>,
+    ),
+    String,
+> {
+    match source {
+        Source::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args)
+                .envs(env)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true);
+            if let Some(cwd) = cwd {
+                cmd.current_dir(cwd);
+            }
+            #[cfg(unix)]
+            cmd.process_group(0);
+            let mut child = cmd
+                .spawn()
+                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            let (Some(stdout), Some(stdin), stderr) =
+                (child.stdout.take(), child.stdin.take(), child.stderr.take())
+            else {
+                return Err("the process has no pipes".into());
+            };
+            if let Some(stderr) = stderr {
+                let name = name.to_owned();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    let mut n = 0;
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        n += 1;
+                        if n <= MAX_STDERR_LINES {
+                            tracing::info!(server = %name, "MCP stderr: {line}");
+                        }
+                    }
+                });
+            }
+            let running = handler
+                .serve((stdout, stdin))
+                .await
+                .map_err(|e| format!("initialize failed: {e}"))?;
+            Ok((running, Some(child)))
+        }
+        Source::Http { url, headers } => {
+            use rmcp::transport::StreamableHttpClientTransport;
+            use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let mut custom = std::collections::HashMap::new();
+            for (k, v) in headers {
+                let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                    .map_err(|e| format!("header `{k}`: {e}"))?;
+                let value = reqwest::header::HeaderValue::from_str(v)
+                    .map_err(|e| format!("header `{k}`: {e}"))?;
+                custom.insert(name, value);
+            }
+            let client = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| format!("HTTP client: {e}"))?;
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            let running = handler
+                .serve(transport)
+                .await
+                .map_err(|e| format!("initialize failed: {e}"))?;
+            Ok((running, None))
+        }
+    }
+}
+
+/// The server's tools.
+async fn list(peer: &Peer<RoleClient>) -> Result<Vec<McpTool>, String> {
+    let tools: Vec<Tool> = peer
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("tools/list failed: {e}"))?;
+    Ok(tools
+        .into_iter()
+        .map(|t| McpTool {
+            name: t.name.to_string(),
+            description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+            input_schema: Value::Object((*t.input_schema).clone()),
+        })
+        .collect())
+}
+
+fn publish(shared: &Shared, peer: &Peer<RoleClient>, tools: Vec<McpTool>) {
+    let n = tools.len();
+    *lock(&shared.conn) = Some(Conn {
+        peer: peer.clone(),
+        tools: Arc::new(tools),
+    });
+    let mut status = lock(&shared.status);
+    status.state = State::Ready;
+    status.tools = n;
+    status.error = None;
+}

@@ -1,0 +1,234 @@
+//! MCP tools: the tools of the MCP servers an agent file names
+//! (`mcp_servers:`), offered as they are listed now, each with the gates
+//! any tool has. A call is a backend call: `chat.tool_call`, the server's
+//! progress as `chat.tool_progress`, then `chat.tool_response` with the
+//! server's whole result (images and resources included); the model reads
+//! its text, and an `isError` result as a tool error.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::record::{backend_call, respond};
+use super::spec::{McpServerSpec, McpToolSpec};
+use super::summary::Summary;
+use super::tool::{Tool, ToolKind, inject_paths};
+use crate::link::{Gone, RunLink, ToolOutcome};
+use crate::llm::ToolCall;
+use crate::mcp::{McpServer, Progress, Source};
+use crate::protocol::EventKind;
+
+/// One `mcp_servers:` entry, checked, with its server supervised.
+#[derive(Debug)]
+pub struct McpSource {
+    pub server: Arc<McpServer>,
+    prefix: String,
+    allow: Vec<String>,
+    deny: Vec<String>,
+    requires_approval: bool,
+    timeout: Duration,
+    tools: BTreeMap<String, Gates>,
+}
+
+/// One tool's gates, checked.
+#[derive(Debug, Clone, Default)]
+struct Gates {
+    requires_approval: bool,
+    idempotent: bool,
+    context_types: Vec<String>,
+    inject: Vec<(String, Vec<String>)>,
+    summary: Option<Summary>,
+    category: Option<String>,
+}
+
+impl McpSource {
+    /// Checks `mcp_servers[index]` and starts its supervisor (inside a
+    /// tokio runtime).
+    ///
+    /// # Errors
+    /// A message naming the field.
+    pub fn from_spec(spec: McpServerSpec, index: usize) -> Result<Self, String> {
+        let at = |field: &str| format!("mcp_servers[{index}].{field}");
+        if spec.name.is_empty()
+            || spec.name.len() > 64
+            || !spec
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(format!(
+                "{}: 1 to 64 letters, digits, `_` or `-`",
+                at("name")
+            ));
+        }
+        let source = match (spec.stdio, spec.http) {
+            (Some(s), None) => {
+                if s.command.is_empty() {
+                    return Err(format!("{}: must not be empty", at("stdio.command")));
+                }
+                Source::Stdio {
+                    command: s.command,
+                    args: s.args,
+                    env: s.env,
+                    cwd: s.cwd.map(Into::into),
+                }
+            }
+            (None, Some(h)) => {
+                if !(h.url.starts_with("http://") || h.url.starts_with("https://")) {
+                    return Err(format!("{}: an http:// or https:// URL", at("http.url")));
+                }
+                Source::Http {
+                    url: h.url,
+                    headers: h.headers,
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "mcp_servers[{index}]: set exactly one of stdio, http"
+                ));
+            }
+        };
+        if spec.timeout_seconds == 0 {
+            return Err(format!("{}: must be at least 1", at("timeout_seconds")));
+        }
+        let mut tools = BTreeMap::new();
+        for (name, t) in spec.tools {
+            let gates = gates(t, &at(&format!("tools.{name}")))?;
+            tools.insert(name, gates);
+        }
+        let prefix = spec.prefix.unwrap_or_else(|| format!("{}_", spec.name));
+        Ok(Self {
+            server: McpServer::start(spec.name, source),
+            prefix,
+            allow: spec.allow,
+            deny: spec.deny,
+            requires_approval: spec.requires_approval,
+            timeout: Duration::from_secs(spec.timeout_seconds),
+            tools,
+        })
+    }
+
+    /// Its tools as listed now, after `allow`/`deny` (none while the server
+    /// is down). A tool whose name or schema no model could take is left
+    /// out, with a warning.
+    pub fn tools(self: &Arc<Self>) -> Vec<Tool> {
+        self.server
+            .tools()
+            .iter()
+            .filter(|t| self.allow.is_empty() || self.allow.contains(&t.name))
+            .filter(|t| !self.deny.contains(&t.name))
+            .filter_map(|t| match self.tool(t) {
+                Ok(tool) => Some(tool),
+                Err(why) => {
+                    tracing::warn!(server = %self.server.name(), tool = %t.name, "MCP tool left out: {why}");
+                    None
+                }
+            })
+            .collect()
+    }
+
+    fn tool(self: &Arc<Self>, t: &crate::mcp::McpTool) -> Result<Tool, String> {
+        let name = format!("{}{}", self.prefix, t.name);
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(format!("`{name}` is not a name a model can call"));
+        }
+        if t.input_schema["type"] != "object" {
+            return Err("its inputSchema is not an object's".into());
+        }
+        let validator = jsonschema::options()
+            .build(&t.input_schema)
+            .map_err(|e| format!("its inputSchema is not a valid JSON Schema: {e}"))?;
+        let gates = self.tools.get(&t.name).cloned().unwrap_or_default();
+        let mut tool = Tool::built(
+            name,
+            t.description.clone(),
+            (t.input_schema.clone(), validator),
+            ToolKind::Mcp {
+                source: self.clone(),
+                tool: t.name.clone(),
+            },
+        );
+        tool.requires_approval = self.requires_approval || gates.requires_approval;
+        tool.idempotent = gates.idempotent;
+        tool.context_types = gates.context_types;
+        tool.inject = gates.inject;
+        tool.summary = gates.summary;
+        tool.category = gates.category;
+        Ok(tool)
+    }
+}
+
+fn gates(t: McpToolSpec, at: &str) -> Result<Gates, String> {
+    Ok(Gates {
+        requires_approval: t.requires_approval,
+        idempotent: t.idempotent,
+        context_types: t.context_types,
+        inject: inject_paths(t.inject, &format!("{at}.inject"))?,
+        summary: t
+            .summary
+            .map(Summary::from_spec)
+            .transpose()
+            .map_err(|e| format!("{at}.summary.{e}"))?,
+        category: t.category,
+    })
+}
+
+/// Runs a call of `tool` on the source's server.
+pub(super) async fn run(
+    source: &McpSource,
+    tool: &str,
+    call: &ToolCall,
+    link: &RunLink,
+) -> Result<ToolOutcome, Gone> {
+    // In the log before it runs: a restart never finds an effect unlogged.
+    link.log(backend_call(call)).await?;
+    let arguments = match &call.input {
+        Value::Object(map) => map.clone(),
+        _ => serde_json::Map::new(),
+    };
+    let (tx, mut rx) = mpsc::channel::<Progress>(16);
+    let calling = source.server.call(tool, arguments, source.timeout, tx);
+    let reporting = async {
+        while let Some(p) = rx.recv().await {
+            let percent = match p.total {
+                Some(total) if total > 0.0 => (p.progress / total * 100.0).clamp(0.0, 100.0),
+                _ => p.progress.clamp(0.0, 100.0),
+            };
+            let progress = EventKind::ToolProgress {
+                tool_name: call.name.clone(),
+                progress_percent: percent,
+                status_message: p.message.unwrap_or_default(),
+                corr: call.id.clone(),
+            };
+            link.emit(progress).await?;
+        }
+        Ok::<(), Gone>(())
+    };
+    let (outcome, reported) = tokio::join!(calling, reporting);
+    reported?;
+    match outcome {
+        Ok(called) => {
+            respond(link, call, called.result, !called.is_error).await?;
+            Ok(ToolOutcome::Result {
+                content: called.text,
+                is_error: called.is_error,
+            })
+        }
+        Err(e) => {
+            let why = e.to_string();
+            respond(link, call, Value::String(why.clone()), false).await?;
+            Ok(ToolOutcome::Result {
+                content: why,
+                is_error: true,
+            })
+        }
+    }
+}

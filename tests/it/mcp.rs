@@ -1,0 +1,375 @@
+//! MCP servers as tool sources, against the real MCP server of
+//! `examples/mcp` (the official Python SDK) over stdio and Streamable HTTP:
+//! discovery, a call in the log, input refused before the call, `isError`,
+//! progress, cancel mid-call, a crash mid-call (a tool error, the run goes
+//! on, the server is started again), `list_changed`, an approval, and a
+//! header sent over HTTP.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::support::*;
+
+fn toolbox() -> (PathBuf, PathBuf) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mcp");
+    (root.join(".venv/bin/python"), root.join("toolbox.py"))
+}
+
+/// A scripted agent whose rules call the toolbox's tools (prefixed `box_`).
+fn agent(server: &str, extra: &str) -> String {
+    format!(
+        r#"id: tooled
+model:
+  provider: scripted
+  script:
+    rules:
+      - exact: "add"
+        call: {{tool: box_add, input: {{a: 2, b: 3}}}}
+        then: "Sum: {{result}}"
+      - exact: "bad add"
+        call: {{tool: box_add, input: {{a: "two", b: 3}}}}
+        then: "Sum: {{result}}"
+      - exact: "fail"
+        call: {{tool: box_fail, input: {{message: "no luck"}}}}
+        then: "unreachable"
+      - prefix: "count "
+        arg: count
+        call: {{tool: box_slow_count, input: {{n: "{{arg}}", delay: 0.05}}}}
+        then: "Counted: {{result}}"
+      - exact: "crash"
+        call: {{tool: box_crash, input: {{}}}}
+        then: "unreachable"
+      - prefix: "grow "
+        call: {{tool: box_add_tool, input: {{name: "{{arg}}"}}}}
+        then: "Grew: {{result}}"
+      - exact: "extra"
+        call: {{tool: box_extra, input: {{}}}}
+        then: "Extra: {{result}}"
+      - exact: "who"
+        call: {{tool: box_whoami, input: {{}}}}
+        then: "Seen: {{result}}"
+      - exact: "picture"
+        call: {{tool: box_picture, input: {{}}}}
+        then: "Picture: {{result}}"
+system_prompt: Test.
+mcp_servers:
+  - name: box
+{server}
+{extra}"#
+    )
+}
+
+fn stdio() -> String {
+    let (python, script) = toolbox();
+    format!(
+        "    stdio: {{command: \"{}\", args: [\"{}\"]}}",
+        python.display(),
+        script.display()
+    )
+}
+
+async fn server_with(yaml: String) -> Server {
+    let server = Server::start_with(Opts {
+        agents: vec![("tooled.yaml".into(), yaml)],
+        ..Default::default()
+    })
+    .await;
+    ready(&server, 1).await;
+    server
+}
+
+/// `/v1/agents`' view of the server, once it is ready with at least `tools`
+/// tools after `restarts` restarts.
+async fn ready_after(server: &Server, restarts: u64, tools: u64) -> Value {
+    for _ in 0..300 {
+        let (_, list) = http_json(server, "GET", "/v1/agents", "").await;
+        let agent = list["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == "tooled")
+            .cloned()
+            .unwrap();
+        let status = agent["mcp_servers"][0].clone();
+        if status["state"] == "ready"
+            && status["restarts"].as_u64() >= Some(restarts)
+            && status["tools"].as_u64() >= Some(tools)
+        {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the MCP server did not become ready");
+}
+
+async fn ready(server: &Server, tools: u64) -> Value {
+    ready_after(server, 0, tools).await
+}
+
+async fn run(server: &Server, text: &str) -> Vec<Value> {
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "tooled", text).await;
+    c.until_complete(chat).await
+}
+
+fn last_text(msgs: &[Value]) -> String {
+    msgs.iter()
+        .rev()
+        .find(|m| m["type"] == "chat.text" && m["agent"] != "user")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+fn one<'a>(msgs: &'a [Value], ty: &str) -> &'a Value {
+    let found: Vec<_> = msgs.iter().filter(|m| m["type"] == ty).collect();
+    assert_eq!(found.len(), 1, "one {ty} in {msgs:#?}");
+    found[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn a_stdio_servers_tools_are_discovered_called_and_logged() {
+    let server = server_with(agent(&stdio(), "")).await;
+    let status = ready(&server, 8).await;
+    assert_eq!(status["name"], "box");
+    assert_eq!(status["restarts"], 0);
+
+    let msgs = run(&server, "add").await;
+    let call = one(&msgs, "chat.tool_call");
+    assert_eq!(
+        (
+            &call["tool_name"],
+            &call["component_type"],
+            &call["payload"]
+        ),
+        (&json!("box_add"), &Value::Null, &json!({"a": 2, "b": 3}))
+    );
+    let response = one(&msgs, "chat.tool_response");
+    assert_eq!(response["success"], true);
+    assert_eq!(response["corr"], call["corr"]);
+    // The server's whole result is logged; the model reads its text.
+    assert_eq!(response["content"]["content"][0]["text"], "5.0");
+    assert_eq!(last_text(&msgs), "Sum: 5.0");
+
+    // Images are kept in the log, not given to the model as text.
+    let msgs = run(&server, "picture").await;
+    let response = one(&msgs, "chat.tool_response");
+    assert_eq!(response["content"]["content"][0]["type"], "image");
+    assert_eq!(response["content"]["content"][0]["mimeType"], "image/png");
+    let text = last_text(&msgs);
+    assert!(
+        text.contains("an image (image/png)") && text.contains("a red pixel"),
+        "{text}"
+    );
+    assert!(!text.contains("iVBOR"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn bad_input_is_refused_before_the_call_and_is_error_is_a_tool_error() {
+    let server = server_with(agent(&stdio(), "")).await;
+    let msgs = run(&server, "bad add").await;
+    let response = one(&msgs, "chat.tool_response");
+    assert_eq!(response["success"], false);
+    let why = response["content"].as_str().unwrap();
+    assert!(why.starts_with("invalid input"), "{why}");
+
+    let msgs = run(&server, "fail").await;
+    let response = one(&msgs, "chat.tool_response");
+    assert_eq!(response["success"], false);
+    assert_eq!(response["content"]["isError"], true);
+    let text = last_text(&msgs);
+    assert!(
+        text.starts_with("The tool box_fail failed: ") && text.ends_with("no luck"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn progress_is_logged_and_a_cancel_stops_the_call() {
+    let server = server_with(agent(&stdio(), "")).await;
+    let msgs = run(&server, "count 4").await;
+    let percents: Vec<f64> = msgs
+        .iter()
+        .filter(|m| m["type"] == "chat.tool_progress")
+        .map(|m| m["progress_percent"].as_f64().unwrap())
+        .collect();
+    assert_eq!(percents, [25.0, 50.0, 75.0, 100.0]);
+    assert_eq!(
+        msgs.iter()
+            .find(|m| m["type"] == "chat.tool_progress")
+            .unwrap()["status_message"],
+        "step 1/4"
+    );
+    assert_eq!(last_text(&msgs), "Counted: counted 4");
+
+    // A long count, cancelled after its first step: the run ends cancelled,
+    // and the server is still there for the next call.
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "tooled", "count 200").await;
+    c.recv_until(|m| m["type"] == "chat.tool_progress").await;
+    c.send(json!({"type": "chat.cancel", "chat_id": chat}))
+        .await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(msgs.last().unwrap()["reason"], "cancelled");
+    let msgs = run(&server, "add").await;
+    assert_eq!(last_text(&msgs), "Sum: 5.0");
+    let (_, list) = http_json(&server, "GET", "/v1/agents", "").await;
+    assert_eq!(
+        list["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == "tooled")
+            .unwrap()["mcp_servers"][0]["restarts"],
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn a_crash_mid_call_is_a_tool_error_and_the_server_comes_back() {
+    let server = server_with(agent(&stdio(), "")).await;
+    let msgs = run(&server, "crash").await;
+    let response = one(&msgs, "chat.tool_response");
+    assert_eq!(response["success"], false);
+    assert!(
+        response["content"]
+            .as_str()
+            .unwrap()
+            .contains("not connected"),
+        "{response}"
+    );
+    // The run went on: the model was told.
+    assert!(
+        last_text(&msgs).starts_with("The tool box_crash failed"),
+        "{msgs:#?}"
+    );
+    assert_eq!(msgs.last().unwrap()["reason"], "completed");
+    let status = ready_after(&server, 1, 8).await;
+    assert!(status.get("error").is_none(), "{status}");
+    assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn a_changed_tool_list_is_listed_again() {
+    let server = server_with(agent(&stdio(), "")).await;
+    let before = ready(&server, 8).await["tools"].as_u64().unwrap();
+    // Before it exists, the model is told there is no such tool.
+    let msgs = run(&server, "extra").await;
+    assert!(
+        last_text(&msgs).contains("there is no tool `box_extra`"),
+        "{msgs:#?}"
+    );
+    assert_eq!(
+        last_text(&run(&server, "grow extra").await),
+        "Grew: added extra"
+    );
+    ready(&server, before + 1).await;
+    assert_eq!(
+        last_text(&run(&server, "extra").await),
+        "Extra: hello from extra"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn allow_deny_and_an_approval_gate_apply_to_mcp_tools() {
+    let extra = "    deny: [crash]\n    tools:\n      add: {requires_approval: true}";
+    let server = server_with(agent(&stdio(), extra)).await;
+    assert_eq!(
+        ready(&server, 7).await["tools"],
+        8,
+        "the server lists 8; crash is denied"
+    );
+    assert!(last_text(&run(&server, "crash").await).contains("there is no tool `box_crash`"));
+
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "tooled", "add").await;
+    let gate = c
+        .recv_until(|m| m["type"] == "chat.tool_call" && m["component_type"] == "approval")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(gate["payload"]["tool_name"], "box_add");
+    c.send(json!({"type": "inline_component.result", "chat_id": chat, "corr": gate["corr"], "data": {"approved": true}}))
+        .await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(last_text(&msgs), "Sum: 5.0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn a_streamable_http_server_with_a_token() {
+    let (python, script) = toolbox();
+    let addr = free_addr();
+    let mut child = tokio::process::Command::new(&python)
+        .arg(&script)
+        .args(["http", "127.0.0.1", &addr.port().to_string()])
+        .env("MCP_REQUIRE_TOKEN", "s3cret")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let http = format!(
+        "    http: {{url: \"http://{addr}/mcp\", headers: {{Authorization: \"Bearer s3cret\"}}}}"
+    );
+    let server = server_with(agent(&http, "")).await;
+    ready(&server, 8).await;
+    assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
+    assert_eq!(last_text(&run(&server, "who").await), "Seen: Bearer s3cret");
+    let msgs = run(&server, "count 3").await;
+    assert_eq!(
+        msgs.iter()
+            .filter(|m| m["type"] == "chat.tool_progress")
+            .count(),
+        3
+    );
+
+    // A wrong token: the server stays down, saying why; nothing else is hurt.
+    let wrong = format!(
+        "    http: {{url: \"http://{addr}/mcp\", headers: {{Authorization: \"Bearer nope\"}}}}"
+    );
+    let other = Server::start_with(Opts {
+        agents: vec![("tooled.yaml".into(), agent(&wrong, ""))],
+        ..Default::default()
+    })
+    .await;
+    let mut status = Value::Null;
+    for _ in 0..200 {
+        let (_, list) = http_json(&other, "GET", "/v1/agents", "").await;
+        status = list["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == "tooled")
+            .unwrap()["mcp_servers"][0]
+            .clone();
+        if status["state"] == "down" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status["state"], "down", "{status}");
+    assert!(
+        status["error"].as_str().unwrap().contains("initialize"),
+        "{status}"
+    );
+    assert!(last_text(&run(&other, "add").await).contains("there is no tool `box_add`"));
+    child.kill().await.unwrap();
+}
