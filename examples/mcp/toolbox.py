@@ -3,12 +3,13 @@ example agent and its MCP tests.
 
     python toolbox.py                        # stdio
     python toolbox.py http 127.0.0.1 8931    # Streamable HTTP at http://127.0.0.1:8931/mcp
-    MCP_REQUIRE_TOKEN=secret python toolbox.py http ...   # 401 without "Authorization: Bearer secret"
+    MCP_REQUIRE_TOKEN=a,b python toolbox.py http ...   # 401 unless "Authorization: Bearer a" (or b)
 
 Tools: add, echo, slow_count (reports progress), fail (an isError result),
 add_tool (registers a tool and sends notifications/tools/list_changed),
 crash (the process exits mid-call), whoami (the Authorization header seen,
-over HTTP), picture (an image and a text block).
+over HTTP), picture (an image and a text block), hang (never answers),
+wait_for_cancel (writes a file when the client cancels it).
 """
 
 import os
@@ -61,6 +62,23 @@ async def crash() -> str:
     os._exit(3)
 
 
+@mcp.tool(description="Never answers")
+async def hang() -> str:
+    await anyio.sleep(3600)
+    return "woke up"
+
+
+@mcp.tool(description="Waits until cancelled, then writes `cancelled` to the file `marker`")
+async def wait_for_cancel(marker: str) -> str:
+    try:
+        await anyio.sleep(3600)
+    except anyio.get_cancelled_exc_class():
+        with open(marker, "w") as f:
+            f.write("cancelled")
+        raise
+    return "not cancelled"
+
+
 @mcp.tool(description="The Authorization header the server saw (HTTP)")
 def whoami(ctx: Context) -> str:
     headers = ctx.headers or {}
@@ -81,8 +99,8 @@ def main() -> None:
         return
     host = args[1] if len(args) > 1 else "127.0.0.1"
     port = int(args[2]) if len(args) > 2 else 8931
-    token = os.environ.get("MCP_REQUIRE_TOKEN")
-    if not token:
+    tokens = [t for t in os.environ.get("MCP_REQUIRE_TOKEN", "").split(",") if t]
+    if not tokens:
         mcp.run("streamable-http", host=host, port=port)
         return
     import uvicorn
@@ -92,7 +110,7 @@ def main() -> None:
     async def guarded(scope, receive, send):
         if scope["type"] == "http":
             auth = dict(scope["headers"]).get(b"authorization", b"").decode()
-            if auth != f"Bearer {token}":
+            if auth not in [f"Bearer {t}" for t in tokens]:
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"www-authenticate", b'Bearer realm="toolbox"')]})
                 await send({"type": "http.response.body", "body": b"unauthorized"})

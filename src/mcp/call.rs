@@ -48,6 +48,9 @@ pub enum CallError {
 
 /// Progress reports queued per call at most (the rest are dropped).
 const PROGRESS_QUEUE: usize = 64;
+/// How long a call that reported progress waits after its answer for
+/// reports still on their way.
+const PROGRESS_GRACE: Duration = Duration::from_millis(20);
 
 impl McpServer {
     /// Calls `tool` with `arguments`. Progress the server reports goes to
@@ -107,6 +110,17 @@ impl McpServer {
             }
         };
         guard.disarm();
+        // Reports are handled on tasks of their own, so the last ones may
+        // come just after the answer: a call that reported waits for them
+        // until the connection is quiet a moment.
+        if last > f64::MIN {
+            while let Ok(Some(p)) = tokio::time::timeout(PROGRESS_GRACE, rx.recv()).await {
+                if p.progress > last {
+                    last = p.progress;
+                    let _ = progress.try_send(p);
+                }
+            }
+        }
         lock(&self.shared.progress).unregister(&token);
         match outcome {
             Ok(ServerResult::CallToolResult(result)) => Ok(read(&result)),

@@ -25,8 +25,9 @@ const STABLE: Duration = Duration::from_secs(60);
 /// Lines of a stdio server's stderr logged at most per connection.
 const MAX_STDERR_LINES: usize = 1_000;
 
-/// How to reach a server.
-#[derive(Debug, Clone)]
+/// How to reach a server. (Its `Debug` names no header or environment
+/// value: they may hold secrets.)
+#[derive(Clone)]
 pub enum Source {
     /// A child process speaking JSON-RPC lines on stdin/stdout; its stderr
     /// goes to the log.
@@ -41,6 +42,22 @@ pub enum Source {
         url: String,
         headers: BTreeMap<String, String>,
     },
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stdio { command, args, .. } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .finish_non_exhaustive(),
+            Self::Http { url, .. } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .finish_non_exhaustive(),
+        }
+    }
 }
 
 /// A tool as the server lists it.

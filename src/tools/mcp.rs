@@ -21,16 +21,70 @@ use crate::llm::ToolCall;
 use crate::mcp::{McpServer, Progress, Source};
 use crate::protocol::EventKind;
 
+/// Callers' own connections kept at most per forwarding server (the least
+/// recently used is closed).
+const MAX_CALLERS: usize = 32;
+/// How long a new caller's connection has to come up.
+const CALLER_START: Duration = Duration::from_secs(30);
+
 /// One `mcp_servers:` entry, checked, with its server supervised.
 #[derive(Debug)]
 pub struct McpSource {
     pub server: Arc<McpServer>,
+    /// `forward_bearer`: the URL and headers a caller's connection uses,
+    /// and those connections by token.
+    forward: Option<Forward>,
     prefix: String,
     allow: Vec<String>,
     deny: Vec<String>,
     requires_approval: bool,
     timeout: Duration,
     tools: BTreeMap<String, Gates>,
+}
+
+/// Connections made for callers' tokens (never logged).
+struct Forward {
+    url: String,
+    headers: BTreeMap<String, String>,
+    callers: std::sync::Mutex<Vec<(String, Arc<McpServer>, std::time::Instant)>>,
+}
+
+impl std::fmt::Debug for Forward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forward")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Forward {
+    /// The connection of the caller with `token`, made on first use.
+    fn server(&self, name: &str, token: &str) -> Arc<McpServer> {
+        let mut callers = self.callers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = callers.iter_mut().find(|(t, ..)| t == token) {
+            entry.2 = std::time::Instant::now();
+            return entry.1.clone();
+        }
+        if callers.len() >= MAX_CALLERS
+            && let Some(oldest) = callers
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (.., used))| *used)
+                .map(|(i, _)| i)
+        {
+            callers.swap_remove(oldest);
+        }
+        let mut headers = self.headers.clone();
+        headers.retain(|k, _| !k.eq_ignore_ascii_case("authorization"));
+        headers.insert("Authorization".into(), format!("Bearer {token}"));
+        let source = Source::Http {
+            url: self.url.clone(),
+            headers,
+        };
+        let server = McpServer::start(name.to_owned(), source);
+        callers.push((token.to_owned(), server.clone(), std::time::Instant::now()));
+        server
+    }
 }
 
 /// One tool's gates, checked.
@@ -52,6 +106,7 @@ impl McpSource {
     /// A message naming the field.
     pub fn from_spec(spec: McpServerSpec, index: usize) -> Result<Self, String> {
         let at = |field: &str| format!("mcp_servers[{index}].{field}");
+        let mut forward = None;
         if spec.name.is_empty()
             || spec.name.len() > 64
             || !spec
@@ -80,6 +135,11 @@ impl McpSource {
                 if !(h.url.starts_with("http://") || h.url.starts_with("https://")) {
                     return Err(format!("{}: an http:// or https:// URL", at("http.url")));
                 }
+                forward = h.forward_bearer.then(|| Forward {
+                    url: h.url.clone(),
+                    headers: h.headers.clone(),
+                    callers: std::sync::Mutex::new(Vec::new()),
+                });
                 Source::Http {
                     url: h.url,
                     headers: h.headers,
@@ -102,6 +162,7 @@ impl McpSource {
         let prefix = spec.prefix.unwrap_or_else(|| format!("{}_", spec.name));
         Ok(Self {
             server: McpServer::start(spec.name, source),
+            forward,
             prefix,
             allow: spec.allow,
             deny: spec.deny,
@@ -181,21 +242,31 @@ fn gates(t: McpToolSpec, at: &str) -> Result<Gates, String> {
     })
 }
 
-/// Runs a call of `tool` on the source's server.
+/// Runs a call of `tool` on the source's server (over the caller's own
+/// connection when the server forwards bearers and the run has one).
 pub(super) async fn run(
     source: &McpSource,
     tool: &str,
     call: &ToolCall,
     link: &RunLink,
+    bearer: Option<&str>,
 ) -> Result<ToolOutcome, Gone> {
     // In the log before it runs: a restart never finds an effect unlogged.
     link.log(backend_call(call)).await?;
+    let server = match (&source.forward, bearer) {
+        (Some(forward), Some(token)) => {
+            let server = forward.server(source.server.name(), token);
+            server.settled(CALLER_START).await;
+            server
+        }
+        _ => source.server.clone(),
+    };
     let arguments = match &call.input {
         Value::Object(map) => map.clone(),
         _ => serde_json::Map::new(),
     };
     let (tx, mut rx) = mpsc::channel::<Progress>(16);
-    let calling = source.server.call(tool, arguments, source.timeout, tx);
+    let calling = server.call(tool, arguments, source.timeout, tx);
     let reporting = async {
         while let Some(p) = rx.recv().await {
             let percent = match p.total {

@@ -209,6 +209,11 @@ pub struct McpHttpSpec {
     /// Sent with every request (an `Authorization` the server wants).
     #[serde(default)]
     pub headers: std::collections::BTreeMap<String, String>,
+    /// A call made for a caller with a bearer token goes over a connection
+    /// of that caller's, with `Authorization: Bearer <their token>` (the
+    /// tools are listed with `headers`).
+    #[serde(default)]
+    pub forward_bearer: bool,
 }
 
 /// The gates of one MCP tool, as for any tool.

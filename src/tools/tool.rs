@@ -80,7 +80,9 @@ impl ToolKind {
             Self::AskDatabase => database::run(call, env).await,
             Self::AskAnalyst => analyst::run(call, env).await,
             Self::Handoff => handoff::run(call, env.link).await,
-            Self::Mcp { source, tool } => super::mcp::run(source, tool, call, env.link).await,
+            Self::Mcp { source, tool } => {
+                super::mcp::run(source, tool, call, env.link, env.bearer).await
+            }
         }
     }
 }

@@ -54,6 +54,12 @@ model:
       - exact: "picture"
         call: {{tool: box_picture, input: {{}}}}
         then: "Picture: {{result}}"
+      - exact: "hang"
+        call: {{tool: box_hang, input: {{}}}}
+        then: "unreachable"
+      - prefix: "cancel "
+        call: {{tool: box_wait_for_cancel, input: {{marker: "{{arg}}"}}}}
+        then: "unreachable"
 system_prompt: Test.
 mcp_servers:
   - name: box
@@ -71,6 +77,28 @@ fn stdio() -> String {
     )
 }
 
+/// The toolbox over Streamable HTTP, accepting these bearer tokens.
+async fn http_toolbox(tokens: &str) -> (tokio::process::Child, std::net::SocketAddr) {
+    let (python, script) = toolbox();
+    let addr = free_addr();
+    let child = tokio::process::Command::new(&python)
+        .arg(&script)
+        .args(["http", "127.0.0.1", &addr.port().to_string()])
+        .env("MCP_REQUIRE_TOKEN", tokens)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, addr)
+}
+
 async fn server_with(yaml: String) -> Server {
     let server = Server::start_with(Opts {
         agents: vec![("tooled.yaml".into(), yaml)],
@@ -81,19 +109,28 @@ async fn server_with(yaml: String) -> Server {
     server
 }
 
+/// `/v1/agents`' view of the agent's MCP server (as `token`'s user).
+async fn status_of(server: &Server, token: Option<&str>) -> Value {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    let (code, body) = http_request(server.addr, "GET", "/v1/agents", &headers, "").await;
+    assert_eq!(code, 200, "{body}");
+    let list: Value = serde_json::from_str(&body).unwrap();
+    let agent = list["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "tooled")
+        .cloned()
+        .unwrap();
+    agent["mcp_servers"][0].clone()
+}
+
 /// `/v1/agents`' view of the server, once it is ready with at least `tools`
 /// tools after `restarts` restarts.
 async fn ready_after(server: &Server, restarts: u64, tools: u64) -> Value {
     for _ in 0..300 {
-        let (_, list) = http_json(server, "GET", "/v1/agents", "").await;
-        let agent = list["agents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["id"] == "tooled")
-            .cloned()
-            .unwrap();
-        let status = agent["mcp_servers"][0].clone();
+        let status = status_of(server, None).await;
         if status["state"] == "ready"
             && status["restarts"].as_u64() >= Some(restarts)
             && status["tools"].as_u64() >= Some(tools)
@@ -134,7 +171,7 @@ fn one<'a>(msgs: &'a [Value], ty: &str) -> &'a Value {
 #[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
 async fn a_stdio_servers_tools_are_discovered_called_and_logged() {
     let server = server_with(agent(&stdio(), "")).await;
-    let status = ready(&server, 8).await;
+    let status = ready(&server, 10).await;
     assert_eq!(status["name"], "box");
     assert_eq!(status["restarts"], 0);
 
@@ -252,7 +289,7 @@ async fn a_crash_mid_call_is_a_tool_error_and_the_server_comes_back() {
         "{msgs:#?}"
     );
     assert_eq!(msgs.last().unwrap()["reason"], "completed");
-    let status = ready_after(&server, 1, 8).await;
+    let status = ready_after(&server, 1, 10).await;
     assert!(status.get("error").is_none(), "{status}");
     assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
 }
@@ -261,7 +298,7 @@ async fn a_crash_mid_call_is_a_tool_error_and_the_server_comes_back() {
 #[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
 async fn a_changed_tool_list_is_listed_again() {
     let server = server_with(agent(&stdio(), "")).await;
-    let before = ready(&server, 8).await["tools"].as_u64().unwrap();
+    let before = ready(&server, 10).await["tools"].as_u64().unwrap();
     // Before it exists, the model is told there is no such tool.
     let msgs = run(&server, "extra").await;
     assert!(
@@ -285,9 +322,9 @@ async fn allow_deny_and_an_approval_gate_apply_to_mcp_tools() {
     let extra = "    deny: [crash]\n    tools:\n      add: {requires_approval: true}";
     let server = server_with(agent(&stdio(), extra)).await;
     assert_eq!(
-        ready(&server, 7).await["tools"],
-        8,
-        "the server lists 8; crash is denied"
+        ready(&server, 10).await["tools"],
+        10,
+        "the server lists 10 (crash is denied to the model)"
     );
     assert!(last_text(&run(&server, "crash").await).contains("there is no tool `box_crash`"));
 
@@ -309,28 +346,12 @@ async fn allow_deny_and_an_approval_gate_apply_to_mcp_tools() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
 async fn a_streamable_http_server_with_a_token() {
-    let (python, script) = toolbox();
-    let addr = free_addr();
-    let mut child = tokio::process::Command::new(&python)
-        .arg(&script)
-        .args(["http", "127.0.0.1", &addr.port().to_string()])
-        .env("MCP_REQUIRE_TOKEN", "s3cret")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (mut child, addr) = http_toolbox("s3cret").await;
     let http = format!(
         "    http: {{url: \"http://{addr}/mcp\", headers: {{Authorization: \"Bearer s3cret\"}}}}"
     );
     let server = server_with(agent(&http, "")).await;
-    ready(&server, 8).await;
+    ready(&server, 10).await;
     assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
     assert_eq!(last_text(&run(&server, "who").await), "Seen: Bearer s3cret");
     let msgs = run(&server, "count 3").await;
@@ -371,5 +392,80 @@ async fn a_streamable_http_server_with_a_token() {
         "{status}"
     );
     assert!(last_text(&run(&other, "add").await).contains("there is no tool `box_add`"));
+    child.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn a_hung_call_times_out_and_a_cancelled_one_is_cancelled_on_the_server() {
+    let server = server_with(agent(&stdio(), "    timeout_seconds: 1")).await;
+    let msgs = run(&server, "hang").await;
+    let response = one(&msgs, "chat.tool_response");
+    assert_eq!(response["success"], false);
+    assert!(
+        response["content"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer within 1 s"),
+        "{response}"
+    );
+    assert_eq!(
+        msgs.last().unwrap()["reason"],
+        "completed",
+        "the run went on"
+    );
+
+    // The run cancelled mid-call: the server is told, and stops the tool.
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("marker");
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "tooled", &format!("cancel {}", marker.display()))
+        .await;
+    c.recv_until(|m| m["type"] == "chat.tool_call").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.send(json!({"type": "chat.cancel", "chat_id": chat}))
+        .await;
+    assert_eq!(
+        c.until_complete(chat).await.last().unwrap()["reason"],
+        "cancelled"
+    );
+    for _ in 0..100 {
+        if marker.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn a_callers_bearer_is_forwarded_when_configured() {
+    let ann = crate::auth::token("ann", 600, crate::auth::SECRET);
+    let (mut child, addr) = http_toolbox(&format!("service,{ann}")).await;
+    let http = format!(
+        "    http: {{url: \"http://{addr}/mcp\", headers: {{Authorization: \"Bearer service\"}}, forward_bearer: true}}"
+    );
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            auth: Some(agentwire::config::AuthMode::Jwt),
+            jwt_secret: Some(crate::auth::SECRET.into()),
+            ..Default::default()
+        },
+        agents: vec![("tooled.yaml".into(), agent(&http, ""))],
+    })
+    .await;
+    for _ in 0..200 {
+        if status_of(&server, Some(&ann)).await["state"] == "ready" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut c = Client::connect(&format!("{}?access_token={ann}", server.ws_url())).await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "tooled", "who").await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(last_text(&msgs), format!("Seen: Bearer {ann}"));
     child.kill().await.unwrap();
 }
