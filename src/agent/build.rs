@@ -196,7 +196,7 @@ impl Agent {
         }
         let mut tools = self.tools.clone();
         for source in &self.mcp {
-            for tool in source.tools() {
+            for tool in Tool::of_mcp(source) {
                 if !tools.iter().any(|t| t.name == tool.name) {
                     tools.push(tool);
                 }

@@ -68,8 +68,8 @@ fn bad_files_name_the_file_and_field() {
     assert_eq!(reg.ids(), vec!["demo", "helper"]);
 }
 
-#[test]
-fn the_example_agents_load() {
+#[tokio::test]
+async fn the_example_agents_load() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents");
     let reg = AgentRegistry::load(&dir, true, &[]).unwrap();
     assert_eq!(
@@ -83,6 +83,7 @@ fn the_example_agents_load() {
             "gemini-assistant",
             "local-weather",
             "local-weather-json",
+            "mcp-toolbox",
             "ollama-assistant",
             "research-team",
             "research-team-local"

@@ -12,15 +12,8 @@ use rmcp::{RoleClient, ServiceError};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::handler::Progress;
 use super::server::{McpServer, lock};
-
-/// Progress a server reported.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Progress {
-    pub progress: f64,
-    pub total: Option<f64>,
-    pub message: Option<String>,
-}
 
 /// A call's answer.
 #[derive(Debug, Clone, PartialEq)]

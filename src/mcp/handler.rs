@@ -11,7 +11,13 @@ use rmcp::service::NotificationContext;
 use rmcp::{ClientHandler, RoleClient};
 use tokio::sync::{mpsc, watch};
 
-use super::call::Progress;
+/// Progress a server reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
 
 /// Where a call's progress goes, by its token.
 pub(super) type ProgressSinks = Arc<Mutex<Sinks>>;

@@ -17,5 +17,6 @@ mod call;
 mod handler;
 mod server;
 
-pub use call::{CallError, Called, Progress};
+pub use call::{CallError, Called};
+pub use handler::Progress;
 pub use server::{McpServer, McpTool, Source, State, Status};

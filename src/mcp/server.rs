@@ -136,7 +136,7 @@ impl std::fmt::Debug for McpServer {
 
 impl McpServer {
     /// Starts supervising the server `name` (connecting in the background).
-    /// Must be called inside a tokio runtime.
+    /// Outside a tokio runtime it stays `down`, saying so.
     pub fn start(name: String, source: Source) -> Arc<Self> {
         let shared = Arc::new(Shared {
             name: name.clone(),
@@ -152,7 +152,16 @@ impl McpServer {
             broken: Notify::new(),
         });
         let stop = CancellationToken::new();
-        tokio::spawn(supervise(shared.clone(), source, stop.clone()));
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(supervise(shared.clone(), source, stop.clone()));
+            }
+            Err(_) => {
+                let mut status = lock(&shared.status);
+                status.state = State::Down;
+                status.error = Some("not started: no runtime".into());
+            }
+        }
         Arc::new(Self { shared, stop })
     }
 

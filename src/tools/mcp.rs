@@ -13,9 +13,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::record::{backend_call, respond};
-use super::spec::{McpServerSpec, McpToolSpec};
+use super::spec::{McpServerSpec, McpToolSpec, inject_paths};
 use super::summary::Summary;
-use super::tool::{Tool, ToolKind, inject_paths};
 use crate::link::{Gone, RunLink, ToolOutcome};
 use crate::llm::ToolCall;
 use crate::mcp::{McpServer, Progress, Source};
@@ -89,13 +88,13 @@ impl Forward {
 
 /// One tool's gates, checked.
 #[derive(Debug, Clone, Default)]
-struct Gates {
-    requires_approval: bool,
-    idempotent: bool,
-    context_types: Vec<String>,
-    inject: Vec<(String, Vec<String>)>,
-    summary: Option<Summary>,
-    category: Option<String>,
+pub(super) struct Gates {
+    pub requires_approval: bool,
+    pub idempotent: bool,
+    pub context_types: Vec<String>,
+    pub inject: Vec<(String, Vec<String>)>,
+    pub summary: Option<Summary>,
+    pub category: Option<String>,
 }
 
 impl McpSource {
@@ -172,58 +171,22 @@ impl McpSource {
         })
     }
 
-    /// Its tools as listed now, after `allow`/`deny` (none while the server
-    /// is down). A tool whose name or schema no model could take is left
-    /// out, with a warning.
-    pub fn tools(self: &Arc<Self>) -> Vec<Tool> {
-        self.server
-            .tools()
-            .iter()
-            .filter(|t| self.allow.is_empty() || self.allow.contains(&t.name))
-            .filter(|t| !self.deny.contains(&t.name))
-            .filter_map(|t| match self.tool(t) {
-                Ok(tool) => Some(tool),
-                Err(why) => {
-                    tracing::warn!(server = %self.server.name(), tool = %t.name, "MCP tool left out: {why}");
-                    None
-                }
-            })
-            .collect()
+    /// Whether the server's tool `name` is offered (`allow`, `deny`).
+    pub(super) fn offers(&self, name: &str) -> bool {
+        (self.allow.is_empty() || self.allow.iter().any(|a| a == name))
+            && !self.deny.iter().any(|d| d == name)
     }
 
-    fn tool(self: &Arc<Self>, t: &crate::mcp::McpTool) -> Result<Tool, String> {
-        let name = format!("{}{}", self.prefix, t.name);
-        if name.is_empty()
-            || name.len() > 64
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
-            return Err(format!("`{name}` is not a name a model can call"));
-        }
-        if t.input_schema["type"] != "object" {
-            return Err("its inputSchema is not an object's".into());
-        }
-        let validator = jsonschema::options()
-            .build(&t.input_schema)
-            .map_err(|e| format!("its inputSchema is not a valid JSON Schema: {e}"))?;
-        let gates = self.tools.get(&t.name).cloned().unwrap_or_default();
-        let mut tool = Tool::built(
-            name,
-            t.description.clone(),
-            (t.input_schema.clone(), validator),
-            ToolKind::Mcp {
-                source: self.clone(),
-                tool: t.name.clone(),
-            },
-        );
-        tool.requires_approval = self.requires_approval || gates.requires_approval;
-        tool.idempotent = gates.idempotent;
-        tool.context_types = gates.context_types;
-        tool.inject = gates.inject;
-        tool.summary = gates.summary;
-        tool.category = gates.category;
-        Ok(tool)
+    /// The name a model calls the server's tool `name` by.
+    pub(super) fn prefixed(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    /// The gates of the server's tool `name`.
+    pub(super) fn gates(&self, name: &str) -> Gates {
+        let mut gates = self.tools.get(name).cloned().unwrap_or_default();
+        gates.requires_approval |= self.requires_approval;
+        gates
     }
 }
 

@@ -233,3 +233,20 @@ pub struct McpToolSpec {
     #[serde(default)]
     pub category: Option<String>,
 }
+
+/// `inject:` entries as `(argument, path in the context)` pairs.
+///
+/// # Errors
+/// A path that does not start with `context.` (named under `at`).
+pub(super) fn inject_paths(
+    inject: std::collections::BTreeMap<String, String>,
+    at: &str,
+) -> Result<Vec<(String, Vec<String>)>, String> {
+    inject
+        .into_iter()
+        .map(|(arg, path)| match path.strip_prefix("context.") {
+            Some(rest) => Ok((arg, rest.split('.').map(str::to_owned).collect())),
+            None => Err(format!("{at}.{arg}: `{path}` must start with `context.`")),
+        })
+        .collect()
+}

@@ -10,7 +10,7 @@ use super::builtin::{self, Builtin};
 use super::env::CallEnv;
 use super::http::{self, HttpTool};
 use super::preview::Preview;
-use super::spec::ToolSpec;
+use super::spec::{ToolSpec, inject_paths};
 use super::summary::Summary;
 use super::ui::{self, ComponentType};
 use super::{analyst, ask_user, database, handoff};
@@ -285,19 +285,58 @@ impl Tool {
     }
 }
 
-/// `inject:` entries as `(argument, path in the context)` pairs.
-///
-/// # Errors
-/// A path that does not start with `context.` (named under `at`).
-pub(super) fn inject_paths(
-    inject: std::collections::BTreeMap<String, String>,
-    at: &str,
-) -> Result<Vec<(String, Vec<String>)>, String> {
-    inject
-        .into_iter()
-        .map(|(arg, path)| match path.strip_prefix("context.") {
-            Some(rest) => Ok((arg, rest.split('.').map(str::to_owned).collect())),
-            None => Err(format!("{at}.{arg}: `{path}` must start with `context.`")),
-        })
-        .collect()
+impl Tool {
+    /// The tools of an MCP source as its server lists them now, after
+    /// `allow`/`deny` (none while the server is down). A tool whose name or
+    /// schema no model could take is left out, with a warning.
+    pub fn of_mcp(source: &Arc<super::mcp::McpSource>) -> Vec<Tool> {
+        source
+            .server
+            .tools()
+            .iter()
+            .filter(|t| source.offers(&t.name))
+            .filter_map(|t| match Self::mcp(source, t) {
+                Ok(tool) => Some(tool),
+                Err(why) => {
+                    tracing::warn!(server = %source.server.name(), tool = %t.name, "MCP tool left out: {why}");
+                    None
+                }
+            })
+            .collect()
+    }
+
+    fn mcp(source: &Arc<super::mcp::McpSource>, t: &crate::mcp::McpTool) -> Result<Tool, String> {
+        let name = source.prefixed(&t.name);
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(format!("`{name}` is not a name a model can call"));
+        }
+        if t.input_schema["type"] != "object" {
+            return Err("its inputSchema is not an object's".into());
+        }
+        let validator = jsonschema::options()
+            .build(&t.input_schema)
+            .map_err(|e| format!("its inputSchema is not a valid JSON Schema: {e}"))?;
+        let gates = source.gates(&t.name);
+        let mut tool = Self::built(
+            name,
+            t.description.clone(),
+            (t.input_schema.clone(), validator),
+            ToolKind::Mcp {
+                source: source.clone(),
+                tool: t.name.clone(),
+            },
+        );
+        tool.requires_approval = gates.requires_approval;
+        tool.idempotent = gates.idempotent;
+        tool.context_types = gates.context_types;
+        tool.inject = gates.inject;
+        tool.summary = gates.summary;
+        tool.category = gates.category;
+        Ok(tool)
+    }
 }

@@ -469,3 +469,44 @@ async fn a_callers_bearer_is_forwarded_when_configured() {
     assert_eq!(last_text(&msgs), format!("Seen: Bearer {ann}"));
     child.kill().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn the_shipped_example_works() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let yaml = include_str!("../../examples/agents/mcp-toolbox.yaml").replace(
+        "examples/mcp/",
+        &format!("{}/examples/mcp/", root.display()),
+    );
+    let server = Server::start_with(Opts {
+        agents: vec![("mcp-toolbox.yaml".into(), yaml)],
+        ..Default::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    // The first run may come before the server is up: wait for it.
+    for _ in 0..300 {
+        let (_, list) = http_json(&server, "GET", "/v1/agents", "").await;
+        if list["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["mcp_servers"][0]["state"] == "ready")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.start_with(chat, "mcp-toolbox", "echo hello").await;
+    assert_eq!(last_text(&c.until_complete(chat).await), "Echo: hello");
+    c.say(chat, "count 2").await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(
+        msgs.iter()
+            .filter(|m| m["type"] == "chat.tool_progress")
+            .count(),
+        2
+    );
+    assert_eq!(last_text(&msgs), "Done: counted 2");
+}
