@@ -69,7 +69,8 @@ async def hang() -> str:
 
 
 @mcp.tool(description="Waits until cancelled, then writes `cancelled` to the file `marker`")
-async def wait_for_cancel(marker: str) -> str:
+async def wait_for_cancel(marker: str, ctx: Context) -> str:
+    await ctx.report_progress(0, total=1, message="waiting to be cancelled")
     try:
         await anyio.sleep(3600)
     except anyio.get_cancelled_exc_class():

@@ -77,11 +77,17 @@ impl McpServer {
             .await
         {
             Ok(handle) => handle,
-            Err(e) => return Err(self.failed(e, timeout)),
+            Err(e) => return Err(self.failed(e, timeout, Some(&conn.broken))),
         };
         let (tx, mut rx) = mpsc::channel(PROGRESS_QUEUE);
         let token = handle.progress_token.clone();
-        lock(&self.shared.progress).register(token.clone(), tx);
+        lock(&self.shared.progress).register(token.clone(), tx.clone());
+        // However the call ends, its reports go nowhere after.
+        let _registered = Registered {
+            sinks: self.shared.progress.clone(),
+            token,
+            sink: tx,
+        };
         // Dropped before the answer (the run cancelled): the server is told.
         let guard = CancelOnDrop {
             peer: Some(handle.peer.clone()),
@@ -104,28 +110,36 @@ impl McpServer {
         };
         guard.disarm();
         // Reports are handled on tasks of their own, so the last ones may
-        // come just after the answer: a call that reported waits for them
-        // until the connection is quiet a moment.
+        // come just after the answer: a call that reported waits a moment
+        // for them (a fixed moment: a server reporting on and on does not
+        // hold the call).
         if last > f64::MIN {
-            while let Ok(Some(p)) = tokio::time::timeout(PROGRESS_GRACE, rx.recv()).await {
+            let deadline = tokio::time::Instant::now() + PROGRESS_GRACE;
+            while let Ok(Some(p)) = tokio::time::timeout_at(deadline, rx.recv()).await {
                 if p.progress > last {
                     last = p.progress;
                     let _ = progress.try_send(p);
                 }
             }
         }
-        lock(&self.shared.progress).unregister(&token);
         match outcome {
             Ok(ServerResult::CallToolResult(result)) => Ok(read(&result)),
             Ok(_) => Err(CallError::Failed {
                 server: name,
                 message: "an answer that is not a tool result".into(),
             }),
-            Err(e) => Err(self.failed(e, timeout)),
+            Err(e) => Err(self.failed(e, timeout, Some(&conn.broken))),
         }
     }
 
-    fn failed(&self, e: ServiceError, timeout: Duration) -> CallError {
+    /// What a failed request means (`broken`: the connection it used,
+    /// marked for the supervisor when the transport is gone).
+    fn failed(
+        &self,
+        e: ServiceError,
+        timeout: Duration,
+        broken: Option<&tokio_util::sync::CancellationToken>,
+    ) -> CallError {
         let server = self.shared.name.clone();
         match e {
             ServiceError::Timeout { .. } => CallError::Timeout {
@@ -138,7 +152,9 @@ impl McpServer {
             },
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 // The connection is gone: the supervisor connects again.
-                self.shared.broken.notify_one();
+                if let Some(broken) = broken {
+                    broken.cancel();
+                }
                 CallError::Down(server)
             }
             other => CallError::Failed {
@@ -146,6 +162,19 @@ impl McpServer {
                 message: other.to_string(),
             },
         }
+    }
+}
+
+/// A call's progress sink, removed when the call ends or is dropped.
+struct Registered {
+    sinks: super::handler::ProgressSinks,
+    token: rmcp::model::ProgressToken,
+    sink: mpsc::Sender<Progress>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.sinks).unregister(&self.token, &self.sink);
     }
 }
 
@@ -219,5 +248,42 @@ fn resource_text(resource: &rmcp::model::ResourceContents) -> String {
             format!("[resource {uri}: binary, kept for the user]")
         }
         _ => "[a resource the model cannot read, kept for the user]".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{CallToolResult, ContentBlock};
+    use serde_json::json;
+
+    use super::read;
+
+    #[test]
+    fn text_blocks_are_what_a_model_reads_and_the_log_keeps_everything() {
+        let mut result = CallToolResult::success(vec![
+            ContentBlock::text("first"),
+            ContentBlock::image("iVBORw0KGgo=", "image/png"),
+            ContentBlock::text("second"),
+        ]);
+        result.structured_content = Some(json!({"n": 1}));
+        let called = read(&result);
+        assert_eq!(
+            called.text,
+            "first\n[an image (image/png) is shown to the user]\nsecond"
+        );
+        assert!(!called.is_error);
+        assert_eq!(called.result["content"][1]["data"], "iVBORw0KGgo=");
+        assert_eq!(called.result["structuredContent"], json!({"n": 1}));
+    }
+
+    #[test]
+    fn structured_content_alone_is_read_as_json_and_is_error_is_kept() {
+        let mut result = CallToolResult::structured(json!({"temp": 21}));
+        result.content.clear();
+        assert_eq!(read(&result).text, r#"{"temp":21}"#);
+        let failed = CallToolResult::error(vec![ContentBlock::text("no luck")]);
+        let called = read(&failed);
+        assert!(called.is_error);
+        assert_eq!(called.text, "no luck");
     }
 }

@@ -48,13 +48,19 @@ impl Sinks {
         self.sinks.insert(token, sink);
     }
 
-    pub fn unregister(&mut self, token: &ProgressToken) {
-        self.sinks.remove(token);
+    /// Removes `token`'s sink if it is still `sink` (a token reused by a
+    /// new connection belongs to another call).
+    pub fn unregister(&mut self, token: &ProgressToken, sink: &mpsc::Sender<Progress>) {
+        if self.sinks.get(token).is_some_and(|s| s.same_channel(sink)) {
+            self.sinks.remove(token);
+        }
     }
 
-    /// A new connection: tokens start over.
+    /// A new connection: tokens start over (the calls of the old one have
+    /// failed).
     pub fn reset(&mut self) {
         self.early.clear();
+        self.sinks.clear();
     }
 
     fn report(&mut self, token: ProgressToken, progress: Progress) {

@@ -10,8 +10,7 @@ use rmcp::model::Tool;
 use rmcp::service::{Peer, RunningService};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::handler::{Handler, ProgressSinks};
@@ -24,6 +23,13 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const STABLE: Duration = Duration::from_secs(60);
 /// Lines of a stdio server's stderr logged at most per connection.
 const MAX_STDERR_LINES: usize = 1_000;
+/// The longest stderr line logged (a longer one is skipped).
+const MAX_STDERR_LINE: usize = 8 << 10;
+/// Tools taken from one server at most (the rest are left out).
+const MAX_TOOLS: usize = 256;
+/// A change of the tool list is listed after this quiet (a storm of
+/// changes is one listing).
+const LIST_DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// How to reach a server. (Its `Debug` names no header or environment
 /// value: they may hold secrets.)
@@ -87,7 +93,7 @@ pub enum State {
 pub struct Status {
     pub name: String,
     pub state: State,
-    /// Tools listed (after `allow`/`deny`: see the agent).
+    /// Tools the server lists (before the agent's `allow`/`deny`).
     pub tools: usize,
     /// Why it is down (or why it last went down).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -102,8 +108,6 @@ pub(super) struct Shared {
     pub conn: Mutex<Option<Conn>>,
     pub status: Mutex<Status>,
     pub progress: ProgressSinks,
-    /// A call saw the connection broken (an HTTP server gone): reconnect.
-    pub broken: Notify,
 }
 
 /// A live connection.
@@ -111,6 +115,9 @@ pub(super) struct Shared {
 pub(super) struct Conn {
     pub peer: Peer<RoleClient>,
     pub tools: Arc<Vec<McpTool>>,
+    /// Cancelled by a call that found this connection broken (an HTTP
+    /// server gone): the supervisor connects again. Only this connection's.
+    pub broken: CancellationToken,
 }
 
 /// One MCP server an agent uses. Dropping it stops its supervisor (and its
@@ -149,7 +156,6 @@ impl McpServer {
                 restarts: 0,
             }),
             progress: ProgressSinks::default(),
-            broken: Notify::new(),
         });
         let stop = CancellationToken::new();
         match tokio::runtime::Handle::try_current() {
@@ -260,10 +266,12 @@ async fn connected(
     let peer = running.peer().clone();
     // A new connection: its progress tokens start over.
     lock(&shared.progress).reset();
-    let tools = tokio::time::timeout(START_TIMEOUT, list(&peer))
+    let listing = || tokio::time::timeout(START_TIMEOUT, list(&peer));
+    let tools = listing()
         .await
         .map_err(|_| "did not list its tools in time".to_owned())??;
-    publish(shared, &peer, tools);
+    let broken = CancellationToken::new();
+    publish(shared, &peer, tools, &broken);
     tracing::info!(server = %shared.name, "MCP server ready");
     let cancel = running.cancellation_token();
     let mut done = Box::pin(running.waiting());
@@ -275,23 +283,52 @@ async fn connected(
                 return Ok("stopped".into());
             }
             reason = &mut done => break format!("the connection ended ({reason:?})"),
-            () = shared.broken.notified() => {
+            () = broken.cancelled() => {
                 cancel.cancel();
                 let _ = done.await;
                 break "unreachable".into();
             }
-            Ok(()) = changes.changed() => match list(&peer).await {
-                Ok(tools) => publish(shared, &peer, tools),
-                Err(e) => tracing::warn!(server = %shared.name, error = %e, "MCP tools/list failed after list_changed"),
-            },
+            Ok(()) = changes.changed() => {
+                tokio::time::sleep(LIST_DEBOUNCE).await;
+                changes.mark_unchanged();
+                match listing().await {
+                    Ok(Ok(tools)) => publish(shared, &peer, tools, &broken),
+                    Ok(Err(e)) => tracing::warn!(server = %shared.name, error = %e, "MCP tools/list failed after list_changed"),
+                    Err(_) => tracing::warn!(server = %shared.name, "MCP tools/list timed out after list_changed"),
+                }
+            }
         }
     };
     // A child that exited says how.
-    let why = match child.as_mut().map(tokio::process::Child::try_wait) {
+    let why = match child.as_mut().map(|c| c.child.try_wait()) {
         Some(Ok(Some(status))) => format!("the process exited ({status})"),
         _ => why,
     };
     Ok(why)
+}
+
+/// A stdio server's process: its whole process group is killed when the
+/// connection ends (a wrapper such as `npx` or `sh -c` leaves nothing
+/// behind), and its stderr reader stops.
+struct Process {
+    child: tokio::process::Child,
+    stderr: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: killpg only sends a signal; the group is the child's own
+            // (spawned with process_group(0)), so nothing else is hit.
+            unsafe {
+                libc::killpg(pid, libc::SIGKILL);
+            }
+        }
+        if let Some(task) = self.stderr.take() {
+            task.abort();
+        }
+    }
 }
 
 /// Opens the transport and does `initialize`.
@@ -299,13 +336,7 @@ async fn connect(
     handler: Handler,
     source: &Source,
     name: &str,
-) -> Result<
-    (
-        RunningService<RoleClient, Handler>,
-        Option<tokio::process::Child>,
-    ),
-    String,
-> {
+) -> Result<(RunningService<RoleClient, Handler>, Option<Process>), String> {
     match source {
         Source::Stdio {
             command,
@@ -333,24 +364,29 @@ async fn connect(
             else {
                 return Err("the process has no pipes".into());
             };
-            if let Some(stderr) = stderr {
+            let stderr = stderr.map(|stderr| {
                 let name = name.to_owned();
                 tokio::spawn(async move {
-                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    use futures_util::StreamExt;
+                    let codec = tokio_util::codec::LinesCodec::new_with_max_length(MAX_STDERR_LINE);
+                    let mut lines = tokio_util::codec::FramedRead::new(stderr, codec);
                     let mut n = 0;
-                    while let Ok(Some(line)) = lines.next_line().await {
+                    while let Some(line) = lines.next().await {
+                        // A line over the limit is skipped, not kept.
+                        let Ok(line) = line else { continue };
                         n += 1;
                         if n <= MAX_STDERR_LINES {
                             tracing::info!(server = %name, "MCP stderr: {line}");
                         }
                     }
-                });
-            }
+                })
+            });
+            let process = Process { child, stderr };
             let running = handler
                 .serve((stdout, stdin))
                 .await
                 .map_err(|e| format!("initialize failed: {e}"))?;
-            Ok((running, Some(child)))
+            Ok((running, Some(process)))
         }
         Source::Http { url, headers } => {
             use rmcp::transport::StreamableHttpClientTransport;
@@ -396,11 +432,21 @@ async fn list(peer: &Peer<RoleClient>) -> Result<Vec<McpTool>, String> {
         .collect())
 }
 
-fn publish(shared: &Shared, peer: &Peer<RoleClient>, tools: Vec<McpTool>) {
+fn publish(
+    shared: &Shared,
+    peer: &Peer<RoleClient>,
+    mut tools: Vec<McpTool>,
+    broken: &CancellationToken,
+) {
+    if tools.len() > MAX_TOOLS {
+        tracing::warn!(server = %shared.name, listed = tools.len(), "MCP server lists over {MAX_TOOLS} tools: the rest are left out");
+        tools.truncate(MAX_TOOLS);
+    }
     let n = tools.len();
     *lock(&shared.conn) = Some(Conn {
         peer: peer.clone(),
         tools: Arc::new(tools),
+        broken: broken.clone(),
     });
     let mut status = lock(&shared.status);
     status.state = State::Ready;

@@ -38,6 +38,7 @@ pub struct McpSource {
     deny: Vec<String>,
     requires_approval: bool,
     timeout: Duration,
+    max_result_bytes: usize,
     tools: BTreeMap<String, Gates>,
 }
 
@@ -45,8 +46,13 @@ pub struct McpSource {
 struct Forward {
     url: String,
     headers: BTreeMap<String, String>,
-    callers: std::sync::Mutex<Vec<(String, Arc<McpServer>, std::time::Instant)>>,
+    /// By the SHA-256 of the token (the token itself only in the
+    /// connection's header).
+    callers: std::sync::Mutex<Vec<Caller>>,
 }
+
+/// A caller's connection: the digest of their token, it, its last use.
+type Caller = ([u8; 32], Arc<McpServer>, std::time::Instant);
 
 impl std::fmt::Debug for Forward {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -59,8 +65,10 @@ impl std::fmt::Debug for Forward {
 impl Forward {
     /// The connection of the caller with `token`, made on first use.
     fn server(&self, name: &str, token: &str) -> Arc<McpServer> {
+        let mut key = [0u8; 32];
+        key.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref());
         let mut callers = self.callers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(entry) = callers.iter_mut().find(|(t, ..)| t == token) {
+        if let Some(entry) = callers.iter_mut().find(|(k, ..)| *k == key) {
             entry.2 = std::time::Instant::now();
             return entry.1.clone();
         }
@@ -81,7 +89,7 @@ impl Forward {
             headers,
         };
         let server = McpServer::start(name.to_owned(), source);
-        callers.push((token.to_owned(), server.clone(), std::time::Instant::now()));
+        callers.push((key, server.clone(), std::time::Instant::now()));
         server
     }
 }
@@ -134,6 +142,19 @@ impl McpSource {
                 if !(h.url.starts_with("http://") || h.url.starts_with("https://")) {
                     return Err(format!("{}: an http:// or https:// URL", at("http.url")));
                 }
+                for (k, v) in &h.headers {
+                    let reserved = ["accept", "mcp-session-id", "last-event-id"];
+                    if reserved.iter().any(|r| k.eq_ignore_ascii_case(r))
+                        || reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err()
+                        || reqwest::header::HeaderValue::from_str(v).is_err()
+                    {
+                        return Err(format!(
+                            "{}: not a header agentwire can send (reserved: accept, \
+                             mcp-session-id, last-event-id)",
+                            at(&format!("http.headers.{k}"))
+                        ));
+                    }
+                }
                 forward = h.forward_bearer.then(|| Forward {
                     url: h.url.clone(),
                     headers: h.headers.clone(),
@@ -153,6 +174,9 @@ impl McpSource {
         if spec.timeout_seconds == 0 {
             return Err(format!("{}: must be at least 1", at("timeout_seconds")));
         }
+        if spec.max_result_bytes < 1024 {
+            return Err(format!("{}: must be at least 1024", at("max_result_bytes")));
+        }
         let mut tools = BTreeMap::new();
         for (name, t) in spec.tools {
             let gates = gates(t, &at(&format!("tools.{name}")))?;
@@ -167,6 +191,7 @@ impl McpSource {
             deny: spec.deny,
             requires_approval: spec.requires_approval,
             timeout: Duration::from_secs(spec.timeout_seconds),
+            max_result_bytes: spec.max_result_bytes,
             tools,
         })
     }
@@ -222,20 +247,43 @@ pub(super) async fn run(
             server.settled(CALLER_START).await;
             server
         }
-        _ => source.server.clone(),
+        // Never the service's own credentials for a caller's call.
+        (Some(_), None) => {
+            let why = format!(
+                "the MCP server `{}` takes calls with the caller's token, and this run has none \
+                 (a run continued after a restart keeps no token)",
+                source.server.name()
+            );
+            respond(link, call, Value::String(why.clone()), false).await?;
+            return Ok(ToolOutcome::Result {
+                content: why,
+                is_error: true,
+            });
+        }
+        (None, _) => source.server.clone(),
     };
     let arguments = match &call.input {
         Value::Object(map) => map.clone(),
         _ => serde_json::Map::new(),
     };
     let (tx, mut rx) = mpsc::channel::<Progress>(16);
-    let calling = server.call(tool, arguments, source.timeout, tx);
+    let calling = async { Ok(server.call(tool, arguments, source.timeout, tx).await) };
     let reporting = async {
+        // A report is logged when it moves the bar a percent, says something
+        // new, or finishes: a server reporting on and on cannot flood the log.
+        let mut shown: Option<(f64, Option<String>)> = None;
         while let Some(p) = rx.recv().await {
             let percent = match p.total {
                 Some(total) if total > 0.0 => (p.progress / total * 100.0).clamp(0.0, 100.0),
                 _ => p.progress.clamp(0.0, 100.0),
             };
+            let news = shown.as_ref().is_none_or(|(at, said)| {
+                percent - at >= 1.0 || *said != p.message || (percent >= 100.0 && *at < 100.0)
+            });
+            if !news {
+                continue;
+            }
+            shown = Some((percent, p.message.clone()));
             let progress = EventKind::ToolProgress {
                 tool_name: call.name.clone(),
                 progress_percent: percent,
@@ -246,11 +294,12 @@ pub(super) async fn run(
         }
         Ok::<(), Gone>(())
     };
-    let (outcome, reported) = tokio::join!(calling, reporting);
-    reported?;
+    // A run gone while its call runs drops the call (cancelled on the server).
+    let (outcome, ()) = tokio::try_join!(calling, reporting)?;
     match outcome {
         Ok(called) => {
-            respond(link, call, called.result, !called.is_error).await?;
+            let logged = capped(called.result, source.max_result_bytes);
+            respond(link, call, logged, !called.is_error).await?;
             Ok(ToolOutcome::Result {
                 content: called.text,
                 is_error: called.is_error,
@@ -264,5 +313,55 @@ pub(super) async fn run(
                 is_error: true,
             })
         }
+    }
+}
+
+/// The result the log keeps: whole up to `max` bytes of JSON, else a note
+/// with its size and the start of its text (the model still reads the text,
+/// cut to the agent's cap).
+fn capped(result: Value, max: usize) -> Value {
+    if crate::protocol::limits::json_fits(&result, max) {
+        return result;
+    }
+    let bytes = serde_json::to_vec(&result).map_or(0, |v| v.len());
+    let text: String = result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut cut = max / 2;
+    while !text.is_char_boundary(cut.min(text.len())) {
+        cut -= 1;
+    }
+    let text = &text[..cut.min(text.len())];
+    serde_json::json!({
+        "truncated": true,
+        "bytes": bytes,
+        "content": [{"type": "text", "text": text}],
+        "isError": result["isError"],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::capped;
+
+    #[test]
+    fn a_result_over_the_cap_is_logged_as_a_note_with_its_text_cut() {
+        let small = json!({"content": [{"type": "text", "text": "ok"}]});
+        assert_eq!(capped(small.clone(), 1024), small);
+        let big = json!({"content": [{"type": "text", "text": "é".repeat(2000)},
+                                     {"type": "image", "data": "x".repeat(5000), "mimeType": "image/png"}],
+                         "isError": false});
+        let logged = capped(big, 1024);
+        assert_eq!(logged["truncated"], true);
+        assert!(logged["bytes"].as_u64().unwrap() > 9000);
+        let text = logged["content"][0]["text"].as_str().unwrap();
+        assert!(text.len() <= 512 && text.starts_with('é'), "{}", text.len());
+        assert!(serde_json::to_string(&logged).unwrap().len() < 1024);
     }
 }

@@ -315,16 +315,31 @@ impl Tool {
         {
             return Err(format!("`{name}` is not a name a model can call"));
         }
+        if name == handoff::HANDOFF_TOOL {
+            return Err(format!("`{name}` is reserved for a group's handoffs"));
+        }
         if t.input_schema["type"] != "object" {
             return Err("its inputSchema is not an object's".into());
+        }
+        if !crate::protocol::limits::json_fits(&t.input_schema, 64 << 10) {
+            return Err("its inputSchema is over 64 KiB".into());
         }
         let validator = jsonschema::options()
             .build(&t.input_schema)
             .map_err(|e| format!("its inputSchema is not a valid JSON Schema: {e}"))?;
         let gates = source.gates(&t.name);
+        // A description is for a model: the first 8 KiB of it.
+        let mut description = t.description.clone();
+        if description.len() > 8 << 10 {
+            let mut cut = 8 << 10;
+            while !description.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            description.truncate(cut);
+        }
         let mut tool = Self::built(
             name,
-            t.description.clone(),
+            description,
             (t.input_schema.clone(), validator),
             ToolKind::Mcp {
                 source: source.clone(),

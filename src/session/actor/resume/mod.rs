@@ -58,6 +58,9 @@ use cut::{Cut, Plan, Waits};
 pub(super) const UNKNOWN_OUTCOME: &str =
     "the outcome of this call is unknown: the server restarted before its result came";
 
+/// How long a cut run's MCP servers may take to come up before it is planned.
+const MCP_SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Envelopes read per page while looking for the cut run.
 const PAGE: u32 = 1_000;
 /// Bytes read per page at most.
@@ -96,14 +99,27 @@ impl Actor {
                 chat.agent
             )),
             Some(a) => {
-                // A group's tools are its members'.
-                let members = a.group.iter().flat_map(|g| &g.members);
-                let own = a.tools_now();
-                let tools: Vec<&crate::tools::Tool> = own
+                // A group's tools are its members'. MCP servers starting with
+                // the process list theirs first (their calls are known, and
+                // made again when idempotent).
+                let members: Vec<&crate::agent::Agent> = a
+                    .group
                     .iter()
-                    .chain(members.flat_map(|m| &m.agent.tools))
+                    .flat_map(|g| &g.members)
+                    .map(|m| m.agent.as_ref())
                     .collect();
+                for source in std::iter::once(a.as_ref())
+                    .chain(members.iter().copied())
+                    .flat_map(|agent| &agent.mcp)
+                {
+                    source.server.settled(MCP_SETTLE).await;
+                }
+                let mut tools: Vec<crate::tools::Tool> = a.tools_now().into_owned();
+                for m in &members {
+                    tools.extend(m.tools_now().iter().cloned());
+                }
                 let plan = cut.plan(|name| tools.iter().any(|t| t.name == name && t.idempotent));
+                drop(members);
                 match (plan, a.group.as_ref().and_then(|g| g.marker.as_deref())) {
                     // The member's last words ended the conversation.
                     (Plan::Continue { group: Some(g), .. }, Some(marker))
