@@ -2,8 +2,10 @@
 //! `examples/mcp` (the official Python SDK) over stdio and Streamable HTTP:
 //! discovery, a call in the log, input refused before the call, `isError`,
 //! progress, cancel mid-call, a crash mid-call (a tool error, the run goes
-//! on, the server is started again), `list_changed`, an approval, and a
-//! header sent over HTTP.
+//! on, the server is started again; over HTTP, connected again when it is
+//! back), a hung call's timeout, `list_changed`, allow/deny and an approval,
+//! headers and a caller's own bearer over HTTP, an idempotent call cut by a
+//! SIGKILL made again after the restart, and the shipped example.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -79,8 +81,15 @@ fn stdio() -> String {
 
 /// The toolbox over Streamable HTTP, accepting these bearer tokens.
 async fn http_toolbox(tokens: &str) -> (tokio::process::Child, std::net::SocketAddr) {
+    http_toolbox_on(free_addr(), tokens).await
+}
+
+/// The toolbox over Streamable HTTP on `addr`.
+async fn http_toolbox_on(
+    addr: std::net::SocketAddr,
+    tokens: &str,
+) -> (tokio::process::Child, std::net::SocketAddr) {
     let (python, script) = toolbox();
-    let addr = free_addr();
     let child = tokio::process::Command::new(&python)
         .arg(&script)
         .args(["http", "127.0.0.1", &addr.port().to_string()])
@@ -529,4 +538,78 @@ async fn the_shipped_example_works() {
         .count();
     assert!((1..=2).contains(&reports), "{msgs:#?}");
     assert_eq!(last_text(&msgs), "Done: counted 2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn an_idempotent_call_cut_by_a_kill_runs_again_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let extra = "    tools:\n      slow_count: {idempotent: true}";
+    std::fs::write(agents.join("tooled.yaml"), agent(&stdio(), extra)).unwrap();
+    let db = database_url(dir.path()).await;
+    let flags = ["--continue-runs-after-restart", "true"];
+    let settled = |addr| async move {
+        for _ in 0..300 {
+            let (_, body) = http_get(addr, "/v1/agents", &[]).await;
+            if body.contains("\"state\":\"ready\"") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the MCP server did not come up");
+    };
+    let (mut first, addr) = spawn_agentwire(&db, &agents, &flags).await;
+    settled(addr).await;
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "tooled", "count 40").await;
+    c.recv_until(|m| m["type"] == "chat.tool_progress").await;
+    first.start_kill().unwrap(); // SIGKILL, mid-call
+    first.wait().await.unwrap();
+
+    let (_second, addr) = spawn_agentwire(&db, &agents, &flags).await;
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.resume(chat, 0).await;
+    let log = c.until_complete(chat).await;
+    let calls: Vec<_> = log
+        .iter()
+        .filter(|m| m["type"] == "chat.tool_call")
+        .map(|m| m["corr"].clone())
+        .collect();
+    assert_eq!(
+        calls.len(),
+        2,
+        "the call, then the same call again: {log:#?}"
+    );
+    assert_eq!(calls[0], calls[1]);
+    assert_eq!(last_text(&log), "Counted: counted 40");
+    assert_eq!(log.last().unwrap()["reason"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn an_http_server_that_dies_mid_call_is_connected_again_when_it_is_back() {
+    let (mut child, addr) = http_toolbox("s3cret").await;
+    let http = format!(
+        "    http: {{url: \"http://{addr}/mcp\", headers: {{Authorization: \"Bearer s3cret\"}}}}"
+    );
+    let server = server_with(agent(&http, "")).await;
+    ready(&server, 10).await;
+    let msgs = run(&server, "crash").await;
+    let response = one(&msgs, "chat.tool_response");
+    assert_eq!(response["success"], false, "{response}");
+    assert_eq!(
+        msgs.last().unwrap()["reason"],
+        "completed",
+        "the run went on"
+    );
+    let _ = child.wait().await;
+    // Back on the same address: connected again, its tools offered again.
+    let (mut again, _) = http_toolbox_on(addr, "s3cret").await;
+    let status = ready_after(&server, 1, 10).await;
+    assert_eq!(status["state"], "ready");
+    assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
+    again.kill().await.unwrap();
 }
