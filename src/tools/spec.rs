@@ -180,7 +180,7 @@ pub struct McpServerSpec {
     pub timeout_seconds: u64,
     /// Bytes of a result's JSON the log keeps at most; a larger result is
     /// logged as a note with the start of its text.
-    #[serde(default = "default_mcp_result_bytes")]
+    #[serde(default = "default_max_response_bytes")]
     pub max_result_bytes: usize,
     /// Per tool (by the server's name): the gates any tool has.
     #[serde(default)]
@@ -189,10 +189,6 @@ pub struct McpServerSpec {
 
 fn default_mcp_timeout() -> u64 {
     60
-}
-
-fn default_mcp_result_bytes() -> usize {
-    1 << 20
 }
 
 /// A server started as a child process, spoken to over stdio.

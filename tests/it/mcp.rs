@@ -170,6 +170,14 @@ fn last_text(msgs: &[Value]) -> String {
         .unwrap_or_default()
 }
 
+/// The run's one tool response: a failure whose text says `why`.
+fn failed_with(msgs: &[Value], why: &str) {
+    let response = one(msgs, "chat.tool_response");
+    assert_eq!(response["success"], false, "{response}");
+    let text = response["content"].as_str().unwrap_or_default();
+    assert!(text.contains(why), "{response}");
+}
+
 fn one<'a>(msgs: &'a [Value], ty: &str) -> &'a Value {
     let found: Vec<_> = msgs.iter().filter(|m| m["type"] == ty).collect();
     assert_eq!(found.len(), 1, "one {ty} in {msgs:#?}");
@@ -286,15 +294,7 @@ async fn progress_is_logged_and_a_cancel_stops_the_call() {
 async fn a_crash_mid_call_is_a_tool_error_and_the_server_comes_back() {
     let server = server_with(agent(&stdio(), "")).await;
     let msgs = run(&server, "crash").await;
-    let response = one(&msgs, "chat.tool_response");
-    assert_eq!(response["success"], false);
-    assert!(
-        response["content"]
-            .as_str()
-            .unwrap()
-            .contains("not connected"),
-        "{response}"
-    );
+    failed_with(&msgs, "not connected");
     // The run went on: the model was told.
     assert!(
         last_text(&msgs).starts_with("The tool box_crash failed"),
@@ -411,15 +411,7 @@ async fn a_streamable_http_server_with_a_token() {
 async fn a_hung_call_times_out_and_a_cancelled_one_is_cancelled_on_the_server() {
     let server = server_with(agent(&stdio(), "    timeout_seconds: 1")).await;
     let msgs = run(&server, "hang").await;
-    let response = one(&msgs, "chat.tool_response");
-    assert_eq!(response["success"], false);
-    assert!(
-        response["content"]
-            .as_str()
-            .unwrap()
-            .contains("did not answer within 1 s"),
-        "{response}"
-    );
+    failed_with(&msgs, "did not answer within 1 s");
     assert_eq!(
         msgs.last().unwrap()["reason"],
         "completed",
@@ -488,15 +480,7 @@ async fn a_callers_bearer_is_forwarded_when_configured() {
     .await;
     ready(&anonymous, 10).await;
     let msgs = run(&anonymous, "who").await;
-    let response = one(&msgs, "chat.tool_response");
-    assert_eq!(response["success"], false);
-    assert!(
-        response["content"]
-            .as_str()
-            .unwrap()
-            .contains("the caller's token"),
-        "{response}"
-    );
+    failed_with(&msgs, "the caller's token");
     child.kill().await.unwrap();
 }
 
