@@ -49,8 +49,9 @@ pub struct AgentFile {
     pub show_reasoning: bool,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
-    /// MCP servers whose tools the agent may call (see `tools::mcp`).
-    #[serde(default)]
+    /// MCP servers whose tools the agent may call (see `tools::mcp`): a
+    /// list, or a map by name.
+    #[serde(default, deserialize_with = "crate::tools::spec::mcp_servers")]
     pub mcp_servers: Vec<crate::tools::spec::McpServerSpec>,
     /// A conversation template (seed 004), see `templates`.
     #[serde(default)]

@@ -179,3 +179,46 @@ fn a_bad_workflow_file_stops_start_up_naming_it() {
     let reg = AgentRegistry::load(dir.path(), true, &[]).unwrap();
     assert_eq!(reg.workflows().get("a").unwrap().title, "a");
 }
+
+#[tokio::test]
+async fn mcp_servers_are_read_in_the_shapes_other_hosts_write() {
+    use crate::agent::definition::AgentFile;
+    let read = |yaml: &str| {
+        let file: AgentFile = serde_saphyr::from_str(yaml).unwrap();
+        file.mcp_servers
+            .into_iter()
+            .map(|s| s.nested())
+            .collect::<Result<Vec<_>, _>>()
+    };
+    // Claude Desktop's map by name, flat; VS Code's `type`.
+    let servers = read(
+        "id: a\nmcp_servers:\n  files: {command: npx, args: [-y, server-files], env: {ROOT: /tmp}}\n  \
+         remote: {type: http, url: \"https://mcp.example/mcp\", headers: {X-Key: k}}\n",
+    )
+    .unwrap();
+    assert_eq!(servers[0].name, "files");
+    let stdio = servers[0].stdio.as_ref().unwrap();
+    assert_eq!((stdio.command.as_str(), stdio.args.len()), ("npx", 2));
+    assert_eq!(stdio.env["ROOT"], "/tmp");
+    assert_eq!(servers[1].name, "remote");
+    assert_eq!(servers[1].http.as_ref().unwrap().headers["X-Key"], "k");
+    // agentwire's own nested list reads as it is.
+    let servers =
+        read("id: a\nmcp_servers:\n  - {name: box, stdio: {command: python3}}\n").unwrap();
+    assert_eq!(servers[0].stdio.as_ref().unwrap().command, "python3");
+    // Mixed or contradicting shapes are refused, saying why.
+    let err =
+        read("id: a\nmcp_servers:\n  - {name: b, command: x, stdio: {command: y}}\n").unwrap_err();
+    assert!(err.contains("not both"), "{err}");
+    let err =
+        read("id: a\nmcp_servers:\n  - {name: b, type: stdio, url: \"http://x\"}\n").unwrap_err();
+    assert!(err.contains("type `stdio`"), "{err}");
+    let err =
+        read("id: a\nmcp_servers:\n  - {name: b, url: \"http://x\", args: [a]}\n").unwrap_err();
+    assert!(err.contains("args, env and cwd go with `command`"), "{err}");
+    // An unknown field is named (the map form too).
+    let err = serde_saphyr::from_str::<AgentFile>("id: a\nmcp_servers:\n  x: {comand: y}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("comand"), "{err}");
+}

@@ -113,6 +113,9 @@ impl McpSource {
     /// A message naming the field.
     pub fn from_spec(spec: McpServerSpec, index: usize) -> Result<Self, String> {
         let at = |field: &str| format!("mcp_servers[{index}].{field}");
+        let spec = spec
+            .nested()
+            .map_err(|e| format!("mcp_servers[{index}]: {e}"))?;
         let mut forward = None;
         if spec.name.is_empty()
             || spec.name.len() > 64

@@ -153,16 +153,38 @@ fn default_prompt_field() -> String {
 }
 
 /// An `mcp_servers:` entry: an MCP server whose tools the agent may call.
-/// Exactly one of `stdio` and `http` says how to reach it.
+/// Exactly one of `stdio` and `http` says how to reach it; the shapes other
+/// MCP hosts use are read too: `command`/`args`/`env` or `url`/`headers` at
+/// the top (with an optional `type`: `stdio`, `http`,
+/// `streamable-http`), and `mcp_servers` as a map by name.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerSpec {
-    /// Letters, digits, `_` and `-`; names it in logs and `/v1/agents`.
+    /// Letters, digits, `_` and `-`; names it in logs and `/v1/agents`
+    /// (the key, in the map form).
+    #[serde(default)]
     pub name: String,
     #[serde(default)]
     pub stdio: Option<McpStdioSpec>,
     #[serde(default)]
     pub http: Option<McpHttpSpec>,
+    /// The flat form's transport, when it says one.
+    #[serde(default, rename = "type")]
+    pub transport: Option<String>,
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub forward_bearer: bool,
     /// Put before each of its tools' names [default: `<name>_`; `""`: none].
     #[serde(default)]
     pub prefix: Option<String>,
@@ -253,4 +275,93 @@ pub(super) fn inject_paths(
             None => Err(format!("{at}.{arg}: `{path}` must start with `context.`")),
         })
         .collect()
+}
+
+impl McpServerSpec {
+    /// The nested form of an entry written flat (`command` …, `url` …).
+    ///
+    /// # Errors
+    /// Both forms at once, or a `type` that disagrees with the fields.
+    pub fn nested(mut self) -> Result<Self, String> {
+        let flat_stdio = self.command.is_some();
+        let flat_http = self.url.is_some();
+        if (flat_stdio || flat_http) && (self.stdio.is_some() || self.http.is_some()) {
+            return Err("write `stdio:`/`http:` or `command`/`url`, not both".into());
+        }
+        match (self.transport.as_deref(), flat_stdio, flat_http) {
+            (None | Some("stdio"), true, false) => {
+                self.stdio = Some(McpStdioSpec {
+                    command: self.command.take().unwrap_or_default(),
+                    args: std::mem::take(&mut self.args),
+                    env: std::mem::take(&mut self.env),
+                    cwd: self.cwd.take(),
+                });
+            }
+            (None | Some("http" | "streamable-http" | "streamableHttp"), false, true) => {
+                self.http = Some(McpHttpSpec {
+                    url: self.url.take().unwrap_or_default(),
+                    headers: std::mem::take(&mut self.headers),
+                    forward_bearer: self.forward_bearer,
+                });
+            }
+            (_, false, false) if self.transport.is_none() => {}
+            (Some(t), _, _) => {
+                return Err(format!(
+                    "type `{t}` needs `command` (stdio) or `url` (http, streamable-http), and \
+                     only that one"
+                ));
+            }
+            (None, _, _) => return Err("set `command` or `url`, not both".into()),
+        }
+        let leftover = !self.args.is_empty()
+            || !self.env.is_empty()
+            || self.cwd.is_some()
+            || !self.headers.is_empty()
+            || (self.forward_bearer && self.http.as_ref().is_none_or(|h| !h.forward_bearer));
+        if leftover {
+            return Err(
+                "args, env and cwd go with `command`; headers and forward_bearer with `url`".into(),
+            );
+        }
+        Ok(self)
+    }
+}
+
+/// `mcp_servers:` as a list of entries, or a map from name to entry.
+///
+/// # Errors
+/// An entry's own error (its fields are checked as they are read).
+pub fn mcp_servers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<McpServerSpec>, D::Error> {
+    struct Servers;
+    impl<'de> serde::de::Visitor<'de> for Servers {
+        type Value = Vec<McpServerSpec>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of MCP servers, or a map from name to MCP server")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(spec) = seq.next_element::<McpServerSpec>()? {
+                out.push(spec);
+            }
+            Ok(out)
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some((name, mut spec)) = map.next_entry::<String, McpServerSpec>()? {
+                spec.name = name;
+                out.push(spec);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(Servers)
 }

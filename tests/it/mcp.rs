@@ -597,3 +597,20 @@ async fn an_http_server_that_dies_mid_call_is_connected_again_when_it_is_back() 
     assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
     again.kill().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn a_server_written_as_claude_desktop_writes_it_works() {
+    let (python, script) = toolbox();
+    let yaml = agent(&stdio(), "").replace(
+        &format!("mcp_servers:\n  - name: box\n{}\n", stdio()),
+        &format!(
+            "mcp_servers:\n  box:\n    command: \"{}\"\n    args: [\"{}\"]\n",
+            python.display(),
+            script.display()
+        ),
+    );
+    assert!(yaml.contains("  box:\n    command:"), "{yaml}");
+    let server = server_with(yaml).await;
+    assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
+}
