@@ -148,6 +148,41 @@ impl AgUi {
         );
     }
 
+    /// A delta of the open text message, opening one (`msg-<seq>`) when
+    /// none is.
+    fn text_delta(&mut self, seq: u64, delta: &str, o: &mut Vec<Out>) {
+        let id = self.text.get_or_insert_with(|| {
+            let id = format!("msg-{seq}");
+            Self::event(
+                o,
+                json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"}),
+            );
+            id
+        });
+        Self::event(
+            o,
+            json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": delta}),
+        );
+    }
+
+    /// A delta of the open reasoning, opening it (`reasoning-<seq>`: its
+    /// span and its message) when none is.
+    fn reasoning_delta(&mut self, seq: u64, delta: &str, o: &mut Vec<Out>) {
+        let id = self.reasoning.get_or_insert_with(|| {
+            let id = format!("reasoning-{seq}");
+            Self::event(o, json!({"type": "REASONING_START", "messageId": id}));
+            Self::event(
+                o,
+                json!({"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"}),
+            );
+            id
+        });
+        Self::event(
+            o,
+            json!({"type": "REASONING_MESSAGE_CONTENT", "messageId": id, "delta": delta}),
+        );
+    }
+
     fn close_reasoning(&mut self, o: &mut Vec<Out>) {
         if let Some(id) = self.reasoning.take() {
             Self::event(o, json!({"type": "REASONING_MESSAGE_END", "messageId": id}));
@@ -249,57 +284,18 @@ impl Encoder for AgUi {
                 if let Some(id) = self.text.take() {
                     Self::event(o, json!({"type": "TEXT_MESSAGE_END", "messageId": id}));
                 }
-                let id = match &self.reasoning {
-                    Some(id) => id.clone(),
-                    None => {
-                        let id = format!("reasoning-{}", env.seq);
-                        Self::event(o, json!({"type": "REASONING_START", "messageId": id}));
-                        Self::event(
-                            o,
-                            json!({"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"}),
-                        );
-                        self.reasoning = Some(id.clone());
-                        id
-                    }
-                };
-                Self::event(
-                    o,
-                    json!({"type": "REASONING_MESSAGE_CONTENT", "messageId": id, "delta": content}),
-                );
+                self.reasoning_delta(env.seq, content, o);
             }
             EventKind::Print { content, .. } => {
                 self.close_reasoning(o);
-                let id = match &self.text {
-                    Some(id) => id.clone(),
-                    None => {
-                        let id = format!("msg-{}", env.seq);
-                        Self::event(
-                            o,
-                            json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"}),
-                        );
-                        self.text = Some(id.clone());
-                        id
-                    }
-                };
-                Self::event(
-                    o,
-                    json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": content}),
-                );
+                self.text_delta(env.seq, content, o);
             }
             EventKind::Text { agent, .. } if agent == "user" => {}
             EventKind::Text { content, .. } => {
                 self.close_reasoning(o);
+                // Not streamed (a template's message): all of it at once.
                 if self.text.is_none() {
-                    let id = format!("msg-{}", env.seq);
-                    Self::event(
-                        o,
-                        json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"}),
-                    );
-                    Self::event(
-                        o,
-                        json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": content}),
-                    );
-                    self.text = Some(id);
+                    self.text_delta(env.seq, content, o);
                 }
                 self.close_text(o);
             }

@@ -107,18 +107,35 @@ impl AiSdk {
         });
     }
 
-    fn close_reasoning(&mut self, o: &mut Vec<Out>) {
-        if let Some(id) = self.reasoning.take() {
-            Self::chunk(o, json!({"type": "reasoning-end", "id": id}));
+    /// A delta of the open `kind` part (`text`, `reasoning`: its slot),
+    /// opening one (`<kind>-start`, id `<kind>-<seq>`) when none is.
+    fn delta(slot: &mut Option<String>, kind: &str, seq: u64, delta: &str, o: &mut Vec<Out>) {
+        let id = slot.get_or_insert_with(|| {
+            let id = format!("{kind}-{seq}");
+            Self::chunk(o, json!({"type": format!("{kind}-start"), "id": id}));
+            id
+        });
+        Self::chunk(
+            o,
+            json!({"type": format!("{kind}-delta"), "id": id, "delta": delta}),
+        );
+    }
+
+    /// `<kind>-end` of the open `kind` part, if one is.
+    fn end(slot: &mut Option<String>, kind: &str, o: &mut Vec<Out>) {
+        if let Some(id) = slot.take() {
+            Self::chunk(o, json!({"type": format!("{kind}-end"), "id": id}));
         }
+    }
+
+    fn close_reasoning(&mut self, o: &mut Vec<Out>) {
+        Self::end(&mut self.reasoning, "reasoning", o);
     }
 
     /// Closes the open text part, and the open reasoning part.
     fn close_text(&mut self, o: &mut Vec<Out>) {
         self.close_reasoning(o);
-        if let Some(id) = self.text.take() {
-            Self::chunk(o, json!({"type": "text-end", "id": id}));
-        }
+        Self::end(&mut self.text, "text", o);
     }
 
     fn close_step(&mut self, o: &mut Vec<Out>) {
@@ -219,36 +236,13 @@ impl Encoder for AiSdk {
             }
             EventKind::Reasoning { content, .. } => {
                 self.ensure_step(o);
-                if let Some(id) = self.text.take() {
-                    Self::chunk(o, json!({"type": "text-end", "id": id}));
-                }
-                let id = match &self.reasoning {
-                    Some(id) => id.clone(),
-                    None => {
-                        let id = format!("reasoning-{}", env.seq);
-                        Self::chunk(o, json!({"type": "reasoning-start", "id": id}));
-                        self.reasoning = Some(id.clone());
-                        id
-                    }
-                };
-                Self::chunk(
-                    o,
-                    json!({"type": "reasoning-delta", "id": id, "delta": content}),
-                );
+                Self::end(&mut self.text, "text", o);
+                Self::delta(&mut self.reasoning, "reasoning", env.seq, content, o);
             }
             EventKind::Print { content, .. } => {
                 self.ensure_step(o);
                 self.close_reasoning(o);
-                let id = match &self.text {
-                    Some(id) => id.clone(),
-                    None => {
-                        let id = format!("text-{}", env.seq);
-                        Self::chunk(o, json!({"type": "text-start", "id": id}));
-                        self.text = Some(id.clone());
-                        id
-                    }
-                };
-                Self::chunk(o, json!({"type": "text-delta", "id": id, "delta": content}));
+                Self::delta(&mut self.text, "text", env.seq, content, o);
             }
             EventKind::Text { agent, .. } if agent == "user" => {}
             EventKind::Text { content, .. } => {
@@ -256,10 +250,7 @@ impl Encoder for AiSdk {
                 if self.text.is_none() {
                     // Not streamed (a template's message, a scripted reply).
                     self.ensure_step(o);
-                    let id = format!("text-{}", env.seq);
-                    Self::chunk(o, json!({"type": "text-start", "id": id}));
-                    Self::chunk(o, json!({"type": "text-delta", "id": id, "delta": content}));
-                    self.text = Some(id);
+                    Self::delta(&mut self.text, "text", env.seq, content, o);
                 }
                 self.close_text(o);
             }
