@@ -342,6 +342,15 @@ async fn the_ai_sdk_and_ag_ui_routes_refuse_oversize_bodies_and_other_users() {
     ))
     .await;
     assert_eq!(ws.next_json().await, Err(Ended::Closed(Some(1009))));
+    // The resumes are GETs: a body sent anyway is not read (nothing in
+    // flight: 204 either way).
+    for path in [
+        format!("/v1/ai-sdk/chat/{chat}/stream"),
+        format!("/v1/ag-ui/{chat}/stream"),
+    ] {
+        let (status, _) = alice.send("GET", &path, Some(big.clone())).await;
+        assert_eq!(status, 204, "{path}");
+    }
     let after = alice
         .send("GET", &format!("/v1/chats/{chat}"), None)
         .await
@@ -354,11 +363,14 @@ async fn the_ai_sdk_and_ag_ui_routes_refuse_oversize_bodies_and_other_users() {
         "metadata": {"agentwire": {"seq": 1}}, "parts": []}]});
     let resume = json!({"threadId": chat, "runId": "r2", "messages": [],
         "resume": [{"interruptId": "input:req_1@3", "status": "resolved", "payload": "x"}]});
+    let tool_result = json!({"threadId": chat, "runId": "r3", "messages": [
+        {"id": "t1", "role": "tool", "toolCallId": "call_1", "content": "x"}]});
     for (path, body) in [
         ("/v1/ai-sdk/chat", ai_sdk_turn(&chat, "mine?")),
         ("/v1/ai-sdk/chat", answer),
         ("/v1/ag-ui", ag_ui_turn(&chat, "mine?")),
         ("/v1/ag-ui", resume),
+        ("/v1/ag-ui", tool_result),
     ] {
         let (status, err) = bob.post(path, body).await;
         assert_eq!(status, 404, "{path}: {err}");
@@ -389,6 +401,19 @@ async fn the_ai_sdk_and_ag_ui_routes_refuse_oversize_bodies_and_other_users() {
     )
     .await;
     assert_eq!(resumed["type"], "no-active", "{resumed}");
+    // Nor can he cancel it, by its id or the conversation id it came from.
+    let (status, err) = bob
+        .send("POST", &format!("/v1/chats/{chat}/cancel"), None)
+        .await;
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (404, &json!("RESUME_FAILED"))
+    );
+    let (status, _) = bob.send("POST", "/v1/chats/page-1/cancel", None).await;
+    assert_eq!(
+        status, 404,
+        "his own conversation id names no chat of his yet"
+    );
     let after = alice
         .send("GET", &format!("/v1/chats/{chat}"), None)
         .await
