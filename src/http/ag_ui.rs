@@ -30,7 +30,7 @@ use super::chats::parse_body;
 use super::error::ApiError;
 use super::sse::conversation_chat;
 use super::sse::stream::{
-    Feed, Item, Turn, begin_turn, event_stream, respond, respond_items, subscriber,
+    Feed, Item, Turn, begin_turn, event_stream, follow, respond, respond_items,
 };
 use super::state::AppState;
 use crate::session::SessionError;
@@ -232,10 +232,7 @@ async fn answer(
     let start = registry
         .run_start(chat_id, user, after.saturating_add(1))
         .await?;
-    let (sub, feed) = subscriber(state, user)?;
-    registry
-        .resume(chat_id, user, start.saturating_sub(1), sub.clone())
-        .await?;
+    let (sub, feed) = follow(state, user, chat_id, start.saturating_sub(1)).await?;
     let mut answered = Vec::new();
     let mut routed = false;
     // In order: the tool results, then the interrupts' answers.
@@ -329,11 +326,7 @@ pub(super) async fn rejoin(
         }
         None => run_start,
     };
-    let (sub, feed) = subscriber(&state, &user)?;
-    state
-        .registry
-        .resume(chat_id, &user, run_start.saturating_sub(1), sub)
-        .await?;
+    let (_, feed) = follow(&state, &user, chat_id, run_start.saturating_sub(1)).await?;
     let encoder = AgUi::new(thread, format!("run-{run_start}"), 0);
     let mut prelude = Vec::new();
     if seen.is_none() {

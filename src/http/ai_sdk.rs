@@ -25,7 +25,7 @@ use super::auth::AuthUser;
 use super::chats::parse_body;
 use super::error::ApiError;
 use super::sse::conversation_chat;
-use super::sse::stream::{Feed, Item, Turn, begin_turn, event_stream, respond_items, subscriber};
+use super::sse::stream::{Feed, Item, Turn, begin_turn, event_stream, follow, respond_items};
 use super::state::AppState;
 use crate::session::SessionError;
 use crate::wire::{AiSdk, Encoder, Quiet, answer_text, text_parts};
@@ -187,10 +187,7 @@ async fn answer(
     let start = registry
         .run_start(chat_id, user, after.saturating_add(1))
         .await?;
-    let (sub, feed) = subscriber(state, user)?;
-    registry
-        .resume(chat_id, user, start.saturating_sub(1), sub.clone())
-        .await?;
+    let (sub, feed) = follow(state, user, chat_id, start.saturating_sub(1)).await?;
     let parts = message["parts"]
         .as_array()
         .map(Vec::as_slice)
@@ -307,11 +304,7 @@ pub(super) async fn reconnect(
     if !running {
         return Ok(None);
     }
-    let (sub, feed) = subscriber(state, user)?;
-    state
-        .registry
-        .resume(chat_id, user, run_start.saturating_sub(1), sub)
-        .await?;
+    let (_, feed) = follow(state, user, chat_id, run_start.saturating_sub(1)).await?;
     Ok(Some(Prepared {
         chat_id,
         run_start,

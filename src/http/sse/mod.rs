@@ -28,7 +28,7 @@ use super::error::ApiError;
 use super::state::AppState;
 use crate::wire::Dialect;
 use crate::wire::Out;
-use stream::{Item, Turn, begin_turn, respond, subscriber};
+use stream::{Item, Turn, begin_turn, follow, respond};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -220,8 +220,7 @@ pub(super) async fn rejoin(
         };
         return Ok(Json(page).into_response());
     }
-    let (sub, rx) = subscriber(&state, &user)?;
-    state.registry.resume(chat_id, &user, after, sub).await?;
+    let (_, rx) = follow(&state, &user, chat_id, after).await?;
     // A group chat's speakers are named from the first event, even when the
     // rejoin starts inside a member's turn (after its select_speaker).
     let group = match state.registry.chat(chat_id, &user).await {

@@ -38,6 +38,23 @@ pub(in crate::http) fn subscriber(
     Ok((sub, Feed { rx, _slot: slot }))
 }
 
+/// A new stream of `user`'s following `chat_id`: everything after seq
+/// `after` replayed, then live (an unknown chat, or another user's, is
+/// refused and frees the stream's slot).
+pub(in crate::http) async fn follow(
+    state: &AppState,
+    user: &str,
+    chat_id: Uuid,
+    after: u64,
+) -> Result<(Subscriber, Feed), ApiError> {
+    let (sub, feed) = subscriber(state, user)?;
+    state
+        .registry
+        .resume(chat_id, user, after, sub.clone())
+        .await?;
+    Ok((sub, feed))
+}
+
 /// What a stream reads, and its slot in the user's quota while it lives.
 pub(in crate::http) struct Feed {
     rx: OutboundRx,
