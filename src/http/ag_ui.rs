@@ -16,11 +16,10 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -29,12 +28,10 @@ use super::auth::AuthUser;
 use super::chats::parse_body;
 use super::error::ApiError;
 use super::sse::conversation_chat;
-use super::sse::stream::{
-    Feed, Item, Turn, begin_turn, event_stream, follow, respond, respond_items,
-};
+use super::sse::stream::{Feed, Turn, begin_turn, follow, last_event_id, respond, respond_items};
 use super::state::AppState;
 use crate::session::SessionError;
-use crate::wire::{AgUi, Quiet, answer_text, as_text, text_parts};
+use crate::wire::{AgUi, At, EventId, Framer, Out, Shows, answer_text, as_text, text_parts};
 
 #[path = "ag_ui_input.rs"]
 mod input;
@@ -132,8 +129,12 @@ pub(super) async fn run(
     // What the client holds is not sent to it again.
     let (calls, known) = held(&input.messages);
     let encoder = AgUi::new(input.thread_id.clone(), input.run_id.clone(), 0).knowing(calls, known);
-    let started = Item::data(encoder.started());
-    let (feed, answered, after) = if input.resume.is_empty() && results.is_empty() {
+    let started = Out {
+        event: None,
+        data: encoder.started(),
+    };
+    let going_on = !(input.resume.is_empty() && results.is_empty());
+    let (feed, answered, after, from) = if !going_on {
         let last = input
             .messages
             .last()
@@ -160,33 +161,45 @@ pub(super) async fn run(
             client_tools: &input.tools,
             ..Turn::say(user, auth.token.as_deref(), (chat_id, derived), agent, text)
         };
-        let (feed, _) = begin_turn(&state, turn).await?;
-        (feed, Vec::new(), 0)
+        let (feed, before) = begin_turn(&state, turn).await?;
+        (feed, Vec::new(), before, before)
     } else {
         match answer(&state, user, chat_id, &input.resume, results).await? {
-            Answered::Going(feed, answered, after) => (feed, answered, after),
+            Answered::Going(feed, answered, after, from) => (feed, answered, after, from),
             // Nothing of it was waited on, and the run is over.
             Answered::Over(after) => {
-                let over = AgUi::new(input.thread_id, input.run_id, after).over();
-                let items = [started, Item::data(over)];
+                let over = Out {
+                    event: None,
+                    data: AgUi::new(input.thread_id, input.run_id, after).over(),
+                };
+                let framer = Framer::new(
+                    Box::new(AgUi::new(String::new(), String::new(), 0)),
+                    Shows::Response,
+                    after,
+                );
+                let mut items = Vec::new();
+                framer.opening(vec![started, over], after, &mut items);
                 return Ok(respond_items(chat_id, futures_util::stream::iter(items)));
             }
         }
     };
-    // Going on after `after`: the run is read from its start without sending
-    // what the client has, so what it still waits on is known.
-    let encoder = Quiet {
-        inner: encoder.answering(answered),
-        through: after,
-    };
-    Ok(respond(chat_id, vec![started], feed, Box::new(encoder)))
+    // Going on after `after`: the run is read from its start (`from`), so
+    // what it still waits on is known, without sending what the client has.
+    let mut framer = Framer::new(Box::new(encoder), Shows::Response, from).expecting(answered);
+    if going_on {
+        framer = framer.holding(EventId::after(after));
+    }
+    let mut prelude = Vec::new();
+    framer.opening(vec![started], after, &mut prelude);
+    Ok(respond(chat_id, prelude, feed, framer))
 }
 
 /// What answering a run input's interrupts and tool results came to.
 enum Answered {
-    /// The stream's queue (from the run's start), the requests answered (or
-    /// answered before), and the seq the previous response stopped at.
-    Going(Feed, Vec<String>, u64),
+    /// The stream's queue (from the run's start), the requests answered now,
+    /// the seq the previous response stopped at, and the seq the queue
+    /// starts after (the run's start).
+    Going(Feed, Vec<String>, u64, u64),
     /// Nothing was waiting and the run is over (a run input sent again):
     /// the response ends at once, at this seq.
     Over(u64),
@@ -276,7 +289,8 @@ async fn answer(
                 routed = true;
                 answered.push(corr);
             }
-            Err(SessionError::RequestNotFound(_)) => answered.push(corr),
+            // Answered before: in the log already.
+            Err(SessionError::RequestNotFound(_)) => {}
             Err(e) => {
                 registry.unsubscribe(chat_id, sub.conn_id).await;
                 return Err(e.into());
@@ -289,64 +303,90 @@ async fn answer(
         registry.unsubscribe(chat_id, sub.conn_id).await;
         return Ok(Answered::Over(after));
     }
-    Ok(Answered::Going(feed, answered, after))
+    Ok(Answered::Going(
+        feed,
+        answered,
+        after,
+        start.saturating_sub(1),
+    ))
 }
 
-/// Rejoins the thread's run in flight (204 when none).
-#[utoipa::path(get, path = "/v1/ag-ui/{thread}/stream", tag = "ag-ui", params(("thread" = String, Path)),
+/// What a rejoin may say of the client's run.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct RejoinQuery {
+    /// The `runId` the events name (the client's run; `run-<seq of the
+    /// run's start>` by default).
+    #[serde(default)]
+    run_id: Option<String>,
+}
+
+/// Rejoins the thread's run in flight (204 when none): from its start, or
+/// after `Last-Event-ID` (an event's id) exactly what its stream would have
+/// sent next, the run over or not.
+#[utoipa::path(get, path = "/v1/ag-ui/{thread}/stream", tag = "ag-ui", params(("thread" = String, Path), RejoinQuery),
     responses((status = 200, content_type = "text/event-stream", description = "the run in flight as AG-UI events"),
-              (status = 204, description = "no run in flight"), (status = 404, body = ErrorBody)))]
+              (status = 204, description = "no run in flight, or nothing after `Last-Event-ID`"),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(super) async fn rejoin(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(thread): Path<String>,
+    Query(query): Query<RejoinQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (chat_id, _) = conversation_chat(&user, Some(&thread));
-    let (run_start, running) = state.registry.last_run(chat_id, &user).await?;
-    let seen = match headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
-        None | Some("") => None,
-        Some(id) => Some(
-            id.trim()
-                .parse::<u64>()
-                .map_err(|_| ApiError::BadRequest(format!("`{id}` is not a seq")))?,
-        ),
+    let seen = last_event_id(&headers)?;
+    let (last_start, running) = state.registry.last_run(chat_id, &user).await?;
+    // The run the client's next event belongs to, read from its start.
+    let next = match seen {
+        Some(id) if matches!(id.at, At::Opening(_)) => id.seq.saturating_add(1),
+        Some(id) => id.seq,
+        None => last_start,
     };
     // Nothing in flight, and nothing of a finished run missed.
-    if !running && seen.is_none_or(|s| s.saturating_add(1) >= run_start) {
+    if !running && (seen.is_none() || state.registry.last_seq(chat_id).await? < next) {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    // The run the first event the client lacks belongs to, from its start.
-    let run_start = match seen {
-        Some(s) => {
-            state
-                .registry
-                .run_start(chat_id, &user, s.saturating_add(1))
-                .await?
-        }
-        None => run_start,
+    let run_start = state.registry.run_start(chat_id, &user, next).await?;
+    let from = run_start.saturating_sub(1);
+    let (_, feed) = follow(&state, &user, chat_id, from).await?;
+    let run = query
+        .run_id
+        .filter(|r| !r.is_empty() && r.len() <= 256)
+        .unwrap_or_else(|| format!("run-{run_start}"));
+    let encoder = AgUi::new(thread, run, 0);
+    let shows = match seen {
+        Some(id) if !id.whole => Shows::Response,
+        _ => Shows::Run,
     };
-    let (_, feed) = follow(&state, &user, chat_id, run_start.saturating_sub(1)).await?;
-    let encoder = AgUi::new(thread, format!("run-{run_start}"), 0);
+    let started = encoder.started();
+    let mut framer = Framer::new(Box::new(encoder), shows, from);
+    if let Some(id) = seen {
+        framer = framer.holding(id);
+    }
+    // From the run's start (or inside that opening): RUN_STARTED, then the
+    // thread up to the run's own first envelope (its user's words).
     let mut prelude = Vec::new();
-    if seen.is_none() {
-        prelude.push(Item::data(encoder.started()));
-        // The thread up to the run's own first envelope (its user's words).
+    if seen.is_none_or(|id| matches!(id.at, At::Opening(rest) if rest > 0)) {
         let history = state
             .registry
             .history(chat_id, &user, run_start + 1)
             .await?;
         let messages: Vec<Value> = history.iter().filter_map(message).collect();
-        prelude.push(Item::data(
-            json!({"type": "MESSAGES_SNAPSHOT", "messages": messages}).to_string(),
-        ));
+        let opening = vec![
+            Out {
+                event: None,
+                data: started,
+            },
+            Out {
+                event: None,
+                data: json!({"type": "MESSAGES_SNAPSHOT", "messages": messages}).to_string(),
+            },
+        ];
+        framer.opening(opening, from, &mut prelude);
     }
-    let items = event_stream(chat_id, prelude, feed, Box::new(encoder));
-    // After `Last-Event-ID`: what the client had is not sent again (the
-    // encoder still reads it, so what it opened is closed in order).
-    let seen = seen.unwrap_or(0);
-    let items = items.filter(move |i| std::future::ready(i.id.is_none_or(|id| id > seen)));
-    Ok(respond_items(chat_id, items))
+    Ok(respond(chat_id, prelude, feed, framer))
 }
 
 /// An envelope of the transcript as an AG-UI message.

@@ -25,10 +25,12 @@ use super::auth::AuthUser;
 use super::chats::parse_body;
 use super::error::ApiError;
 use super::sse::conversation_chat;
-use super::sse::stream::{Feed, Item, Turn, begin_turn, event_stream, follow, respond_items};
+use super::sse::stream::{
+    Feed, Item, Turn, begin_turn, event_stream, follow, last_event_id, respond_items,
+};
 use super::state::AppState;
 use crate::session::SessionError;
-use crate::wire::{AiSdk, Encoder, Quiet, answer_text, text_parts};
+use crate::wire::{AiSdk, At, EventId, Framer, Out, Shows, answer_text, text_parts};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -75,7 +77,10 @@ pub(super) struct Prepared {
     chat_id: Uuid,
     run_start: u64,
     feed: Feed,
-    encoder: Box<dyn Encoder>,
+    framer: Framer,
+    /// The envelope the response's opening (`start`) follows; `None`: a
+    /// rejoin, which sends none.
+    opening: Option<u64>,
     /// Nothing to stream (a request that answers nothing once the run is
     /// over): `start`, then the end at this seq.
     idle: Option<u64>,
@@ -83,25 +88,27 @@ pub(super) struct Prepared {
 
 impl Prepared {
     /// The `start` chunk, with the run's message id.
-    fn start(&self) -> Item {
-        Item::data(AiSdk::start(&format!(
-            "{}:{}",
-            self.chat_id, self.run_start
-        )))
+    fn start(&self) -> Out {
+        Out {
+            event: None,
+            data: AiSdk::start(&format!("{}:{}", self.chat_id, self.run_start)),
+        }
     }
 
     /// The chunks: `start`, then the log's.
     pub(super) fn items(self) -> impl futures_util::Stream<Item = Item> + Send {
         use futures_util::StreamExt;
-        let start = self.start();
+        let mut opening = Vec::new();
         if let Some(at) = self.idle {
-            let mut outs = Vec::new();
+            let mut outs = vec![self.start()];
             AiSdk::new(at).close_now(&mut outs);
-            let ends = outs.into_iter().map(|out| Item { out, id: None });
-            let items: Vec<Item> = std::iter::once(start).chain(ends).collect();
-            return futures_util::stream::iter(items).left_stream();
+            self.framer.opening(outs, at, &mut opening);
+            return futures_util::stream::iter(opening).left_stream();
         }
-        event_stream(self.chat_id, vec![start], self.feed, self.encoder).right_stream()
+        if let Some(after) = self.opening {
+            self.framer.opening(vec![self.start()], after, &mut opening);
+        }
+        event_stream(self.chat_id, opening, self.feed, self.framer).right_stream()
     }
 
     /// As the HTTP transport's SSE response.
@@ -154,7 +161,8 @@ pub(super) async fn send(
                 chat_id,
                 run_start,
                 feed,
-                encoder: Box::new(AiSdk::new(0)),
+                framer: Framer::new(Box::new(AiSdk::new(0)), Shows::Response, before),
+                opening: Some(before),
                 idle: None,
             })
         }
@@ -243,7 +251,7 @@ async fn answer(
         };
         match result {
             Ok(()) => answered.push(id.to_owned()),
-            // Answered before: not waited on.
+            // Answered before: in the log already.
             Err(SessionError::RequestNotFound(_)) => {}
             Err(e) => {
                 registry.unsubscribe(chat_id, sub.conn_id).await;
@@ -258,30 +266,45 @@ async fn answer(
     if idle {
         registry.unsubscribe(chat_id, sub.conn_id).await;
     }
-    let encoder = Quiet {
-        inner: AiSdk::new(0).answering(answered),
-        through: after,
-    };
+    // The run read from its start (so what it still waits on is known),
+    // what the client holds — up to where its last response stopped — not
+    // sent again.
+    let framer = Framer::new(
+        Box::new(AiSdk::new(0)),
+        Shows::Response,
+        start.saturating_sub(1),
+    )
+    .holding(EventId::after(after))
+    .expecting(answered);
     Ok(Prepared {
         chat_id,
         run_start: start,
         feed,
-        encoder: Box::new(encoder),
+        framer,
+        opening: Some(after),
         idle: idle.then_some(after),
     })
 }
 
 /// The transport's resume: the run in flight replayed from its start, then
-/// live; 204 when the chat's last run is over.
+/// live; 204 when the chat's last run is over. With `Last-Event-ID` (an
+/// event's id), what follows that event exactly, the run over or not.
 #[utoipa::path(get, path = "/v1/ai-sdk/chat/{id}/stream", tag = "ai-sdk", params(("id" = String, Path)),
     responses((status = 200, content_type = "text/event-stream", description = "the run in flight, from its start"),
-              (status = 204, description = "no run in flight (or no such chat yet)")))]
+              (status = 204, description = "no run in flight (or no such chat yet), or nothing after `Last-Event-ID`"),
+              (status = 400, body = ErrorBody)))]
 pub(super) async fn resume(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
-    Ok(match reconnect(&state, &user, &id).await? {
+    let seen = last_event_id(&headers)?;
+    let prepared = match seen {
+        Some(seen) => rejoin(&state, &user, &id, seen).await?,
+        None => reconnect(&state, &user, &id).await?,
+    };
+    Ok(match prepared {
         Some(prepared) => prepared.respond(),
         None => StatusCode::NO_CONTENT.into_response(),
     })
@@ -304,12 +327,55 @@ pub(super) async fn reconnect(
     if !running {
         return Ok(None);
     }
-    let (_, feed) = follow(state, user, chat_id, run_start.saturating_sub(1)).await?;
+    let from = run_start.saturating_sub(1);
+    let (_, feed) = follow(state, user, chat_id, from).await?;
     Ok(Some(Prepared {
         chat_id,
         run_start,
         feed,
-        encoder: Box::new(AiSdk::new(0)),
+        framer: Framer::new(Box::new(AiSdk::new(0)), Shows::Run, from),
+        opening: Some(from),
+        idle: None,
+    }))
+}
+
+/// A rejoin after the event `seen`: what its stream would have sent next
+/// (the run read again from its start), or `None` when the log holds
+/// nothing after it and no run is in flight.
+async fn rejoin(
+    state: &AppState,
+    user: &str,
+    id: &str,
+    seen: EventId,
+) -> Result<Option<Prepared>, ApiError> {
+    let (chat_id, _) = conversation_chat(user, Some(id));
+    let (_, running) = match state.registry.last_run(chat_id, user).await {
+        Ok(last) => last,
+        Err(SessionError::NotFound) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let next = match seen.at {
+        At::Opening(_) => seen.seq.saturating_add(1),
+        At::Made(_) => seen.seq,
+    };
+    // Nothing logged after an opening, and nothing will be.
+    if !running && state.registry.last_seq(chat_id).await? < next {
+        return Ok(None);
+    }
+    let run_start = state.registry.run_start(chat_id, user, next).await?;
+    let from = run_start.saturating_sub(1);
+    let (_, feed) = follow(state, user, chat_id, from).await?;
+    let shows = if seen.whole {
+        Shows::Run
+    } else {
+        Shows::Response
+    };
+    Ok(Some(Prepared {
+        chat_id,
+        run_start,
+        feed,
+        framer: Framer::new(Box::new(AiSdk::new(0)), shows, from).holding(seen),
+        opening: None,
         idle: None,
     }))
 }

@@ -51,8 +51,6 @@ pub struct AgUi {
     /// Requests waiting for a person: their corr and interrupt (its id is
     /// made at the end: `<corr>@<the seq the response stopped at>`).
     open: Vec<(String, Value)>,
-    /// Requests this response's run input answers: not waited on.
-    answered: std::collections::HashSet<String>,
     /// Frontend tool calls waiting for their client's result.
     pending: Vec<String>,
     /// Backend calls announced and not finished: the response does not end
@@ -86,19 +84,11 @@ impl AgUi {
             running: std::collections::HashSet::new(),
             known: std::collections::HashSet::new(),
             frontend: std::collections::HashSet::new(),
-            answered: std::collections::HashSet::new(),
             calls: std::collections::HashSet::new(),
             error: None,
             seq,
             ended: false,
         }
-    }
-
-    /// A response whose run input answers these requests (by corr).
-    #[must_use]
-    pub fn answering(mut self, corrs: impl IntoIterator<Item = String>) -> Self {
-        self.answered.extend(corrs);
-        self
     }
 
     /// A response to a run input that holds these tool calls (its
@@ -238,9 +228,7 @@ impl AgUi {
         }
         // A component patched while it waits is one interrupt.
         self.open.retain(|(c, _)| c != corr);
-        if !self.answered.contains(corr) {
-            self.open.push((corr.to_owned(), interrupt));
-        }
+        self.open.push((corr.to_owned(), interrupt));
     }
 
     fn closed(&mut self, corr: &str) {
@@ -438,12 +426,27 @@ impl Encoder for AgUi {
         self.ended
     }
 
-    /// A response is its own AG-UI run: a step or message opened by what
-    /// came before it is not open in it.
-    fn quieted(&mut self) {
-        self.step = None;
-        self.text = None;
-        self.reasoning = None;
+    fn crosses(&self, env: &Envelope) -> bool {
+        let answers =
+            |id: &String| self.open.iter().any(|(c, _)| c == id) || self.pending.contains(id);
+        match &env.kind {
+            EventKind::InputAck { request_id, .. } => answers(request_id),
+            EventKind::ToolResponse { corr, .. } => answers(corr),
+            _ => false,
+        }
+    }
+
+    /// A response is its own AG-UI run: a step or message opened before
+    /// it is not open in it, and the results of the frontend calls it
+    /// answers come from its own client (not sent back). A whole run's
+    /// stream goes on as it was.
+    fn boundary(&mut self, response: bool, _out: &mut Vec<Out>) {
+        if response {
+            self.step = None;
+            self.text = None;
+            self.reasoning = None;
+            self.known.extend(self.pending.iter().cloned());
+        }
     }
 }
 

@@ -1,8 +1,24 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::wire::Quiet;
 use crate::wire::test_log::{call, env, response, turn};
+use crate::wire::{EventId, Framer, Shows};
+
+/// The events of a response going on after `after`, whose run input
+/// answers `answered` (the run read from its start, as the server does).
+fn going_on(enc: AgUi, after: u64, answered: &[&str], log: &[Envelope]) -> Vec<Value> {
+    let mut framer = Framer::new(Box::new(enc), Shows::Response, 0)
+        .holding(EventId::after(after))
+        .expecting(answered.iter().map(|a| (*a).to_owned()));
+    let mut out = Vec::new();
+    for e in log {
+        framer.envelope(e, "", &mut out);
+    }
+    framer.caught_up(&mut out);
+    out.iter()
+        .map(|e| serde_json::from_str(&e.out.data).unwrap())
+        .collect()
+}
 
 /// The events of the envelopes, then of the close when the run waits.
 fn events(enc: &mut impl Encoder, log: &[Envelope]) -> Vec<Value> {
@@ -128,13 +144,8 @@ fn the_response_to_a_tool_message_goes_on_without_echoing_it() {
         env(6, end(RunEndReason::Completed)),
     ];
     // The client that sent the result: from where its response stopped.
-    let mut enc = Quiet {
-        inner: agui()
-            .answering(["tc1".to_owned()])
-            .knowing(["tc1".to_owned()], ["tc1".to_owned()]),
-        through: 2,
-    };
-    let ev = events(&mut enc, &log);
+    let enc = agui().knowing(["tc1".to_owned()], ["tc1".to_owned()]);
+    let ev = going_on(enc, 2, &["tc1"], &log);
     assert_eq!(
         types(&ev),
         [
@@ -263,10 +274,6 @@ fn what_the_run_input_holds_is_not_sent_again() {
         env(6, end(RunEndReason::Completed)),
     ];
     let held = || ["tc1".to_owned(), "s1".to_owned()];
-    let mut enc = Quiet {
-        inner: agui().answering(["tc1".to_owned()]).knowing(held(), held()),
-        through: 2,
-    };
-    let ev = events(&mut enc, &log);
+    let ev = going_on(agui().knowing(held(), held()), 2, &["tc1"], &log);
     assert_eq!(types(&ev), ["RUN_FINISHED"]);
 }

@@ -31,10 +31,7 @@ impl AgUi {
             Some(crate::tools::FRONTEND) => {
                 self.tool_call(o, corr, tool_name, payload);
                 self.frontend.insert(corr.clone());
-                if *awaiting_response
-                    && !self.answered.contains(corr)
-                    && !self.pending.contains(corr)
-                {
+                if *awaiting_response && !self.pending.contains(corr) {
                     self.pending.push(corr.clone());
                 }
             }

@@ -25,6 +25,9 @@ pub(super) struct AgentChat {
     conversation: Option<String>,
     /// Tool calls announced already (a patched component is logged again).
     seen_calls: HashSet<String>,
+    /// The `message_start` of the turn in flight (what a join inside it
+    /// is told first).
+    current: Option<Value>,
 }
 
 impl AgentChat {
@@ -33,6 +36,7 @@ impl AgentChat {
             turn: 0,
             conversation,
             seen_calls: HashSet::new(),
+            current: None,
         }
     }
 }
@@ -40,13 +44,17 @@ impl AgentChat {
 impl Encoder for AgentChat {
     fn encode(&mut self, env: &Envelope, _raw: &str, o: &mut Vec<Out>) {
         match &env.kind {
-            EventKind::Text { agent, .. } if agent == "user" => self.turn = 0,
+            EventKind::Text { agent, .. } if agent == "user" => {
+                self.turn = 0;
+                self.current = None;
+            }
             EventKind::SelectSpeaker { agent, method, .. } => {
                 let mut data = json!({"turn": self.turn});
                 // A group run names each turn's member.
                 if method.is_some() {
                     data["agent"] = Value::String(agent.clone());
                 }
+                self.current = Some(data.clone());
                 if let Some(c) = self.conversation.take() {
                     data["conversation_id"] = Value::String(c);
                 }
@@ -58,6 +66,7 @@ impl Encoder for AgentChat {
             }
             EventKind::TurnDiscarded { reason, .. } => {
                 self.turn = self.turn.saturating_sub(1);
+                self.current = None;
                 o.push(out(
                     "turn_discarded",
                     json!({"turn": self.turn, "reason": reason}),
@@ -141,8 +150,19 @@ impl Encoder for AgentChat {
                 json!({"request_id": request_id, "timeout_seconds": timeout_seconds}),
             )),
             EventKind::Error { message, .. } => o.push(out("error", json!({"message": message}))),
-            EventKind::RunComplete { .. } => o.push(out("message_complete", json!({}))),
+            EventKind::RunComplete { .. } => {
+                self.current = None;
+                o.push(out("message_complete", json!({})));
+            }
             _ => {}
+        }
+    }
+
+    /// A join inside a turn is told the turn first: its number and, in a
+    /// group, who speaks.
+    fn rejoined(&mut self, o: &mut Vec<Out>) {
+        if let Some(data) = &self.current {
+            o.push(out("message_start", data.clone()));
         }
     }
 }

@@ -28,6 +28,9 @@ pub(super) struct AgentHost {
     group: bool,
     /// The chat is a group's: every run is a group run.
     group_chat: bool,
+    /// The `message_added` of the group turn in flight (what a join
+    /// inside it is told first).
+    current: Option<serde_json::Value>,
 }
 
 impl AgentHost {
@@ -49,12 +52,12 @@ impl Encoder for AgentHost {
             )),
             EventKind::SelectSpeaker { agent, method, .. } => {
                 self.group = self.group_chat || method.is_some();
+                self.current = None;
                 if self.group {
-                    o.push(out(
-                        "message_added",
-                        json!({"message_id": format!("{}:{}", env.chat_id, env.seq), "role": "assistant",
-                               "name": agent, "content": ""}),
-                    ));
+                    let data = json!({"message_id": format!("{}:{}", env.chat_id, env.seq),
+                                      "role": "assistant", "name": agent, "content": ""});
+                    self.current = Some(data.clone());
+                    o.push(out("message_added", data));
                 }
             }
             EventKind::Text { agent, content } => {
@@ -120,13 +123,22 @@ impl Encoder for AgentHost {
                 reason: RunEndReason::Cancelled,
             } => {
                 self.group = self.group_chat;
+                self.current = None;
                 o.push(out("cancelled", json!({"message": "the run was cancelled"})))
             }
             EventKind::RunComplete { .. } => {
                 self.group = self.group_chat;
+                self.current = None;
                 o.push(out("stream_complete", json!({})))
             }
             _ => {}
+        }
+    }
+
+    /// A join inside a group's turn is told whose turn it is first.
+    fn rejoined(&mut self, o: &mut Vec<Out>) {
+        if let Some(data) = &self.current {
+            o.push(out("message_added", data.clone()));
         }
     }
 }

@@ -53,8 +53,6 @@ pub struct AiSdk {
     denied: HashSet<String>,
     /// Requests waiting for a person (a corr or request id).
     open: HashSet<String>,
-    /// Requests this response's request answers: not waited on.
-    answered: HashSet<String>,
     /// Backend calls announced and not finished: the response does not end
     /// at a wait while one runs (the client's step would not be complete).
     running: HashSet<String>,
@@ -73,26 +71,15 @@ impl AiSdk {
             tools: HashSet::new(),
             denied: HashSet::new(),
             open: HashSet::new(),
-            answered: HashSet::new(),
             running: HashSet::new(),
             seq,
             ended: false,
         }
     }
 
-    /// A response whose request answers these requests (they are not
-    /// waited on).
-    #[must_use]
-    pub fn answering(mut self, ids: impl IntoIterator<Item = String>) -> Self {
-        self.answered.extend(ids);
-        self
-    }
-
-    /// A request now waiting for a person, unless this response answers it.
+    /// A request now waiting for a person.
     fn wait_on(&mut self, id: &str) {
-        if !self.answered.contains(id) {
-            self.open.insert(id.to_owned());
-        }
+        self.open.insert(id.to_owned());
     }
 
     /// The `start` chunk of the run whose message this is.
@@ -404,6 +391,14 @@ impl Encoder for AiSdk {
 
     fn ended(&self) -> bool {
         self.ended
+    }
+
+    fn crosses(&self, env: &Envelope) -> bool {
+        match &env.kind {
+            EventKind::InputAck { request_id, .. } => self.open.contains(request_id),
+            EventKind::ToolResponse { corr, .. } => self.open.contains(corr),
+            _ => false,
+        }
     }
 }
 

@@ -1,8 +1,8 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::wire::Quiet;
 use crate::wire::test_log::{call, env, response, turn};
+use crate::wire::{EventId, Framer, Shows};
 
 /// Each chunk of the envelopes, as JSON (`[DONE]` as a string).
 fn chunks(enc: &mut AiSdk, log: &[Envelope]) -> Vec<Value> {
@@ -121,24 +121,23 @@ fn an_approval_ends_the_response_and_the_next_goes_on_from_it() {
     );
     let before = [env(2, turn()), env(3, gate)];
     let go_on = |answer: Value, then: Vec<Envelope>| {
-        let mut next = Quiet {
-            inner: AiSdk::new(0).answering(["c1.approval".to_owned()]),
-            through: 3,
-        };
+        let mut next = Framer::new(Box::new(AiSdk::new(0)), Shows::Response, 0)
+            .holding(EventId::after(3))
+            .expecting(["c1.approval".to_owned()]);
         let mut log = before.to_vec();
         log.push(env(4, response("c1.approval", answer)));
         log.extend(then);
-        let mut outs = Vec::new();
+        let mut events = Vec::new();
         for e in &log {
-            next.encode(e, "", &mut outs);
+            next.envelope(e, "", &mut events);
         }
-        let chunks: Vec<Value> = outs
+        let chunks: Vec<Value> = events
             .iter()
-            .map(|o| serde_json::from_str(&o.data).unwrap_or_else(|_| json!(o.data)))
+            .map(|e| serde_json::from_str(&e.out.data).unwrap_or_else(|_| json!(e.out.data)))
             .collect();
         (next, chunks)
     };
-    let (next, out) = go_on(
+    let (mut next, out) = go_on(
         json!({"approved": true}),
         vec![
             env(5, call("c1", None, json!({"steps": 2}))),
@@ -147,7 +146,7 @@ fn an_approval_ends_the_response_and_the_next_goes_on_from_it() {
     );
     assert_eq!(types(&out), ["tool-output-available"]);
     assert_eq!(out[0]["toolCallId"], "c1");
-    assert!(!next.waiting());
+    assert!(!next.encoder().waiting());
 
     // Refused: the call's part is denied; the call and its refusal, logged
     // next, are not sent again.

@@ -4,6 +4,7 @@
 use super::agent_chat::AgentChat;
 use super::agent_host::AgentHost;
 use super::chat::Chat;
+use super::framer::{Framer, Shows};
 use super::sse::Encoder;
 use super::threads::Threads;
 
@@ -32,6 +33,12 @@ impl Dialect {
     /// dialect has room for it.
     pub fn encoder(self, conversation: Option<String>) -> Box<dyn Encoder> {
         self.encoder_in(conversation, false)
+    }
+
+    /// A stream of chat `chat` from the envelope after `from` (the chat is
+    /// named in the first event where the dialect has room for it).
+    pub fn framer(self, chat: uuid::Uuid, from: u64) -> Framer {
+        Framer::new(self.encoder(Some(chat.to_string())), Shows::Response, from)
     }
 
     /// A fresh encoder for a chat that is a group's (`group`): it names the

@@ -14,6 +14,8 @@
 //! dialect is one file here and its [`Dialect`] variant (`dialect.rs`).
 //!
 //! `hitl` is what every dialect says about a step waiting for a person.
+//! `framer` turns any encoder's output into a stream's events with their
+//! ids (`event_id`), rejoins included.
 //!
 //! Uses `protocol`, and the names `tools` and `templates` give their calls.
 
@@ -23,6 +25,8 @@ mod agent_host;
 mod ai_sdk;
 mod chat;
 mod dialect;
+mod event_id;
+mod framer;
 mod hitl;
 mod sse;
 pub mod template_ws;
@@ -31,7 +35,9 @@ mod threads;
 pub use ag_ui::AgUi;
 pub use ai_sdk::AiSdk;
 pub use dialect::Dialect;
-pub use sse::{Encoder, Out, Quiet, answer_text, as_text, text_parts};
+pub use event_id::{At, EventId};
+pub use framer::{Event, Framer, Shows};
+pub use sse::{Encoder, Out, answer_text, as_text, text_parts};
 
 #[cfg(test)]
 mod test_log;

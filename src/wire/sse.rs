@@ -1,12 +1,12 @@
 //! What every SSE dialect is: an [`Encoder`] from log envelopes to [`Out`]
-//! events. The SSE handlers (`http::sse`) attach each event's `id` (the
-//! envelope's seq) and stream.
+//! events. [`super::Framer`] gives each event its id and decides where a
+//! response ends; the SSE handlers (`http::sse`) stream what it makes.
 
 use serde_json::Value;
 
 use crate::protocol::Envelope;
 
-/// One SSE event before its `id` (the envelope's seq) is attached.
+/// One SSE event before its `id` is attached.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Out {
     /// `None`: a data-only event (the `message` type).
@@ -41,43 +41,18 @@ pub trait Encoder: Send + 'static {
     fn ended(&self) -> bool {
         false
     }
-    /// What it just encoded was not sent ([`Quiet`]): nothing it opened
-    /// is open for the client.
-    fn quieted(&mut self) {}
-}
-
-/// A dialect reading the envelopes up to `through` without sending what
-/// they make: a response that goes on from there (where the previous one
-/// stopped) still knows what the run had opened, announced and asked.
-pub struct Quiet<E> {
-    pub inner: E,
-    pub through: u64,
-}
-
-impl<E: Encoder> Encoder for Quiet<E> {
-    fn encode(&mut self, env: &Envelope, raw: &str, out: &mut Vec<Out>) {
-        let at = out.len();
-        self.inner.encode(env, raw, out);
-        if env.seq <= self.through {
-            out.truncate(at);
-            self.inner.quieted();
-        }
+    /// Whether `env` answers what the run waits on (read while
+    /// [`waiting`](Self::waiting)): the answer came in another request.
+    fn crosses(&self, _env: &Envelope) -> bool {
+        false
     }
-    fn ends_with_run(&self) -> bool {
-        self.inner.ends_with_run()
-    }
-    fn waiting(&self) -> bool {
-        self.inner.waiting()
-    }
-    fn close(&mut self, out: &mut Vec<Out>) {
-        self.inner.close(out);
-    }
-    fn ended(&self) -> bool {
-        self.inner.ended()
-    }
-    fn quieted(&mut self) {
-        self.inner.quieted();
-    }
+    /// A wait the log shows answered goes by: what the response that ended
+    /// there closed is closed (`response`: the stream shows the response
+    /// that goes on from it, whose client answered; else the whole run).
+    fn boundary(&mut self, _response: bool, _out: &mut Vec<Out>) {}
+    /// A join lands inside the run after the envelopes read: what names
+    /// the turn it lands in (`agent-chat`'s `message_start`).
+    fn rejoined(&mut self, _out: &mut Vec<Out>) {}
 }
 
 /// A JSON value as text: a string as it is, anything else as JSON.

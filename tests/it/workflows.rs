@@ -201,12 +201,10 @@ async fn an_http_workflow_runs_with_the_callers_bearer_and_replays() {
             .iter()
             .any(|m| m["corr"] == json!(corr) && m["replay"] == true)
     );
-    let path = format!("/v1/chats/{chat}/events?dialect=agent-chat");
-    let before = (call["seq"].as_u64().unwrap() - 1).to_string();
-    let evs = all(open(&server, "GET", &path, None, Some(&before))
-        .await
-        .events)
-    .await;
+    // Joined by seq (`after=`): the envelopes after the one before the call.
+    let before = call["seq"].as_u64().unwrap() - 1;
+    let path = format!("/v1/chats/{chat}/events?dialect=agent-chat&after={before}");
+    let evs = all(open(&server, "GET", &path, None, None).await.events).await;
     let names: Vec<&str> = evs.iter().map(|e| e.event.as_str()).collect();
     assert!(
         names.contains(&"tool_call_start") && names.contains(&"tool_call_result"),

@@ -26,9 +26,8 @@ use super::auth::AuthUser;
 use super::chats::{chat_id as parse_chat_id, parse_body};
 use super::error::ApiError;
 use super::state::AppState;
-use crate::wire::Dialect;
-use crate::wire::Out;
-use stream::{Item, Turn, begin_turn, follow, respond};
+use crate::wire::{Dialect, Out};
+use stream::{Turn, begin_turn, follow, last_event_id, respond};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -79,7 +78,7 @@ pub(super) async fn agent_chat(
     }
     let (chat_id, derived) = conversation_chat(&auth.user, body.conversation_id.as_deref());
     let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
-    let (rx, _) = begin_turn(
+    let (rx, before) = begin_turn(
         &state,
         Turn {
             context_type: Some(&body.context_type),
@@ -94,8 +93,8 @@ pub(super) async fn agent_chat(
         },
     )
     .await?;
-    let encoder = Dialect::AgentChat.encoder(Some(chat_id.to_string()));
-    Ok(respond(chat_id, Vec::new(), rx, encoder))
+    let framer = Dialect::AgentChat.framer(chat_id, before);
+    Ok(respond(chat_id, Vec::new(), rx, framer))
 }
 
 // ----- agent-host (seed 004) ------------------------------------------------
@@ -131,15 +130,14 @@ pub(super) async fn agent_host(
         },
     )
     .await?;
-    let started = Item {
-        out: Out {
-            event: Some("stream_started"),
-            data: json!({"request_id": Uuid::new_v4(), "conversation_id": chat_id}).to_string(),
-        },
-        id: Some(before),
+    let started = Out {
+        event: Some("stream_started"),
+        data: json!({"request_id": Uuid::new_v4(), "conversation_id": chat_id}).to_string(),
     };
-    let encoder = Dialect::AgentHost.encoder(None);
-    Ok(respond(chat_id, vec![started], rx, encoder))
+    let framer = Dialect::AgentHost.framer(chat_id, before);
+    let mut prelude = Vec::new();
+    framer.opening(vec![started], before, &mut prelude);
+    Ok(respond(chat_id, prelude, rx, framer))
 }
 
 // ----- rejoin and cancel ------------------------------------------------------
@@ -149,7 +147,8 @@ pub(super) struct RejoinQuery {
     /// `chat` (default), `agent-chat`, `agent-host` or `threads`.
     #[serde(default)]
     dialect: Option<String>,
-    /// Replay after this seq (as `Last-Event-ID`).
+    /// Join after this seq (`Last-Event-ID`, an event's id, goes on after
+    /// that event exactly; `after` names the turn it lands in first).
     #[serde(default)]
     after: Option<String>,
     /// Ask for a JSON page of at most this many envelopes.
@@ -187,18 +186,18 @@ pub(super) async fn rejoin(
             "unknown dialect `{name}`: chat, agent-chat, agent-host or threads"
         ))
     })?;
-    let position = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .or(query.after);
-    let after = match position.as_deref().map(str::trim) {
+    let seen = last_event_id(&headers)?;
+    let after = match query.after.as_deref().map(str::trim) {
         None | Some("") => 0,
         Some(p) => p
             .parse::<u64>()
-            .map_err(|_| ApiError::BadRequest(format!("`{p}` is not a seq")))?,
+            .ok()
+            .filter(|_| p.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| ApiError::BadRequest(format!("`{p}` is not a seq")))?,
     };
     if wants_page(&headers, query.limit) {
+        // A page is envelopes: after the one the client's last event is of.
+        let after = seen.map_or(after, |id| id.seq);
         let limit = query.limit.unwrap_or(100).clamp(1, 1000);
         let (page, more) = state.registry.page(chat_id, &user, after, limit).await?;
         // Every seq of the page or none: a skipped envelope is a gap the
@@ -220,23 +219,31 @@ pub(super) async fn rejoin(
         };
         return Ok(Json(page).into_response());
     }
-    let (_, rx) = follow(&state, &user, chat_id, after).await?;
-    // A group chat's speakers are named from the first event, even when the
-    // rejoin starts inside a member's turn (after its select_speaker).
-    let group = match state.registry.chat(chat_id, &user).await {
-        Ok((chat, _)) => state
-            .registry
-            .agents()
-            .get(&chat.agent)
-            .is_some_and(|a| a.group.is_some()),
-        Err(_) => false,
+    // The run the client's next event belongs to is read from its start,
+    // so the dialect says what it would have said (a turn's number, who
+    // speaks); what the client holds is left out. `chat` has no such
+    // state: it reads from the client's envelope.
+    let next = match seen {
+        Some(id) if matches!(id.at, crate::wire::At::Opening(_)) => id.seq.saturating_add(1),
+        Some(id) => id.seq,
+        None => after.saturating_add(1),
     };
-    Ok(respond(
-        chat_id,
-        Vec::new(),
-        rx,
-        dialect.encoder_in(None, group),
-    ))
+    let from = if dialect == Dialect::Chat {
+        next.saturating_sub(1)
+    } else {
+        state
+            .registry
+            .run_start(chat_id, &user, next)
+            .await?
+            .saturating_sub(1)
+    };
+    let (_, rx) = follow(&state, &user, chat_id, from).await?;
+    let framer = dialect.framer(chat_id, from);
+    let framer = match seen {
+        Some(id) => framer.holding(id),
+        None => framer.joining(after),
+    };
+    Ok(respond(chat_id, Vec::new(), rx, framer))
 }
 
 /// Ends the chat's active run (no effect when none is active). `id` is the

@@ -18,7 +18,7 @@ use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::protocol::{Envelope, ErrorCode, EventKind};
 use crate::session::{Caller, Outbound, OutboundRx, Replay, SessionError, Subscriber};
-use crate::wire::{Encoder, Out};
+use crate::wire::{EventId, Framer};
 
 /// Comment lines keep idle streams (and proxies) alive this often.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -150,33 +150,40 @@ pub(in crate::http) async fn begin_turn(
     Ok((rx, before))
 }
 
-/// One event of a stream: what the dialect encoded, and the seq of the
-/// envelope it came from (its SSE `id`; none for what no envelope made).
-pub(in crate::http) struct Item {
-    pub(in crate::http) out: Out,
-    pub(in crate::http) id: Option<u64>,
+/// One event of a stream: what the dialect encoded, and its SSE `id`
+/// (none for what no log made).
+pub(in crate::http) type Item = crate::wire::Event;
+
+/// An event as axum's SSE event.
+fn sse_event(item: Item) -> Event {
+    // Fields go out in call order, and line-by-line clients (seed 004's
+    // stream-handler.js) read `event:` before `data:`.
+    let mut event = Event::default();
+    if let Some(name) = item.out.event {
+        event = event.event(name);
+    }
+    if let Some(id) = item.id {
+        event = event.id(id.to_string());
+    }
+    event.data(&item.out.data)
 }
 
-impl Item {
-    /// A data-only event no envelope made (a response's opening).
-    pub(in crate::http) fn data(data: String) -> Self {
-        Self {
-            out: Out { event: None, data },
-            id: None,
-        }
-    }
-
-    fn event(self) -> Event {
-        // Fields go out in call order, and line-by-line clients (seed 004's
-        // stream-handler.js) read `event:` before `data:`.
-        let mut event = Event::default();
-        if let Some(name) = self.out.event {
-            event = event.event(name);
-        }
-        if let Some(id) = self.id {
-            event = event.id(id.to_string());
-        }
-        event.data(&self.out.data)
+/// The id a rejoin names (`Last-Event-ID`), if any.
+///
+/// # Errors
+/// `BadRequest` for a value that is no event id.
+pub(in crate::http) fn last_event_id(
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<EventId>, ApiError> {
+    match headers.get("last-event-id").map(|v| v.to_str()) {
+        None => Ok(None),
+        Some(Ok(v)) if v.trim().is_empty() => Ok(None),
+        Some(Ok(v)) => EventId::parse(v).map(Some).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "`{v}` is not an event id (`<seq>`, `<seq>.<k>` or `<seq>-<r>`, as sent)"
+            ))
+        }),
+        Some(Err(_)) => Err(ApiError::BadRequest("`Last-Event-ID` is not text".into())),
     }
 }
 
@@ -185,9 +192,9 @@ pub(in crate::http) fn respond(
     chat_id: Uuid,
     prelude: Vec<Item>,
     rx: Feed,
-    encoder: Box<dyn Encoder>,
+    framer: Framer,
 ) -> Response {
-    respond_items(chat_id, event_stream(chat_id, prelude, rx, encoder))
+    respond_items(chat_id, event_stream(chat_id, prelude, rx, framer))
 }
 
 /// [`respond`] for a stream of items built already.
@@ -196,7 +203,7 @@ pub(in crate::http) fn respond_items(
     items: impl Stream<Item = Item> + Send + 'static,
 ) -> Response {
     use futures_util::StreamExt;
-    let stream = items.map(|item| Ok::<_, Infallible>(item.event()));
+    let stream = items.map(|item| Ok::<_, Infallible>(sse_event(item)));
     let mut response = Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response();
@@ -214,11 +221,8 @@ struct StreamState {
     pending: VecDeque<Item>,
     rx: OutboundRx,
     _slot: crate::session::Slot,
-    encoder: Box<dyn Encoder>,
+    framer: Framer,
     replay: Option<Replay>,
-    /// The last envelope handled was a `chat.run_complete`.
-    after_complete: bool,
-    done: bool,
     _open: crate::metrics::ConnectionGauge,
 }
 
@@ -228,10 +232,9 @@ impl StreamState {
             Ok(env) => env,
             Err(e) => return self.fail(raw, &e),
         };
-        self.after_complete = matches!(env.kind, EventKind::RunComplete { .. });
-        let mut outs = Vec::new();
-        self.encoder.encode(&env, raw, &mut outs);
-        self.push(outs, Some(env.seq));
+        let mut events = Vec::new();
+        self.framer.envelope(&env, raw, &mut events);
+        self.pending.extend(events);
     }
 
     /// An envelope that cannot be read ends the stream loudly: the dialect's
@@ -255,49 +258,37 @@ impl StreamState {
             ts: crate::protocol::now_ts(),
         };
         let mut outs = Vec::new();
-        self.encoder.encode(&env, &env.to_json(), &mut outs);
-        self.push(outs, None);
-        self.done = true;
+        self.framer
+            .encoder()
+            .encode(&env, &env.to_json(), &mut outs);
+        self.pending
+            .extend(outs.into_iter().map(|out| Item { out, id: None }));
+        self.framer.stop();
         self.replay = None;
     }
 
-    fn push(&mut self, outs: Vec<Out>, id: Option<u64>) {
-        self.pending
-            .extend(outs.into_iter().map(|out| Item { out, id }));
-    }
-
-    fn run_over(&self) -> bool {
-        self.encoder.ended() || (self.encoder.ends_with_run() && self.after_complete)
-    }
-
-    /// A response that ends where the run waits for a person (the AI SDK's)
-    /// ends once the wait is all there is: nothing more is queued for it.
-    fn close_if_waiting(&mut self) {
-        if self.encoder.waiting() && self.rx.is_empty() {
-            let mut outs = Vec::new();
-            self.encoder.close(&mut outs);
-            self.push(outs, None);
-            self.done = true;
-        }
+    /// Everything read: a response that waits for a person ends here.
+    fn caught_up(&mut self) {
+        let mut events = Vec::new();
+        self.framer.caught_up(&mut events);
+        self.pending.extend(events);
     }
 }
 
-/// Replay (if any), then live events, each encoded by the dialect.
+/// Replay (if any), then live events, each framed by the stream's framer.
 pub(in crate::http) fn event_stream(
     chat_id: Uuid,
     prelude: Vec<Item>,
     feed: Feed,
-    encoder: Box<dyn Encoder>,
+    framer: Framer,
 ) -> impl Stream<Item = Item> + Send {
     let state = StreamState {
         chat_id,
         pending: prelude.into(),
         rx: feed.rx,
         _slot: feed._slot,
-        encoder,
+        framer,
         replay: None,
-        after_complete: false,
-        done: false,
         _open: crate::metrics::ConnectionGauge::open("sse"),
     };
     futures_util::stream::unfold(state, |mut st| async move {
@@ -305,7 +296,7 @@ pub(in crate::http) fn event_stream(
             if let Some(item) = st.pending.pop_front() {
                 return Some((item, st));
             }
-            if st.done {
+            if st.framer.done() {
                 return None;
             }
             if let Some(replay) = &mut st.replay {
@@ -313,23 +304,21 @@ pub(in crate::http) fn event_stream(
                     Ok(Some(page)) => {
                         // Nothing after an envelope that could not be read.
                         for raw in &page {
-                            if st.done {
+                            if st.framer.done() {
                                 break;
                             }
                             st.handle(raw);
-                            // A dialect that ended its response reads no more.
-                            st.done |= st.encoder.ended();
                         }
                     }
                     Ok(None) => {
                         st.replay = None;
-                        // Caught up on a finished run: the stream is complete.
-                        st.done |= st.run_over();
-                        st.close_if_waiting();
+                        if st.rx.is_empty() {
+                            st.caught_up();
+                        }
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "replay failed");
-                        st.done = true;
+                        st.framer.stop();
                     }
                 }
                 continue;
@@ -337,15 +326,14 @@ pub(in crate::http) fn event_stream(
             match st.rx.recv().await {
                 Some(Outbound::Event(raw)) => {
                     st.handle(&raw);
-                    st.done |= st.run_over();
-                    if !st.done && st.replay.is_none() {
-                        st.close_if_waiting();
+                    if st.replay.is_none() && st.rx.is_empty() {
+                        st.caught_up();
                     }
                 }
                 Some(Outbound::Replay(replay)) => st.replay = Some(*replay),
                 // A per-connection error, or no more events (the chat closed
                 // this subscriber as too slow): end; the client rejoins.
-                Some(Outbound::Frame(_)) | None => st.done = true,
+                Some(Outbound::Frame(_)) | None => st.framer.stop(),
             }
         }
     })

@@ -55,7 +55,7 @@ pub(crate) async fn thread_message(
     if body.message.trim().is_empty() {
         return Err(ApiError::BadRequest("`message` must not be empty".into()));
     }
-    let (rx, _) = begin_turn(
+    let (rx, before) = begin_turn(
         &state,
         Turn::say(
             &auth.user,
@@ -70,7 +70,7 @@ pub(crate) async fn thread_message(
         chat_id,
         Vec::new(),
         rx,
-        Dialect::Threads.encoder(None),
+        Dialect::Threads.framer(chat_id, before),
     ))
 }
 
