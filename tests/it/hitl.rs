@@ -54,14 +54,14 @@ tools:
 }
 
 /// How a dialect starts a turn, and where it shows a waiting step.
-struct Dialect {
-    name: &'static str,
+pub(crate) struct Dialect {
+    pub(crate) name: &'static str,
     /// The rejoin route's `dialect=`.
-    rejoin: &'static str,
+    pub(crate) rejoin: &'static str,
     end: &'static str,
 }
 
-const DIALECTS: [Dialect; 3] = [
+pub(crate) const DIALECTS: [Dialect; 3] = [
     Dialect {
         name: "agent-chat",
         rejoin: "agent-chat",
@@ -88,7 +88,7 @@ fn kind(e: &Ev) -> String {
 }
 
 /// A waiting step the event shows: `(action, its fields)`, in any dialect.
-fn waiting(e: &Ev) -> Option<(String, Value)> {
+pub(crate) fn waiting(e: &Ev) -> Option<(String, Value)> {
     let d = &e.data;
     match e.event.as_str() {
         "input_request" => Some(("input".into(), d.clone())),
@@ -108,7 +108,11 @@ fn waiting(e: &Ev) -> Option<(String, Value)> {
 }
 
 /// Starts a turn of agent `real` in `d`; the stream and the chat id.
-async fn start(server: &Server, d: &Dialect, message: &str) -> (crate::sse::Opened, String) {
+pub(crate) async fn start(
+    server: &Server,
+    d: &Dialect,
+    message: &str,
+) -> (crate::sse::Opened, String) {
     let (path, body) = match d.name {
         "agent-chat" => (
             "/v1/agent/chat".to_owned(),
@@ -134,7 +138,7 @@ async fn start(server: &Server, d: &Dialect, message: &str) -> (crate::sse::Open
 }
 
 /// Reads events until one shows a waiting step.
-async fn until_waiting(
+pub(crate) async fn until_waiting(
     events: &mut std::pin::Pin<Box<dyn futures_util::Stream<Item = Ev> + Send>>,
     seen: &mut Vec<Ev>,
 ) -> (String, Value) {

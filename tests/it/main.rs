@@ -29,6 +29,7 @@ mod openapi;
 mod passthrough;
 mod pg_outage;
 mod providers;
+mod rejoin;
 mod rest;
 mod resume;
 mod route_limits;
