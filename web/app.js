@@ -207,7 +207,11 @@ class ChatView {
       send.disabled = true;
     };
     send.onclick = submit;
-    input.onkeydown = (e) => e.key === 'Enter' && submit();
+    // Enter submits; every other key types (a handler that returns false
+    // would cancel it).
+    input.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter') submit();
+    });
     this.inputs.set(m.request_id, card);
     this.add(el('li', {}, card));
   }
