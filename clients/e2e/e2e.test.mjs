@@ -283,7 +283,9 @@ test('a database chat: the SQL result as a table, the chart drawn, the answer as
   await say(page, 'total sales by region as a bar chart');
   await page.locator('table.result tbody tr').nth(3).waitFor({ timeout: 20000 });
   assert.equal(await page.locator('table.result tbody tr').count(), 4);
-  await page.locator('.chart[data-drawn="true"] svg').waitFor({ timeout: 20000 });
+  // Drawn in its frame, on a canvas.
+  await page.locator('.chart[data-drawn="true"] iframe').waitFor({ timeout: 20000 });
+  await page.frameLocator('.chart iframe').locator('canvas').waitFor();
   const bubble = page.locator('#log li.agent .msg').last();
   await bubble.locator('strong', { hasText: 'North' }).waitFor();
   assert.equal(await bubble.locator('li').count(), 2);
