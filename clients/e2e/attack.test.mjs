@@ -209,6 +209,21 @@ async function outcomes(page, names) {
   return out;
 }
 
+/** Moves the pointer over chart `i` until its tooltip shows; returns the tooltip's text. */
+async function tooltip(page, i) {
+  const frame = page.locator('#log .chart iframe').nth(i);
+  await frame.scrollIntoViewIfNeeded();
+  const box = await frame.boundingBox();
+  const tip = page.frameLocator('#log .chart iframe').nth(i).locator('body > div').last();
+  for (let y = 0.1; y < 1; y += 0.1) {
+    for (let x = 0.1; x < 1; x += 0.1) {
+      await page.mouse.move(box.x + box.width * x, box.y + box.height * y);
+      if (await tip.isVisible()) return tip.textContent();
+    }
+  }
+  return null;
+}
+
 /** Hovers, moves over and clicks every chart, types a secret and a message
  * (`askSecret` makes the page ask for it); then checks the page. */
 async function attack(page, askSecret) {
@@ -262,6 +277,8 @@ test('hostile charts from an HTTP tool: nothing leaves, nothing runs, the page a
     ['expression', 'a sequence of more than 10000 items'],
     ['vega', 'only Vega-Lite specs are drawn'],
   ]);
+  // The tooltip shows what it was given, as text: no image is loaded, no HTML runs.
+  assert.match(await tooltip(page, names.indexOf('tooltip')), /^image: http:\/\/127\.0\.0\.2:\d+\/tooltip\.png\nhtml: <img src=/);
   await attack(page, () => say(page, 'secret: Your PIN?'));
   await page.shot('2-attacked');
   await page.context().close();
@@ -288,6 +305,8 @@ test('hostile charts from a model through ask_analyst: the same', async () => {
     ['urls', 'charts use inline data only'],
     ['expression', 'a sequence of more than 10000 items'],
   ]);
+  // The tooltip shows what it was given, as text: no image is loaded, no HTML runs.
+  assert.match(await tooltip(page, names.indexOf('tooltip')), /^image: http:\/\/127\.0\.0\.2:\d+\/tooltip\.png\nhtml: <img src=/);
   await attack(page, () => {
     model.replies.push([{ call: { id: 'pin', name: 'ask_secret', args: JSON.stringify({ prompt: 'Your PIN?' }) } }], [{ content: 'Secret received' }]);
     return say(page, 'my PIN, please');
