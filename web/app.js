@@ -2,8 +2,17 @@
 // model output goes into the page as text (textContent), never as HTML.
 import { AgentwireClient } from '/assets/agentwire.js';
 
+// A token given as `?access_token=` is read once, then taken out of the
+// address bar and the history (kept for this tab only, so a reload still
+// signs in), and never put on `window`.
 const params = new URLSearchParams(location.search);
-const token = params.get('access_token') || undefined;
+if (params.has('access_token')) {
+  sessionStorage.setItem('agentwire.token', params.get('access_token'));
+  params.delete('access_token');
+  const rest = params.toString();
+  history.replaceState(history.state, '', `${location.pathname}${rest ? `?${rest}` : ''}${location.hash}`);
+}
+const token = sessionStorage.getItem('agentwire.token') || undefined;
 const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/ws`;
 // In memory only: a page load replays each chat it opens from the start.
 const client = new AgentwireClient(wsUrl, { token, storage: null });
@@ -128,7 +137,7 @@ class ChatView {
           this.done(card, m.success ? 'done' : `failed: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`);
           const c = m.content;
           if (card.classList.contains('workflow') && m.success) card.append(el('pre', { cls: 'result', text: JSON.stringify(c, null, 2) }));
-          if (m.success && c && c.type === 'vega_lite_spec' && typeof c.spec === 'string') chart(card, c.spec);
+          if (m.success && c && c.type === 'vega_lite_spec' && c.spec && ['string', 'object'].includes(typeof c.spec)) chart(card, c.spec);
           else if (m.success && c && Array.isArray(c.columns) && Array.isArray(c.rows)) card.append(...resultTable(c));
         }
         break;
@@ -207,7 +216,11 @@ class ChatView {
       send.disabled = true;
     };
     send.onclick = submit;
-    input.onkeydown = (e) => e.key === 'Enter' && submit();
+    // Enter submits; every other key types (a handler that returns false
+    // would cancel it).
+    input.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter') submit();
+    });
     this.inputs.set(m.request_id, card);
     this.add(el('li', {}, card));
   }
@@ -391,29 +404,43 @@ function resultTable(r) {
   return out;
 }
 
-/** Draws a Vega-Lite spec in `card`, from inline data only (no URL is fetched). */
-function chart(card, specText) {
+/** The most a chart's frame grows to, in pixels, whatever it asks. */
+const CHART_MAX = { width: 2000, height: 2000 };
+/** How long a chart may take to draw before its frame is removed. */
+const CHART_TIMEOUT_MS = 20000;
+
+/**
+ * Draws a Vega-Lite spec (text or object) in `card`, in a frame of its own:
+ * `sandbox="allow-scripts"` without `allow-same-origin` gives it no origin,
+ * so nothing in it reaches this page, its storage or its token; its own CSP
+ * (`/assets/chart.html`) lets it load nothing from anywhere else. The spec
+ * goes in by `postMessage`; only a size or an error comes back.
+ */
+function chart(card, spec) {
   const box = el('div', { cls: 'chart' });
+  const frame = el('iframe', { attrs: { sandbox: 'allow-scripts', src: '/assets/chart.html', title: 'chart', referrerpolicy: 'no-referrer' } });
+  box.append(frame);
   card.append(box);
-  let spec;
-  try {
-    spec = JSON.parse(specText);
-  } catch (e) {
-    box.textContent = `chart: ${e.message}`;
-    return;
-  }
-  if (!window.vegaEmbed || !window.vega) {
-    box.textContent = 'charts are unavailable';
-    return;
-  }
-  const loader = window.vega.loader();
-  const refuse = () => Promise.reject(new Error('charts use inline data only'));
-  loader.load = refuse;
-  loader.sanitize = refuse;
-  // `ast`: the spec's expressions are interpreted, never compiled to code.
-  window.vegaEmbed(box, spec, { actions: false, renderer: 'svg', loader, ast: true })
-    .then(() => box.setAttribute('data-drawn', 'true'))
-    .catch((e) => { box.textContent = `chart: ${e.message}`; });
+  const fail = (text) => {
+    window.removeEventListener('message', onMessage);
+    clearTimeout(timer);
+    frame.remove();
+    box.textContent = `chart: ${text}`;
+  };
+  const timer = setTimeout(() => fail('it took too long to draw'), CHART_TIMEOUT_MS);
+  const onMessage = (e) => {
+    if (e.source !== frame.contentWindow || !e.data || typeof e.data !== 'object') return;
+    if (typeof e.data.error === 'string') return fail(e.data.error.slice(0, 500));
+    if (e.data.drawn !== true) return;
+    window.removeEventListener('message', onMessage);
+    clearTimeout(timer);
+    const size = (v, max) => `${Math.max(1, Math.min(Number.isFinite(v) ? v : 1, max))}px`;
+    frame.style.width = size(e.data.width, CHART_MAX.width);
+    frame.style.height = size(e.data.height, CHART_MAX.height);
+    box.setAttribute('data-drawn', 'true');
+  };
+  window.addEventListener('message', onMessage);
+  frame.addEventListener('load', () => frame.contentWindow.postMessage({ spec }, '*'), { once: true });
 }
 
 function show(chat, agent) {
@@ -580,4 +607,3 @@ function showForm(w) {
 loadAgents().catch((e) => console.error(e));
 loadChats().catch((e) => console.error(e));
 loadWorkflows().catch((e) => console.error(e));
-window.agentwire = client; // for the console and for tests

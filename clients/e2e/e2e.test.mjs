@@ -12,17 +12,12 @@
 // each step go to $E2E_SHOTS (default: ./shots).
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 
-import { chromium } from 'playwright-core';
-
 import { freePort, startServer, tempDir } from '../js/test/support/helpers.mjs';
-
-const SHOTS = process.env.E2E_SHOTS || join(process.cwd(), 'shots');
-mkdirSync(SHOTS, { recursive: true });
+import { analystAgent, bindSales, lastAgentText, launch, newChat as openChat, say, startModel, type } from './support.mjs';
 
 /** A scripted agent with a tool that needs approval and one that previews. */
 const HITL_AGENT = `id: hitl
@@ -67,34 +62,11 @@ group:
     - {name: bob, model: {provider: scripted, script: {rules: [{reply: "Bob here."}]}}}
 `;
 
-/** A stand-in for an OpenAI-compatible server: each request gets the next reply. */
-const llmReplies = [];
-const llm = createServer((req, res) => {
-  req.resume();
-  req.on('end', () => {
-    const chunks = llmReplies.shift() || [{ content: 'no more replies' }];
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    const line = (delta, finish = null) =>
-      `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-    let out = line({ role: 'assistant', content: '' });
-    let finish = 'stop';
-    for (const c of chunks) {
-      if (c.call) {
-        out += line({ tool_calls: [{ index: 0, id: c.call.id, type: 'function', function: { name: c.call.name, arguments: c.call.args } }] });
-        finish = 'tool_calls';
-      } else {
-        out += line({ content: c.content });
-      }
-    }
-    out += line({}, finish) + 'data: [DONE]\n\n';
-    res.end(out);
-  });
-});
-
 let browser;
 let server;
 let port;
 let dir;
+let llm;
 
 before(async () => {
   dir = tempDir();
@@ -109,52 +81,21 @@ before(async () => {
     copyFileSync(join(root, 'examples', 'agents', 'workflows', f), join(dir, 'agents', 'workflows', f));
   }
   writeFileSync(join(dir, 'agents', 'panel.yaml'), PANEL_AGENT);
-  await new Promise((r) => llm.listen(0, '127.0.0.1', r));
-  writeFileSync(join(dir, 'agents', 'analyst.yaml'), `id: analyst
-name: Analyst
-description: Charts from the sample database
-model: {provider: openai, name: m, base_url: "http://127.0.0.1:${llm.address().port}/v1"}
-tools:
-  - {name: ask_database, builtin: ask_database}
-  - {name: ask_analyst, builtin: ask_analyst}
-`);
+  llm = await startModel();
+  writeFileSync(join(dir, 'agents', 'analyst.yaml'), analystAgent(llm));
   process.env.AGENTWIRE_CONNECTION_FILES_DIR = join(root, 'examples', 'data');
   port = await freePort();
   server = await startServer(dir, port);
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launch();
 });
 
 after(async () => {
-  llm.close();
+  llm?.close();
   await browser?.close();
   server?.kill('SIGKILL');
 });
 
-async function newChat(name, agent = 'demo') {
-  const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
-  await page.goto(`http://127.0.0.1:${port}/`);
-  await page.locator('#conn[data-state="open"]').waitFor();
-  await page.locator(`.tile[data-agent="${agent}"]`).click();
-  await page.locator('#composer').waitFor();
-  page.shot = (step) => page.screenshot({ path: join(SHOTS, `${name}-${step}.png`) });
-  return page;
-}
-
-async function say(page, text) {
-  await page.fill('#text', text);
-  await page.click('#send');
-}
-
-/** The text of the last agent bubble, once it holds `expected`. */
-async function lastAgentText(page, expected) {
-  const bubble = page.locator('#log li.agent .msg').last();
-  await bubble.filter({ hasText: expected }).waitFor({ timeout: 20000 });
-  return bubble.textContent();
-}
+const newChat = (name, agent) => openChat(browser, port, name, agent);
 
 test('a conversation with demo: text, ask, secret and a component', async () => {
   const page = await newChat('conversation');
@@ -164,7 +105,7 @@ test('a conversation with demo: text, ask, secret and a component', async () => 
 
   await say(page, 'ask: Your name?');
   const input = page.locator('.card input[aria-label="Your name?"]');
-  await input.fill('Ada');
+  await type(input, 'Ada');
   await input.press('Enter');
   assert.equal(await lastAgentText(page, 'You answered: Ada'), 'You answered: Ada');
   await page.shot('2-ask');
@@ -172,14 +113,14 @@ test('a conversation with demo: text, ask, secret and a component', async () => 
   await say(page, 'secret: Your PIN?');
   const secret = page.locator('.card input[aria-label="Your PIN?"]');
   assert.equal(await secret.getAttribute('type'), 'password');
-  await secret.fill('1234');
+  await type(secret, '1234');
   await secret.press('Enter');
   assert.equal(await lastAgentText(page, 'Secret received'), 'Secret received (4 characters)');
   await page.shot('3-secret');
 
   await say(page, 'ui: free_text');
   const card = page.locator('.card', { hasText: 'free_text' }).last();
-  await card.locator('input').fill('blue');
+  await type(card.locator('input'), 'blue');
   await card.locator('button', { hasText: 'Send' }).click();
   assert.equal(await lastAgentText(page, 'Component returned'), 'Component returned: {"text":"blue"}');
   await page.shot('4-component');
@@ -319,16 +260,8 @@ test("a model's reasoning is folded away above its answer", async () => {
 
 test('a database chat: the SQL result as a table, the chart drawn, the answer as markdown', async () => {
   const page = await newChat('chart', 'analyst');
-  await page.locator('#chats li.current').waitFor();
-  const chatId = await page.locator('#chats li.current').getAttribute('data-id');
-  const post = (path, body) => fetch(`http://127.0.0.1:${port}${path}`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
-  }).then(async (r) => ({ status: r.status, body: await r.json() }));
-  const conn = await post('/connections', { name: 'sales', driver: 'sqlite', path: 'sales.db' });
-  assert.equal(conn.status, 201, JSON.stringify(conn.body));
-  const bound = await post(`/v1/chats/${chatId}/connection`, { connection_id: conn.body.id });
-  assert.equal(bound.status, 200, JSON.stringify(bound.body));
-  assert.match(bound.body.db_schema, /orders/);
+  const bound = await bindSales(page, port);
+  assert.match(bound.db_schema, /orders/);
 
   const sql = 'SELECT r.name AS region, SUM(o.quantity * p.unit_price) AS sales FROM orders o '
     + 'JOIN customers c ON c.id = o.customer_id JOIN regions r ON r.id = c.region_id '
@@ -340,7 +273,7 @@ test('a database chat: the SQL result as a table, the chart drawn, the answer as
     encoding: { x: { field: 'region', type: 'nominal' }, y: { field: 'sales', type: 'quantitative' } },
   };
   const question = JSON.stringify({ question: 'total sales by region as a bar chart' });
-  llmReplies.push(
+  llm.replies.push(
     [{ call: { id: 'c1', name: 'ask_database', args: question } }],
     [{ content: sql }],
     [{ call: { id: 'c2', name: 'ask_analyst', args: question } }],
@@ -350,7 +283,9 @@ test('a database chat: the SQL result as a table, the chart drawn, the answer as
   await say(page, 'total sales by region as a bar chart');
   await page.locator('table.result tbody tr').nth(3).waitFor({ timeout: 20000 });
   assert.equal(await page.locator('table.result tbody tr').count(), 4);
-  await page.locator('.chart[data-drawn="true"] svg').waitFor({ timeout: 20000 });
+  // Drawn in its frame, on a canvas.
+  await page.locator('.chart[data-drawn="true"] iframe').waitFor({ timeout: 20000 });
+  await page.frameLocator('.chart iframe').locator('canvas').waitFor();
   const bubble = page.locator('#log li.agent .msg').last();
   await bubble.locator('strong', { hasText: 'North' }).waitFor();
   assert.equal(await bubble.locator('li').count(), 2);
@@ -400,7 +335,7 @@ test('workflows: picked by category, their forms filled and run in the chat', as
   // A prompt workflow: an enum with its default, a required text.
   await page.locator('#workflows [data-workflow="summarize"]').click();
   const form = page.locator('#workflow-form');
-  await form.locator('input[name="topic"]').fill('tides');
+  await type(form.locator('input[name="topic"]'), 'tides');
   assert.equal(await form.locator('select[name="length"]').inputValue(), '"one line"');
   await form.locator('select[name="length"]').selectOption({ label: 'one paragraph' });
   await page.shot('1-form');
@@ -413,7 +348,7 @@ test('workflows: picked by category, their forms filled and run in the chat', as
   // A steps workflow that asks first: a number, a checkbox, then the approval.
   await page.locator('#workflows [data-workflow="batch-job"]').click();
   assert.equal(await form.locator('input[name="batches"]').inputValue(), '3');
-  await form.locator('input[name="batches"]').fill('2');
+  await type(form.locator('input[name="batches"]'), '2');
   await form.locator('input[name="dry_run"]').check();
   await form.locator('button[type="submit"]').click();
   const gate = page.locator('#log .card', { hasText: 'approval (batch-job)' });

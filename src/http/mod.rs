@@ -57,6 +57,17 @@ async fn json_errors(response: Response) -> Response {
     (status, Json(error::error_body(code, message))).into_response()
 }
 
+/// Every response says `X-Content-Type-Options: nosniff`: a browser takes
+/// the JSON API's answers (which echo what users and models wrote) as JSON,
+/// never as a page or a script whatever they hold.
+async fn nosniff(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        axum::http::header::X_CONTENT_TYPE_OPTIONS,
+        axum::http::HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
 /// CORS for the configured origins (seed 000 §8): preflight on every route.
 fn cors(origins: &[String]) -> CorsLayer {
     use axum::http::{HeaderName, Method, header};
@@ -102,6 +113,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(guard)
         .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::map_response(nosniff))
         .with_state(state);
     if origins.is_empty() {
         app

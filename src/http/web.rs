@@ -1,6 +1,13 @@
 //! The web page at `/`: a chat UI on the JavaScript client, built into the
 //! binary (no build step, nothing fetched at run time), with the pinned
 //! libraries of `web/vendor/` for charts and markdown.
+//!
+//! Every response here says what the browser may do with it: the page's CSP
+//! lets it load only this server's scripts, styles and images (and `data:`
+//! images), connect only here, frame only its charts, and be framed by no
+//! one. A chart is drawn in `/assets/chart.html`, a frame the page embeds
+//! sandboxed (no origin of its own), whose CSP loads this server's scripts
+//! and nothing else, and lets only this server's pages frame it.
 
 use axum::Router;
 use axum::http::header;
@@ -13,6 +20,8 @@ const INDEX: &str = include_str!("../../web/index.html");
 const APP: &str = include_str!("../../web/app.js");
 const STYLE: &str = include_str!("../../web/style.css");
 const CLIENT: &str = include_str!("../../clients/js/agentwire.js");
+const CHART: &str = include_str!("../../web/chart.html");
+const CHART_JS: &str = include_str!("../../web/chart.js");
 
 /// Pinned browser libraries (`web/vendor/README.md`): charts and markdown.
 const VENDOR: &[(&str, &str)] = &[
@@ -22,8 +31,8 @@ const VENDOR: &[(&str, &str)] = &[
         include_str!("../../web/vendor/vega-lite.min.js"),
     ),
     (
-        "vega-embed.min.js",
-        include_str!("../../web/vendor/vega-embed.min.js"),
+        "vega-interpreter.js",
+        include_str!("../../web/vendor/vega-interpreter.js"),
     ),
     (
         "marked.min.js",
@@ -35,36 +44,57 @@ const VENDOR: &[(&str, &str)] = &[
     ),
 ];
 
+/// The page's and its assets' policy: no `unsafe-eval`, nothing inline, and
+/// framed by no one.
+pub const PAGE_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
+     img-src 'self' data:; connect-src 'self'; frame-src 'self'; object-src 'none'; \
+     base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// The chart frame's policy: this server's scripts, `data:` images, nothing
+/// else; sandboxed even when opened on its own; framed only by this server.
+pub const CHART_CSP: &str = "default-src 'none'; script-src 'self'; img-src data:; \
+     base-uri 'none'; form-action 'none'; frame-ancestors 'self'; sandbox allow-scripts";
+
+const JS: &str = "text/javascript; charset=utf-8";
+
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
     let mut r = Router::new();
     for (name, body) in VENDOR {
-        r = r.route(
-            &format!("/assets/vendor/{name}"),
-            get(|| asset("text/javascript; charset=utf-8", body)),
-        );
+        r = r.route(&format!("/assets/vendor/{name}"), get(|| asset(JS, body)));
     }
     r.route("/", get(|| asset("text/html; charset=utf-8", INDEX)))
-        .route(
-            "/assets/app.js",
-            get(|| asset("text/javascript; charset=utf-8", APP)),
-        )
+        .route("/assets/app.js", get(|| asset(JS, APP)))
         .route(
             "/assets/style.css",
             get(|| asset("text/css; charset=utf-8", STYLE)),
         )
-        .route(
-            "/assets/agentwire.js",
-            get(|| asset("text/javascript; charset=utf-8", CLIENT)),
-        )
+        .route("/assets/agentwire.js", get(|| asset(JS, CLIENT)))
+        .route("/assets/chart.js", get(|| asset(JS, CHART_JS)))
+        .route("/assets/chart.html", get(chart))
 }
 
 async fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
+    served(content_type, PAGE_CSP, "DENY", body)
+}
+
+async fn chart() -> impl IntoResponse {
+    served("text/html; charset=utf-8", CHART_CSP, "SAMEORIGIN", CHART)
+}
+
+fn served(
+    content_type: &'static str,
+    csp: &'static str,
+    frame_options: &'static str,
+    body: &'static str,
+) -> impl IntoResponse {
     (
         [
             (header::CONTENT_TYPE, content_type),
             (header::CACHE_CONTROL, "no-cache"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, csp),
+            (header::X_FRAME_OPTIONS, frame_options),
+            (header::REFERRER_POLICY, "no-referrer"),
         ],
         body,
     )

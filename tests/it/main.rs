@@ -26,6 +26,7 @@ mod metrics;
 mod mock_llm;
 mod models;
 mod openapi;
+mod page;
 mod passthrough;
 mod pg_outage;
 mod providers;
