@@ -56,6 +56,7 @@ fn view(c: Connection) -> ConnectionView {
         database: c.spec.database,
         username: c.spec.username,
         path: c.spec.path,
+        allow_privileged_role: c.spec.allow_privileged_role,
         has_password: c.has_password,
         created_at: rfc3339(c.created_at),
         updated_at: rfc3339(c.updated_at),
@@ -87,6 +88,7 @@ fn spec_of(body: &Bytes) -> Result<(ConnectionSpec, Option<Option<String>>), Api
         database: b.database,
         username: b.username,
         path: b.path,
+        allow_privileged_role: b.allow_privileged_role,
     };
     Ok((spec, b.password))
 }
@@ -173,7 +175,9 @@ pub(super) async fn remove(
 /// chat for the model's prompt.
 #[utoipa::path(post, path = "/v1/chats/{id}/connection", tag = "connections", params(("id" = Uuid, Path)),
     request_body = BindConnection,
-    responses((status = 200, body = ChatStateView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+    responses((status = 200, body = ChatStateView),
+              (status = 400, body = ErrorBody, description = "a bad body; a host refused now; a role that can do more than read (SCHEMA_VALIDATION_FAILED)"),
+              (status = 404, body = ErrorBody),
               (status = 409, body = ErrorBody, description = "the password cannot be decrypted with this master key"),
               (status = 502, body = ErrorBody, description = "the database cannot be reached")))]
 pub(super) async fn bind(
@@ -224,7 +228,9 @@ impl From<DbError> for ApiError {
     fn from(e: DbError) -> Self {
         match e {
             DbError::NotFound => ApiError::NotFound(e.to_string()),
-            DbError::Invalid(_) | DbError::NoMasterKey => ApiError::BadRequest(e.to_string()),
+            DbError::Invalid(_) | DbError::NoMasterKey | DbError::Privileged { .. } => {
+                ApiError::BadRequest(e.to_string())
+            }
             DbError::Unreachable(_) => ApiError::Upstream(e.to_string()),
             DbError::Vault(_) => ApiError::Conflict(format!(
                 "{e}: save the connection's password again under this key"
