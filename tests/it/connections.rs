@@ -116,7 +116,7 @@ async fn a_password_goes_in_encrypted_and_never_comes_out() {
     let (status, gone) = http_json(&server, "GET", &format!("/v1/connections/{id}"), "").await;
     assert_eq!(
         (status, gone["error"]["code"].clone()),
-        (404, json!("WORKFLOW_NOT_FOUND"))
+        (404, json!("CONNECTION_NOT_FOUND"))
     );
 }
 
@@ -260,16 +260,14 @@ async fn a_user_sees_and_changes_only_their_own() {
         ),
         404
     );
-    let theirs: Value = client
-        .get(url("/connections"))
-        .bearer_auth(&bob)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(theirs["connections"], json!([]));
+    let bobs = |p: &str| {
+        let sent = client.get(url(p)).bearer_auth(&bob).send();
+        async move { sent.await.unwrap().json::<Value>().await.unwrap() }
+    };
+    assert_eq!(bobs("/connections").await["connections"], json!([]));
+    // Said as what it is: no connection of that id is Bob's.
+    let err = bobs(&path).await;
+    assert_eq!(err["error"]["code"], "CONNECTION_NOT_FOUND", "{err}");
     assert_eq!(status(client.get(url(&path)).send().await.unwrap()), 401);
     assert_eq!(
         status(

@@ -272,7 +272,11 @@ async fn a_postgres_database_with_a_password_and_a_changed_master_key() {
         json!({"connection_id": id}),
     )
     .await;
-    assert_eq!(status, 409, "{err}");
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (409, &json!("MASTER_KEY_MISMATCH")),
+        "{err}"
+    );
     assert!(
         err["error"]["message"]
             .as_str()
