@@ -8,17 +8,19 @@ use super::build::{Agent, parse};
 use super::group;
 use super::models::ModelRegistry;
 use crate::config::ModelConfig;
-use crate::workflows::WorkflowRegistry;
+use crate::workflows::{WorkflowFileError, WorkflowRegistry};
 
 /// The `demo` agent, built into the binary.
 const DEMO: &str = include_str!("demo.yaml");
 
-/// A bad agent file, naming the file and the field.
+/// A bad agent or workflow file, naming the file and the field.
 #[derive(Debug, thiserror::Error)]
-#[error("agent file {file}: {message}")]
-pub struct AgentFileError {
-    pub file: PathBuf,
-    pub message: String,
+pub enum AgentFileError {
+    #[error("agent file {file}: {message}")]
+    Agent { file: PathBuf, message: String },
+    /// A file of the agents folder's `workflows/`: "workflow file …".
+    #[error(transparent)]
+    Workflow(#[from] WorkflowFileError),
 }
 
 /// Every agent the server knows, by id.
@@ -45,11 +47,11 @@ impl AgentRegistry {
         let mut agents = HashMap::new();
         let http = crate::llm::http_client();
         let models =
-            ModelRegistry::from_config(models, &http).map_err(|message| AgentFileError {
+            ModelRegistry::from_config(models, &http).map_err(|message| AgentFileError::Agent {
                 file: "agentwire.toml".into(),
                 message: format!("models: {message}"),
             })?;
-        let demo = Agent::from_yaml(DEMO, &http).map_err(|message| AgentFileError {
+        let demo = Agent::from_yaml(DEMO, &http).map_err(|message| AgentFileError::Agent {
             file: "<built-in demo>".into(),
             message,
         })?;
@@ -64,7 +66,7 @@ impl AgentRegistry {
                 });
             }
             Err(e) => {
-                return Err(AgentFileError {
+                return Err(AgentFileError::Agent {
                     file: dir.to_owned(),
                     message: format!("cannot read the agents folder: {e}"),
                 });
@@ -73,7 +75,7 @@ impl AgentRegistry {
         // Plain agents first: a group's members may name them.
         let mut groups = Vec::new();
         for path in paths {
-            let fail = |message: String| AgentFileError {
+            let fail = |message: String| AgentFileError::Agent {
                 file: path.clone(),
                 message: message.replace("<input>", &path.display().to_string()),
             };
@@ -89,7 +91,7 @@ impl AgentRegistry {
         }
         let plain = agents.clone();
         for (path, file) in groups {
-            let fail = |message: String| AgentFileError {
+            let fail = |message: String| AgentFileError::Agent {
                 file: path.clone(),
                 message,
             };
@@ -105,11 +107,7 @@ impl AgentRegistry {
             let agent = group::build(file, &http, resolve).map_err(fail)?;
             insert(&mut agents, agent).map_err(fail)?;
         }
-        let workflows =
-            WorkflowRegistry::load(&dir.join("workflows")).map_err(|e| AgentFileError {
-                file: e.file,
-                message: e.message,
-            })?;
+        let workflows = WorkflowRegistry::load(&dir.join("workflows"))?;
         Ok(Self {
             agents,
             models,

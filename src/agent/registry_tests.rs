@@ -175,6 +175,20 @@ fn a_bad_workflow_file_stops_start_up_naming_it() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("b.yaml") && err.contains("paramters"), "{err}");
+    // A typo in a placeholder stops start-up too, naming the workflow file.
+    std::fs::write(
+        flows.join("b.yaml"),
+        "id: b\nparameters: {type: object, properties: {topic: {type: string}}}\nprompt: \"On {topik}\"\n",
+    )
+    .unwrap();
+    let err = AgentRegistry::load(dir.path(), true, &[])
+        .unwrap_err()
+        .to_string();
+    let file = flows.join("b.yaml").display().to_string();
+    assert!(
+        err.starts_with(&format!("workflow file {file}: prompt: `{{topik}}`")),
+        "{err}"
+    );
     std::fs::remove_file(flows.join("b.yaml")).unwrap();
     let reg = AgentRegistry::load(dir.path(), true, &[]).unwrap();
     assert_eq!(reg.workflows().get("a").unwrap().title, "a");

@@ -1,7 +1,8 @@
 //! Schema grounding (seed 003): a markdown snapshot of a user's database —
 //! each table's columns with their types, and a few sample rows — for the
-//! model's prompt. Read through [`super::query::run`], so it is read-only and
-//! bounded like any query.
+//! model's prompt, and the prompt's block that holds it ([`grounding`]).
+//! Read through [`super::query::run`], so it is read-only and bounded like
+//! any query.
 
 use std::fmt::Write as _;
 
@@ -113,4 +114,27 @@ pub async fn snapshot(target: &Target, limits: QueryLimits) -> Result<String, St
         md.push('\n');
     }
     Ok(md)
+}
+
+/// Largest piece of a last result put in a prompt.
+const GROUNDING_RESULT_BYTES: usize = 4096;
+
+/// The block a chat's system prompt gets when a database is connected (seed
+/// 003's `aigis_prompt`): the schema, and the last result, cut.
+pub fn grounding(db_schema: &str, sql_result: Option<&str>) -> String {
+    let mut block = format!(
+        "\n\nThe user's connected database (call ask_database to query it, ask_analyst to chart the last result):\n{db_schema}"
+    );
+    if let Some(r) = sql_result {
+        let mut end = r.len().min(GROUNDING_RESULT_BYTES);
+        while !r.is_char_boundary(end) {
+            end -= 1;
+        }
+        block.push_str("\nThe last query result:\n");
+        block.push_str(&r[..end]);
+        if end < r.len() {
+            block.push_str(" […]");
+        }
+    }
+    block
 }

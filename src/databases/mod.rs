@@ -10,15 +10,17 @@ pub mod query;
 mod spec;
 pub mod vault;
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use uuid::Uuid;
 
 use crate::store::{ChatDatabaseRecord, ConnectionRecord, Store, StoreError};
+pub use introspect::grounding;
 use query::{QueryLimits, SqlResult, Target};
+use spec::inside;
 pub use spec::{ConnectionSpec, Driver};
-use spec::{inside, public};
 pub use vault::{Vault, VaultError};
 
 /// The environment variable holding the master key.
@@ -44,6 +46,13 @@ pub enum DbError {
     /// A stored connection that cannot be read back.
     #[error("a stored connection cannot be read: {0}")]
     Corrupt(String),
+    /// A PostgreSQL role that can do more than read, without
+    /// `allow_privileged_role`.
+    #[error(
+        "the role `{user}` can do more than read ({}): connect as a read-only role (README: \"A read-only PostgreSQL role\"), or set `allow_privileged_role: true` on the connection",
+        powers.join(", ")
+    )]
+    Privileged { user: String, powers: Vec<String> },
     /// The user's database cannot be reached or read.
     #[error("the database cannot be used: {0}")]
     Unreachable(String),
@@ -119,17 +128,6 @@ impl Connections {
                 if spec.username.as_deref().is_none_or(str::is_empty) {
                     return bad("a postgres connection needs `username`");
                 }
-                let host = spec.host.as_deref().unwrap_or_default();
-                if !self
-                    .allowed_hosts
-                    .iter()
-                    .any(|h| h.eq_ignore_ascii_case(host))
-                    && !public(host)
-                {
-                    return Err(DbError::Invalid(format!(
-                        "`host`: `{host}` is this server's own network (loopback, private, link-local or a socket); list it in connection_hosts to allow it"
-                    )));
-                }
                 if spec.path.is_some() {
                     return bad("`path` is for sqlite connections");
                 }
@@ -142,6 +140,26 @@ impl Connections {
             }
         }
         Ok(())
+    }
+
+    /// The address a checked PostgreSQL spec connects to: the first of its
+    /// host's addresses, all checked now ([`spec::reach`]), so the
+    /// connection goes where the check looked, not where a second lookup
+    /// leads; `None` for a host listed in `connection_hosts` (used as
+    /// written) and for SQLite.
+    ///
+    /// # Errors
+    /// The host is refused (`Invalid`), naming why.
+    async fn address(&self, spec: &ConnectionSpec) -> Result<Option<IpAddr>, DbError> {
+        let host = spec.host.as_deref().unwrap_or_default();
+        let listed = |h: &String| h.eq_ignore_ascii_case(host);
+        if spec.driver == Driver::Sqlite || self.allowed_hosts.iter().any(listed) {
+            return Ok(None);
+        }
+        let ips = spec::reach(host, spec.port.unwrap_or(5432))
+            .await
+            .map_err(DbError::Invalid)?;
+        Ok(ips.first().copied())
     }
 
     /// The SQLite file a spec names, inside `connection_files_dir`.
@@ -192,6 +210,7 @@ impl Connections {
         password: Option<String>,
     ) -> Result<Connection, DbError> {
         self.check(&spec)?;
+        self.address(&spec).await?;
         let id = Uuid::new_v4();
         let password = password.map_or(Password::Keep, Password::Set);
         let now = chrono::Utc::now().timestamp_millis();
@@ -219,6 +238,7 @@ impl Connections {
         password: Password,
     ) -> Result<Connection, DbError> {
         self.check(&spec)?;
+        self.address(&spec).await?;
         let old = self
             .store
             .connection(owner, id)
@@ -337,11 +357,11 @@ impl Connections {
     /// Where `owner`'s connection `id` leads, its password opened.
     async fn target(&self, owner: &str, id: Uuid) -> Result<(ConnectionSpec, Target), DbError> {
         let (spec, password) = self.open(owner, id).await?;
-        let file = match spec.driver {
-            Driver::Sqlite => Some(self.file(&spec)?),
-            Driver::Postgres => None,
+        let (file, address) = match spec.driver {
+            Driver::Sqlite => (Some(self.file(&spec)?), None),
+            Driver::Postgres => (None, self.address(&spec).await?),
         };
-        let target = Target::new(&spec, password.as_deref(), file);
+        let target = Target::new(&spec, password.as_deref(), file, address);
         Ok((spec, target))
     }
 
@@ -350,15 +370,23 @@ impl Connections {
     /// is forgotten). The caller has checked that the chat is `owner`'s.
     ///
     /// # Errors
-    /// Not found, the password cannot be opened, the database cannot be
-    /// reached, the store.
+    /// Not found, the password cannot be opened, the host is refused, the
+    /// role can do more than read, the database cannot be reached, the store.
     pub async fn bind(
         &self,
         owner: &str,
         chat_id: Uuid,
         connection_id: Uuid,
     ) -> Result<ChatDatabase, DbError> {
-        let (_, target) = self.target(owner, connection_id).await?;
+        let (spec, target) = self.target(owner, connection_id).await?;
+        let powers = query::powers(&target).await.map_err(DbError::Unreachable)?;
+        if !powers.is_empty() {
+            let user = spec.username.unwrap_or_default();
+            if !spec.allow_privileged_role {
+                return Err(DbError::Privileged { user, powers });
+            }
+            tracing::warn!(%connection_id, %user, ?powers, "binding a role that can do more than read (allow_privileged_role)");
+        }
         let db_schema = introspect::snapshot(&target, QueryLimits::default())
             .await
             .map_err(DbError::Unreachable)?;
@@ -436,29 +464,6 @@ pub struct ChatQuery {
     /// `PostgreSQL` or `SQLite`, for the model.
     pub dialect: &'static str,
     target: Target,
-}
-
-/// Largest piece of a last result put in a prompt.
-const GROUNDING_RESULT_BYTES: usize = 4096;
-
-/// The block a chat's system prompt gets when a database is connected (seed
-/// 003's `aigis_prompt`): the schema, and the last result, cut.
-pub fn grounding(db_schema: &str, sql_result: Option<&str>) -> String {
-    let mut block = format!(
-        "\n\nThe user's connected database (call ask_database to query it, ask_analyst to chart the last result):\n{db_schema}"
-    );
-    if let Some(r) = sql_result {
-        let mut end = r.len().min(GROUNDING_RESULT_BYTES);
-        while !r.is_char_boundary(end) {
-            end -= 1;
-        }
-        block.push_str("\nThe last query result:\n");
-        block.push_str(&r[..end]);
-        if end < r.len() {
-            block.push_str(" […]");
-        }
-    }
-    block
 }
 
 fn spec_of(record: &ConnectionRecord) -> Result<ConnectionSpec, DbError> {

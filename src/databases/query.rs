@@ -6,13 +6,14 @@
 //! statement cannot ride along), with a row cap and a byte cap stated in the
 //! result when hit.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteRow};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteError, SqliteRow};
 use sqlx::{
     AssertSqlSafe, Column, Connection, Executor, Row, SqlSafeStr, Statement, TypeInfo, ValueRef,
 };
@@ -50,8 +51,16 @@ pub struct SqlResult {
 
 /// Where to connect, with the password opened.
 pub enum Target {
-    Postgres(Box<PgConnectOptions>),
+    Postgres(Box<PgTarget>),
     Sqlite(PathBuf),
+}
+
+/// A PostgreSQL database to connect to.
+pub struct PgTarget {
+    pub options: PgConnectOptions,
+    /// Whether a role that can do more than read may run queries
+    /// (`allow_privileged_role`); otherwise every connection checks first.
+    pub privileged_ok: bool,
 }
 
 impl std::fmt::Debug for Target {
@@ -64,24 +73,118 @@ impl std::fmt::Debug for Target {
 }
 
 impl Target {
-    /// The target of a checked spec (`file`: its SQLite file, resolved).
-    pub fn new(spec: &ConnectionSpec, password: Option<&str>, file: Option<PathBuf>) -> Self {
+    /// The target of a checked spec (`file`: its SQLite file, resolved;
+    /// `address`: the checked address its host resolved to, connected to
+    /// instead of the name, which could resolve elsewhere the second time).
+    pub fn new(
+        spec: &ConnectionSpec,
+        password: Option<&str>,
+        file: Option<PathBuf>,
+        address: Option<IpAddr>,
+    ) -> Self {
         match spec.driver {
             Driver::Postgres => {
+                let host = address.map_or_else(
+                    || spec.host.clone().unwrap_or_default(),
+                    |ip| ip.to_string(),
+                );
                 // Every field the server's own PG* environment could fill is
                 // set: a user's connection never borrows the server's login.
+                // TLS, when the server offers it, checks no certificate
+                // (`Prefer`), so connecting by address loses no check.
                 let o = PgConnectOptions::new_without_pgpass()
-                    .host(spec.host.as_deref().unwrap_or_default())
+                    .host(&host)
                     .port(spec.port.unwrap_or(5432))
                     .database(spec.database.as_deref().unwrap_or_default())
                     .username(spec.username.as_deref().unwrap_or_default())
                     .password(password.unwrap_or_default())
                     .ssl_mode(sqlx::postgres::PgSslMode::Prefer);
-                Self::Postgres(Box::new(o))
+                Self::postgres(o, spec.allow_privileged_role)
             }
             Driver::Sqlite => Self::Sqlite(file.unwrap_or_default()),
         }
     }
+
+    /// A PostgreSQL target.
+    pub fn postgres(options: PgConnectOptions, privileged_ok: bool) -> Self {
+        Self::Postgres(Box::new(PgTarget {
+            options,
+            privileged_ok,
+        }))
+    }
+}
+
+/// What the connected role can do beyond reading: `superuser`, or the
+/// predefined roles it is a member of that reach outside the database
+/// (write or read the server's files, run programs there, signal other
+/// sessions). Names missing from an older server are simply not found.
+const POWERS: &str = "SELECT CASE WHEN r.rolsuper THEN ARRAY['superuser'] ELSE ARRAY(\
+     SELECT g.rolname::text FROM pg_roles g WHERE g.rolname IN ('pg_write_server_files', \
+     'pg_execute_server_program', 'pg_signal_backend', 'pg_read_server_files') \
+     AND pg_has_role(current_user, g.oid, 'MEMBER') ORDER BY 1) END \
+     FROM pg_roles r WHERE r.rolname = current_user";
+
+async fn powers_of(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(POWERS).fetch_one(conn).await
+}
+
+/// What the role of `target` can do beyond reading (see [`POWERS`]);
+/// nothing for SQLite.
+///
+/// # Errors
+/// The database cannot be reached.
+pub async fn powers(target: &Target) -> Result<Vec<String>, String> {
+    let Target::Postgres(t) = target else {
+        return Ok(Vec::new());
+    };
+    let work = async {
+        let mut conn = PgConnection::connect_with(&t.options).await?;
+        let found = powers_of(&mut conn).await?;
+        conn.close().await?;
+        Ok::<_, sqlx::Error>(found)
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, work).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())),
+    }
+}
+
+/// How long connecting may take, on top of a query's own timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the model is told when its SQL is not one query that only reads.
+pub const ONLY_READS: &str = "only one read-only SELECT may run here: this SQL writes or is not a \
+     query (INSERT, UPDATE, DELETE, DDL, SELECT … INTO, a data-modifying WITH, a command). Send one \
+     SELECT that reads what the question needs";
+
+/// The message of a failed query. A statement that parsed on its own but
+/// not as our subquery (a syntax error there: `UPDATE`, `SELECT … INTO`…),
+/// or a write the read-only transaction or file refused, is said plainly:
+/// the database's own words point at our wrapping, or at a line of its
+/// source.
+fn plain(e: &sqlx::Error, wrapped: bool) -> String {
+    if let sqlx::Error::Database(d) = e {
+        let code = d.code().unwrap_or_default();
+        let message = d.message();
+        let refused = if d.try_downcast_ref::<SqliteError>().is_some() {
+            // SQLITE_READONLY (and its extended codes), or not a query.
+            code.parse::<u32>().is_ok_and(|n| n & 0xff == 8)
+                || (wrapped && message.contains("syntax error"))
+        } else {
+            // A read-only transaction; a data-modifying WITH, nested; not
+            // a query.
+            match code.as_ref() {
+                "25006" => true,
+                "0A000" => message.contains("data-modifying"),
+                "42601" => wrapped,
+                _ => false,
+            }
+        };
+        if refused {
+            return ONLY_READS.to_owned();
+        }
+    }
+    e.to_string()
 }
 
 /// The one statement of `sql`, without trailing semicolons; `None` when
@@ -129,17 +232,37 @@ pub async fn run(target: &Target, sql: &str, limits: QueryLimits) -> Result<SqlR
     let sql = one_statement(sql).ok_or("send exactly one SQL statement")?;
     let work = async {
         match target {
-            Target::Postgres(o) => postgres(o, sql, limits).await,
+            Target::Postgres(t) => postgres(t, sql, limits).await,
             Target::Sqlite(path) => sqlite(path, sql, limits).await,
         }
     };
     // The database stops a slow query itself; this bounds a slow connect too.
-    match tokio::time::timeout(limits.timeout + Duration::from_secs(5), work).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
+    match tokio::time::timeout(limits.timeout + CONNECT_TIMEOUT, work).await {
+        Ok(r) => r.map_err(|e| match e {
+            Fail::Sql(e) => plain(&e, false),
+            Fail::Wrapped(e) => plain(&e, true),
+            Fail::Refused(m) => m,
+        }),
         Err(_) => Err(format!(
             "the query did not finish within {} s",
             limits.timeout.as_secs()
         )),
+    }
+}
+
+/// Why a query failed.
+enum Fail {
+    /// The SQL itself, or the database.
+    Sql(sqlx::Error),
+    /// The SQL as our subquery.
+    Wrapped(sqlx::Error),
+    /// Refused before it ran.
+    Refused(String),
+}
+
+impl From<sqlx::Error> for Fail {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Sql(e)
     }
 }
 
@@ -185,17 +308,24 @@ impl Collector {
     }
 }
 
-async fn postgres(
-    o: &PgConnectOptions,
-    sql: &str,
-    limits: QueryLimits,
-) -> Result<SqlResult, sqlx::Error> {
+async fn postgres(t: &PgTarget, sql: &str, limits: QueryLimits) -> Result<SqlResult, Fail> {
     let ms = limits.timeout.as_millis().to_string();
-    let o = o.clone().options([
+    let o = t.options.clone().options([
         ("default_transaction_read_only", "on"),
         ("statement_timeout", ms.as_str()),
     ]);
     let mut conn = PgConnection::connect_with(&o).await?;
+    // Checked on every connection, not only at the binding: the connection
+    // may have been given another user since, or the role more rights.
+    if !t.privileged_ok {
+        let powers = powers_of(&mut conn).await?;
+        if !powers.is_empty() {
+            return Err(Fail::Refused(format!(
+                "the connection's role can do more than read ({}): connect as a read-only role, or set allow_privileged_role: true",
+                powers.join(", ")
+            )));
+        }
+    }
     let mut tx = conn.begin().await?;
     sqlx::query("SET TRANSACTION READ ONLY")
         .execute(&mut *tx)
@@ -222,7 +352,7 @@ async fn postgres(
     let mut rows = sqlx::query_scalar::<_, Option<String>>(AssertSqlSafe(wrapped)).fetch(&mut *tx);
     let mut out = Collector::new(limits);
     use futures_util::TryStreamExt;
-    while let Some(text) = rows.try_next().await? {
+    while let Some(text) = rows.try_next().await.map_err(Fail::Wrapped)? {
         let Some(text) = text else {
             out.truncated = Some(format!(
                 "only the first {} rows are shown (a row is over {} bytes)",
@@ -248,11 +378,7 @@ async fn postgres(
     })
 }
 
-async fn sqlite(
-    path: &std::path::Path,
-    sql: &str,
-    limits: QueryLimits,
-) -> Result<SqlResult, sqlx::Error> {
+async fn sqlite(path: &std::path::Path, sql: &str, limits: QueryLimits) -> Result<SqlResult, Fail> {
     let o = SqliteConnectOptions::new()
         .filename(path)
         .read_only(true)
@@ -267,13 +393,24 @@ async fn sqlite(
         .await?
         .set_progress_handler(10_000, move || std::time::Instant::now() < deadline);
     let wrapped = format!("SELECT * FROM ({sql}\n) LIMIT {}", limits.max_rows + 1);
-    let columns: Vec<String> = (&mut conn)
+    let columns: Vec<String> = match (&mut conn)
         .prepare(AssertSqlSafe(wrapped.clone()).into_sql_str())
-        .await?
-        .columns()
-        .iter()
-        .map(|c| c.name().to_owned())
-        .collect();
+        .await
+    {
+        Ok(statement) => statement
+            .columns()
+            .iter()
+            .map(|c| c.name().to_owned())
+            .collect(),
+        // Wrong as our subquery only, or wrong itself (then its own error)?
+        Err(e) => {
+            let own = AssertSqlSafe(sql.to_owned()).into_sql_str();
+            return Err(match (&mut conn).prepare(own).await {
+                Ok(_) => Fail::Wrapped(e),
+                Err(own) => Fail::Sql(own),
+            });
+        }
+    };
     let mut out = Collector::new(limits);
     {
         use futures_util::TryStreamExt;

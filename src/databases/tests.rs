@@ -10,6 +10,7 @@ fn spec(driver: Driver) -> ConnectionSpec {
         database: None,
         username: None,
         path: None,
+        allow_privileged_role: false,
     }
 }
 
@@ -27,7 +28,7 @@ async fn specs_are_checked_and_files_stay_in_their_folder() {
     let mut pg = spec(Driver::Postgres);
     let err = conns.create("u", pg.clone(), None).await.unwrap_err();
     assert!(err.to_string().contains("host"), "{err}");
-    pg.host = Some("db".into());
+    pg.host = Some("203.0.113.5".into());
     pg.database = Some("shop".into());
     pg.username = Some("u".into());
     let made = conns.create("u", pg.clone(), None).await.unwrap();
@@ -58,7 +59,7 @@ async fn passwords_are_sealed_kept_and_cleared() {
         Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
     let conns = Connections::new(store.clone(), Some([3; 32]), None, vec![]);
     let mut pg = spec(Driver::Postgres);
-    pg.host = Some("db".into());
+    pg.host = Some("203.0.113.5".into());
     pg.database = Some("shop".into());
     pg.username = Some("u".into());
     let c = conns
@@ -116,7 +117,7 @@ mod queries {
     use sqlx::Connection;
 
     use crate::databases::introspect::snapshot;
-    use crate::databases::query::{QueryLimits, Target, run};
+    use crate::databases::query::{ONLY_READS, QueryLimits, Target, run};
 
     const SALES: &[&str] = &[
         "CREATE TABLE regions (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
@@ -148,8 +149,36 @@ mod queries {
                 .await
                 .unwrap();
         }
-        let o = sqlx::postgres::PgConnectOptions::from_str(&url).unwrap();
-        Some(Target::Postgres(Box::new(o)))
+        Some(Target::postgres(role(&url, "SELECT", &[]).await, false))
+    }
+
+    /// A new login role on `url`'s database, granted `privileges` on its
+    /// tables and then `grants` (whole statements, `{role}` its name): the
+    /// options to connect as it.
+    pub(super) async fn role(
+        url: &str,
+        privileges: &str,
+        grants: &[&str],
+    ) -> sqlx::postgres::PgConnectOptions {
+        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+        let name = format!("r_{}", uuid::Uuid::new_v4().simple());
+        let database = url.rsplit('/').next().unwrap();
+        let setup = [
+            format!("CREATE ROLE {name} LOGIN"),
+            format!("GRANT CONNECT ON DATABASE {database} TO {name}"),
+            format!("GRANT USAGE ON SCHEMA public TO {name}"),
+            format!("GRANT {privileges} ON ALL TABLES IN SCHEMA public TO {name}"),
+        ];
+        let more = grants.iter().map(|g| g.replace("{role}", &name));
+        for statement in setup.into_iter().chain(more) {
+            sqlx::query(sqlx::AssertSqlSafe(statement))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        sqlx::postgres::PgConnectOptions::from_str(url)
+            .unwrap()
+            .username(&name)
     }
 
     async fn behaves(target: Target) {
@@ -164,12 +193,18 @@ mod queries {
         assert_eq!(got, vec![(json!("North"), 15.0), (json!("South"), 10.0)]);
         assert_eq!(r.truncated, None);
 
-        // Nothing the SQL says can change the data.
+        // Nothing the SQL says can change the data, and the model is told
+        // plainly what may run (not a syntax error our wrapping caused).
         for write in [
             "DROP TABLE sales",
             "DELETE FROM sales",
             "INSERT INTO regions (id, name) VALUES (3, 'East')",
             "UPDATE sales SET amount = 0",
+        ] {
+            let err = run(&target, write, limits).await.unwrap_err();
+            assert_eq!(err, ONLY_READS, "{write}");
+        }
+        for write in [
             "SELECT 1; DROP TABLE sales",
             "WITH d AS (DELETE FROM sales RETURNING *) SELECT * FROM d",
         ] {
@@ -271,13 +306,26 @@ mod queries {
         .execute(&mut conn)
         .await
         .unwrap();
-        let own = Target::Postgres(Box::new(
-            sqlx::postgres::PgConnectOptions::from_str(&url).unwrap(),
-        ));
+        // A role that may write (so the read-only transaction, not its
+        // rights, is what refuses).
+        let own = Target::postgres(role(&url, "ALL", &[]).await, false);
         let err = run(&own, "SELECT wipe()", QueryLimits::default())
             .await
             .unwrap_err();
-        assert!(err.contains("read-only"), "{err}");
+        assert_eq!(err, ONLY_READS);
+        for write in [
+            "SELECT * INTO copy FROM sales",
+            "WITH d AS (DELETE FROM sales RETURNING *) SELECT * FROM d",
+        ] {
+            let err = run(&own, write, QueryLimits::default()).await.unwrap_err();
+            assert_eq!(err, ONLY_READS, "{write}");
+        }
+        // The SQL's own mistakes keep the database's words, for the model
+        // to fix.
+        let err = run(&own, "SELEC 1", QueryLimits::default())
+            .await
+            .unwrap_err();
+        assert!(err.contains("SELEC"), "{err}");
         let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sales")
             .fetch_one(&mut conn)
             .await
@@ -320,4 +368,113 @@ async fn the_example_database_answers() {
         .await
         .unwrap();
     assert_eq!(r.rows.len(), 4);
+}
+
+/// Roles that can do more than read: refused on every connection unless the
+/// connection allows them; a read-only role is not.
+#[tokio::test]
+async fn a_postgres_role_that_can_do_more_than_read_is_refused() {
+    use crate::databases::query::{QueryLimits, Target, powers, run};
+    use std::str::FromStr;
+    let Some(pg) = crate::testing::postgres() else {
+        return;
+    };
+    let url = pg.fresh_database().await;
+    // The test server's own user is a superuser.
+    let superuser = sqlx::postgres::PgConnectOptions::from_str(&url).unwrap();
+    let signals = queries::role(&url, "SELECT", &["GRANT pg_signal_backend TO {role}"]).await;
+    let reader = queries::role(&url, "SELECT", &[]).await;
+    for (options, power) in [(superuser, "superuser"), (signals, "pg_signal_backend")] {
+        let refused = Target::postgres(options.clone(), false);
+        assert_eq!(powers(&refused).await.unwrap(), [power]);
+        let err = run(&refused, "SELECT 1", QueryLimits::default())
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains(power) && err.contains("allow_privileged_role"),
+            "{err}"
+        );
+        let allowed = Target::postgres(options, true);
+        let r = run(&allowed, "SELECT 1 AS one", QueryLimits::default())
+            .await
+            .unwrap();
+        assert_eq!(r.rows, vec![vec![serde_json::json!(1)]]);
+    }
+    let reader = Target::postgres(reader, false);
+    assert!(powers(&reader).await.unwrap().is_empty());
+    run(&reader, "SELECT 1", QueryLimits::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_host_must_be_written_plainly_and_lead_outside_at_every_address() {
+    use super::spec::reach;
+    // Numbers in the forms only some parsers read, each 127.0.0.1 or 10.0.0.1.
+    for host in [
+        "127.1",
+        "2130706433",
+        "0x7f000001",
+        "0177.0.0.1",
+        "0",
+        "10.1",
+        "127.0.0.1.",
+        "0X7F.1",
+    ] {
+        let err = reach(host, 5432).await.unwrap_err();
+        assert!(err.contains("usual form"), "{host}: {err}");
+    }
+    // Canonical, but inside: loopback, private, "this network", shared,
+    // link-local (the cloud metadata address), multicast, IPv6 and IPv4
+    // carried in IPv6.
+    for host in [
+        "127.0.0.1",
+        "10.1.2.3",
+        "0.0.0.0",
+        "0.1.2.3",
+        "100.64.0.1",
+        "169.254.169.254",
+        "224.0.0.1",
+        "[::1]",
+        "::",
+        "[fe80::1]",
+        "[fd00::1]",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:7f00:1]",
+        "[::127.0.0.1]",
+        "[64:ff9b::a00:1]",
+    ] {
+        let err = reach(host, 5432).await.unwrap_err();
+        assert!(err.contains("own network"), "{host}: {err}");
+    }
+    // A name is resolved, and refused for where it leads.
+    let err = reach("localhost", 5432).await.unwrap_err();
+    assert!(err.contains("resolves to 127.0.0.1"), "{err}");
+    for host in ["/var/run/postgresql", "@pg", "fe80::1%eth0", "a host", ""] {
+        assert!(reach(host, 5432).await.is_err(), "{host}");
+    }
+    let err = reach("nowhere.invalid", 5432).await.unwrap_err();
+    assert!(err.contains("`nowhere.invalid`"), "{err}");
+    // Public addresses pass, as written.
+    assert_eq!(
+        reach("203.0.113.5", 5432).await.unwrap(),
+        ["203.0.113.5".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert_eq!(
+        reach("[2001:db8::1]", 5432).await.unwrap(),
+        ["2001:db8::1".parse::<std::net::IpAddr>().unwrap()]
+    );
+}
+
+#[test]
+fn a_postgres_target_connects_to_the_checked_address() {
+    use crate::databases::query::Target;
+    let mut pg = spec(Driver::Postgres);
+    pg.host = Some("db.example".into());
+    let host = |address: Option<std::net::IpAddr>| match Target::new(&pg, None, None, address) {
+        Target::Postgres(t) => t.options.get_host().to_owned(),
+        Target::Sqlite(_) => panic!("a postgres target"),
+    };
+    assert_eq!(host(Some("203.0.113.5".parse().unwrap())), "203.0.113.5");
+    assert_eq!(host(None), "db.example", "a listed host, as written");
 }

@@ -3,8 +3,10 @@
 //! dialect (or none). Each route goes through the same registry call as its
 //! WebSocket message, so the checks, the log and the error codes are the
 //! same: an unknown, answered or timed-out request is 404
-//! `INPUT_REQUEST_NOT_FOUND` and changes nothing; only the chat's owner may
-//! answer (another user's chat is 404, like a missing one).
+//! `INPUT_REQUEST_NOT_FOUND` and changes nothing, one pending as another
+//! kind (an input sent to the components route) 409
+//! `REQUEST_KIND_MISMATCH` naming the route that answers it; only the
+//! chat's owner may answer (another user's chat is 404, like a missing one).
 
 use axum::Router;
 use axum::body::Bytes;
@@ -71,6 +73,7 @@ fn approval_corr(tool_call_id: &str) -> String {
     params(("id" = Uuid, Path), ("request_id" = String, Path)), request_body = InputAnswer,
     responses((status = 200, body = Answered), (status = 400, body = ErrorBody),
               (status = 404, body = ErrorBody, description = "no such chat of yours, or INPUT_REQUEST_NOT_FOUND"),
+              (status = 409, body = ErrorBody, description = "REQUEST_KIND_MISMATCH: the id is pending as another kind of request; the message names the route that answers it"),
               (status = 413, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub(super) async fn answer_input(
     State(state): State<AppState>,
@@ -93,6 +96,7 @@ pub(super) async fn answer_input(
     params(("id" = Uuid, Path), ("corr" = String, Path)), request_body = ComponentAnswer,
     responses((status = 200, body = Answered), (status = 400, body = ErrorBody, description = "a body, or an answer the component refuses"),
               (status = 404, body = ErrorBody, description = "no such chat of yours, or INPUT_REQUEST_NOT_FOUND"),
+              (status = 409, body = ErrorBody, description = "REQUEST_KIND_MISMATCH: the id is pending as another kind of request; the message names the route that answers it"),
               (status = 413, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub(super) async fn answer_component(
     State(state): State<AppState>,
@@ -116,6 +120,7 @@ pub(super) async fn answer_component(
     params(("id" = Uuid, Path), ("tool_call_id" = String, Path)), request_body = ApprovalAnswer,
     responses((status = 200, body = Answered), (status = 400, body = ErrorBody),
               (status = 404, body = ErrorBody, description = "no such chat of yours, or INPUT_REQUEST_NOT_FOUND"),
+              (status = 409, body = ErrorBody, description = "REQUEST_KIND_MISMATCH: the id is pending as another kind of request; the message names the route that answers it"),
               (status = 429, body = ErrorBody)))]
 pub(super) async fn approve(
     State(state): State<AppState>,

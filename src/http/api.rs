@@ -357,6 +357,12 @@ pub struct ConnectionBody {
     /// SQLite: a file in the server's `connection_files_dir`.
     #[serde(default)]
     pub path: Option<String>,
+    /// PostgreSQL: bind even a role that can do more than read (a
+    /// superuser, a member of `pg_write_server_files`,
+    /// `pg_execute_server_program`, `pg_signal_backend` or
+    /// `pg_read_server_files`); the server logs a warning.
+    #[serde(default)]
+    pub allow_privileged_role: bool,
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>)]
     pub password: Option<Option<String>>,
@@ -385,6 +391,9 @@ pub struct ConnectionView {
     pub username: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Present (`true`) only when set.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_privileged_role: bool,
     pub has_password: bool,
     pub created_at: String,
     pub updated_at: String,

@@ -56,6 +56,7 @@ fn view(c: Connection) -> ConnectionView {
         database: c.spec.database,
         username: c.spec.username,
         path: c.spec.path,
+        allow_privileged_role: c.spec.allow_privileged_role,
         has_password: c.has_password,
         created_at: rfc3339(c.created_at),
         updated_at: rfc3339(c.updated_at),
@@ -87,6 +88,7 @@ fn spec_of(body: &Bytes) -> Result<(ConnectionSpec, Option<Option<String>>), Api
         database: b.database,
         username: b.username,
         path: b.path,
+        allow_privileged_role: b.allow_privileged_role,
     };
     Ok((spec, b.password))
 }
@@ -123,7 +125,7 @@ pub(super) async fn create(
 
 /// One of the caller's connections.
 #[utoipa::path(get, path = "/v1/connections/{id}", tag = "connections", params(("id" = Uuid, Path)),
-    responses((status = 200, body = ConnectionView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = ConnectionView), (status = 404, body = ErrorBody, description = "CONNECTION_NOT_FOUND")))]
 pub(super) async fn one(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
@@ -137,7 +139,8 @@ pub(super) async fn one(
 /// removes it.
 #[utoipa::path(put, path = "/v1/connections/{id}", tag = "connections", params(("id" = Uuid, Path)),
     request_body = ConnectionBody,
-    responses((status = 200, body = ConnectionView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = ConnectionView), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody, description = "CONNECTION_NOT_FOUND")))]
 pub(super) async fn update(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
@@ -157,7 +160,7 @@ pub(super) async fn update(
 
 /// Deletes a connection.
 #[utoipa::path(delete, path = "/v1/connections/{id}", tag = "connections", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 404, body = ErrorBody)))]
+    responses((status = 204), (status = 404, body = ErrorBody, description = "CONNECTION_NOT_FOUND")))]
 pub(super) async fn remove(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
@@ -173,8 +176,10 @@ pub(super) async fn remove(
 /// chat for the model's prompt.
 #[utoipa::path(post, path = "/v1/chats/{id}/connection", tag = "connections", params(("id" = Uuid, Path)),
     request_body = BindConnection,
-    responses((status = 200, body = ChatStateView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
-              (status = 409, body = ErrorBody, description = "the password cannot be decrypted with this master key"),
+    responses((status = 200, body = ChatStateView),
+              (status = 400, body = ErrorBody, description = "a bad body; a host refused now; a role that can do more than read (SCHEMA_VALIDATION_FAILED)"),
+              (status = 404, body = ErrorBody, description = "no such chat of yours (RESUME_FAILED), or connection (CONNECTION_NOT_FOUND)"),
+              (status = 409, body = ErrorBody, description = "MASTER_KEY_MISMATCH: the password cannot be decrypted with this master key"),
               (status = 502, body = ErrorBody, description = "the database cannot be reached")))]
 pub(super) async fn bind(
     State(state): State<AppState>,
@@ -223,10 +228,12 @@ async fn chat_state_of(state: &AppState, id: Uuid, user: &str) -> Result<ChatSta
 impl From<DbError> for ApiError {
     fn from(e: DbError) -> Self {
         match e {
-            DbError::NotFound => ApiError::NotFound(e.to_string()),
-            DbError::Invalid(_) | DbError::NoMasterKey => ApiError::BadRequest(e.to_string()),
+            DbError::NotFound => ApiError::ConnectionNotFound(e.to_string()),
+            DbError::Invalid(_) | DbError::NoMasterKey | DbError::Privileged { .. } => {
+                ApiError::BadRequest(e.to_string())
+            }
             DbError::Unreachable(_) => ApiError::Upstream(e.to_string()),
-            DbError::Vault(_) => ApiError::Conflict(format!(
+            DbError::Vault(_) => ApiError::MasterKey(format!(
                 "{e}: save the connection's password again under this key"
             )),
             DbError::Store(_) | DbError::Corrupt(_) => ApiError::Internal(e.to_string()),

@@ -27,10 +27,13 @@ pub enum ApiError {
     /// The request conflicts with what exists.
     #[error("{0}")]
     Conflict(String),
-    /// A named thing (a connection) that does not exist, or is not the
-    /// caller's: 404 `WORKFLOW_NOT_FOUND`.
+    /// A database connection that does not exist, or is not the caller's:
+    /// 404 `CONNECTION_NOT_FOUND`.
     #[error("{0}")]
-    NotFound(String),
+    ConnectionNotFound(String),
+    /// A password sealed under another master key: 409 `MASTER_KEY_MISMATCH`.
+    #[error("{0}")]
+    MasterKey(String),
     /// A server we forward to could not be used.
     #[error("{0}")]
     Upstream(String),
@@ -55,9 +58,14 @@ impl IntoResponse for ApiError {
                 ErrorCode::SchemaValidationFailed,
                 m.clone(),
             ),
-            Self::NotFound(m) => (
+            Self::ConnectionNotFound(m) => (
                 StatusCode::NOT_FOUND,
-                ErrorCode::WorkflowNotFound,
+                ErrorCode::ConnectionNotFound,
+                m.clone(),
+            ),
+            Self::MasterKey(m) => (
+                StatusCode::CONFLICT,
+                ErrorCode::MasterKeyMismatch,
                 m.clone(),
             ),
             Self::Upstream(m) => (
@@ -79,6 +87,7 @@ impl IntoResponse for ApiError {
                     | SessionError::RequestNotFound(_)
                     | SessionError::UnknownWorkflow(_) => StatusCode::NOT_FOUND,
                     SessionError::RunInProgress
+                    | SessionError::OtherKind(_)
                     | SessionError::Archived
                     | SessionError::IllegalTransition(_) => StatusCode::CONFLICT,
                     SessionError::TooManySubscriptions => StatusCode::TOO_MANY_REQUESTS,

@@ -7,10 +7,26 @@
 //! keep-alive connection is closed after the same time (hyper's header timer
 //! runs while it waits for the next request). Upgraded WebSockets leave
 //! hyper and live by their own rules (`ws`).
+//!
+//! A response sent before its request's body was read (a 401, a 413, a
+//! route that takes no body) says `Connection: close`: hyper drops such a
+//! connection after the response, unless the body had already arrived, and
+//! a keep-alive client not told so sends its next request into a closed
+//! socket.
 
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -32,6 +48,7 @@ pub async fn serve(
     let stopping = CancellationToken::new();
     let connections = TaskTracker::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let app = app.layer(axum::middleware::from_fn(close_unread));
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -82,5 +99,57 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("HTTP requests still open after the shutdown grace");
+    }
+}
+
+/// Adds `Connection: close` to the response of a request whose body was
+/// not read to its end (see the module's doc).
+async fn close_unread(request: Request, next: Next) -> Response {
+    if request.body().is_end_stream() {
+        return next.run(request).await;
+    }
+    let read = Arc::new(AtomicBool::new(false));
+    let request = request.map(|inner| {
+        Body::new(Watched {
+            inner,
+            read: read.clone(),
+        })
+    });
+    let mut response = next.run(request).await;
+    if !read.load(Ordering::Relaxed) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// A request body that says when it has been read to its end.
+struct Watched {
+    inner: Body,
+    read: Arc<AtomicBool>,
+}
+
+impl HttpBody for Watched {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.read.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }

@@ -2,8 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Every `error_code` the server sends. Seed 001's table plus `RUN_IN_PROGRESS`
-/// and `UNAUTHORIZED`.
+/// Every `error_code` the server sends. Seed 001's table plus `RUN_IN_PROGRESS`,
+/// `UNAUTHORIZED`, and the codes of HTTP routes that name what went wrong
+/// there (`CONNECTION_NOT_FOUND`, `MASTER_KEY_MISMATCH`,
+/// `REQUEST_KIND_MISMATCH`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
@@ -19,6 +21,13 @@ pub enum ErrorCode {
     RateLimitExceeded,
     RunInProgress,
     Unauthorized,
+    /// No database connection of that id is the caller's.
+    ConnectionNotFound,
+    /// A connection's password was sealed under another master key.
+    MasterKeyMismatch,
+    /// An answer sent to the route (or message) of another kind of request:
+    /// an input answered as a component, or the other way round.
+    RequestKindMismatch,
 }
 
 impl ErrorCode {
@@ -37,6 +46,9 @@ impl ErrorCode {
             Self::RateLimitExceeded => "RATE_LIMIT_EXCEEDED",
             Self::RunInProgress => "RUN_IN_PROGRESS",
             Self::Unauthorized => "UNAUTHORIZED",
+            Self::ConnectionNotFound => "CONNECTION_NOT_FOUND",
+            Self::MasterKeyMismatch => "MASTER_KEY_MISMATCH",
+            Self::RequestKindMismatch => "REQUEST_KIND_MISMATCH",
         }
     }
 }

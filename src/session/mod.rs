@@ -88,6 +88,10 @@ pub enum SessionError {
     Archived,
     #[error("no pending request `{0}`")]
     RequestNotFound(String),
+    /// An answer to a request that is pending, but of another kind: the
+    /// message says which message and route answer it.
+    #[error("{0}")]
+    OtherKind(String),
     #[error("invalid patch: {0}")]
     InvalidPatch(String),
     /// A template conversation cannot go from its state to the one asked.
@@ -150,6 +154,7 @@ impl SessionError {
             Self::AgentMissing(_) => ErrorCode::AgentInitializationFailed,
             Self::RunInProgress => ErrorCode::RunInProgress,
             Self::RequestNotFound(_) => ErrorCode::InputRequestNotFound,
+            Self::OtherKind(_) => ErrorCode::RequestKindMismatch,
             Self::InvalidPatch(_)
             | Self::InvalidAnswer(_)
             | Self::InvalidParameters(_)

@@ -116,6 +116,18 @@ impl Workflow {
         let validator = jsonschema::options()
             .build(&parameters)
             .map_err(|e| format!("parameters: not a valid JSON Schema: {e}"))?;
+        let declared: Vec<&String> = parameters["properties"]
+            .as_object()
+            .map(|p| p.keys().collect())
+            .unwrap_or_default();
+        if let Some(prompt) = &file.prompt {
+            check_placeholders(prompt, &declared, "prompt")?;
+        }
+        for (i, step) in file.steps.iter().enumerate() {
+            for text in strings(&step.input) {
+                check_placeholders(text, &declared, &format!("steps[{i}].input"))?;
+            }
+        }
         let kinds = [
             file.http.is_some(),
             file.prompt.is_some(),
@@ -291,32 +303,105 @@ impl WorkflowRegistry {
     }
 }
 
+/// The first `{name}` placeholder of `text`: its byte offset and name. A
+/// name is ASCII letters, digits, `_`, `-` and `.`; other braces are text
+/// (JSON in a prompt stays as written).
+fn next_placeholder(text: &str) -> Option<(usize, &str)> {
+    let mut from = 0;
+    while let Some(open) = text[from..].find('{').map(|i| from + i) {
+        let after = &text[open + 1..];
+        let len = after
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+            .count();
+        if len > 0 && after.as_bytes().get(len) == Some(&b'}') {
+            return Some((open, &after[..len]));
+        }
+        from = open + 1;
+    }
+    None
+}
+
+/// Every placeholder name of `text`, in order.
+fn placeholders(mut text: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    while let Some((open, name)) = next_placeholder(text) {
+        names.push(name);
+        text = &text[open + name.len() + 2..];
+    }
+    names
+}
+
+/// Checks that every placeholder of `text` names a parameter.
+fn check_placeholders(text: &str, declared: &[&String], at: &str) -> Result<(), String> {
+    match placeholders(text)
+        .into_iter()
+        .find(|name| !declared.iter().any(|d| d == name))
+    {
+        None => Ok(()),
+        Some(name) if declared.is_empty() => Err(format!(
+            "{at}: `{{{name}}}` is not a parameter (this workflow declares none under parameters.properties)"
+        )),
+        Some(name) => Err(format!(
+            "{at}: `{{{name}}}` is not a parameter (parameters.properties has {})",
+            declared
+                .iter()
+                .map(|d| format!("`{d}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Every string of a JSON template.
+fn strings(value: &Value) -> Vec<&str> {
+    match value {
+        Value::String(s) => vec![s],
+        Value::Array(items) => items.iter().flat_map(strings).collect(),
+        Value::Object(map) => map.values().flat_map(strings).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// What is left of `rest` once an empty value took a placeholder's place
+/// (its end in `out`): the gap it leaves is closed — the line it had to
+/// itself goes (and a blank line it doubled), a space beside it goes.
+fn close_gap<'a>(out: &mut String, rest: &'a str) -> &'a str {
+    if out.is_empty() || out.ends_with('\n') {
+        let after = rest.trim_start_matches([' ', '\t']);
+        return match after.strip_prefix('\n') {
+            Some(next) if out.is_empty() => next.trim_start_matches('\n'),
+            Some(next) if out.ends_with("\n\n") => next.strip_prefix('\n').unwrap_or(next),
+            Some(next) => next,
+            None => after,
+        };
+    }
+    let closes = rest
+        .chars()
+        .next()
+        .is_none_or(|c| c.is_whitespace() || ".,;:!?)]".contains(c));
+    if closes {
+        out.truncate(out.trim_end_matches([' ', '\t']).len());
+    }
+    rest
+}
+
 /// Fills `{name}` placeholders of a text with the parameters (strings as
-/// they are, anything else as JSON); unknown names stay as written. One scan
-/// of the template: a value is never read for placeholders itself (else a
-/// value naming another could multiply the text).
+/// they are, anything else as JSON); a parameter not given (or null, or an
+/// empty string) leaves nothing, and no double space or blank line either.
+/// One scan of the template: a value is never read for placeholders itself
+/// (else a value naming another could multiply the text).
 pub fn fill_text(template: &str, parameters: &Value) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
-    while let Some(open) = rest.find('{') {
+    while let Some((open, name)) = next_placeholder(rest) {
         out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        let name = after
-            .find('}')
-            .map(|close| &after[..close])
-            .filter(|name| !name.contains('{'));
-        match name.and_then(|n| parameters.get(n).map(|v| (n, v))) {
-            Some((name, value)) => {
-                match value.as_str() {
-                    Some(s) => out.push_str(s),
-                    None => out.push_str(&value.to_string()),
-                }
-                rest = &after[name.len() + 1..];
-            }
-            None => {
-                out.push('{');
-                rest = after;
-            }
+        rest = &rest[open + name.len() + 2..];
+        match parameters.get(name) {
+            None | Some(Value::Null) => rest = close_gap(&mut out, rest),
+            Some(Value::String(s)) if s.is_empty() => rest = close_gap(&mut out, rest),
+            Some(Value::String(s)) => out.push_str(s),
+            Some(value) => out.push_str(&value.to_string()),
         }
     }
     out.push_str(rest);
@@ -328,8 +413,8 @@ pub fn fill_text(template: &str, parameters: &Value) -> String {
 /// [`fill_text`]; a parameter that was not given becomes `null`.
 pub fn fill_json(template: &Value, parameters: &Value) -> Value {
     match template {
-        Value::String(s) => match s.strip_prefix('{').and_then(|r| r.strip_suffix('}')) {
-            Some(name) if !name.contains(['{', '}']) && parameters.as_object().is_some() => {
+        Value::String(s) => match next_placeholder(s) {
+            Some((0, name)) if name.len() + 2 == s.len() && parameters.as_object().is_some() => {
                 parameters.get(name).cloned().unwrap_or(Value::Null)
             }
             _ => Value::String(fill_text(s, parameters)),

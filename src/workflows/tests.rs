@@ -23,13 +23,16 @@ fn the_three_kinds_and_their_checks() {
         ),
         ("http", "Projects", "create")
     );
-    let prompt = parse("id: draft\nprompt: \"Write about {topic}\"\n").unwrap();
+    let prompt = parse(
+        "id: draft\nparameters: {type: object, properties: {topic: {type: string}}}\nprompt: \"Write about {topic}\"\n",
+    )
+    .unwrap();
     assert_eq!(
         (prompt.action.kind(), prompt.category.as_str()),
         ("prompt", DEFAULT_CATEGORY)
     );
     let steps = parse(
-        "id: s\nsteps: [{tool: count, input: {steps: \"{n}\"}}]\ntools: [{name: count, builtin: progress}]\n",
+        "id: s\nparameters: {type: object, properties: {n: {type: integer}}}\nsteps: [{tool: count, input: {steps: \"{n}\"}}]\ntools: [{name: count, builtin: progress}]\n",
     )
     .unwrap();
     assert_eq!(steps.action.kind(), "steps");
@@ -106,7 +109,12 @@ fn templates_fill_parameters() {
     let p = json!({"name": "Apollo", "size": 3, "tags": ["a"]});
     assert_eq!(
         fill_text("Create {name} ({size}) {tags} {missing}", &p),
-        "Create Apollo (3) [\"a\"] {missing}"
+        "Create Apollo (3) [\"a\"]"
+    );
+    // Braces around anything but a name are text.
+    assert_eq!(
+        fill_text("As {\"json\": {size}} or { name } or {}", &p),
+        "As {\"json\": 3} or { name } or {}"
     );
     assert_eq!(
         fill_json(
@@ -147,5 +155,58 @@ fn defaults_fill_what_the_caller_left_out() {
             .err()
             .unwrap_or_else(|| panic!("accepted: {text}"));
         assert!(err.contains(field), "{field} not in {err}");
+    }
+}
+
+#[test]
+fn every_placeholder_must_name_a_parameter() {
+    let form =
+        "parameters: {type: object, properties: {topic: {type: string}, tone: {type: string}}}\n";
+    for (text, says) in [
+        (
+            format!("id: a\n{form}prompt: \"Write about {{topik}}\"\n"),
+            "prompt: `{topik}` is not a parameter (parameters.properties has `tone`, `topic`)",
+        ),
+        (
+            "id: a\nprompt: \"Write about {topic}\"\n".to_owned(),
+            "prompt: `{topic}` is not a parameter (this workflow declares none",
+        ),
+        (
+            format!(
+                "id: a\n{form}steps: [{{tool: t, input: {{text: \"on {{topic}} by {{author}}\"}}}}]\ntools: [{{name: t, builtin: progress}}]\n"
+            ),
+            "steps[0].input: `{author}` is not a parameter",
+        ),
+    ] {
+        let err = parse(&text)
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {text}"));
+        assert!(err.contains(says), "{says} not in {err}");
+    }
+    // JSON in a prompt is not a placeholder.
+    parse(&format!(
+        "id: a\n{form}prompt: 'Answer as {{\"title\": \"…\"}} about {{topic}}'\n"
+    ))
+    .unwrap();
+}
+
+#[test]
+fn an_absent_optional_value_leaves_no_trace() {
+    let p = json!({"topic": "tides", "tone": "", "nothing": null});
+    for (template, filled) in [
+        (
+            "Write about {topic} in a {tone} voice.",
+            "Write about tides in a voice.",
+        ),
+        ("Summarize {topic} {tone}.", "Summarize tides."),
+        ("{tone} Write about {topic}", "Write about tides"),
+        ("Hello {who}, about {topic}", "Hello, about tides"),
+        ("Topic: {topic}\n{tone}\nEnd", "Topic: tides\nEnd"),
+        ("Topic: {topic}\n\n{tone}\n\nEnd", "Topic: tides\n\nEnd"),
+        ("{tone}\n\nWrite about {topic}", "Write about tides"),
+        ("Write about {topic}\n{nothing}", "Write about tides\n"),
+        ("({tone})", "()"),
+    ] {
+        assert_eq!(fill_text(template, &p), filled, "{template}");
     }
 }

@@ -164,3 +164,68 @@ async fn rs256_public_key_mode() {
         401
     );
 }
+
+/// One HTTP/1.1 response read off a kept-alive connection: status, headers
+/// (lower-cased), body.
+async fn response(stream: &mut tokio::net::TcpStream) -> (u16, String, String) {
+    use tokio::io::AsyncReadExt;
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).await.unwrap(), 1, "{raw:?}");
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8(raw).unwrap().to_ascii_lowercase();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |n| n.trim().parse().unwrap());
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).await.unwrap();
+    (status, head, String::from_utf8(body).unwrap())
+}
+
+/// A 401 sent before the request's body arrived says `Connection: close`
+/// (the server drops that connection), so a keep-alive client opens a new
+/// one for its next request instead of sending it into a closed socket;
+/// a request whose body was read keeps its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_before_the_body_says_the_connection_closes() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = jwt_server().await;
+    let host = server.addr;
+    let mut refused = tokio::net::TcpStream::connect(host).await.unwrap();
+    let head = format!(
+        "POST /v1/chats HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n"
+    );
+    refused.write_all(head.as_bytes()).await.unwrap();
+    let (status, headers, _) = response(&mut refused).await;
+    assert_eq!(status, 401);
+    assert!(headers.contains("\r\nconnection: close\r\n"), "{headers}");
+    // …and it is closed, as said.
+    refused.write_all(b"{}").await.ok();
+    let mut rest = Vec::new();
+    let _ = refused.read_to_end(&mut rest).await;
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+
+    // Two requests on one connection, each body read: it stays open.
+    let bearer = token("alice", 600, SECRET);
+    let mut kept = tokio::net::TcpStream::connect(host).await.unwrap();
+    let body = json!({"agent": "demo"}).to_string();
+    let requests = [
+        format!(
+            "POST /v1/chats HTTP/1.1\r\nHost: {host}\r\nauthorization: Bearer {bearer}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+        format!("GET /v1/chats HTTP/1.1\r\nHost: {host}\r\nauthorization: Bearer {bearer}\r\n\r\n"),
+    ];
+    let mut statuses = Vec::new();
+    for request in requests {
+        kept.write_all(request.as_bytes()).await.unwrap();
+        let (status, headers, body) = response(&mut kept).await;
+        assert!(!headers.contains("connection: close"), "{headers}");
+        statuses.push((status, body.contains("\"chats\"")));
+    }
+    assert_eq!(statuses, [(201, false), (200, true)]);
+}

@@ -8,6 +8,8 @@ use crate::input::files_containing;
 use crate::support::*;
 
 const PASSWORD: &str = "correct-horse-battery-staple-7731";
+/// A public address (TEST-NET-3): accepted, never connected to here.
+const HOST: &str = "203.0.113.5";
 const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 
 fn settings(files: Option<std::path::PathBuf>) -> agentwire::config::Settings {
@@ -31,7 +33,7 @@ async fn a_password_goes_in_encrypted_and_never_comes_out() {
         ..Default::default()
     })
     .await;
-    let pg = json!({"name": "warehouse", "driver": "postgres", "host": "db.internal", "port": 5432,
+    let pg = json!({"name": "warehouse", "driver": "postgres", "host": HOST, "port": 5432,
                     "database": "shop", "username": "analyst", "password": PASSWORD});
     let (status, made) = send(&server, "POST", "/connections", pg.clone()).await;
     assert_eq!(status, 201, "{made}");
@@ -85,7 +87,7 @@ async fn a_password_goes_in_encrypted_and_never_comes_out() {
     // Not in the database or its WAL.
     if !on_postgres() {
         assert!(server.data_dir().join("agentwire.db-wal").exists());
-        let seen: Vec<String> = files_containing(&server.data_dir(), b"db.internal");
+        let seen: Vec<String> = files_containing(&server.data_dir(), HOST.as_bytes());
         assert!(!seen.is_empty(), "the scan reads the stored connection");
         assert_eq!(
             files_containing(&server.data_dir(), PASSWORD.as_bytes()),
@@ -95,7 +97,7 @@ async fn a_password_goes_in_encrypted_and_never_comes_out() {
 
     // A kept password does not follow the connection to another host.
     let mut moved = renamed.clone();
-    moved["host"] = json!("elsewhere.example");
+    moved["host"] = json!("198.51.100.7");
     let (status, err) = send(&server, "PUT", &format!("/connections/{id}"), moved).await;
     assert_eq!(status, 400, "{err}");
     assert!(
@@ -114,7 +116,7 @@ async fn a_password_goes_in_encrypted_and_never_comes_out() {
     let (status, gone) = http_json(&server, "GET", &format!("/v1/connections/{id}"), "").await;
     assert_eq!(
         (status, gone["error"]["code"].clone()),
-        (404, json!("WORKFLOW_NOT_FOUND"))
+        (404, json!("CONNECTION_NOT_FOUND"))
     );
 }
 
@@ -132,7 +134,7 @@ async fn bad_connections_are_refused_with_what_is_wrong() {
         ..Default::default()
     })
     .await;
-    let pg = json!({"name": "w", "driver": "postgres", "host": "db", "database": "shop", "username": "u", "password": "x"});
+    let pg = json!({"name": "w", "driver": "postgres", "host": HOST, "database": "shop", "username": "u", "password": "x"});
     let (status, err) = send(&server, "POST", "/v1/connections", pg).await;
     assert_eq!(status, 400);
     assert!(
@@ -149,7 +151,7 @@ async fn bad_connections_are_refused_with_what_is_wrong() {
             "host",
         ),
         (
-            json!({"name": "w", "driver": "postgres", "host": "db", "database": "shop"}),
+            json!({"name": "w", "driver": "postgres", "host": HOST, "database": "shop"}),
             "username",
         ),
         (
@@ -211,7 +213,7 @@ async fn a_user_sees_and_changes_only_their_own() {
     let client = agentwire::llm::http_client();
     let url = |p: &str| format!("http://{}{p}", server.addr);
     let (alice, bob) = (token("alice", 600, SECRET), token("bob", 600, SECRET));
-    let body = json!({"name": "w", "driver": "postgres", "host": "db", "database": "shop", "username": "u", "password": PASSWORD});
+    let body = json!({"name": "w", "driver": "postgres", "host": HOST, "database": "shop", "username": "u", "password": PASSWORD});
     let made: Value = client
         .post(url("/v1/connections"))
         .bearer_auth(&alice)
@@ -258,16 +260,14 @@ async fn a_user_sees_and_changes_only_their_own() {
         ),
         404
     );
-    let theirs: Value = client
-        .get(url("/connections"))
-        .bearer_auth(&bob)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(theirs["connections"], json!([]));
+    let bobs = |p: &str| {
+        let sent = client.get(url(p)).bearer_auth(&bob).send();
+        async move { sent.await.unwrap().json::<Value>().await.unwrap() }
+    };
+    assert_eq!(bobs("/connections").await["connections"], json!([]));
+    // Said as what it is: no connection of that id is Bob's.
+    let err = bobs(&path).await;
+    assert_eq!(err["error"]["code"], "CONNECTION_NOT_FOUND", "{err}");
     assert_eq!(status(client.get(url(&path)).send().await.unwrap()), 401);
     assert_eq!(
         status(
@@ -280,4 +280,54 @@ async fn a_user_sees_and_changes_only_their_own() {
         ),
         200
     );
+}
+
+/// With no `connection_hosts`, a host that leads to the server's own network
+/// is refused however it is written: numbers in the forms only some parsers
+/// read (each 127.0.0.1 or 10.0.0.1), and a name that resolves inside.
+/// Nothing is stored, and a connection cannot be moved there either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_inside_is_refused_however_it_is_written() {
+    let server = Server::start_with(Opts {
+        settings: settings(None),
+        ..Default::default()
+    })
+    .await;
+    let pg = |host: &str| {
+        json!({"name": "w", "driver": "postgres", "host": host, "port": 5432,
+               "database": "shop", "username": "u"})
+    };
+    for (host, says) in [
+        ("127.1", "usual form"),
+        ("2130706433", "usual form"),
+        ("0x7f000001", "usual form"),
+        ("0177.0.0.1", "usual form"),
+        ("0", "usual form"),
+        ("10.1", "usual form"),
+        ("0.0.0.0", "own network"),
+        ("[::ffff:127.0.0.1]", "own network"),
+        ("localhost", "resolves to 127.0.0.1"),
+    ] {
+        let (status, err) = send(&server, "POST", "/v1/connections", pg(host)).await;
+        assert_eq!(
+            (status, &err["error"]["code"]),
+            (400, &json!("SCHEMA_VALIDATION_FAILED")),
+            "{host}: {err}"
+        );
+        let message = err["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(says) && message.contains(host),
+            "{host}: {err}"
+        );
+    }
+    let (_, list) = http_json(&server, "GET", "/v1/connections", "").await;
+    assert_eq!(list["connections"], json!([]), "nothing was stored");
+
+    let (status, made) = send(&server, "POST", "/v1/connections", pg(HOST)).await;
+    assert_eq!(status, 201, "{made}");
+    let path = format!("/v1/connections/{}", made["id"].as_str().unwrap());
+    let (status, err) = send(&server, "PUT", &path, pg("127.1")).await;
+    assert_eq!(status, 400, "{err}");
+    let (_, kept) = http_json(&server, "GET", &path, "").await;
+    assert_eq!(kept["host"], HOST);
 }

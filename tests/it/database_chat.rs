@@ -86,6 +86,26 @@ async fn start(
     }
 }
 
+/// A fresh database on the suite's PostgreSQL (None: no PostgreSQL here):
+/// its URL and a connection as the server's superuser.
+async fn fresh_postgres() -> Option<(String, sqlx::PgConnection)> {
+    let url = agentwire::testing::postgres()?.fresh_database().await;
+    let db = sqlx::PgConnection::connect(&url).await.unwrap();
+    Some((url, db))
+}
+
+/// A connection's body for the database at `url`, as `username`, with `more`.
+fn pg_connection(url: &str, username: &str, more: Value) -> Value {
+    let parsed = reqwest::Url::parse(url).unwrap();
+    let mut body = json!({"name": username, "driver": "postgres", "host": parsed.host_str().unwrap(),
+        "port": parsed.port().unwrap_or(5432), "database": parsed.path().trim_start_matches('/'),
+        "username": username});
+    body.as_object_mut()
+        .unwrap()
+        .extend(more.as_object().unwrap().clone());
+    body
+}
+
 async fn post(server: &Server, path: &str, body: Value) -> (u16, Value) {
     http_json(server, "POST", path, &body.to_string()).await
 }
@@ -125,10 +145,12 @@ async fn ask(server: &Server, llm: &MockServer, connection: &str) -> String {
         .map(|e| &e.data["content"])
         .collect();
     assert_eq!(results.len(), 2, "{events:?}");
+    // The refused write is told plainly to the model, not as the syntax
+    // error our wrapping made of it.
+    let refused = results[0].as_str().unwrap();
     assert!(
-        results[0].as_str().unwrap().starts_with("Query failed"),
-        "{}",
-        results[0]
+        refused.starts_with("Query failed: only one read-only SELECT may run"),
+        "{refused}"
     );
     assert_eq!(results[1]["columns"], json!(["region", "total"]));
     assert_eq!(results[1]["rows"][0][0], "North");
@@ -205,11 +227,9 @@ async fn a_sqlite_file_answers_and_a_write_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_database_with_a_password_and_a_changed_master_key() {
-    let Some(pg) = agentwire::testing::postgres() else {
+    let Some((url, mut db)) = fresh_postgres().await else {
         return;
     };
-    let url = pg.fresh_database().await;
-    let mut db = sqlx::PgConnection::connect(&url).await.unwrap();
     for s in SALES {
         sqlx::query(*s).execute(&mut db).await.unwrap();
     }
@@ -222,13 +242,14 @@ async fn a_postgres_database_with_a_password_and_a_changed_master_key() {
         .execute(&mut db)
         .await
         .unwrap();
-    let parsed = reqwest::Url::parse(&url).unwrap();
     let files = tempfile::tempdir().unwrap();
     let llm = MockServer::start(replies("UPDATE sales SET amount = 0")).await;
     let server = start(&llm, files.path(), KEY, None).await;
-    let body = json!({"name": "warehouse", "driver": "postgres", "host": parsed.host_str().unwrap(),
-        "port": parsed.port().unwrap_or(5432), "database": parsed.path().trim_start_matches('/'),
-        "username": "analyst", "password": "pw-analyst-42"});
+    let body = pg_connection(
+        &url,
+        "analyst",
+        json!({"name": "warehouse", "password": "pw-analyst-42"}),
+    );
     let (status, c) = post(&server, "/v1/connections", body).await;
     assert_eq!(status, 201, "{c}");
     let id = c["id"].as_str().unwrap().to_owned();
@@ -251,7 +272,11 @@ async fn a_postgres_database_with_a_password_and_a_changed_master_key() {
         json!({"connection_id": id}),
     )
     .await;
-    assert_eq!(status, 409, "{err}");
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (409, &json!("MASTER_KEY_MISMATCH")),
+        "{err}"
+    );
     assert!(
         err["error"]["message"]
             .as_str()
@@ -453,4 +478,68 @@ async fn a_chart_after_three_bad_specs_and_an_error_after_four() {
         events.last().unwrap().data["full_response"],
         "No chart, sorry."
     );
+}
+
+/// A role that can do more than read (a superuser, a member of
+/// `pg_signal_backend`…) is refused at the binding unless its connection
+/// says `allow_privileged_role: true`; nothing is bound when refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_role_that_can_do_more_than_read_is_not_bound() {
+    let Some((url, mut db)) = fresh_postgres().await else {
+        return;
+    };
+    let signals = format!("signals_{}", uuid::Uuid::new_v4().simple());
+    for s in [
+        format!("CREATE ROLE {signals} LOGIN"),
+        format!("GRANT pg_signal_backend TO {signals}"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(s))
+            .execute(&mut db)
+            .await
+            .unwrap();
+    }
+    let files = tempfile::tempdir().unwrap();
+    let llm = MockServer::start(vec![]).await;
+    let server = start(&llm, files.path(), KEY, None).await;
+    let connection = |user: &str, allow: bool| {
+        pg_connection(&url, user, json!({"allow_privileged_role": allow}))
+    };
+    let bind = |connection: Value| {
+        let server = &server;
+        async move {
+            let (status, c) = post(server, "/v1/connections", connection).await;
+            assert_eq!(status, 201, "{c}");
+            let (_, t) = post(server, "/chat", json!({"agent": "analyst"})).await;
+            let thread = t["thread_id"].as_str().unwrap().to_owned();
+            let (status, answer) = post(
+                server,
+                &format!("/chat/{thread}/connection"),
+                json!({"connection_id": c["id"]}),
+            )
+            .await;
+            let (_, state) = http_json(server, "GET", &format!("/chat/{thread}/state"), "").await;
+            (status, answer, state)
+        }
+    };
+    // The test server's own `postgres` user is a superuser.
+    for (user, power) in [
+        ("postgres", "superuser"),
+        (signals.as_str(), "pg_signal_backend"),
+    ] {
+        let (status, err, state) = bind(connection(user, false)).await;
+        assert_eq!(
+            (status, &err["error"]["code"]),
+            (400, &json!("SCHEMA_VALIDATION_FAILED")),
+            "{user}: {err}"
+        );
+        let message = err["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(power) && message.contains("allow_privileged_role"),
+            "{message}"
+        );
+        assert_eq!(state["connection"], Value::Null, "nothing was bound");
+    }
+    let (status, bound, _) = bind(connection("postgres", true)).await;
+    assert_eq!(status, 200, "{bound}");
+    assert_eq!(bound["db_schema"], "The database has no tables.\n");
 }

@@ -463,6 +463,24 @@ async fn bad_answers_get_their_error_and_change_nothing() {
     let other = format!("/v1/chats/{chat}/inputs/nope");
     let r = send(&alice, &other, json!({"text": "x"})).await.unwrap();
     assert_eq!(code(r).await, (404, "INPUT_REQUEST_NOT_FOUND".to_owned()));
+    // The input answered as a component: pending, but answered elsewhere,
+    // and the error says where.
+    let request_id = answer_url.rsplit('/').next().unwrap();
+    let r = send(
+        &alice,
+        &format!("/v1/chats/{chat}/components/{request_id}"),
+        json!({"data": {"text": "Rome"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 409);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "REQUEST_KIND_MISMATCH", "{err}");
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("input request") && message.contains(&format!("POST {answer_url}")),
+        "{message}"
+    );
     let r = send(
         &alice,
         &format!("/v1/chats/{chat}/approvals/nope"),

@@ -146,7 +146,7 @@ async fn oversize_bodies_and_other_users_are_refused_on_every_new_route() {
     let (status, err) = bob.post(&format!("/chat/{his}/connection"), bind).await;
     assert_eq!(
         (status, err["error"]["code"].clone()),
-        (404, json!("WORKFLOW_NOT_FOUND"))
+        (404, json!("CONNECTION_NOT_FOUND"))
     );
     // `/chat` belongs to its caller: Bob's new thread is his, not Alice's.
     let (status, _) = alice.send("GET", &format!("/chat/{his}/state"), None).await;

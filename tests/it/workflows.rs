@@ -39,7 +39,7 @@ fn workflows(url: &str) -> Vec<(&'static str, String)> {
         ),
         (
             "summarize.yaml",
-            "id: summarize\ntitle: Summarize\ncategory: Writing\nparameters: {type: object, properties: {topic: {type: string}, how: {type: string, default: briefly}}, required: [topic]}\nprompt: \"Summarize {topic} {how}.\"\n".into(),
+            "id: summarize\ntitle: Summarize\ncategory: Writing\nparameters: {type: object, properties: {topic: {type: string}, how: {type: string, default: briefly}, tone: {type: string}}, required: [topic]}\nprompt: \"Summarize {topic} {how} {tone}.\"\n".into(),
         ),
         (
             "count.yaml",
@@ -341,9 +341,20 @@ async fn a_prompt_workflow_starts_the_chats_agent() {
         .into_iter()
         .find(|m| m["agent"] == "user")
         .unwrap();
-    // `how` was left out: its schema default filled it.
+    // `how` was left out: its schema default filled it; `tone`, optional
+    // with no default, leaves nothing (not `{tone}`, nor a space).
     assert_eq!(user["content"], "Summarize tides briefly.");
     assert_eq!(last_text(&msgs), "You said: Summarize tides briefly.");
+    for tone in [json!(""), json!("gently")] {
+        let given = json!({"parameters": {"topic": "tides", "tone": tone}});
+        assert_eq!(invoke(&server, chat, "summarize", given, None).await.0, 202);
+        let msgs = c.until_complete(chat).await;
+        let said = format!(
+            "Summarize tides briefly{}.",
+            if tone == "" { "" } else { " gently" }
+        );
+        assert_eq!(last_text(&msgs), format!("You said: {said}"));
+    }
     assert_eq!(of_type(&msgs, "chat.select_speaker").len(), 1);
     assert_eq!(msgs.last().unwrap()["reason"], "completed");
 

@@ -321,7 +321,7 @@ impl Actor {
     ) -> Result<(), SessionError> {
         self.owned(user)?;
         let Some(asked) = self.inputs.get(&request_id) else {
-            return Err(SessionError::RequestNotFound(request_id));
+            return Err(self.not_pending(request_id));
         };
         // A choice takes one of its options (or its 1-based number), as
         // written; anything else is refused and the request stays open.
@@ -389,7 +389,7 @@ impl Actor {
         let pending = self
             .components
             .remove(corr)
-            .ok_or_else(|| SessionError::RequestNotFound(corr.to_owned()))?;
+            .ok_or_else(|| self.not_pending(corr.to_owned()))?;
         if let Some(check) = &pending.check
             && let Err(why) = check.verify(&data)
         {

@@ -1,13 +1,14 @@
 //! What a run asks of a person, on the actor's side: an input request or a
 //! UI tool call logged and registered with its deadline (or, for a run a
 //! restart cut off, registered again without logging), an answer key kept,
-//! and the requests whose time ran out.
+//! the requests whose time ran out, and what an answer to none is told.
 
 use tokio::time::Instant;
 
 use super::{Actor, PendingComponent, PendingInput};
 use crate::link::{ComponentOutcome, InputOutcome, RunMsg};
 use crate::protocol::{ErrorCode, EventKind};
+use crate::session::SessionError;
 use crate::store::StoreError;
 
 impl Actor {
@@ -189,5 +190,28 @@ impl Actor {
             }
             let _ = pending.respond.send(ComponentOutcome::TimedOut);
         }
+    }
+
+    /// The error for an answer to `id` that no request of its kind waits
+    /// for: if a request of the other kind does, which message and route
+    /// answer it.
+    pub(super) fn not_pending(&self, id: String) -> SessionError {
+        let chat = self.chat_id;
+        let route = if self.inputs.contains_key(&id) {
+            format!(
+                "an input request: answer it with `user.input.submit` or POST /v1/chats/{chat}/inputs/{id}"
+            )
+        } else if self.components.get(&id).is_some_and(|p| p.approval) {
+            format!(
+                "an approval: answer it with `inline_component.result` or POST /v1/chats/{chat}/approvals/{id}"
+            )
+        } else if self.components.contains_key(&id) {
+            format!(
+                "a UI component: answer it with `inline_component.result` or POST /v1/chats/{chat}/components/{id}"
+            )
+        } else {
+            return SessionError::RequestNotFound(id);
+        };
+        SessionError::OtherKind(format!("request `{id}` is pending, as {route}"))
     }
 }
