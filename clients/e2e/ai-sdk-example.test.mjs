@@ -15,6 +15,7 @@ import { after, before, test } from 'node:test';
 import { chromium } from 'playwright-core';
 
 import { freePort, startServer, tempDir } from '../js/test/support/helpers.mjs';
+import { type } from './support.mjs';
 
 const APP = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', 'ai-sdk-react');
 if (!existsSync(join(APP, 'dist', 'app.js'))) {
@@ -65,7 +66,7 @@ async function open(query = '') {
 }
 
 async function say(page, text) {
-  await page.fill('input[name=text]', text);
+  await type(page.locator('input[name=text]'), text);
   await page.press('input[name=text]', 'Enter');
 }
 
@@ -79,7 +80,7 @@ for (const transport of ['http', 'ws']) {
     await say(page, 'ask: Your name?');
     const form = page.locator('form.tool');
     await form.waitFor();
-    await form.locator('input').fill('Ada');
+    await type(form.locator('input'), 'Ada');
     await form.locator('button').click();
     await assistant(page).filter({ hasText: 'You answered: Ada' }).waitFor({ timeout: 20000 });
     await page.close();

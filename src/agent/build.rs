@@ -95,6 +95,21 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
+    /// The tools its file declares by name (a group's: its members' too,
+    /// and `handoff_to`): a client may know them ahead; an MCP server's,
+    /// a client's own and a workflow's are known only when called.
+    pub fn declared_tools(&self) -> std::collections::HashSet<String> {
+        let mut names: std::collections::HashSet<String> =
+            self.tools.iter().map(|t| t.name.clone()).collect();
+        if let Some(group) = &self.group {
+            for m in &group.members {
+                names.extend(m.agent.declared_tools());
+            }
+            names.extend(group.handoff_tool.iter().map(|t| t.name.clone()));
+        }
+        names
+    }
+
     /// Builds an agent from the text of an agent file (not a group: those
     /// need the other agents, see `group::build`).
     ///

@@ -157,11 +157,12 @@ pub(super) async fn send(
             .await?;
             // The run the user's words begin (it may be over already).
             let run_start = state.registry.run_start(chat_id, user, before + 1).await?;
+            let encoder = encoder(state, chat_id, user).await?;
             Ok(Prepared {
                 chat_id,
                 run_start,
                 feed,
-                framer: Framer::new(Box::new(AiSdk::new(0)), Shows::Response, before),
+                framer: Framer::new(encoder, Shows::Response, before),
                 opening: Some(before),
                 idle: None,
             })
@@ -182,16 +183,15 @@ async fn answer(
     chat_id: Uuid,
     message: &Value,
 ) -> Result<Prepared, ApiError> {
-    let after = message["metadata"]["agentwire"]["seq"]
-        .as_u64()
-        .ok_or_else(|| {
-            ApiError::BadRequest(
-                "the assistant message has no `metadata.agentwire.seq`: send back the message as \
-                 the stream built it"
-                    .into(),
-            )
-        })?;
     let registry = &state.registry;
+    // Where the previous response stopped: the message's metadata says; a
+    // message kept without it (an app that stores messages its own way)
+    // answers what the run waits on now, and a run that waits logs nothing
+    // meanwhile, so it stopped at the log's end.
+    let after = match message["metadata"]["agentwire"]["seq"].as_u64() {
+        Some(seq) => seq,
+        None => registry.chat(chat_id, user).await?.1,
+    };
     let start = registry
         .run_start(chat_id, user, after.saturating_add(1))
         .await?;
@@ -270,7 +270,7 @@ async fn answer(
     // what the client holds — up to where its last response stopped — not
     // sent again.
     let framer = Framer::new(
-        Box::new(AiSdk::new(0)),
+        encoder(state, chat_id, user).await?,
         Shows::Response,
         start.saturating_sub(1),
     )
@@ -333,7 +333,7 @@ pub(super) async fn reconnect(
         chat_id,
         run_start,
         feed,
-        framer: Framer::new(Box::new(AiSdk::new(0)), Shows::Run, from),
+        framer: Framer::new(encoder(state, chat_id, user).await?, Shows::Run, from),
         opening: Some(from),
         idle: None,
     }))
@@ -374,8 +374,25 @@ async fn rejoin(
         chat_id,
         run_start,
         feed,
-        framer: Framer::new(Box::new(AiSdk::new(0)), shows, from).holding(seen),
+        framer: Framer::new(encoder(state, chat_id, user).await?, shows, from).holding(seen),
         opening: None,
         idle: None,
     }))
+}
+
+/// The chat's encoder: the tools its agent file declares are named parts
+/// (`tool-<name>`), any other dynamic.
+async fn encoder(
+    state: &AppState,
+    chat_id: Uuid,
+    user: &str,
+) -> Result<Box<dyn crate::wire::Encoder>, ApiError> {
+    let (chat, _) = state.registry.chat(chat_id, user).await?;
+    let declared = state
+        .registry
+        .agents()
+        .get(&chat.agent)
+        .map(|a| a.declared_tools())
+        .unwrap_or_default();
+    Ok(Box::new(AiSdk::new(0).declaring(declared)))
 }

@@ -56,6 +56,14 @@ pub struct AiSdk {
     /// Backend calls announced and not finished: the response does not end
     /// at a wait while one runs (the client's step would not be complete).
     running: HashSet<String>,
+    /// Tools the app knows by name (its agent file's): their parts are
+    /// `tool-<name>`, as a server with typed tools sends them; the others
+    /// (an MCP server's, a workflow's) are dynamic.
+    declared: HashSet<String>,
+    /// Each announced call's tool.
+    names: std::collections::HashMap<String, String>,
+    /// The last `chat.error`'s message (a run that ends in error says it).
+    error: Option<String>,
     /// The last envelope encoded.
     seq: u64,
     ended: bool,
@@ -72,8 +80,26 @@ impl AiSdk {
             denied: HashSet::new(),
             open: HashSet::new(),
             running: HashSet::new(),
+            declared: HashSet::new(),
+            names: std::collections::HashMap::new(),
+            error: None,
             seq,
             ended: false,
+        }
+    }
+
+    /// A response whose app knows these tools by name (`tool-<name>`
+    /// parts; `dynamic-tool` for any other).
+    #[must_use]
+    pub fn declaring(mut self, tools: HashSet<String>) -> Self {
+        self.declared = tools;
+        self
+    }
+
+    /// A tool chunk's `dynamic` flag: set for a tool the app does not know.
+    fn mark(&self, chunk: &mut Value, name: &str) {
+        if !self.declared.contains(name) {
+            chunk["dynamic"] = Value::Bool(true);
         }
     }
 
@@ -140,13 +166,22 @@ impl AiSdk {
         }
     }
 
-    /// The end of the response: where it stopped, then `finish`.
+    /// The end of the response: where it stopped, then `finish`. A run
+    /// that failed says so with the protocol's `error` chunk first (the
+    /// client's `status` becomes `error`, its `error` the message).
     fn finish(&mut self, reason: &str, o: &mut Vec<Out>) {
         self.close_step(o);
         Self::chunk(
             o,
             json!({"type": "message-metadata", "messageMetadata": {"agentwire": {"seq": self.seq}}}),
         );
+        if reason == "error" {
+            let text = self
+                .error
+                .take()
+                .unwrap_or_else(|| "the run ended in an error".into());
+            Self::chunk(o, json!({"type": "error", "errorText": text}));
+        }
         Self::chunk(o, json!({"type": "finish", "finishReason": reason}));
         o.push(Out {
             event: None,
@@ -169,8 +204,9 @@ impl AiSdk {
         }
         self.close_text(o);
         self.ensure_step(o);
-        let mut chunk = json!({"type": "tool-input-available", "toolCallId": id, "toolName": name,
-                               "input": input, "dynamic": true});
+        let mut chunk = json!({"type": "tool-input-available", "toolCallId": id, "toolName": name, "input": input});
+        self.mark(&mut chunk, name);
+        self.names.insert(id.to_owned(), name.to_owned());
         if let Some(meta) = meta {
             chunk["toolMetadata"] = meta;
         }
@@ -185,12 +221,14 @@ impl AiSdk {
             return;
         }
         self.ensure_step(o);
-        let chunk = if success {
-            json!({"type": "tool-output-available", "toolCallId": id, "output": output, "dynamic": true})
+        let mut chunk = if success {
+            json!({"type": "tool-output-available", "toolCallId": id, "output": output})
         } else {
             let text = super::sse::as_text(&output);
-            json!({"type": "tool-output-error", "toolCallId": id, "errorText": text, "dynamic": true})
+            json!({"type": "tool-output-error", "toolCallId": id, "errorText": text})
         };
+        let name = self.names.get(id).cloned().unwrap_or_default();
+        self.mark(&mut chunk, &name);
         Self::chunk(o, chunk);
     }
 }
@@ -345,11 +383,14 @@ impl Encoder for AiSdk {
                 error_code,
                 recoverable,
                 ..
-            } => Self::chunk(
-                o,
-                json!({"type": "data-error", "id": format!("error-{}", env.seq),
-                       "data": {"message": message, "error_code": error_code, "recoverable": recoverable}}),
-            ),
+            } => {
+                self.error = Some(message.clone());
+                Self::chunk(
+                    o,
+                    json!({"type": "data-error", "id": format!("error-{}", env.seq),
+                           "data": {"message": message, "error_code": error_code, "recoverable": recoverable}}),
+                );
+            }
             EventKind::UsageSummary {
                 total_tokens,
                 prompt_tokens,
@@ -366,6 +407,10 @@ impl Encoder for AiSdk {
                     RunEndReason::Completed => "stop",
                     RunEndReason::MaxTurns => "length",
                     RunEndReason::Interrupted => "interrupted",
+                    RunEndReason::Timeout => {
+                        self.error.get_or_insert_with(|| "the run timed out".into());
+                        "error"
+                    }
                     RunEndReason::Cancelled => {
                         self.close_step(o);
                         Self::chunk(o, json!({"type": "abort", "reason": "cancelled"}));

@@ -250,3 +250,84 @@ fn reasoning_is_a_reasoning_part_before_the_text() {
     assert_eq!(c[1]["id"], "reasoning-2");
     assert_eq!(c[3]["delta"], "see.");
 }
+
+#[test]
+fn a_failed_run_ends_with_the_protocols_error_chunk() {
+    let failed = EventKind::Error {
+        message: "the model is down".into(),
+        error_code: crate::protocol::ErrorCode::AgentInitializationFailed,
+        details: None,
+        recoverable: false,
+    };
+    let end = EventKind::RunComplete {
+        reason: RunEndReason::Error,
+    };
+    let out = chunks(
+        &mut AiSdk::new(0),
+        &[env(2, turn()), env(3, failed), env(4, end)],
+    );
+    // The error after the message's metadata (kept), before `finish`
+    // (which a client that saw the error no longer reads).
+    assert_eq!(
+        types(&out),
+        [
+            "start-step",
+            "data-error",
+            "finish-step",
+            "message-metadata",
+            "error",
+            "finish",
+            "[DONE]"
+        ]
+    );
+    assert_eq!(out[4]["errorText"], "the model is down");
+    // A timeout says so too.
+    let timeout = EventKind::RunComplete {
+        reason: RunEndReason::Timeout,
+    };
+    let out = chunks(&mut AiSdk::new(0), &[env(2, turn()), env(3, timeout)]);
+    let error = out.iter().find(|c| c["type"] == "error").expect("an error");
+    assert_eq!(error["errorText"], "the run timed out");
+    // A completed run has none.
+    let done = EventKind::RunComplete {
+        reason: RunEndReason::Completed,
+    };
+    let out = chunks(&mut AiSdk::new(0), &[env(2, turn()), env(3, done)]);
+    assert!(out.iter().all(|c| c["type"] != "error"));
+}
+
+#[test]
+fn declared_tools_are_named_parts_and_others_dynamic() {
+    let mut enc = AiSdk::new(0).declaring(["guarded".to_owned()].into());
+    let mcp = EventKind::ToolCall {
+        tool_name: "files_read".into(),
+        component_type: None,
+        awaiting_response: false,
+        payload: json!({}),
+        corr: "m1".into(),
+        display: crate::protocol::Display::Inline,
+        agent: None,
+    };
+    let out = chunks(
+        &mut enc,
+        &[
+            env(2, turn()),
+            env(3, call("c1", None, json!({"steps": 1}))),
+            env(4, response("c1", json!("ok"))),
+            env(5, mcp),
+            env(6, response("m1", json!("text"))),
+        ],
+    );
+    let by_call = |id: &str, ty: &str| {
+        out.iter()
+            .find(|c| c["toolCallId"] == id && c["type"] == ty)
+            .cloned()
+            .unwrap_or_else(|| panic!("{ty} of {id}"))
+    };
+    // `guarded` is the agent file's: a `tool-guarded` part.
+    assert_eq!(by_call("c1", "tool-input-available").get("dynamic"), None);
+    assert_eq!(by_call("c1", "tool-output-available").get("dynamic"), None);
+    // An MCP server's tool is known only when called.
+    assert_eq!(by_call("m1", "tool-input-available")["dynamic"], true);
+    assert_eq!(by_call("m1", "tool-output-available")["dynamic"], true);
+}

@@ -162,3 +162,38 @@ test('a server killed mid-stream continues the run; the resume shows it once', a
   assert.equal(textOf(again.lastMessage), words(80), 'the words of the discarded turn are gone');
   assert.equal(again.lastMessage.parts.filter((p) => p.type === 'text').length, 1);
 });
+
+test("the agent file's tools are named parts, as a server with typed tools sends them", async () => {
+  const chat = newChat('gated');
+  await chat.sendMessage({ text: 'go: 1' });
+  const types = chat.lastMessage.parts.map((p) => p.type).filter((t) => t.includes('tool'));
+  assert.deepEqual(types, ['tool-guarded']);
+});
+
+test("a run that fails sets the chat's status and error", async () => {
+  const chat = newChat();
+  await chat.sendMessage({ text: 'fail' });
+  assert.equal(chat.status, 'error');
+  assert.equal(chat.error?.message, 'The demo tool failed, as asked.');
+  // The message so far is kept, with where the response stopped.
+  assert.ok(chat.lastMessage.metadata?.agentwire?.seq > 0);
+});
+
+test('messages kept without their metadata still answer what the run waits on', async () => {
+  const first = newChat('gated');
+  await first.sendMessage({ text: 'go: 2' });
+  const [part] = toolParts(first.lastMessage);
+  assert.equal(part.state, 'approval-requested');
+  // An app that stores messages its own way: no metadata comes back.
+  const stored = structuredClone(first.messages).map(({ metadata, ...m }) => m);
+  const again = new Chat({
+    id: first.id,
+    messages: stored,
+    transport: new DefaultChatTransport({ api: `${base}/v1/ai-sdk/chat` }),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+  });
+  await again.addToolApprovalResponse({ id: part.approval.id, approved: true });
+  await until(() => again.status === 'ready' && textOf(again.lastMessage).startsWith('Tool said:'), 'the run to go on');
+  assert.equal(String(again.error), 'undefined');
+  assert.equal(toolParts(again.lastMessage)[0].state, 'output-available');
+});

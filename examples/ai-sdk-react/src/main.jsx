@@ -26,13 +26,18 @@ function makeTransport(kind) {
     : new DefaultChatTransport({ api: `${server}/v1/ai-sdk/chat`, body: { agent } });
 }
 
+// A tool part: `tool-<name>` for a tool of the agent's file, `dynamic-tool`
+// for one known only when called (an MCP server's).
+const isTool = (p) => p.type === 'dynamic-tool' || p.type.startsWith('tool-');
+const toolName = (p) => p.toolName ?? p.type.slice('tool-'.length);
+
 function Tool({ part, addToolApprovalResponse, addToolOutput }) {
   const [answer, setAnswer] = useState('');
   const meta = part.toolMetadata ?? {};
   if (part.state === 'approval-requested') {
     return (
       <div className="tool">
-        Run <b>{part.toolName}</b> with <code>{JSON.stringify(part.input)}</code>?{' '}
+        Run <b>{toolName(part)}</b> with <code>{JSON.stringify(part.input)}</code>?{' '}
         <button onClick={() => addToolApprovalResponse({ id: part.approval.id, approved: true })}>Approve</button>{' '}
         <button onClick={() => addToolApprovalResponse({ id: part.approval.id, approved: false, reason: 'refused' })}>Refuse</button>
       </div>
@@ -42,7 +47,7 @@ function Tool({ part, addToolApprovalResponse, addToolOutput }) {
     const submit = (e) => {
       e.preventDefault();
       const output = meta.input_request ? answer : { value: answer };
-      addToolOutput({ tool: part.toolName, toolCallId: part.toolCallId, output });
+      addToolOutput({ tool: toolName(part), toolCallId: part.toolCallId, output });
     };
     return (
       <form className="tool" onSubmit={submit}>
@@ -54,7 +59,7 @@ function Tool({ part, addToolApprovalResponse, addToolOutput }) {
   }
   return (
     <div className="tool">
-      {part.toolName}: {part.state}
+      {toolName(part)}: {part.state}
       {part.output !== undefined && <pre>{JSON.stringify(part.output)}</pre>}
       {part.errorText && <pre>{part.errorText}</pre>}
     </div>
@@ -88,7 +93,7 @@ function Chat() {
         <div key={m.id} className={`msg ${m.role}`}>
           {m.parts.map((p, i) =>
             p.type === 'text' ? <span key={i}>{p.text}</span>
-              : p.type === 'dynamic-tool' ? (
+              : isTool(p) ? (
                 <Tool key={p.toolCallId} part={p} addToolApprovalResponse={addToolApprovalResponse} addToolOutput={addToolOutput} />
               ) : null)}
         </div>

@@ -19,7 +19,11 @@ class State {
 
 /** The AI SDK's own chat, with plain state. */
 export class Chat extends AbstractChat {
-  constructor(init) { super({ ...init, state: new State() }); }
+  constructor(init) {
+    const state = new State();
+    state.messages = init.messages ?? [];
+    super({ ...init, state });
+  }
 }
 
 const GATED = `id: gated
@@ -54,7 +58,11 @@ export async function startWithAgents() {
 }
 
 export const textOf = (m) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
-export const toolParts = (m) => m.parts.filter((p) => p.type === 'dynamic-tool');
+/** The message's tool parts, named (`tool-<name>`: a tool of the agent's
+ * file) or dynamic (one known only when called), each with its `toolName`. */
+export const toolParts = (m) => m.parts
+  .filter((p) => p.type === 'dynamic-tool' || p.type.startsWith('tool-'))
+  .map((p) => ({ ...p, toolName: p.toolName ?? p.type.slice('tool-'.length) }));
 export const words = (n) => Array.from({ length: n }, (_, i) => `w${i + 1}`).join(' ');
 
 /** Waits until `check()` holds. */
