@@ -3,7 +3,7 @@
 //! `GET /v1/ag-ui/{threadId}/stream` rejoins the run in flight, beyond the
 //! spec: from its start (`RUN_STARTED`, a `MESSAGES_SNAPSHOT` of the thread
 //! before it, then its events), or after `Last-Event-ID` (every event's `id`
-//! is its envelope's seq).
+//! resumes exactly after it: `wire::EventId`).
 //!
 //! `threadId` is the chat (a UUID, or any id of the caller's: their own
 //! chat derived from it). A run input whose `resume[]` answers the
@@ -239,8 +239,7 @@ async fn answer(
         answers.push((kind, corr.to_owned(), entry));
     }
     let registry = &state.registry;
-    let (_, running) = registry.last_run(chat_id, user).await?;
-    let last = registry.last_seq(chat_id).await?;
+    let (_, last) = registry.chat(chat_id, user).await?;
     after = results.iter().fold(after, |a, (_, _, seq)| a.max(*seq));
     let start = registry
         .run_start(chat_id, user, after.saturating_add(1))
@@ -285,9 +284,12 @@ async fn answer(
             }
         };
         match result {
+            // A cancel logs no answer to wait for: the run's end comes.
             Ok(()) => {
                 routed = true;
-                answered.push(corr);
+                if resolved {
+                    answered.push(corr);
+                }
             }
             // Answered before: in the log already.
             Err(SessionError::RequestNotFound(_)) => {}
@@ -297,9 +299,9 @@ async fn answer(
             }
         }
     }
-    // Nothing was waiting and nothing is in flight (a run input sent again
-    // after the run ended): over at once, not a wait for a run.
-    if !routed && !running && last <= after {
+    // Nothing it answers was waiting and nothing was logged since the last
+    // response stopped (a run input sent again): over at once, not a wait.
+    if !routed && last <= after {
         registry.unsubscribe(chat_id, sub.conn_id).await;
         return Ok(Answered::Over(after));
     }
@@ -326,7 +328,7 @@ pub(super) struct RejoinQuery {
 /// sent next, the run over or not.
 #[utoipa::path(get, path = "/v1/ag-ui/{thread}/stream", tag = "ag-ui", params(("thread" = String, Path), RejoinQuery),
     responses((status = 200, content_type = "text/event-stream", description = "the run in flight as AG-UI events"),
-              (status = 204, description = "no run in flight, or nothing after `Last-Event-ID`"),
+              (status = 204, description = "no run in flight, or an opening's id with nothing logged after it"),
               (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(super) async fn rejoin(
     State(state): State<AppState>,

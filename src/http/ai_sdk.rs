@@ -81,9 +81,10 @@ pub(super) struct Prepared {
     /// The envelope the response's opening (`start`) follows; `None`: a
     /// rejoin, which sends none.
     opening: Option<u64>,
-    /// Nothing to stream (a request that answers nothing once the run is
-    /// over): `start`, then the end at this seq.
-    idle: Option<u64>,
+    /// Nothing to stream (a request that answers nothing, the log where the
+    /// last response stopped): `start`, then the end at this seq — `stop`,
+    /// or `tool-calls` while the run still waits.
+    idle: Option<(u64, bool)>,
 }
 
 impl Prepared {
@@ -99,9 +100,9 @@ impl Prepared {
     pub(super) fn items(self) -> impl futures_util::Stream<Item = Item> + Send {
         use futures_util::StreamExt;
         let mut opening = Vec::new();
-        if let Some(at) = self.idle {
+        if let Some((at, waits)) = self.idle {
             let mut outs = vec![self.start()];
-            AiSdk::new(at).close_now(&mut outs);
+            AiSdk::new(at).close_now(waits, &mut outs);
             self.framer.opening(outs, at, &mut opening);
             return futures_util::stream::iter(opening).left_stream();
         }
@@ -259,10 +260,11 @@ async fn answer(
             }
         }
     }
-    // Nothing answered and nothing in flight (a client that sends again after
-    // the run ended): the response is over at once, not a wait for a run.
+    // Nothing answered and nothing logged since the last response stopped
+    // (a client that sends again, after the run ended or while it waits
+    // for something else): the response is over at once, not a wait.
     let (_, running) = registry.last_run(chat_id, user).await?;
-    let idle = answered.is_empty() && !running && registry.last_seq(chat_id).await? <= after;
+    let idle = answered.is_empty() && registry.last_seq(chat_id).await? <= after;
     if idle {
         registry.unsubscribe(chat_id, sub.conn_id).await;
     }
@@ -282,7 +284,7 @@ async fn answer(
         feed,
         framer,
         opening: Some(after),
-        idle: idle.then_some(after),
+        idle: idle.then_some((after, running)),
     })
 }
 
@@ -291,7 +293,7 @@ async fn answer(
 /// event's id), what follows that event exactly, the run over or not.
 #[utoipa::path(get, path = "/v1/ai-sdk/chat/{id}/stream", tag = "ai-sdk", params(("id" = String, Path)),
     responses((status = 200, content_type = "text/event-stream", description = "the run in flight, from its start"),
-              (status = 204, description = "no run in flight (or no such chat yet), or nothing after `Last-Event-ID`"),
+              (status = 204, description = "no run in flight (or no such chat yet), or an opening's id with nothing logged after it"),
               (status = 400, body = ErrorBody)))]
 pub(super) async fn resume(
     State(state): State<AppState>,

@@ -26,21 +26,9 @@ pub(super) struct AgentHost {
     seen_calls: HashSet<String>,
     /// Inside a group run (a `chat.select_speaker` said how it chose).
     group: bool,
-    /// The chat is a group's: every run is a group run.
-    group_chat: bool,
     /// The `message_added` of the group turn in flight (what a join
     /// inside it is told first).
     current: Option<serde_json::Value>,
-}
-
-impl AgentHost {
-    pub(super) fn new(group_chat: bool) -> Self {
-        Self {
-            group: group_chat,
-            group_chat,
-            ..Self::default()
-        }
-    }
 }
 
 impl Encoder for AgentHost {
@@ -51,7 +39,7 @@ impl Encoder for AgentHost {
                 json!({"message_id": format!("{}:{}", env.chat_id, env.seq), "role": "user", "content": content}),
             )),
             EventKind::SelectSpeaker { agent, method, .. } => {
-                self.group = self.group_chat || method.is_some();
+                self.group = method.is_some();
                 self.current = None;
                 if self.group {
                     let data = json!({"message_id": format!("{}:{}", env.chat_id, env.seq),
@@ -71,6 +59,7 @@ impl Encoder for AgentHost {
             EventKind::TurnDiscarded {
                 from_seq, reason, ..
             } => {
+                self.current = None;
                 let mut data = json!({"reason": reason});
                 if self.group {
                     data["message_id"] = json!(format!("{}:{from_seq}", env.chat_id));
@@ -122,12 +111,12 @@ impl Encoder for AgentHost {
             EventKind::RunComplete {
                 reason: RunEndReason::Cancelled,
             } => {
-                self.group = self.group_chat;
+                self.group = false;
                 self.current = None;
                 o.push(out("cancelled", json!({"message": "the run was cancelled"})))
             }
             EventKind::RunComplete { .. } => {
-                self.group = self.group_chat;
+                self.group = false;
                 self.current = None;
                 o.push(out("stream_complete", json!({})))
             }

@@ -235,8 +235,9 @@ impl AiSdk {
 
 impl AiSdk {
     /// Ends a response that has nothing to stream.
-    pub fn close_now(&mut self, o: &mut Vec<Out>) {
-        self.finish("stop", o);
+    /// `waits`: the run still waits for a person (`tool-calls`).
+    pub fn close_now(&mut self, waits: bool, o: &mut Vec<Out>) {
+        self.finish(if waits { "tool-calls" } else { "stop" }, o);
     }
 }
 
@@ -248,6 +249,8 @@ impl Encoder for AiSdk {
         self.seq = env.seq;
         match &env.kind {
             EventKind::SelectSpeaker { agent, method, .. } => {
+                // A run's error is its last turn's.
+                self.error = None;
                 self.close_step(o);
                 self.step = true;
                 Self::chunk(o, json!({"type": "start-step"}));
@@ -408,7 +411,7 @@ impl Encoder for AiSdk {
                     RunEndReason::MaxTurns => "length",
                     RunEndReason::Interrupted => "interrupted",
                     RunEndReason::Timeout => {
-                        self.error.get_or_insert_with(|| "the run timed out".into());
+                        self.error = Some("the run timed out".into());
                         "error"
                     }
                     RunEndReason::Cancelled => {

@@ -30,26 +30,20 @@ impl Dialect {
     }
 
     /// A fresh encoder. `conversation` is named in the first event where the
-    /// dialect has room for it.
+    /// dialect has room for it. A dialect knows a group's run by its
+    /// `chat.select_speaker.method`: a stream reads the run from its start.
     pub fn encoder(self, conversation: Option<String>) -> Box<dyn Encoder> {
-        self.encoder_in(conversation, false)
+        match self {
+            Self::Chat => Box::new(Chat),
+            Self::AgentChat => Box::new(AgentChat::new(conversation)),
+            Self::AgentHost => Box::<AgentHost>::default(),
+            Self::Threads => Box::<Threads>::default(),
+        }
     }
 
     /// A stream of chat `chat` from the envelope after `from` (the chat is
     /// named in the first event where the dialect has room for it).
     pub fn framer(self, chat: uuid::Uuid, from: u64) -> Framer {
         Framer::new(self.encoder(Some(chat.to_string())), Shows::Response, from)
-    }
-
-    /// A fresh encoder for a chat that is a group's (`group`): it names the
-    /// speakers from its first event on, not only after a
-    /// `chat.select_speaker` it has seen.
-    pub fn encoder_in(self, conversation: Option<String>, group: bool) -> Box<dyn Encoder> {
-        match self {
-            Self::Chat => Box::new(Chat),
-            Self::AgentChat => Box::new(AgentChat::new(conversation)),
-            Self::AgentHost => Box::new(AgentHost::new(group)),
-            Self::Threads => Box::new(Threads::new(group)),
-        }
     }
 }

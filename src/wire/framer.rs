@@ -58,6 +58,14 @@ pub struct Framer {
     /// The last envelope read, and how many events were made after it.
     last: u64,
     made: u32,
+    /// The stream went by the wait the run is at (the answers of one
+    /// request may be logged apart, another call between them): it goes on
+    /// until the run no longer waits.
+    passing: bool,
+    /// The route said which answers its request routed (a response that
+    /// goes on): it ends at the log's end once they are in, whatever it
+    /// went by.
+    answering: bool,
     /// The last envelope read ended the run.
     after_complete: bool,
     done: bool,
@@ -75,6 +83,8 @@ impl Framer {
             expect: HashSet::new(),
             last: from,
             made: 0,
+            passing: false,
+            answering: false,
             after_complete: false,
             done: false,
         }
@@ -101,6 +111,7 @@ impl Framer {
     #[must_use]
     pub fn expecting(mut self, ids: impl IntoIterator<Item = String>) -> Self {
         self.expect.extend(ids);
+        self.answering = true;
         self
     }
 
@@ -155,6 +166,7 @@ impl Framer {
         let mut outs = Vec::new();
         self.encoder.encode(env, raw, &mut outs);
         self.made_here(outs, out);
+        self.passing &= self.encoder.waiting();
         self.done |= self.run_over();
     }
 
@@ -170,9 +182,13 @@ impl Framer {
             self.joined(out);
         }
         self.done |= self.run_over();
+        // A rejoin that went by this wait does not know which answers its
+        // response's request routed: it waits for them in the log.
+        let passing = self.passing && !self.answering;
         if !self.done
             && self.encoder.waiting()
             && self.expect.is_empty()
+            && !passing
             && (self.held.is_none_or(|held| held < self.next_made()) || self.in_close())
         {
             self.close(out);
@@ -210,7 +226,7 @@ impl Framer {
         if self.in_close() {
             return false;
         }
-        if !crosses && matches!(env.kind, EventKind::ToolCall { .. }) {
+        if self.passing || (!crosses && matches!(env.kind, EventKind::ToolCall { .. })) {
             return true;
         }
         let past = self.held.is_some_and(|held| held > self.next_made());
@@ -219,6 +235,7 @@ impl Framer {
             self.encoder
                 .boundary(self.shows == Shows::Response, &mut outs);
             self.made_here(outs, out);
+            self.passing = true;
             return true;
         }
         !crosses && !self.expect.is_empty()

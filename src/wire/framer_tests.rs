@@ -94,7 +94,7 @@ fn stream(mut framer: Framer, opening: Vec<Out>, after: u64, log: &[Envelope]) -
 /// inside an opening of several events sends that opening's rest (AG-UI's
 /// route makes its opening again: `opening`).
 fn resumes(name: &str, original: &[Event], encoder: &dyn Fn() -> Box<dyn Encoder>) {
-    resumes_opening(name, original, encoder, &[]);
+    resumes_in(name, original, encoder, &[], &run());
 }
 
 fn resumes_opening(
@@ -103,7 +103,16 @@ fn resumes_opening(
     encoder: &dyn Fn() -> Box<dyn Encoder>,
     opening: &[Out],
 ) {
-    let log = run();
+    resumes_in(name, original, encoder, opening, &run());
+}
+
+fn resumes_in(
+    name: &str,
+    original: &[Event],
+    encoder: &dyn Fn() -> Box<dyn Encoder>,
+    opening: &[Out],
+    log: &[Envelope],
+) {
     assert!(!original.is_empty(), "{name}: an empty stream");
     for (i, event) in original.iter().enumerate() {
         let id = event
@@ -124,7 +133,7 @@ fn resumes_opening(
             Framer::new(encoder(), shows, 0).holding(id),
             again,
             id.seq,
-            &log,
+            log,
         );
         let mut joined = original[..=i].to_vec();
         joined.extend(rejoin);
@@ -316,4 +325,50 @@ fn a_response_to_a_cancelled_wait_opens_nothing_the_last_one_closed() {
     assert_eq!(types, [json!("RUN_STARTED"), json!("RUN_FINISHED")]);
     let end: Value = serde_json::from_str(&events[1].out.data).unwrap();
     assert_eq!(end["outcome"]["type"], "cancelled");
+}
+
+#[test]
+fn a_response_answering_two_waits_goes_on_past_both_on_a_rejoin() {
+    // Two UI tools wait; one request answers both, and the run logs an
+    // error between the two answers.
+    let kinds = [
+        json!({"type": "chat.text", "agent": "user", "content": "hi"}),
+        json!({"type": "chat.select_speaker", "agent": "a"}),
+        call("u1", Some("picker"), json!({})),
+        call("u2", Some("picker"), json!({})),
+        response("u1", json!({"x": 1})),
+        json!({"type": "chat.error", "message": "slow", "error_code": "TOOL_EXECUTION_ERROR",
+               "recoverable": true}),
+        response("u2", json!({"x": 2})),
+        json!({"type": "chat.select_speaker", "agent": "a"}),
+        json!({"type": "chat.text", "agent": "a", "content": "Both."}),
+        json!({"type": "chat.run_complete", "reason": "completed"}),
+    ];
+    let log: Vec<Envelope> = kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| Envelope {
+            kind: serde_json::from_value(kind).expect("a valid envelope"),
+            chat_id: uuid::Uuid::nil(),
+            seq: i as u64 + 1,
+            ts: "2026-11-27T00:00:00.000Z".into(),
+        })
+        .collect();
+    for (name, make) in [
+        (
+            "AI SDK",
+            &(|| -> Box<dyn Encoder> { Box::new(AiSdk::new(0)) }) as &dyn Fn() -> Box<dyn Encoder>,
+        ),
+        ("AG-UI", &|| -> Box<dyn Encoder> {
+            Box::new(AgUi::new("t".into(), "r".into(), 0))
+        }),
+    ] {
+        let framer = Framer::new(make(), Shows::Response, 0)
+            .holding(EventId::after(4))
+            .expecting(["u1".to_owned(), "u2".to_owned()]);
+        let answer = stream(framer, opening("{}".into()), 4, &log);
+        // It went on to the run's end.
+        assert!(answer.len() > 4, "{name}");
+        resumes_in(name, &answer, make, &[], &log);
+    }
 }

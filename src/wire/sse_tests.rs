@@ -540,19 +540,37 @@ fn every_dialect_names_a_groups_speakers() {
 
 #[test]
 fn a_rejoin_inside_a_members_turn_still_names_it() {
-    // From the planner's first print on: its select_speaker is before the cut.
-    let rest = || group_run().into_iter().skip(2).collect::<Vec<_>>();
-    let threads = encode_log(Dialect::Threads.encoder_in(None, true), rest());
+    // Joined after the planner's select_speaker: the run is read from its
+    // start, so its speaker is known.
+    let join = |dialect: Dialect| {
+        let log = group_run();
+        let mut framer =
+            crate::wire::Framer::new(dialect.encoder(None), crate::wire::Shows::Response, 0)
+                .joining(log[1].seq);
+        let mut out = Vec::new();
+        for e in &log {
+            framer.envelope(e, "", &mut out);
+        }
+        out.into_iter()
+            .map(|e| {
+                (
+                    e.out.event,
+                    serde_json::from_str::<Value>(&e.out.data).unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let threads = join(Dialect::Threads);
     assert_eq!(
         threads[0].1,
         json!({"type": "chunk", "content": "Plan.", "agent": "planner"})
     );
-    let host = encode_log(Dialect::AgentHost.encoder_in(None, true), rest());
-    assert_eq!(host[1].0, Some("message_complete"));
-    assert_eq!(host[1].1["name"], "planner");
-    // Without knowing the chat is a group's, the cut turn goes unnamed.
-    let blind = encode_log(Dialect::Threads.encoder(None), rest());
-    assert!(blind[0].1.get("agent").is_none());
+    let host = join(Dialect::AgentHost);
+    // The turn it landed in is named first, then its words.
+    assert_eq!(host[0].0, Some("message_added"));
+    assert_eq!(host[0].1["name"], "planner");
+    assert_eq!(host[2].0, Some("message_complete"));
+    assert_eq!(host[2].1["name"], "planner");
 }
 
 #[test]

@@ -26,18 +26,6 @@ pub(super) struct Threads {
     shown: HashSet<String>,
     /// Inside a group run (a `chat.select_speaker` said how it chose).
     group: bool,
-    /// The chat is a group's: every run is a group run.
-    group_chat: bool,
-}
-
-impl Threads {
-    pub(super) fn new(group_chat: bool) -> Self {
-        Self {
-            group: group_chat,
-            group_chat,
-            ..Self::default()
-        }
-    }
 }
 
 fn data(v: Value) -> Out {
@@ -55,7 +43,7 @@ impl Encoder for Threads {
                 self.turn_start = 0;
             }
             EventKind::SelectSpeaker { method, .. } => {
-                self.group = self.group_chat || method.is_some();
+                self.group = method.is_some();
                 self.turn_start = self.response.len();
             }
             EventKind::TurnDiscarded { .. } => self.response.truncate(self.turn_start),
@@ -87,7 +75,7 @@ impl Encoder for Threads {
                 o.push(data(json!({"type": "error", "error": message})))
             }
             EventKind::RunComplete { .. } => {
-                self.group = self.group_chat;
+                self.group = false;
                 let full = std::mem::take(&mut self.response);
                 self.turn_start = 0;
                 o.push(data(json!({"type": "end", "full_response": full})));

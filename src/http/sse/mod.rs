@@ -4,7 +4,8 @@
 //!
 //! A stream subscribes to its chat like a WebSocket connection does (a bounded
 //! queue, replay first when rejoining), so it is resumable with
-//! `Last-Event-ID` (every event's `id` is its envelope's `seq`). A client that
+//! `Last-Event-ID` (every event's `id` resumes exactly after it:
+//! `wire::EventId`). A client that
 //! goes away does not cancel the run. Streams that belong to a run end after
 //! its completion; the `chat` dialect stays open.
 
