@@ -14,9 +14,11 @@
 //! this module only connects, lists and calls. Uses nothing of the crate.
 
 mod call;
+mod connect;
 mod handler;
 mod server;
 
 pub use call::{CallError, Called};
+pub use connect::{McpTool, Source};
 pub use handler::Progress;
-pub use server::{McpServer, McpTool, Source, State, Status};
+pub use server::{McpServer, State, Status};
