@@ -9,9 +9,11 @@ Tools: add, echo, slow_count (reports progress), fail (an isError result),
 add_tool (registers a tool and sends notifications/tools/list_changed),
 crash (the process exits mid-call), whoami (the Authorization header seen,
 over HTTP), picture (an image and a text block), hang (never answers),
-wait_for_cancel (writes a file when the client cancels it).
+wait_for_cancel (writes a file when the client cancels it), environment (the
+names of the process's environment variables, and the values of those asked).
 """
 
+import json
 import os
 import sys
 
@@ -91,6 +93,11 @@ def picture() -> list:
     png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg=="
     return [ImageContent(type="image", data=png, mimeType="image/png"),
             TextContent(type="text", text="a red pixel")]
+
+
+@mcp.tool(description="The names of this process's environment variables, and the values of `names`")
+def environment(names: list[str]) -> str:
+    return json.dumps({"keys": sorted(os.environ), "values": {n: os.environ.get(n) for n in names}})
 
 
 def main() -> None:

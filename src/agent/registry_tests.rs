@@ -215,10 +215,45 @@ async fn mcp_servers_are_read_in_the_shapes_other_hosts_write() {
     assert!(err.contains("type `stdio`"), "{err}");
     let err =
         read("id: a\nmcp_servers:\n  - {name: b, url: \"http://x\", args: [a]}\n").unwrap_err();
-    assert!(err.contains("args, env and cwd go with `command`"), "{err}");
+    assert!(
+        err.contains("args, env, envFile and cwd go with `command`"),
+        "{err}"
+    );
     // An unknown field is named (the map form too).
     let err = serde_saphyr::from_str::<AgentFile>("id: a\nmcp_servers:\n  x: {comand: y}\n")
         .unwrap_err()
         .to_string();
     assert!(err.contains("comand"), "{err}");
+}
+
+#[tokio::test]
+async fn a_secret_named_by_env_must_be_set_and_the_error_names_file_server_and_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = "model: {provider: scripted, script: {rules: []}}\n";
+    for (file, entry) in [
+        (
+            "stdio.yaml",
+            "box: {command: x, env: {TOKEN: \"${env:AGENTWIRE_TEST_SURELY_UNSET}\"}}",
+        ),
+        (
+            "http.yaml",
+            "box: {url: \"http://127.0.0.1:9/mcp\", headers: {Authorization: \"Bearer ${env:AGENTWIRE_TEST_SURELY_UNSET}\"}}",
+        ),
+    ] {
+        std::fs::write(
+            dir.path().join(file),
+            format!("id: a\n{model}mcp_servers:\n  {entry}\n"),
+        )
+        .unwrap();
+        let err = AgentRegistry::load(dir.path(), true, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(file)
+                && err.contains("`box`")
+                && err.contains("AGENTWIRE_TEST_SURELY_UNSET"),
+            "{err}"
+        );
+        std::fs::remove_file(dir.path().join(file)).unwrap();
+    }
 }

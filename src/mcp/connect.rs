@@ -1,5 +1,6 @@
-//! Opening a connection to a server: a stdio child (its process group, its
-//! stderr to the log) or Streamable HTTP, `initialize`, and its tool list.
+//! Opening a connection to a server: a stdio child (its environment, its
+//! process group, its stderr to the log) or Streamable HTTP, `initialize`,
+//! and its tool list.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -98,8 +99,11 @@ pub(super) async fn connect(
             cwd,
         } => {
             let mut cmd = tokio::process::Command::new(command);
+            // Nothing of agentwire's environment but a few variables: never
+            // its keys and secrets.
             cmd.args(args)
-                .envs(env)
+                .env_clear()
+                .envs(super::env::child_env(env))
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())

@@ -154,8 +154,8 @@ fn default_prompt_field() -> String {
 
 /// An `mcp_servers:` entry: an MCP server whose tools the agent may call.
 /// Exactly one of `stdio` and `http` says how to reach it; the shapes other
-/// MCP hosts use are read too: `command`/`args`/`env` or `url`/`headers` at
-/// the top (with an optional `type`: `stdio`, `http`,
+/// MCP hosts use are read too: `command`/`args`/`env`/`envFile` or
+/// `url`/`headers` at the top (with an optional `type`: `stdio`, `http`,
 /// `streamable-http`), and `mcp_servers` as a map by name.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -179,6 +179,8 @@ pub struct McpServerSpec {
     pub env: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     pub cwd: Option<String>,
+    #[serde(default, rename = "envFile")]
+    pub env_file: Option<String>,
     #[serde(default)]
     pub url: Option<String>,
     #[serde(default)]
@@ -220,8 +222,14 @@ pub struct McpStdioSpec {
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
+    /// Its environment, over the few variables it inherits (`HOME`,
+    /// `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`); a value may name one of
+    /// agentwire's variables, `${env:NAME}`.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// A dotenv file whose variables it gets too (`env` wins).
+    #[serde(default)]
+    pub env_file: Option<String>,
     /// Its working directory [default: the server's].
     #[serde(default)]
     pub cwd: Option<String>,
@@ -232,7 +240,8 @@ pub struct McpStdioSpec {
 #[serde(deny_unknown_fields)]
 pub struct McpHttpSpec {
     pub url: String,
-    /// Sent with every request (an `Authorization` the server wants).
+    /// Sent with every request (an `Authorization` the server wants); a
+    /// value may name one of agentwire's variables, `${env:NAME}`.
     #[serde(default)]
     pub headers: std::collections::BTreeMap<String, String>,
     /// A call made for a caller with a bearer token goes over a connection
@@ -294,6 +303,7 @@ impl McpServerSpec {
                     command: self.command.take().unwrap_or_default(),
                     args: std::mem::take(&mut self.args),
                     env: std::mem::take(&mut self.env),
+                    env_file: self.env_file.take(),
                     cwd: self.cwd.take(),
                 });
             }
@@ -316,11 +326,14 @@ impl McpServerSpec {
         let leftover = !self.args.is_empty()
             || !self.env.is_empty()
             || self.cwd.is_some()
+            || self.env_file.is_some()
             || !self.headers.is_empty()
             || (self.forward_bearer && self.http.as_ref().is_none_or(|h| !h.forward_bearer));
         if leftover {
             return Err(
-                "args, env and cwd go with `command`; headers and forward_bearer with `url`".into(),
+                "args, env, envFile and cwd go with `command`; headers and forward_bearer with \
+                 `url`"
+                    .into(),
             );
         }
         Ok(self)
