@@ -161,6 +161,7 @@ pub(super) async fn connect(
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .map_err(|e| format!("HTTP client: {e}"))?;
+            let client = super::http::Client::new(client);
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
             let transport = StreamableHttpClientTransport::with_client(client, config);

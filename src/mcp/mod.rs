@@ -18,6 +18,7 @@ mod call;
 mod connect;
 mod env;
 mod handler;
+mod http;
 mod server;
 
 pub use call::{CallError, Called};

@@ -64,9 +64,24 @@ pub(super) struct Shared {
 pub(super) struct Conn {
     pub peer: Peer<RoleClient>,
     pub tools: Arc<Vec<McpTool>>,
-    /// Cancelled by a call that found this connection broken (an HTTP
-    /// server gone): the supervisor connects again. Only this connection's.
-    pub broken: CancellationToken,
+    /// Marked by a call that found this connection broken: the supervisor
+    /// connects again. Only this connection's.
+    pub broken: Broken,
+}
+
+/// A connection found broken, and why.
+#[derive(Clone, Default)]
+pub(super) struct Broken {
+    token: CancellationToken,
+    why: Arc<Mutex<Option<String>>>,
+}
+
+impl Broken {
+    /// Ends the connection (the first reason given is kept).
+    pub fn mark(&self, why: &str) {
+        lock(&self.why).get_or_insert_with(|| why.to_owned());
+        self.token.cancel();
+    }
 }
 
 /// One MCP server an agent uses. Dropping it stops its supervisor (and its
@@ -219,8 +234,13 @@ async fn connected(
     let tools = listing()
         .await
         .map_err(|_| "did not list its tools in time".to_owned())??;
-    let broken = CancellationToken::new();
-    publish(shared, &peer, tools, &broken);
+    let broken = Broken::default();
+    let conn = |tools: Vec<McpTool>| Conn {
+        peer: peer.clone(),
+        tools: Arc::new(tools),
+        broken: broken.clone(),
+    };
+    publish(shared, conn(tools));
     tracing::info!(server = %shared.name, "MCP server ready");
     let cancel = running.cancellation_token();
     let mut done = Box::pin(running.waiting());
@@ -232,16 +252,16 @@ async fn connected(
                 return Ok("stopped".into());
             }
             reason = &mut done => break format!("the connection ended ({reason:?})"),
-            () = broken.cancelled() => {
+            () = broken.token.cancelled() => {
                 cancel.cancel();
                 let _ = done.await;
-                break "unreachable".into();
+                break lock(&broken.why).clone().unwrap_or_else(|| "unreachable".into());
             }
             Ok(()) = changes.changed() => {
                 tokio::time::sleep(LIST_DEBOUNCE).await;
                 changes.mark_unchanged();
                 match listing().await {
-                    Ok(Ok(tools)) => publish(shared, &peer, tools, &broken),
+                    Ok(Ok(tools)) => publish(shared, conn(tools)),
                     Ok(Err(e)) => tracing::warn!(server = %shared.name, error = %e, "MCP tools/list failed after list_changed"),
                     Err(_) => tracing::warn!(server = %shared.name, "MCP tools/list timed out after list_changed"),
                 }
@@ -256,22 +276,13 @@ async fn connected(
     Ok(why)
 }
 
-fn publish(
-    shared: &Shared,
-    peer: &Peer<RoleClient>,
-    mut tools: Vec<McpTool>,
-    broken: &CancellationToken,
-) {
-    if tools.len() > MAX_TOOLS {
-        tracing::warn!(server = %shared.name, listed = tools.len(), "MCP server lists over {MAX_TOOLS} tools: the rest are left out");
-        tools.truncate(MAX_TOOLS);
+fn publish(shared: &Shared, mut conn: Conn) {
+    if conn.tools.len() > MAX_TOOLS {
+        tracing::warn!(server = %shared.name, listed = conn.tools.len(), "MCP server lists over {MAX_TOOLS} tools: the rest are left out");
+        conn.tools = Arc::new(conn.tools[..MAX_TOOLS].to_vec());
     }
-    let n = tools.len();
-    *lock(&shared.conn) = Some(Conn {
-        peer: peer.clone(),
-        tools: Arc::new(tools),
-        broken: broken.clone(),
-    });
+    let n = conn.tools.len();
+    *lock(&shared.conn) = Some(conn);
     let mut status = lock(&shared.status);
     status.state = State::Ready;
     status.tools = n;

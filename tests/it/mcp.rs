@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::support::*;
 
 /// The toolbox's tools.
-const TOOLS: u64 = 11;
+const TOOLS: u64 = 12;
 
 fn toolbox() -> (PathBuf, PathBuf) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mcp");
@@ -67,6 +67,9 @@ fn agent(server: &str, extra: &str) -> String {
       - exact: "env"
         call: {{tool: box_environment, input: {{names: [OPENAI_API_KEY, ANTHROPIC_API_KEY, AGENTWIRE_JWT_SECRET, AGENTWIRE_MASTER_KEY, BOX_TOKEN, PATH]}}}}
         then: "Env: {{result}}"
+      - exact: "freeze"
+        call: {{tool: box_freeze, input: {{}}}}
+        then: "unreachable"
 system_prompt: Test.
 mcp_servers:
   - name: box
@@ -94,11 +97,19 @@ async fn http_toolbox_on(
     addr: std::net::SocketAddr,
     tokens: &str,
 ) -> (tokio::process::Child, std::net::SocketAddr) {
+    http_toolbox_with(addr, &[("MCP_REQUIRE_TOKEN", tokens)]).await
+}
+
+/// The toolbox over Streamable HTTP on `addr`, with `env`.
+async fn http_toolbox_with(
+    addr: std::net::SocketAddr,
+    env: &[(&str, &str)],
+) -> (tokio::process::Child, std::net::SocketAddr) {
     let (python, script) = toolbox();
     let child = tokio::process::Command::new(&python)
         .arg(&script)
         .args(["http", "127.0.0.1", &addr.port().to_string()])
-        .env("MCP_REQUIRE_TOKEN", tokens)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
@@ -620,6 +631,27 @@ async fn a_server_written_as_claude_desktop_writes_it_works() {
     assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn an_http_server_restarted_while_idle_gets_a_new_session() {
+    // The specification's answer to a session it does not know (the Python
+    // SDK's), and the reference TypeScript server's.
+    for unknown in ["404", "400"] {
+        let addr = free_addr();
+        let env = [("MCP_UNKNOWN_SESSION", unknown)];
+        let (mut child, _) = http_toolbox_with(addr, &env).await;
+        let http = format!("    http: {{url: \"http://{addr}/mcp\"}}");
+        let server = server_with(agent(&http, "    timeout_seconds: 20")).await;
+        ready(&server, TOOLS).await;
+        assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
+        child.kill().await.unwrap();
+        let (mut again, _) = http_toolbox_with(addr, &env).await;
+        let msgs = run(&server, "add").await;
+        assert_eq!(last_text(&msgs), "Sum: 5.0", "{unknown}: {msgs:#?}");
+        again.kill().await.unwrap();
+    }
+}
+
 /// The real binary with the agent file `tooled` (`yaml`), `env` in its
 /// environment and its log (`RUST_LOG` unset: the default) piped.
 pub(crate) async fn agentwire_with_env(
@@ -724,4 +756,17 @@ pub(crate) fn sees_only_its_own(
             "{key} reached the server: {keys:?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn a_server_that_answers_nothing_is_marked_down_and_started_again() {
+    let server = server_with(agent(&stdio(), "    timeout_seconds: 1")).await;
+    ready(&server, TOOLS).await;
+    // The process stops itself (SIGSTOP): it answers neither the call nor
+    // the ping that follows, and is replaced.
+    failed_with(&run(&server, "freeze").await, "did not answer within 1 s");
+    let status = ready_after(&server, 1, TOOLS).await;
+    assert!(status.get("error").is_none(), "{status}");
+    assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
 }
