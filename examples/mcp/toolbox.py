@@ -11,8 +11,10 @@ crash (the process exits mid-call), whoami (the Authorization header seen,
 over HTTP), picture (an image and a text block), hang (never answers),
 wait_for_cancel (writes a file when the client cancels it), environment (the
 names of the process's environment variables, and the values of those asked),
-freeze (stops the process with SIGSTOP: it answers nothing more, not even a
-ping).
+research (marked `execution.taskSupport: "required"`: a client that does not
+run tasks must leave it out), freeze (stops the process with SIGSTOP: it
+answers nothing more, not even a ping). The server sends `instructions` at
+initialize.
 
     MCP_UNKNOWN_SESSION=400 python toolbox.py http ...   # an unknown session id gets
         400 (as the reference TypeScript server answers it) instead of 404
@@ -26,9 +28,11 @@ import sys
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ImageContent, TextContent
+from mcp.types import ImageContent, TextContent, ToolExecution
 
-mcp = MCPServer("agentwire-toolbox", version="0.1.0")
+INSTRUCTIONS = "Toolbox rules: add numbers with add; never guess a sum."
+
+mcp = MCPServer("agentwire-toolbox", version="0.1.0", instructions=INSTRUCTIONS)
 
 
 @mcp.tool(description="Add two numbers")
@@ -110,6 +114,25 @@ def environment(names: list[str]) -> str:
 def freeze() -> str:
     os.kill(os.getpid(), signal.SIGSTOP)
     return "thawed"
+
+
+@mcp.tool(description="A long research job, run only as a task")
+def research(query: str) -> str:
+    return f"researched {query}"
+
+
+_list_tools = mcp.list_tools
+
+
+async def list_tools_marking_tasks():
+    tools = await _list_tools()
+    for tool in tools:
+        if tool.name == "research":
+            tool.execution = ToolExecution(task_support="required")
+    return tools
+
+
+mcp.list_tools = list_tools_marking_tasks
 
 
 def answer_unknown_sessions_with_400(app):

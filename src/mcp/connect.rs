@@ -11,6 +11,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 
 use super::handler::Handler;
+use super::tap::{TapRead, TaskOnly};
 
 /// Lines of a stdio server's stderr logged at most per connection.
 const MAX_STDERR_LINES: usize = 1_000;
@@ -85,11 +86,13 @@ impl Drop for Process {
     }
 }
 
-/// Opens the transport and does `initialize`.
+/// Opens the transport and does `initialize`; what the server sends is
+/// read for `task_only` too.
 pub(super) async fn connect(
     handler: Handler,
     source: &Source,
     name: &str,
+    task_only: &TaskOnly,
 ) -> Result<(RunningService<RoleClient, Handler>, Option<Process>), String> {
     match source {
         Source::Stdio {
@@ -140,7 +143,7 @@ pub(super) async fn connect(
             });
             let process = Process { child, stderr };
             let running = handler
-                .serve((stdout, stdin))
+                .serve((TapRead::new(stdout, task_only.clone()), stdin))
                 .await
                 .map_err(|e| format!("initialize failed: {e}"))?;
             Ok((running, Some(process)))
@@ -161,7 +164,7 @@ pub(super) async fn connect(
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .map_err(|e| format!("HTTP client: {e}"))?;
-            let client = super::http::Client::new(client);
+            let client = super::http::Client::new(client, task_only.clone());
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
             let transport = StreamableHttpClientTransport::with_client(client, config);
@@ -174,14 +177,26 @@ pub(super) async fn connect(
     }
 }
 
-/// The server's tools.
-pub(super) async fn list(peer: &Peer<RoleClient>) -> Result<Vec<McpTool>, String> {
+/// The server's tools, but those it runs only as tasks (which agentwire
+/// does not ask for: every call would fail), left out with a warning.
+pub(super) async fn list(
+    peer: &Peer<RoleClient>,
+    task_only: &TaskOnly,
+    name: &str,
+) -> Result<Vec<McpTool>, String> {
     let tools: Vec<Tool> = peer
         .list_all_tools()
         .await
         .map_err(|e| format!("tools/list failed: {e}"))?;
     Ok(tools
         .into_iter()
+        .filter(|t| {
+            let only = task_only.contains(&t.name);
+            if only {
+                tracing::warn!(server = %name, tool = %t.name, "MCP tool left out: it runs only as a task (execution.taskSupport: required)");
+            }
+            !only
+        })
         .map(|t| McpTool {
             name: t.name.to_string(),
             description: t.description.map(|d| d.to_string()).unwrap_or_default(),

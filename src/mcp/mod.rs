@@ -20,9 +20,10 @@ mod env;
 mod handler;
 mod http;
 mod server;
+mod tap;
 
 pub use call::{CallError, Called};
 pub use connect::{McpTool, Source};
 pub use env::{INHERITED, expand, read_env_file};
 pub use handler::Progress;
-pub use server::{McpServer, State, Status};
+pub use server::{MAX_INSTRUCTIONS, McpServer, State, Status};

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::{McpTool, Source, connect, list};
 use super::handler::{Handler, ProgressSinks};
+use super::tap::TaskOnly;
 
 /// How long a server has to start and answer `initialize` and `tools/list`.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -18,6 +19,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A connection that stayed up this long starts the backoff over.
 const STABLE: Duration = Duration::from_secs(60);
+/// Bytes of a server's `instructions` a model is given at most.
+pub const MAX_INSTRUCTIONS: usize = 4 << 10;
 /// Tools taken from one server at most (the rest are left out).
 const MAX_TOOLS: usize = 256;
 /// A change of the tool list is listed after this quiet (a storm of
@@ -64,6 +67,9 @@ pub(super) struct Shared {
 pub(super) struct Conn {
     pub peer: Peer<RoleClient>,
     pub tools: Arc<Vec<McpTool>>,
+    /// What the server said at `initialize` of how to use it (cut to
+    /// [`MAX_INSTRUCTIONS`]).
+    pub instructions: Option<Arc<str>>,
     /// Marked by a call that found this connection broken: the supervisor
     /// connects again. Only this connection's.
     pub broken: Broken,
@@ -152,6 +158,14 @@ impl McpServer {
             .unwrap_or_default()
     }
 
+    /// What it said at `initialize` of how to use it, while it is connected
+    /// (cut to [`MAX_INSTRUCTIONS`] bytes).
+    pub fn instructions(&self) -> Option<Arc<str>> {
+        lock(&self.shared.conn)
+            .as_ref()
+            .and_then(|c| c.instructions.clone())
+    }
+
     /// Waits until the first connection is made or has failed (at most
     /// `wait`): for start-up and tests.
     pub async fn settled(&self, wait: Duration) -> State {
@@ -220,17 +234,23 @@ async fn connected(
 ) -> Result<String, String> {
     let (tools_changed, mut changes) = watch::channel(0u64);
     let handler = Handler {
+        server: shared.name.clone(),
         progress: shared.progress.clone(),
         tools_changed: Arc::new(tools_changed),
     };
-    let (running, mut child) =
-        tokio::time::timeout(START_TIMEOUT, connect(handler, source, &shared.name))
-            .await
-            .map_err(|_| format!("did not start within {} s", START_TIMEOUT.as_secs()))??;
+    let task_only = TaskOnly::default();
+    let connecting = connect(handler, source, &shared.name, &task_only);
+    let (running, mut child) = tokio::time::timeout(START_TIMEOUT, connecting)
+        .await
+        .map_err(|_| format!("did not start within {} s", START_TIMEOUT.as_secs()))??;
     let peer = running.peer().clone();
+    let instructions = running
+        .peer_info()
+        .and_then(|info| info.instructions.clone())
+        .map(|text| Arc::from(cut(&text, MAX_INSTRUCTIONS)));
     // A new connection: its progress tokens start over.
     lock(&shared.progress).reset();
-    let listing = || tokio::time::timeout(START_TIMEOUT, list(&peer));
+    let listing = || tokio::time::timeout(START_TIMEOUT, list(&peer, &task_only, &shared.name));
     let tools = listing()
         .await
         .map_err(|_| "did not list its tools in time".to_owned())??;
@@ -238,6 +258,7 @@ async fn connected(
     let conn = |tools: Vec<McpTool>| Conn {
         peer: peer.clone(),
         tools: Arc::new(tools),
+        instructions: instructions.clone(),
         broken: broken.clone(),
     };
     publish(shared, conn(tools));
@@ -287,4 +308,21 @@ fn publish(shared: &Shared, mut conn: Conn) {
     status.state = State::Ready;
     status.tools = n;
     status.error = None;
+}
+
+/// `text` cut to at most `max` bytes, on a character's boundary.
+fn cut(text: &str, max: usize) -> &str {
+    &text[..text.floor_char_boundary(max)]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn instructions_are_cut_on_a_character() {
+        assert_eq!(super::cut("short", 4096), "short");
+        let long = "é".repeat(3000);
+        let cut = super::cut(&long, super::MAX_INSTRUCTIONS);
+        assert_eq!(cut.len(), 4096);
+        assert_eq!(super::cut("aé", 2), "a");
+    }
 }

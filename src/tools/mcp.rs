@@ -129,6 +129,9 @@ impl McpSource {
                 at("name")
             ));
         }
+        if spec.auto_approve.is_some() {
+            tracing::warn!(server = %spec.name, "MCP autoApprove is ignored: a call asks first only where requires_approval says so");
+        }
         // `${env:NAME}` read now; the message names the field, the server and
         // the variable, never a value.
         let expand = |field: &str, value: &str| {
@@ -224,7 +227,7 @@ impl McpSource {
     }
 
     /// The name a model calls the server's tool `name` by.
-    pub(super) fn prefixed(&self, name: &str) -> String {
+    pub fn prefixed(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
     }
 

@@ -5,7 +5,12 @@
 //! on, the server is started again; over HTTP, connected again when it is
 //! back), a hung call's timeout, `list_changed`, allow/deny and an approval,
 //! headers and a caller's own bearer over HTTP, an idempotent call cut by a
-//! SIGKILL made again after the restart, and the shipped example.
+//! SIGKILL made again after the restart, and the shipped example. Then what
+//! other hosts' users meet: a stdio server sees none of agentwire's secrets
+//! and gets what `${env:NAME}` names; a server restarted while idle (its old
+//! session answered 404 or 400) gets a new session; a server that answers
+//! nothing is restarted; the server's instructions reach the model and a
+//! task-only tool is left out; progress is not logged at `info`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,9 +18,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::mock_llm::MockServer;
 use crate::support::*;
+use crate::vendors::{OpenAiWire, Wire};
 
-/// The toolbox's tools.
+/// The toolbox's tools agentwire takes: all but `research`, which runs
+/// only as a task.
 const TOOLS: u64 = 12;
 
 fn toolbox() -> (PathBuf, PathBuf) {
@@ -67,6 +75,9 @@ fn agent(server: &str, extra: &str) -> String {
       - exact: "env"
         call: {{tool: box_environment, input: {{names: [OPENAI_API_KEY, ANTHROPIC_API_KEY, AGENTWIRE_JWT_SECRET, AGENTWIRE_MASTER_KEY, BOX_TOKEN, PATH]}}}}
         then: "Env: {{result}}"
+      - exact: "research"
+        call: {{tool: box_research, input: {{query: "x"}}}}
+        then: "unreachable"
       - exact: "freeze"
         call: {{tool: box_freeze, input: {{}}}}
         then: "unreachable"
@@ -760,6 +771,22 @@ pub(crate) fn sees_only_its_own(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn progress_reports_are_not_logged_at_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, addr) = agentwire_with_env(dir.path(), agent(&stdio(), ""), &[]).await;
+    let msgs = run_at(addr, "count 4").await;
+    assert_eq!(last_text(&msgs), "Counted: counted 4");
+    let log = log_when_killed(child).await;
+    assert!(log.contains("MCP server ready"), "the log at info: {log}");
+    let progress: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("INFO") && l.to_lowercase().contains("progress"))
+        .collect();
+    assert!(progress.is_empty(), "{progress:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
 async fn a_server_that_answers_nothing_is_marked_down_and_started_again() {
     let server = server_with(agent(&stdio(), "    timeout_seconds: 1")).await;
     ready(&server, TOOLS).await;
@@ -769,4 +796,47 @@ async fn a_server_that_answers_nothing_is_marked_down_and_started_again() {
     let status = ready_after(&server, 1, TOOLS).await;
     assert!(status.get("error").is_none(), "{status}");
     assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn the_servers_instructions_reach_the_model_and_task_only_tools_are_left_out() {
+    let llm = MockServer::start(vec![OpenAiWire.text(&["ok"], (1, 1))]).await;
+    crate::providers::set_key();
+    let yaml = format!(
+        "id: tooled\nmodel: {{provider: openai, name: test-model, base_url: \"{}/v1\", \
+         api_key_env: AGENTWIRE_TEST_KEY}}\nsystem_prompt: Be brief.\nmcp_servers:\n  - name: box\n{}\n",
+        llm.url(),
+        stdio()
+    );
+    let server = server_with(yaml).await;
+    ready(&server, TOOLS).await;
+    run(&server, "hello").await;
+    let body = &llm.requests()[0].body;
+    let system = body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("Be brief.")
+            && system.contains("The MCP server `box` (its tools are named `box_…`)")
+            && system.ends_with("Toolbox rules: add numbers with add; never guess a sum."),
+        "{system}"
+    );
+    let offered: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"box_add"), "{offered:?}");
+    assert!(
+        !offered.contains(&"box_research"),
+        "a task-only tool: {offered:?}"
+    );
+
+    // A scripted model that calls it anyway is told there is no such tool.
+    let scripted = server_with(agent(&stdio(), "")).await;
+    let msgs = run(&scripted, "research").await;
+    assert!(
+        last_text(&msgs).contains("there is no tool `box_research`"),
+        "{msgs:#?}"
+    );
 }
