@@ -9,12 +9,16 @@
 //!   virtual environment at `examples/mcp/.venv` with `requirements.txt`
 //!   installed). With `AGENTWIRE_REQUIRE_MCP=1` (`.ci/run`) its absence
 //!   stops the build instead.
+//! - `mcp_everything_peer`: the reference MCP server
+//!   `@modelcontextprotocol/server-everything` is installed (`npm ci` in
+//!   `tests/mcp-everything`). `AGENTWIRE_REQUIRE_MCP=1` requires it too.
 
 use std::path::Path;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(socketio_peer)");
     println!("cargo::rustc-check-cfg=cfg(mcp_peer)");
+    println!("cargo::rustc-check-cfg=cfg(mcp_everything_peer)");
     println!("cargo::rerun-if-changed=examples/mcp");
     println!("cargo::rerun-if-env-changed=AGENTWIRE_REQUIRE_MCP");
     let mcp = Path::new("examples/mcp/.venv/bin/python").exists()
@@ -28,6 +32,19 @@ fn main() {
             "AGENTWIRE_REQUIRE_MCP=1 but examples/mcp has no .venv with its requirements \
              (python3 -m venv examples/mcp/.venv && examples/mcp/.venv/bin/pip install -r \
              examples/mcp/requirements.txt)"
+        );
+    }
+    // The folder (scanned as a whole): `npm ci` there changes it.
+    println!("cargo::rerun-if-changed=tests/mcp-everything");
+    let everything = Path::new(
+        "tests/mcp-everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    )
+    .exists();
+    if everything {
+        println!("cargo::rustc-cfg=mcp_everything_peer");
+    } else if std::env::var("AGENTWIRE_REQUIRE_MCP").as_deref() == Ok("1") {
+        panic!(
+            "AGENTWIRE_REQUIRE_MCP=1 but tests/mcp-everything has no node_modules (npm ci there)"
         );
     }
     // The folder (scanned as a whole): `npm ci` there changes it.

@@ -26,7 +26,15 @@ async fn serve() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // rmcp logs every message an MCP server sends unasked (each progress
+    // report of a call) at `info`: its lines are warnings and errors only,
+    // unless RUST_LOG names it. (agentwire logs each report at `debug`.)
+    if !std::env::var("RUST_LOG").is_ok_and(|spec| spec.contains("rmcp"))
+        && let Ok(quiet) = "rmcp=warn".parse()
+    {
+        filter = filter.add_directive(quiet);
+    }
     match config.log_format {
         // Colours only for a terminal: a log file gets no escape codes.
         LogFormat::Text => tracing_subscriber::fmt()

@@ -172,6 +172,10 @@ impl Agent {
         // Last: every other check passed before any server is started.
         let mut mcp: Vec<Arc<crate::tools::McpSource>> = Vec::new();
         for (i, spec) in file.mcp_servers.into_iter().enumerate() {
+            if spec.disabled {
+                tracing::info!(server = %spec.name, agent = %file.id, "MCP server disabled: not started");
+                continue;
+            }
             if mcp.iter().any(|m| m.server.name() == spec.name) {
                 return Err(format!(
                     "mcp_servers[{i}].name: `{}` is used twice",

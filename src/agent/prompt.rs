@@ -27,6 +27,7 @@ pub(super) fn system_prompt(
     if let Some(ctx) = context {
         prompt.push_str(&context_block(ctx, context_type));
     }
+    prompt.push_str(&mcp_instructions(agent));
     if json_mode && !tools.is_empty() {
         prompt.push_str("\n\nYou can use these tools:\n");
         let line = |t: &ToolDefinition| {
@@ -65,6 +66,24 @@ pub(super) fn system_prompt(
         ));
     }
     prompt
+}
+
+/// What each connected MCP server said at `initialize` of how to use it
+/// (each cut to `mcp::MAX_INSTRUCTIONS` bytes), naming the server and its
+/// tools' prefix.
+fn mcp_instructions(agent: &Agent) -> String {
+    let mut out = String::new();
+    for source in &agent.mcp {
+        if let Some(text) = source.server.instructions() {
+            out.push_str(&format!(
+                "\n\nThe MCP server `{}` (its tools are named `{}…`) says how to use it:\n{}",
+                source.server.name(),
+                source.prefixed(""),
+                text.trim()
+            ));
+        }
+    }
+    out
 }
 
 /// The tools a run with this `context_type` offers the model.

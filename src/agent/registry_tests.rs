@@ -229,10 +229,92 @@ async fn mcp_servers_are_read_in_the_shapes_other_hosts_write() {
     assert!(err.contains("type `stdio`"), "{err}");
     let err =
         read("id: a\nmcp_servers:\n  - {name: b, url: \"http://x\", args: [a]}\n").unwrap_err();
-    assert!(err.contains("args, env and cwd go with `command`"), "{err}");
+    assert!(
+        err.contains("args, env, envFile and cwd go with `command`"),
+        "{err}"
+    );
     // An unknown field is named (the map form too).
     let err = serde_saphyr::from_str::<AgentFile>("id: a\nmcp_servers:\n  x: {comand: y}\n")
         .unwrap_err()
         .to_string();
     assert!(err.contains("comand"), "{err}");
+}
+
+#[tokio::test]
+async fn mcp_entries_pasted_from_other_hosts_start_or_say_why_not() {
+    use crate::agent::definition::AgentFile;
+    let file = |yaml: &str| serde_saphyr::from_str::<AgentFile>(yaml);
+    // Claude Desktop's and VS Code's `disabled`, Cline's `autoApprove`,
+    // VS Code's `envFile` and its `inputs` next to the servers: read.
+    let servers = file(
+        "id: a\nmcp_servers:\n  off: {command: x, disabled: true}\n  \
+         on: {command: y, autoApprove: [add], envFile: .env}\n  \
+         inputs: [{id: key, type: promptString, password: true}]\n",
+    )
+    .unwrap()
+    .mcp_servers;
+    assert_eq!(servers.len(), 2, "inputs is no server");
+    assert!(servers[0].disabled && !servers[1].disabled);
+    assert_eq!(
+        servers[1].auto_approve.as_deref(),
+        Some(&["add".to_owned()][..])
+    );
+    let on = servers[1].clone().nested().unwrap();
+    assert_eq!(on.stdio.unwrap().env_file.as_deref(), Some(".env"));
+    // A list under any other name is no server.
+    let err = file("id: a\nmcp_servers:\n  box: [a]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("mcp_servers.box"), "{err}");
+    // The legacy SSE transport is named as not supported.
+    let sse = file("id: a\nmcp_servers:\n  old: {type: sse, url: \"http://x/sse\"}\n").unwrap();
+    let err = sse.mcp_servers[0].clone().nested().unwrap_err();
+    assert!(
+        err.contains("legacy HTTP+SSE transport") && err.contains("not supported"),
+        "{err}"
+    );
+
+    // A disabled server is not started (nor checked: its command may be
+    // missing here); the agent loads with the others.
+    let model = "model: {provider: scripted, script: {rules: []}}\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        format!("id: a\n{model}mcp_servers:\n  off: {{command: \"\", disabled: true}}\n"),
+    )
+    .unwrap();
+    let reg = AgentRegistry::load(dir.path(), true, &[]).unwrap();
+    assert!(reg.get("a").unwrap().mcp.is_empty());
+}
+
+#[tokio::test]
+async fn a_secret_named_by_env_must_be_set_and_the_error_names_file_server_and_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = "model: {provider: scripted, script: {rules: []}}\n";
+    for (file, entry) in [
+        (
+            "stdio.yaml",
+            "box: {command: x, env: {TOKEN: \"${env:AGENTWIRE_TEST_SURELY_UNSET}\"}}",
+        ),
+        (
+            "http.yaml",
+            "box: {url: \"http://127.0.0.1:9/mcp\", headers: {Authorization: \"Bearer ${env:AGENTWIRE_TEST_SURELY_UNSET}\"}}",
+        ),
+    ] {
+        std::fs::write(
+            dir.path().join(file),
+            format!("id: a\n{model}mcp_servers:\n  {entry}\n"),
+        )
+        .unwrap();
+        let err = AgentRegistry::load(dir.path(), true, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(file)
+                && err.contains("`box`")
+                && err.contains("AGENTWIRE_TEST_SURELY_UNSET"),
+            "{err}"
+        );
+        std::fs::remove_file(dir.path().join(file)).unwrap();
+    }
 }

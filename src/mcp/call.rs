@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::handler::Progress;
-use super::server::{McpServer, lock};
+use super::server::{Conn, McpServer, lock};
 
 /// A call's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +44,9 @@ const PROGRESS_QUEUE: usize = 64;
 /// How long a call that reported progress waits after its answer for
 /// reports still on their way.
 const PROGRESS_GRACE: Duration = Duration::from_millis(20);
+/// How long a server whose call timed out has to answer a ping (at most:
+/// never longer than the call's own timeout).
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl McpServer {
     /// Calls `tool` with `arguments`. Progress the server reports goes to
@@ -77,7 +80,7 @@ impl McpServer {
             .await
         {
             Ok(handle) => handle,
-            Err(e) => return Err(self.failed(e, timeout, Some(&conn.broken))),
+            Err(e) => return Err(self.failed(e, timeout, &conn)),
         };
         let (tx, mut rx) = mpsc::channel(PROGRESS_QUEUE);
         let token = handle.progress_token.clone();
@@ -128,33 +131,30 @@ impl McpServer {
                 server: name,
                 message: "an answer that is not a tool result".into(),
             }),
-            Err(e) => Err(self.failed(e, timeout, Some(&conn.broken))),
+            Err(e) => Err(self.failed(e, timeout, &conn)),
         }
     }
 
-    /// What a failed request means (`broken`: the connection it used,
-    /// marked for the supervisor when the transport is gone).
-    fn failed(
-        &self,
-        e: ServiceError,
-        timeout: Duration,
-        broken: Option<&tokio_util::sync::CancellationToken>,
-    ) -> CallError {
+    /// What a failed request on `conn` means. A transport gone marks the
+    /// connection broken for the supervisor; a timeout has the server
+    /// pinged, and a server that does not answer that either too.
+    fn failed(&self, e: ServiceError, timeout: Duration, conn: &Conn) -> CallError {
         let server = self.shared.name.clone();
         match e {
-            ServiceError::Timeout { .. } => CallError::Timeout {
-                server,
-                seconds: timeout.as_secs(),
-            },
+            ServiceError::Timeout { .. } => {
+                probe(conn, timeout);
+                CallError::Timeout {
+                    server,
+                    seconds: timeout.as_secs(),
+                }
+            }
             ServiceError::McpError(data) => CallError::Failed {
                 server,
                 message: data.message.to_string(),
             },
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 // The connection is gone: the supervisor connects again.
-                if let Some(broken) = broken {
-                    broken.cancel();
-                }
+                conn.broken.mark("unreachable");
                 CallError::Down(server)
             }
             other => CallError::Failed {
@@ -163,6 +163,38 @@ impl McpServer {
             },
         }
     }
+}
+
+/// Pings the server of a call that timed out, in the background: one
+/// that does not answer that either (a process stopped, a session lost
+/// without a word) is marked down and connected again; one that answers
+/// (a tool that hangs on its own) stays.
+fn probe(conn: &Conn, timeout: Duration) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let (peer, broken) = (conn.peer.clone(), conn.broken.clone());
+    let wait = timeout.min(PING_TIMEOUT);
+    rt.spawn(async move {
+        let ping = ClientRequest::PingRequest(rmcp::model::PingRequest::default());
+        let options = PeerRequestOptions::with_timeout(wait);
+        let answer = match peer.send_request_with_option(ping, options).await {
+            Ok(handle) => handle.await_response().await,
+            Err(e) => Err(e),
+        };
+        if let Err(
+            ServiceError::Timeout { .. }
+            | ServiceError::TransportClosed
+            | ServiceError::TransportSend(_),
+        ) = answer
+        {
+            broken.mark(&format!(
+                "did not answer a call within {} s, nor a ping within {} s",
+                timeout.as_secs(),
+                wait.as_secs()
+            ));
+        }
+    });
 }
 
 /// A call's progress sink, removed when the call ends or is dropped.

@@ -82,6 +82,8 @@ impl Sinks {
 /// One connection's handler.
 #[derive(Clone)]
 pub(super) struct Handler {
+    /// The server's name, for the log.
+    pub server: String,
     pub progress: ProgressSinks,
     /// Bumped when the server says its tools changed.
     pub tools_changed: Arc<watch::Sender<u64>>,
@@ -100,6 +102,8 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        // One line per report: the log's `debug`, never its `info`.
+        tracing::debug!(server = %self.server, progress = params.progress, total = ?params.total, "MCP progress");
         let progress = Progress {
             progress: params.progress,
             total: params.total,

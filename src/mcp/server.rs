@@ -1,19 +1,17 @@
 //! One MCP server: its connection, kept up by a supervisor task, and the
 //! tools it lists.
 
-use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::Tool;
-use rmcp::service::{Peer, RunningService};
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::Value;
+use rmcp::RoleClient;
+use rmcp::service::Peer;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::connect::{McpTool, Source, connect, list};
 use super::handler::{Handler, ProgressSinks};
+use super::tap::TaskOnly;
 
 /// How long a server has to start and answer `initialize` and `tools/list`.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -21,59 +19,13 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A connection that stayed up this long starts the backoff over.
 const STABLE: Duration = Duration::from_secs(60);
-/// Lines of a stdio server's stderr logged at most per connection.
-const MAX_STDERR_LINES: usize = 1_000;
-/// The longest stderr line logged (a longer one is skipped).
-const MAX_STDERR_LINE: usize = 8 << 10;
+/// Bytes of a server's `instructions` a model is given at most.
+pub const MAX_INSTRUCTIONS: usize = 4 << 10;
 /// Tools taken from one server at most (the rest are left out).
 const MAX_TOOLS: usize = 256;
 /// A change of the tool list is listed after this quiet (a storm of
 /// changes is one listing).
 const LIST_DEBOUNCE: Duration = Duration::from_millis(200);
-
-/// How to reach a server. (Its `Debug` names no header or environment
-/// value: they may hold secrets.)
-#[derive(Clone)]
-pub enum Source {
-    /// A child process speaking JSON-RPC lines on stdin/stdout; its stderr
-    /// goes to the log.
-    Stdio {
-        command: String,
-        args: Vec<String>,
-        env: BTreeMap<String, String>,
-        cwd: Option<std::path::PathBuf>,
-    },
-    /// A Streamable HTTP endpoint, with headers sent on every request.
-    Http {
-        url: String,
-        headers: BTreeMap<String, String>,
-    },
-}
-
-impl std::fmt::Debug for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Stdio { command, args, .. } => f
-                .debug_struct("Stdio")
-                .field("command", command)
-                .field("args", args)
-                .finish_non_exhaustive(),
-            Self::Http { url, .. } => f
-                .debug_struct("Http")
-                .field("url", url)
-                .finish_non_exhaustive(),
-        }
-    }
-}
-
-/// A tool as the server lists it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct McpTool {
-    pub name: String,
-    pub description: String,
-    /// Its `inputSchema` (an object's JSON Schema).
-    pub input_schema: Value,
-}
 
 /// Where a server stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
@@ -115,9 +67,27 @@ pub(super) struct Shared {
 pub(super) struct Conn {
     pub peer: Peer<RoleClient>,
     pub tools: Arc<Vec<McpTool>>,
-    /// Cancelled by a call that found this connection broken (an HTTP
-    /// server gone): the supervisor connects again. Only this connection's.
-    pub broken: CancellationToken,
+    /// What the server said at `initialize` of how to use it (cut to
+    /// [`MAX_INSTRUCTIONS`]).
+    pub instructions: Option<Arc<str>>,
+    /// Marked by a call that found this connection broken: the supervisor
+    /// connects again. Only this connection's.
+    pub broken: Broken,
+}
+
+/// A connection found broken, and why.
+#[derive(Clone, Default)]
+pub(super) struct Broken {
+    token: CancellationToken,
+    why: Arc<Mutex<Option<String>>>,
+}
+
+impl Broken {
+    /// Ends the connection (the first reason given is kept).
+    pub fn mark(&self, why: &str) {
+        lock(&self.why).get_or_insert_with(|| why.to_owned());
+        self.token.cancel();
+    }
 }
 
 /// One MCP server an agent uses. Dropping it stops its supervisor (and its
@@ -188,6 +158,14 @@ impl McpServer {
             .unwrap_or_default()
     }
 
+    /// What it said at `initialize` of how to use it, while it is connected
+    /// (cut to [`MAX_INSTRUCTIONS`] bytes).
+    pub fn instructions(&self) -> Option<Arc<str>> {
+        lock(&self.shared.conn)
+            .as_ref()
+            .and_then(|c| c.instructions.clone())
+    }
+
     /// Waits until the first connection is made or has failed (at most
     /// `wait`): for start-up and tests.
     pub async fn settled(&self, wait: Duration) -> State {
@@ -256,22 +234,34 @@ async fn connected(
 ) -> Result<String, String> {
     let (tools_changed, mut changes) = watch::channel(0u64);
     let handler = Handler {
+        server: shared.name.clone(),
         progress: shared.progress.clone(),
         tools_changed: Arc::new(tools_changed),
     };
-    let (running, mut child) =
-        tokio::time::timeout(START_TIMEOUT, connect(handler, source, &shared.name))
-            .await
-            .map_err(|_| format!("did not start within {} s", START_TIMEOUT.as_secs()))??;
+    let task_only = TaskOnly::default();
+    let connecting = connect(handler, source, &shared.name, &task_only);
+    let (running, mut child) = tokio::time::timeout(START_TIMEOUT, connecting)
+        .await
+        .map_err(|_| format!("did not start within {} s", START_TIMEOUT.as_secs()))??;
     let peer = running.peer().clone();
+    let instructions = running
+        .peer_info()
+        .and_then(|info| info.instructions.clone())
+        .map(|text| Arc::from(cut(&text, MAX_INSTRUCTIONS)));
     // A new connection: its progress tokens start over.
     lock(&shared.progress).reset();
-    let listing = || tokio::time::timeout(START_TIMEOUT, list(&peer));
+    let listing = || tokio::time::timeout(START_TIMEOUT, list(&peer, &task_only, &shared.name));
     let tools = listing()
         .await
         .map_err(|_| "did not list its tools in time".to_owned())??;
-    let broken = CancellationToken::new();
-    publish(shared, &peer, tools, &broken);
+    let broken = Broken::default();
+    let conn = |tools: Vec<McpTool>| Conn {
+        peer: peer.clone(),
+        tools: Arc::new(tools),
+        instructions: instructions.clone(),
+        broken: broken.clone(),
+    };
+    publish(shared, conn(tools));
     tracing::info!(server = %shared.name, "MCP server ready");
     let cancel = running.cancellation_token();
     let mut done = Box::pin(running.waiting());
@@ -283,16 +273,16 @@ async fn connected(
                 return Ok("stopped".into());
             }
             reason = &mut done => break format!("the connection ended ({reason:?})"),
-            () = broken.cancelled() => {
+            () = broken.token.cancelled() => {
                 cancel.cancel();
                 let _ = done.await;
-                break "unreachable".into();
+                break lock(&broken.why).clone().unwrap_or_else(|| "unreachable".into());
             }
             Ok(()) = changes.changed() => {
                 tokio::time::sleep(LIST_DEBOUNCE).await;
                 changes.mark_unchanged();
                 match listing().await {
-                    Ok(Ok(tools)) => publish(shared, &peer, tools, &broken),
+                    Ok(Ok(tools)) => publish(shared, conn(tools)),
                     Ok(Err(e)) => tracing::warn!(server = %shared.name, error = %e, "MCP tools/list failed after list_changed"),
                     Err(_) => tracing::warn!(server = %shared.name, "MCP tools/list timed out after list_changed"),
                 }
@@ -307,149 +297,32 @@ async fn connected(
     Ok(why)
 }
 
-/// A stdio server's process: its whole process group is killed when the
-/// connection ends (a wrapper such as `npx` or `sh -c` leaves nothing
-/// behind), and its stderr reader stops.
-struct Process {
-    child: tokio::process::Child,
-    stderr: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        #[cfg(unix)]
-        if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
-            // SAFETY: killpg only sends a signal; the group is the child's own
-            // (spawned with process_group(0)), so nothing else is hit.
-            unsafe {
-                libc::killpg(pid, libc::SIGKILL);
-            }
-        }
-        if let Some(task) = self.stderr.take() {
-            task.abort();
-        }
+fn publish(shared: &Shared, mut conn: Conn) {
+    if conn.tools.len() > MAX_TOOLS {
+        tracing::warn!(server = %shared.name, listed = conn.tools.len(), "MCP server lists over {MAX_TOOLS} tools: the rest are left out");
+        conn.tools = Arc::new(conn.tools[..MAX_TOOLS].to_vec());
     }
-}
-
-/// Opens the transport and does `initialize`.
-async fn connect(
-    handler: Handler,
-    source: &Source,
-    name: &str,
-) -> Result<(RunningService<RoleClient, Handler>, Option<Process>), String> {
-    match source {
-        Source::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args)
-                .envs(env)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .kill_on_drop(true);
-            if let Some(cwd) = cwd {
-                cmd.current_dir(cwd);
-            }
-            #[cfg(unix)]
-            cmd.process_group(0);
-            let mut child = cmd
-                .spawn()
-                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-            let (Some(stdout), Some(stdin), stderr) =
-                (child.stdout.take(), child.stdin.take(), child.stderr.take())
-            else {
-                return Err("the process has no pipes".into());
-            };
-            let stderr = stderr.map(|stderr| {
-                let name = name.to_owned();
-                tokio::spawn(async move {
-                    use futures_util::StreamExt;
-                    let codec = tokio_util::codec::LinesCodec::new_with_max_length(MAX_STDERR_LINE);
-                    let mut lines = tokio_util::codec::FramedRead::new(stderr, codec);
-                    let mut n = 0;
-                    while let Some(line) = lines.next().await {
-                        // A line over the limit is skipped, not kept.
-                        let Ok(line) = line else { continue };
-                        n += 1;
-                        if n <= MAX_STDERR_LINES {
-                            tracing::info!(server = %name, "MCP stderr: {line}");
-                        }
-                    }
-                })
-            });
-            let process = Process { child, stderr };
-            let running = handler
-                .serve((stdout, stdin))
-                .await
-                .map_err(|e| format!("initialize failed: {e}"))?;
-            Ok((running, Some(process)))
-        }
-        Source::Http { url, headers } => {
-            use rmcp::transport::StreamableHttpClientTransport;
-            use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let mut custom = std::collections::HashMap::new();
-            for (k, v) in headers {
-                let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                    .map_err(|e| format!("header `{k}`: {e}"))?;
-                let value = reqwest::header::HeaderValue::from_str(v)
-                    .map_err(|e| format!("header `{k}`: {e}"))?;
-                custom.insert(name, value);
-            }
-            let client = reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .map_err(|e| format!("HTTP client: {e}"))?;
-            let config =
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            let running = handler
-                .serve(transport)
-                .await
-                .map_err(|e| format!("initialize failed: {e}"))?;
-            Ok((running, None))
-        }
-    }
-}
-
-/// The server's tools.
-async fn list(peer: &Peer<RoleClient>) -> Result<Vec<McpTool>, String> {
-    let tools: Vec<Tool> = peer
-        .list_all_tools()
-        .await
-        .map_err(|e| format!("tools/list failed: {e}"))?;
-    Ok(tools
-        .into_iter()
-        .map(|t| McpTool {
-            name: t.name.to_string(),
-            description: t.description.map(|d| d.to_string()).unwrap_or_default(),
-            input_schema: Value::Object((*t.input_schema).clone()),
-        })
-        .collect())
-}
-
-fn publish(
-    shared: &Shared,
-    peer: &Peer<RoleClient>,
-    mut tools: Vec<McpTool>,
-    broken: &CancellationToken,
-) {
-    if tools.len() > MAX_TOOLS {
-        tracing::warn!(server = %shared.name, listed = tools.len(), "MCP server lists over {MAX_TOOLS} tools: the rest are left out");
-        tools.truncate(MAX_TOOLS);
-    }
-    let n = tools.len();
-    *lock(&shared.conn) = Some(Conn {
-        peer: peer.clone(),
-        tools: Arc::new(tools),
-        broken: broken.clone(),
-    });
+    let n = conn.tools.len();
+    *lock(&shared.conn) = Some(conn);
     let mut status = lock(&shared.status);
     status.state = State::Ready;
     status.tools = n;
     status.error = None;
+}
+
+/// `text` cut to at most `max` bytes, on a character's boundary.
+fn cut(text: &str, max: usize) -> &str {
+    &text[..text.floor_char_boundary(max)]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn instructions_are_cut_on_a_character() {
+        assert_eq!(super::cut("short", 4096), "short");
+        let long = "é".repeat(3000);
+        let cut = super::cut(&long, super::MAX_INSTRUCTIONS);
+        assert_eq!(cut.len(), 4096);
+        assert_eq!(super::cut("aé", 2), "a");
+    }
 }

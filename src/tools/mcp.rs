@@ -129,21 +129,42 @@ impl McpSource {
                 at("name")
             ));
         }
+        if spec.auto_approve.is_some() {
+            tracing::warn!(server = %spec.name, "MCP autoApprove is ignored: a call asks first only where requires_approval says so");
+        }
+        // `${env:NAME}` read now; the message names the field, the server and
+        // the variable, never a value.
+        let expand = |field: &str, value: &str| {
+            crate::mcp::expand(value)
+                .map_err(|e| format!("{} (server `{}`): {e}", at(field), spec.name))
+        };
         let source = match (spec.stdio, spec.http) {
             (Some(s), None) => {
                 if s.command.is_empty() {
                     return Err(format!("{}: must not be empty", at("stdio.command")));
                 }
+                let mut env = BTreeMap::new();
+                if let Some(file) = &s.env_file {
+                    let path = expand("stdio.env_file", file)?;
+                    env = crate::mcp::read_env_file(std::path::Path::new(&path))
+                        .map_err(|e| format!("{}: {e}", at("stdio.env_file")))?;
+                }
+                for (k, v) in &s.env {
+                    env.insert(k.clone(), expand(&format!("stdio.env.{k}"), v)?);
+                }
                 Source::Stdio {
                     command: s.command,
                     args: s.args,
-                    env: s.env,
+                    env,
                     cwd: s.cwd.map(Into::into),
                 }
             }
-            (None, Some(h)) => {
+            (None, Some(mut h)) => {
                 if !(h.url.starts_with("http://") || h.url.starts_with("https://")) {
                     return Err(format!("{}: an http:// or https:// URL", at("http.url")));
+                }
+                for (k, v) in h.headers.iter_mut() {
+                    *v = expand(&format!("http.headers.{k}"), v)?;
                 }
                 for (k, v) in &h.headers {
                     let reserved = ["accept", "mcp-session-id", "last-event-id"];
@@ -206,7 +227,7 @@ impl McpSource {
     }
 
     /// The name a model calls the server's tool `name` by.
-    pub(super) fn prefixed(&self, name: &str) -> String {
+    pub fn prefixed(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
     }
 

@@ -154,9 +154,10 @@ fn default_prompt_field() -> String {
 
 /// An `mcp_servers:` entry: an MCP server whose tools the agent may call.
 /// Exactly one of `stdio` and `http` says how to reach it; the shapes other
-/// MCP hosts use are read too: `command`/`args`/`env` or `url`/`headers` at
-/// the top (with an optional `type`: `stdio`, `http`,
-/// `streamable-http`), and `mcp_servers` as a map by name.
+/// MCP hosts use are read too: `command`/`args`/`env`/`envFile` or
+/// `url`/`headers` at the top (with an optional `type`: `stdio`, `http`,
+/// `streamable-http`), `disabled`, `autoApprove`, and `mcp_servers` as a map
+/// by name.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerSpec {
@@ -164,6 +165,15 @@ pub struct McpServerSpec {
     /// (the key, in the map form).
     #[serde(default)]
     pub name: String,
+    /// Not started, its tools not offered (Claude Desktop's and VS Code's
+    /// way to keep an entry switched off).
+    #[serde(default)]
+    pub disabled: bool,
+    /// Cline's `autoApprove` (Roo Code's `alwaysAllow`): read and ignored
+    /// with a warning — a call asks first only where `requires_approval`
+    /// says so.
+    #[serde(default, rename = "autoApprove", alias = "alwaysAllow")]
+    pub auto_approve: Option<Vec<String>>,
     #[serde(default)]
     pub stdio: Option<McpStdioSpec>,
     #[serde(default)]
@@ -179,6 +189,8 @@ pub struct McpServerSpec {
     pub env: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     pub cwd: Option<String>,
+    #[serde(default, rename = "envFile")]
+    pub env_file: Option<String>,
     #[serde(default)]
     pub url: Option<String>,
     #[serde(default)]
@@ -220,8 +232,14 @@ pub struct McpStdioSpec {
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
+    /// Its environment, over the few variables it inherits (`HOME`,
+    /// `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`); a value may name one of
+    /// agentwire's variables, `${env:NAME}`.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// A dotenv file whose variables it gets too (`env` wins).
+    #[serde(default)]
+    pub env_file: Option<String>,
     /// Its working directory [default: the server's].
     #[serde(default)]
     pub cwd: Option<String>,
@@ -232,7 +250,8 @@ pub struct McpStdioSpec {
 #[serde(deny_unknown_fields)]
 pub struct McpHttpSpec {
     pub url: String,
-    /// Sent with every request (an `Authorization` the server wants).
+    /// Sent with every request (an `Authorization` the server wants); a
+    /// value may name one of agentwire's variables, `${env:NAME}`.
     #[serde(default)]
     pub headers: std::collections::BTreeMap<String, String>,
     /// A call made for a caller with a bearer token goes over a connection
@@ -289,11 +308,20 @@ impl McpServerSpec {
             return Err("write `stdio:`/`http:` or `command`/`url`, not both".into());
         }
         match (self.transport.as_deref(), flat_stdio, flat_http) {
+            (Some("sse"), ..) => {
+                return Err(
+                    "type `sse`: the legacy HTTP+SSE transport (of 2024-11-05) is not \
+                            supported; give the url of the server's Streamable HTTP endpoint \
+                            (often `/mcp`) with `type: http`"
+                        .into(),
+                );
+            }
             (None | Some("stdio"), true, false) => {
                 self.stdio = Some(McpStdioSpec {
                     command: self.command.take().unwrap_or_default(),
                     args: std::mem::take(&mut self.args),
                     env: std::mem::take(&mut self.env),
+                    env_file: self.env_file.take(),
                     cwd: self.cwd.take(),
                 });
             }
@@ -316,11 +344,14 @@ impl McpServerSpec {
         let leftover = !self.args.is_empty()
             || !self.env.is_empty()
             || self.cwd.is_some()
+            || self.env_file.is_some()
             || !self.headers.is_empty()
             || (self.forward_bearer && self.http.as_ref().is_none_or(|h| !h.forward_bearer));
         if leftover {
             return Err(
-                "args, env and cwd go with `command`; headers and forward_bearer with `url`".into(),
+                "args, env, envFile and cwd go with `command`; headers and forward_bearer with \
+                 `url`"
+                    .into(),
             );
         }
         Ok(self)
@@ -356,12 +387,60 @@ pub fn mcp_servers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<McpServ
             mut map: A,
         ) -> Result<Self::Value, A::Error> {
             let mut out = Vec::new();
-            while let Some((name, mut spec)) = map.next_entry::<String, McpServerSpec>()? {
-                spec.name = name;
-                out.push(spec);
+            while let Some((name, entry)) = map.next_entry::<String, Entry>()? {
+                match entry {
+                    Entry::Server(mut spec) => {
+                        spec.name = name;
+                        out.push(*spec);
+                    }
+                    Entry::List if name == "inputs" => tracing::warn!(
+                        "mcp_servers.inputs is ignored: VS Code's inputs ask its user for values, \
+                         and agentwire asks no one (write `${{env:NAME}}` in env or headers)"
+                    ),
+                    Entry::List => {
+                        return Err(serde::de::Error::custom(format!(
+                            "mcp_servers.{name}: an MCP server is a map, not a list"
+                        )));
+                    }
+                }
             }
             Ok(out)
         }
     }
     d.deserialize_any(Servers)
+}
+
+/// A value of `mcp_servers` in the map form: a server, or a list (VS Code's
+/// `inputs`, pasted with its servers).
+enum Entry {
+    Server(Box<McpServerSpec>),
+    List,
+}
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = Entry;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an MCP server")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Entry::List)
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Entry, A::Error> {
+                let spec =
+                    McpServerSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(Entry::Server(Box::new(spec)))
+            }
+        }
+        d.deserialize_any(Either)
+    }
 }

@@ -22,6 +22,7 @@ mod hitl;
 mod input;
 mod layers;
 mod mcp;
+mod mcp_everything;
 mod metrics;
 mod mock_llm;
 mod models;

@@ -5,7 +5,12 @@
 //! on, the server is started again; over HTTP, connected again when it is
 //! back), a hung call's timeout, `list_changed`, allow/deny and an approval,
 //! headers and a caller's own bearer over HTTP, an idempotent call cut by a
-//! SIGKILL made again after the restart, and the shipped example.
+//! SIGKILL made again after the restart, and the shipped example. Then what
+//! other hosts' users meet: a stdio server sees none of agentwire's secrets
+//! and gets what `${env:NAME}` names; a server restarted while idle (its old
+//! session answered 404 or 400) gets a new session; a server that answers
+//! nothing is restarted; the server's instructions reach the model and a
+//! task-only tool is left out; progress is not logged at `info`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,22 +18,27 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::mock_llm::MockServer;
 use crate::support::*;
+use crate::vendors::{OpenAiWire, Wire};
+
+/// The toolbox's tools agentwire takes: all but `research`, which runs
+/// only as a task.
+const TOOLS: u64 = 12;
 
 fn toolbox() -> (PathBuf, PathBuf) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mcp");
     (root.join(".venv/bin/python"), root.join("toolbox.py"))
 }
 
+/// The head of a scripted agent `tooled`, its rules to follow.
+pub(crate) const SCRIPTED: &str =
+    "id: tooled\nmodel:\n  provider: scripted\n  script:\n    rules:\n";
+
 /// A scripted agent whose rules call the toolbox's tools (prefixed `box_`).
 fn agent(server: &str, extra: &str) -> String {
     format!(
-        r#"id: tooled
-model:
-  provider: scripted
-  script:
-    rules:
-      - exact: "add"
+        r#"{SCRIPTED}      - exact: "add"
         call: {{tool: box_add, input: {{a: 2, b: 3}}}}
         then: "Sum: {{result}}"
       - exact: "bad add"
@@ -62,6 +72,15 @@ model:
       - prefix: "cancel "
         call: {{tool: box_wait_for_cancel, input: {{marker: "{{arg}}"}}}}
         then: "unreachable"
+      - exact: "env"
+        call: {{tool: box_environment, input: {{names: [OPENAI_API_KEY, ANTHROPIC_API_KEY, AGENTWIRE_JWT_SECRET, AGENTWIRE_MASTER_KEY, BOX_TOKEN, PATH]}}}}
+        then: "Env: {{result}}"
+      - exact: "research"
+        call: {{tool: box_research, input: {{query: "x"}}}}
+        then: "unreachable"
+      - exact: "freeze"
+        call: {{tool: box_freeze, input: {{}}}}
+        then: "unreachable"
 system_prompt: Test.
 mcp_servers:
   - name: box
@@ -89,11 +108,19 @@ async fn http_toolbox_on(
     addr: std::net::SocketAddr,
     tokens: &str,
 ) -> (tokio::process::Child, std::net::SocketAddr) {
+    http_toolbox_with(addr, &[("MCP_REQUIRE_TOKEN", tokens)]).await
+}
+
+/// The toolbox over Streamable HTTP on `addr`, with `env`.
+async fn http_toolbox_with(
+    addr: std::net::SocketAddr,
+    env: &[(&str, &str)],
+) -> (tokio::process::Child, std::net::SocketAddr) {
     let (python, script) = toolbox();
     let child = tokio::process::Command::new(&python)
         .arg(&script)
         .args(["http", "127.0.0.1", &addr.port().to_string()])
-        .env("MCP_REQUIRE_TOKEN", tokens)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
@@ -108,7 +135,7 @@ async fn http_toolbox_on(
     (child, addr)
 }
 
-async fn server_with(yaml: String) -> Server {
+pub(crate) async fn server_with(yaml: String) -> Server {
     let server = Server::start_with(Opts {
         agents: vec![("tooled.yaml".into(), yaml)],
         ..Default::default()
@@ -119,7 +146,7 @@ async fn server_with(yaml: String) -> Server {
 }
 
 /// `/v1/agents`' view of the agent's MCP server (as `token`'s user).
-async fn status_of(server: &Server, token: Option<&str>) -> Value {
+pub(crate) async fn status_of(server: &Server, token: Option<&str>) -> Value {
     let auth = token.map(|t| format!("Bearer {t}"));
     let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
     let (code, body) = http_request(server.addr, "GET", "/v1/agents", &headers, "").await;
@@ -137,7 +164,7 @@ async fn status_of(server: &Server, token: Option<&str>) -> Value {
 
 /// `/v1/agents`' view of the server, once it is ready with at least `tools`
 /// tools after `restarts` restarts.
-async fn ready_after(server: &Server, restarts: u64, tools: u64) -> Value {
+pub(crate) async fn ready_after(server: &Server, restarts: u64, tools: u64) -> Value {
     for _ in 0..300 {
         let status = status_of(server, None).await;
         if status["state"] == "ready"
@@ -151,18 +178,18 @@ async fn ready_after(server: &Server, restarts: u64, tools: u64) -> Value {
     panic!("the MCP server did not become ready");
 }
 
-async fn ready(server: &Server, tools: u64) -> Value {
+pub(crate) async fn ready(server: &Server, tools: u64) -> Value {
     ready_after(server, 0, tools).await
 }
 
-async fn run(server: &Server, text: &str) -> Vec<Value> {
+pub(crate) async fn run(server: &Server, text: &str) -> Vec<Value> {
     let mut c = server.client().await;
     let chat = Uuid::new_v4();
     c.start_with(chat, "tooled", text).await;
     c.until_complete(chat).await
 }
 
-fn last_text(msgs: &[Value]) -> String {
+pub(crate) fn last_text(msgs: &[Value]) -> String {
     msgs.iter()
         .rev()
         .find(|m| m["type"] == "chat.text" && m["agent"] != "user")
@@ -171,14 +198,14 @@ fn last_text(msgs: &[Value]) -> String {
 }
 
 /// The run's one tool response: a failure whose text says `why`.
-fn failed_with(msgs: &[Value], why: &str) {
+pub(crate) fn failed_with(msgs: &[Value], why: &str) {
     let response = one(msgs, "chat.tool_response");
     assert_eq!(response["success"], false, "{response}");
     let text = response["content"].as_str().unwrap_or_default();
     assert!(text.contains(why), "{response}");
 }
 
-fn one<'a>(msgs: &'a [Value], ty: &str) -> &'a Value {
+pub(crate) fn one<'a>(msgs: &'a [Value], ty: &str) -> &'a Value {
     let found: Vec<_> = msgs.iter().filter(|m| m["type"] == ty).collect();
     assert_eq!(found.len(), 1, "one {ty} in {msgs:#?}");
     found[0]
@@ -188,7 +215,7 @@ fn one<'a>(msgs: &'a [Value], ty: &str) -> &'a Value {
 #[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
 async fn a_stdio_servers_tools_are_discovered_called_and_logged() {
     let server = server_with(agent(&stdio(), "")).await;
-    let status = ready(&server, 10).await;
+    let status = ready(&server, TOOLS).await;
     assert_eq!(status["name"], "box");
     assert_eq!(status["restarts"], 0);
 
@@ -301,7 +328,7 @@ async fn a_crash_mid_call_is_a_tool_error_and_the_server_comes_back() {
         "{msgs:#?}"
     );
     assert_eq!(msgs.last().unwrap()["reason"], "completed");
-    let status = ready_after(&server, 1, 10).await;
+    let status = ready_after(&server, 1, TOOLS).await;
     assert!(status.get("error").is_none(), "{status}");
     assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
 }
@@ -310,7 +337,7 @@ async fn a_crash_mid_call_is_a_tool_error_and_the_server_comes_back() {
 #[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
 async fn a_changed_tool_list_is_listed_again() {
     let server = server_with(agent(&stdio(), "")).await;
-    let before = ready(&server, 10).await["tools"].as_u64().unwrap();
+    let before = ready(&server, TOOLS).await["tools"].as_u64().unwrap();
     // Before it exists, the model is told there is no such tool.
     let msgs = run(&server, "extra").await;
     assert!(
@@ -334,9 +361,9 @@ async fn allow_deny_and_an_approval_gate_apply_to_mcp_tools() {
     let extra = "    deny: [crash]\n    tools:\n      add: {requires_approval: true}";
     let server = server_with(agent(&stdio(), extra)).await;
     assert_eq!(
-        ready(&server, 10).await["tools"],
-        10,
-        "the server lists 10 (crash is denied to the model)"
+        ready(&server, TOOLS).await["tools"],
+        TOOLS,
+        "the server lists them all (crash is denied to the model)"
     );
     assert!(last_text(&run(&server, "crash").await).contains("there is no tool `box_crash`"));
 
@@ -363,7 +390,7 @@ async fn a_streamable_http_server_with_a_token() {
         "    http: {{url: \"http://{addr}/mcp\", headers: {{Authorization: \"Bearer s3cret\"}}}}"
     );
     let server = server_with(agent(&http, "")).await;
-    ready(&server, 10).await;
+    ready(&server, TOOLS).await;
     assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
     assert_eq!(last_text(&run(&server, "who").await), "Seen: Bearer s3cret");
     let msgs = run(&server, "count 3").await;
@@ -478,7 +505,7 @@ async fn a_callers_bearer_is_forwarded_when_configured() {
         ..Default::default()
     })
     .await;
-    ready(&anonymous, 10).await;
+    ready(&anonymous, TOOLS).await;
     let msgs = run(&anonymous, "who").await;
     failed_with(&msgs, "the caller's token");
     child.kill().await.unwrap();
@@ -580,7 +607,7 @@ async fn an_http_server_that_dies_mid_call_is_connected_again_when_it_is_back() 
         "    http: {{url: \"http://{addr}/mcp\", headers: {{Authorization: \"Bearer s3cret\"}}}}"
     );
     let server = server_with(agent(&http, "")).await;
-    ready(&server, 10).await;
+    ready(&server, TOOLS).await;
     let msgs = run(&server, "crash").await;
     let response = one(&msgs, "chat.tool_response");
     assert_eq!(response["success"], false, "{response}");
@@ -592,7 +619,7 @@ async fn an_http_server_that_dies_mid_call_is_connected_again_when_it_is_back() 
     let _ = child.wait().await;
     // Back on the same address: connected again, its tools offered again.
     let (mut again, _) = http_toolbox_on(addr, "s3cret").await;
-    let status = ready_after(&server, 1, 10).await;
+    let status = ready_after(&server, 1, TOOLS).await;
     assert_eq!(status["state"], "ready");
     assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
     again.kill().await.unwrap();
@@ -613,4 +640,203 @@ async fn a_server_written_as_claude_desktop_writes_it_works() {
     assert!(yaml.contains("  box:\n    command:"), "{yaml}");
     let server = server_with(yaml).await;
     assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn an_http_server_restarted_while_idle_gets_a_new_session() {
+    // The specification's answer to a session it does not know (the Python
+    // SDK's), and the reference TypeScript server's.
+    for unknown in ["404", "400"] {
+        let addr = free_addr();
+        let env = [("MCP_UNKNOWN_SESSION", unknown)];
+        let (mut child, _) = http_toolbox_with(addr, &env).await;
+        let http = format!("    http: {{url: \"http://{addr}/mcp\"}}");
+        let server = server_with(agent(&http, "    timeout_seconds: 20")).await;
+        ready(&server, TOOLS).await;
+        assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
+        child.kill().await.unwrap();
+        let (mut again, _) = http_toolbox_with(addr, &env).await;
+        let msgs = run(&server, "add").await;
+        assert_eq!(last_text(&msgs), "Sum: 5.0", "{unknown}: {msgs:#?}");
+        again.kill().await.unwrap();
+    }
+}
+
+/// The real binary with the agent file `tooled` (`yaml`), `env` in its
+/// environment and its log (`RUST_LOG` unset: the default) piped.
+pub(crate) async fn agentwire_with_env(
+    dir: &Path,
+    yaml: String,
+    env: &[(&str, &str)],
+) -> (tokio::process::Child, std::net::SocketAddr) {
+    let agents = dir.join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(agents.join("tooled.yaml"), yaml).unwrap();
+    let db = database_url(dir).await;
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| ((*k).into(), (*v).into()))
+        .collect();
+    let (child, addr) = spawn_agentwire_with(&db, &agents, &[], |cmd| {
+        cmd.envs(env)
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped());
+    })
+    .await;
+    for _ in 0..300 {
+        let (_, body) = http_get(addr, "/v1/agents", &[]).await;
+        if body.contains("\"state\":\"ready\"") {
+            return (child, addr);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the MCP server did not come up");
+}
+
+/// A run of `text` on the binary at `addr`.
+pub(crate) async fn run_at(addr: std::net::SocketAddr, text: &str) -> Vec<Value> {
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "tooled", text).await;
+    c.until_complete(chat).await
+}
+
+/// What agentwire's environment holds and a stdio server must not see (the
+/// first four), and a token an agent file may name (`TEST_BOX_TOKEN`).
+pub(crate) const SECRETS: [(&str, &str); 5] = [
+    ("OPENAI_API_KEY", "sk-agentwire-only"),
+    ("ANTHROPIC_API_KEY", "sk-ant-agentwire-only"),
+    ("AGENTWIRE_JWT_SECRET", "a-jwt-secret-of-agentwire"),
+    (
+        "AGENTWIRE_MASTER_KEY",
+        "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+    ),
+    ("TEST_BOX_TOKEN", "box-token-1"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn a_stdio_server_gets_none_of_agentwires_secrets_and_env_can_name_one() {
+    let (python, script) = toolbox();
+    let server = format!(
+        "    stdio: {{command: \"{}\", args: [\"{}\"], env: {{BOX_TOKEN: \"Bearer ${{env:TEST_BOX_TOKEN}}\"}}}}",
+        python.display(),
+        script.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (child, addr) = agentwire_with_env(dir.path(), agent(&server, ""), &SECRETS).await;
+    let msgs = run_at(addr, "env").await;
+    let response = one(&msgs, "chat.tool_response");
+    let seen: Value =
+        serde_json::from_str(response["content"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let keys: Vec<String> = serde_json::from_value(seen["keys"].clone()).unwrap();
+    let own = [("BOX_TOKEN", "Bearer box-token-1")];
+    sees_only_its_own(&keys, |name| seen["values"][name].clone(), &own);
+    assert_eq!(
+        seen["values"]["PATH"].as_str(),
+        std::env::var("PATH").ok().as_deref(),
+        "inherited"
+    );
+    // The value a variable gave is never logged.
+    let log = log_when_killed(child).await;
+    assert!(!log.contains("box-token-1"), "{log}");
+}
+
+/// Checks the environment a server reported (its variables' names, and
+/// `value` of a name): none of [`SECRETS`]' first four, each of `own` with
+/// its value, and no other variable but the few a child inherits (and the
+/// locale Python sets for itself).
+pub(crate) fn sees_only_its_own(
+    keys: &[String],
+    value: impl Fn(&str) -> Value,
+    own: &[(&str, &str)],
+) {
+    for (name, _) in &SECRETS[..4] {
+        assert_eq!(value(name), Value::Null, "{name} reached the server");
+    }
+    for (name, expected) in own {
+        assert_eq!(value(name), *expected, "{name}");
+    }
+    let inherited = [
+        "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LC_CTYPE",
+    ];
+    for key in keys {
+        assert!(
+            inherited.contains(&key.as_str()) || own.iter().any(|(name, _)| name == key),
+            "{key} reached the server: {keys:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn progress_reports_are_not_logged_at_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, addr) = agentwire_with_env(dir.path(), agent(&stdio(), ""), &[]).await;
+    let msgs = run_at(addr, "count 4").await;
+    assert_eq!(last_text(&msgs), "Counted: counted 4");
+    let log = log_when_killed(child).await;
+    assert!(log.contains("MCP server ready"), "the log at info: {log}");
+    let progress: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("INFO") && l.to_lowercase().contains("progress"))
+        .collect();
+    assert!(progress.is_empty(), "{progress:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn a_server_that_answers_nothing_is_marked_down_and_started_again() {
+    let server = server_with(agent(&stdio(), "    timeout_seconds: 1")).await;
+    ready(&server, TOOLS).await;
+    // The process stops itself (SIGSTOP): it answers neither the call nor
+    // the ping that follows, and is replaced.
+    failed_with(&run(&server, "freeze").await, "did not answer within 1 s");
+    let status = ready_after(&server, 1, TOOLS).await;
+    assert!(status.get("error").is_none(), "{status}");
+    assert_eq!(last_text(&run(&server, "add").await), "Sum: 5.0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn the_servers_instructions_reach_the_model_and_task_only_tools_are_left_out() {
+    let llm = MockServer::start(vec![OpenAiWire.text(&["ok"], (1, 1))]).await;
+    crate::providers::set_key();
+    let yaml = format!(
+        "id: tooled\nmodel: {{provider: openai, name: test-model, base_url: \"{}/v1\", \
+         api_key_env: AGENTWIRE_TEST_KEY}}\nsystem_prompt: Be brief.\nmcp_servers:\n  - name: box\n{}\n",
+        llm.url(),
+        stdio()
+    );
+    let server = server_with(yaml).await;
+    ready(&server, TOOLS).await;
+    run(&server, "hello").await;
+    let body = &llm.requests()[0].body;
+    let system = body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("Be brief.")
+            && system.contains("The MCP server `box` (its tools are named `box_…`)")
+            && system.ends_with("Toolbox rules: add numbers with add; never guess a sum."),
+        "{system}"
+    );
+    let offered: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"box_add"), "{offered:?}");
+    assert!(
+        !offered.contains(&"box_research"),
+        "a task-only tool: {offered:?}"
+    );
+
+    // A scripted model that calls it anyway is told there is no such tool.
+    let scripted = server_with(agent(&stdio(), "")).await;
+    let msgs = run(&scripted, "research").await;
+    assert!(
+        last_text(&msgs).contains("there is no tool `box_research`"),
+        "{msgs:#?}"
+    );
 }

@@ -417,6 +417,16 @@ pub async fn wait_for(addr: SocketAddr) {
     panic!("nothing listens on {addr}");
 }
 
+/// What a child wrote on its (piped) stdout, once it is killed.
+pub async fn log_when_killed(mut child: tokio::process::Child) -> String {
+    use tokio::io::AsyncReadExt;
+    child.start_kill().unwrap();
+    let mut out = String::new();
+    let mut stdout = child.stdout.take().unwrap();
+    stdout.read_to_string(&mut out).await.unwrap();
+    out
+}
+
 /// The real `agentwire` binary (killed when dropped) on `database_url`, with
 /// its agents in `agents` and `extra` flags; returns once `/healthz` is 200.
 pub async fn spawn_agentwire(
@@ -424,8 +434,20 @@ pub async fn spawn_agentwire(
     agents: &Path,
     extra: &[&str],
 ) -> (tokio::process::Child, SocketAddr) {
+    spawn_agentwire_with(database_url, agents, extra, |_| {}).await
+}
+
+/// [`spawn_agentwire`], its command changed by `configure` first (more
+/// environment, its log piped).
+pub async fn spawn_agentwire_with(
+    database_url: &str,
+    agents: &Path,
+    extra: &[&str],
+    configure: impl FnOnce(&mut tokio::process::Command),
+) -> (tokio::process::Child, SocketAddr) {
     let addr = free_addr();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"));
+    command
         .args([
             "serve",
             "--listen",
@@ -438,9 +460,9 @@ pub async fn spawn_agentwire(
         .args(extra)
         .env("RUST_LOG", "error")
         .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start agentwire");
+        .kill_on_drop(true);
+    configure(&mut command);
+    let child = command.spawn().expect("start agentwire");
     for _ in 0..200 {
         if TcpStream::connect(addr).await.is_ok() && http_get(addr, "/healthz", &[]).await.0 == 200
         {
