@@ -98,7 +98,8 @@ impl IntoResponse for ApiError {
                     SessionError::Persistence(_)
                     | SessionError::ShuttingDown
                     | SessionError::Moved
-                    | SessionError::NodeLost => StatusCode::SERVICE_UNAVAILABLE,
+                    | SessionError::NodeLost
+                    | SessionError::NoAnswer => StatusCode::SERVICE_UNAVAILABLE,
                     // Well-formed, but naming what does not exist.
                     SessionError::UnknownAgent(_) | SessionError::UnknownModel(_) => {
                         StatusCode::UNPROCESSABLE_ENTITY

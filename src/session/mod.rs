@@ -125,6 +125,12 @@ pub enum SessionError {
     /// answer) before answering: whether it took effect is unknown.
     #[error("the node running this chat did not answer; check the chat's log and retry")]
     NodeLost,
+    /// The chat's actor did not answer within the registry's deadline:
+    /// whether the request took effect is unknown.
+    #[error(
+        "the chat did not answer in time; whether the request took effect is unknown: check the chat's log, then retry"
+    )]
+    NoAnswer,
 }
 
 /// A store error crosses nodes as its text.
@@ -163,7 +169,9 @@ impl SessionError {
             | Self::ReservedId => ErrorCode::SchemaValidationFailed,
             Self::TooManySubscriptions | Self::RateLimited { .. } => ErrorCode::RateLimitExceeded,
             Self::Persistence(_) => ErrorCode::PersistenceError,
-            Self::ShuttingDown | Self::Moved | Self::NodeLost => ErrorCode::TransportError,
+            Self::ShuttingDown | Self::Moved | Self::NodeLost | Self::NoAnswer => {
+                ErrorCode::TransportError
+            }
         }
     }
 

@@ -35,6 +35,7 @@ mod rejoin;
 mod rest;
 mod resume;
 mod route_limits;
+mod soak;
 mod sse;
 mod support;
 mod template;

@@ -3,7 +3,7 @@
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{Actor, MAX_SUBSCRIBERS, REDACTED, Role, reply_of};
+use super::{Actor, MAX_SUBSCRIBERS, REDACTED, Role, reply_of, reply_of_ref};
 use crate::link::{ComponentOutcome, InputOutcome};
 use crate::protocol::{ConversationState, Envelope, EventKind, RunEndReason, limits};
 use crate::session::handle::{Command, Op, Origin, RunExtras};
@@ -16,6 +16,13 @@ impl Actor {
         if let Command::Unsubscribe { conn_id, reply } = cmd {
             self.subscribers.lock().retain(|s| s.conn_id != conn_id);
             let _ = reply.send(Ok(()));
+            return;
+        }
+        if reply_of_ref(&cmd).is_closed() {
+            // Its caller gave up waiting (the registry's deadline, or a
+            // connection that went away): it was told the outcome is
+            // unknown, so nothing of it happens now.
+            tracing::debug!("a command whose caller left is skipped");
             return;
         }
         if let Some(e) = &self.broken {

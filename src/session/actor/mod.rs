@@ -228,7 +228,16 @@ impl Actor {
                 }
                 // The handlers are boxed: their futures are large and live
                 // only while they run, so an idle actor stays small.
-                msg = recv_run(&mut self.run), if !self.paused => Box::pin(self.on_run_msg(msg)).await,
+                msg = recv_run(&mut self.run), if !self.paused => {
+                    Box::pin(self.on_run_msg(msg)).await;
+                    // A run that always has something queued would keep the
+                    // commands below from ever being read (a burst held a
+                    // cancel back for its whole length): one waiting command
+                    // goes between two of its batches.
+                    if !orphaned && let Ok(cmd) = self.rx.try_recv() {
+                        Box::pin(self.on_command(*cmd)).await;
+                    }
+                }
                 () = self.signal.wake.notified(), if self.role != Role::Single => {
                     Box::pin(self.on_wake()).await;
                 }
@@ -409,6 +418,16 @@ impl Actor {
         for sub in self.subscribers.lock().iter() {
             sub.try_send(Outbound::Frame(frame.clone()));
         }
+    }
+}
+
+/// The reply channel of any command, borrowed.
+fn reply_of_ref(cmd: &Command) -> &Reply {
+    match cmd {
+        Command::Op { reply, .. }
+        | Command::Start { reply, .. }
+        | Command::Resume { reply, .. }
+        | Command::Unsubscribe { reply, .. } => reply,
     }
 }
 

@@ -31,6 +31,12 @@ use crate::store::{ChatState, StoreError};
 const MAILBOX: usize = 64;
 /// A command lost to an actor that stopped is retried on a fresh one this often.
 const ATTEMPTS: usize = 3;
+/// How long a caller waits for a chat's actor to answer (retries included)
+/// before it gets [`SessionError::NoAnswer`]: a connection's reader waits on
+/// its chats' actors, so one actor that never answered would stop the whole
+/// connection being read. Above what an actor may take to load a chat (an
+/// MCP server's start, `MCP_SETTLE`, and the store's pool timeout).
+pub(crate) const ANSWER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15);
 
 struct Entry {
     generation: u64,
@@ -242,20 +248,32 @@ impl Registry {
         handle
     }
 
+    /// Asks the chat's actor (a fresh one if it stopped meanwhile), within
+    /// [`ANSWER_DEADLINE`]. An actor skips a command whose caller gave up
+    /// waiting, so a request answered `NoAnswer` while it still queued never
+    /// takes effect (one under way when the deadline passed may).
     async fn call(
         &self,
         chat_id: Uuid,
         make: impl Fn(Reply) -> Command,
     ) -> Result<(), SessionError> {
-        for _ in 0..ATTEMPTS {
-            if self.inner.ctx.shutdown.is_cancelled() {
-                break;
+        let asked = async {
+            for _ in 0..ATTEMPTS {
+                if self.inner.ctx.shutdown.is_cancelled() {
+                    break;
+                }
+                if let Ok(answer) = self.handle(chat_id).ask(&make).await {
+                    return answer;
+                }
             }
-            if let Ok(answer) = self.handle(chat_id).ask(&make).await {
-                return answer;
-            }
-        }
-        Err(SessionError::ShuttingDown)
+            Err(SessionError::ShuttingDown)
+        };
+        tokio::time::timeout(ANSWER_DEADLINE, asked)
+            .await
+            .unwrap_or_else(|_| {
+                tracing::warn!(%chat_id, "a chat did not answer in time");
+                Err(SessionError::NoAnswer)
+            })
     }
 
     /// Runs a request that changes the chat (on this node if it owns the
@@ -381,6 +399,13 @@ impl Registry {
     /// is asked (it may then stop); a sleeping chat is not woken: the
     /// connection leaves its entry, and the entry goes with the last one.
     pub async fn unsubscribe(&self, chat_id: Uuid, conn_id: u64) {
+        // Bounded as every call: a connection that ends is not held by a
+        // chat that does not answer (its subscriber is a closed queue, which
+        // the chat drops at its next delivery).
+        let _ = tokio::time::timeout(ANSWER_DEADLINE, self.leave(chat_id, conn_id)).await;
+    }
+
+    async fn leave(&self, chat_id: Uuid, conn_id: u64) {
         for _ in 0..ATTEMPTS {
             let handle = {
                 let mut chats = self.inner.chats.lock().expect("registry lock");
