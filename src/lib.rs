@@ -155,6 +155,7 @@ pub async fn run(
         tracker: tracker.clone(),
         node: node.clone(),
         continue_runs: config.continue_runs,
+        continue_delay: config.continue_delay,
     }));
     if let Some(node) = node {
         // Listening before serving: nothing committed by another node is missed.

@@ -84,6 +84,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Runs cut off by a restart are continued from the log (issue 19).
     pub continue_runs: bool,
+    /// Tests only: how long a continued run waits before it starts.
+    pub continue_delay: Duration,
     pub default_agent: String,
     pub log_format: LogFormat,
     /// Models chats may switch to (file only).
@@ -328,6 +330,7 @@ impl Settings {
             idle_chat: Duration::from_secs(idle_chat),
             shutdown_grace: Duration::from_secs(shutdown_grace),
             continue_runs: pick!(continue_runs_after_restart).unwrap_or(true),
+            continue_delay: Duration::from_millis(self.test_continue_delay_ms.unwrap_or(0)),
             default_agent,
             log_format: pick!(log_format).unwrap_or_default(),
             models: validate_models(file.models.clone())?,

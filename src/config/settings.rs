@@ -183,6 +183,16 @@ pub struct Settings {
         value_delimiter = ','
     )]
     pub connection_hosts: Option<Vec<String>>,
+    /// Tests only (no file key): milliseconds a run continued after a
+    /// restart waits before it starts, so a test can answer one of its
+    /// requests before it waits on it again.
+    #[arg(
+        long,
+        env = "AGENTWIRE_TEST_CONTINUE_DELAY_MS",
+        global = true,
+        hide = true
+    )]
+    pub test_continue_delay_ms: Option<u64>,
 }
 
 /// `agentwire.toml`: the same keys as the flags, snake_case.

@@ -59,6 +59,9 @@ pub struct SessionContext {
     /// A run cut off by a restart (or a dead node) is continued from the
     /// log rather than ended `interrupted` (`continue_runs_after_restart`).
     pub continue_runs: bool,
+    /// Tests only: how long a continued run waits before it starts (it
+    /// waits on its requests again only then).
+    pub continue_delay: Duration,
 }
 
 /// Why a request to a chat failed. Each maps to a contract error code.

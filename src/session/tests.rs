@@ -30,6 +30,7 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
         tracker: TaskTracker::new(),
         node: None,
         continue_runs: false,
+        continue_delay: Duration::ZERO,
     }))
 }
 

@@ -837,3 +837,52 @@ async fn a_quiz_cut_while_a_widget_waits_goes_on_at_that_widget() {
         .collect();
     assert_eq!(states.last().unwrap().as_str(), Some("completed"));
 }
+
+/// An answer that comes the moment a restarted server serves, before its
+/// continued run has waited on the request again (the run's start is held
+/// back by a test-only delay, so the answer always wins), is held and taken
+/// once the run waits: never refused for a request the log shows open. An
+/// answer to a request nobody asked is refused at once, and a second answer
+/// to the same request has no second effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_beats_the_continued_run_is_held_not_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+    let delay = ["--test-continue-delay-ms", "3000"];
+    let (_child, addr, chat, asked) = cut_while_asking(
+        dir.path(),
+        "demo",
+        "ask: Your name?",
+        "chat.input_request",
+        &delay,
+    )
+    .await;
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    let submit = |id: &Value, text: &str| {
+        json!({"type": "user.input.submit", "chat_id": chat, "request_id": id, "text": text})
+    };
+    c.send(submit(&json!("nobody-asked"), "x")).await;
+    let refused = c.recv().await;
+    assert_eq!(refused["error_code"], "INPUT_REQUEST_NOT_FOUND", "{refused}");
+    c.send(submit(&asked["request_id"], "Ada")).await;
+    c.send(submit(&asked["request_id"], "Bob")).await;
+    c.resume(chat, asked["seq"].as_u64().unwrap()).await;
+    let rest = c.until_complete(chat).await;
+    let errors: Vec<&Value> = of_type(&rest, "chat.error");
+    assert_eq!(errors.len(), 1, "only the second answer is refused: {rest:?}");
+    assert_eq!(errors[0]["error_code"], "INPUT_REQUEST_NOT_FOUND");
+    assert!(errors[0].get("seq").is_none(), "not logged: {}", errors[0]);
+    assert_eq!(last_text(&rest), "You answered: Ada");
+    assert_eq!(rest.last().unwrap()["reason"], "completed");
+
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    assert_eq!(of_type(&log, "chat.input_request").len(), 1, "asked once");
+    assert_eq!(of_type(&log, "chat.input_ack").len(), 1, "answered once");
+    let said: Vec<&Value> = of_type(&log, "chat.text")
+        .into_iter()
+        .filter(|m| m["agent"] == "user")
+        .map(|m| &m["content"])
+        .collect();
+    assert_eq!(said, ["ask: Your name?", "Ada"]);
+}

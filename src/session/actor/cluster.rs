@@ -146,6 +146,7 @@ impl Actor {
         }
         self.inputs.clear();
         self.components.clear();
+        self.refuse_held(true, |_| SessionError::Moved);
         let holder = match &self.ctx.node {
             Some(node) => node.cluster().holder(self.chat_id).await.ok().flatten(),
             None => None,
@@ -190,11 +191,16 @@ impl Actor {
                 return;
             }
             Ok(Lease::Owned { epoch }) => {
-                let result = match self.promote(epoch).await {
-                    Ok(()) => self.handle_op(op).await,
-                    Err(e) => Err(e.into()),
-                };
-                let _ = reply.send(result);
+                if let Err(e) = self.promote(epoch).await {
+                    let _ = reply.send(Err(e.into()));
+                    return;
+                }
+                // The run promoting continued has not waited on its requests
+                // again yet: an answer to one is held until it does.
+                if let Some((op, reply)) = self.hold(op, reply) {
+                    let result = self.handle_op(op).await;
+                    let _ = reply.send(result);
+                }
                 return;
             }
             Ok(Lease::Held { node }) => node,

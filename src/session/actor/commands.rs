@@ -39,6 +39,9 @@ impl Actor {
                 if self.role == Role::Follower {
                     return self.forward(op, origin, reply).await;
                 }
+                let Some((op, reply)) = self.hold(op, reply) else {
+                    return;
+                };
                 let retry = op.clone();
                 let result = self.handle_op(op).await;
                 if let Err(SessionError::Persistence(StoreError::Fenced(_))) = result

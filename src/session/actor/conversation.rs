@@ -105,7 +105,7 @@ impl Actor {
                 self.conversation().map_or("not a template", S::as_str)
             )));
         }
-        let rewaits = self.run.as_ref().is_some_and(|r| r.rewaits_widget);
+        let rewaits = self.run.as_ref().is_some_and(|r| !r.rewaits.is_empty());
         let to = if !self.components.is_empty() || rewaits {
             S::AwaitingWidget
         } else if !self.inputs.is_empty() {

@@ -25,7 +25,7 @@ mod requests;
 mod resume;
 mod run;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::handle::{Command, Reply, Signal};
+use super::handle::{Command, Op, Reply, Signal};
 use super::subscriber::Fanout;
 use super::{Outbound, SessionContext};
 use crate::link::{ComponentOutcome, InputOutcome, RunControl, RunMsg};
@@ -92,6 +92,7 @@ pub(super) fn spawn(s: Spawn) {
             run: None,
             inputs: HashMap::new(),
             components: HashMap::new(),
+            held: Vec::new(),
             idle_since: Instant::now(),
             draining: false,
         };
@@ -124,9 +125,21 @@ struct ActiveRun {
     _permit: crate::session::Slot,
     /// Whether the run's `chat.run_complete` is in the log.
     completed: bool,
-    /// A continued walk whose widget waits again, not registered yet (a
-    /// paused conversation reads its run only once resumed).
-    rewaits_widget: bool,
+    /// A continued run: the requests its cut-off self had asked that the log
+    /// shows open (input `request_id`s, component and approval `corr`s), until
+    /// it waits on each again. An answer to one meanwhile is held, not
+    /// refused. (A paused conversation reads its run only once resumed.)
+    rewaits: HashSet<String>,
+}
+
+/// An answer that came, just after a restart, for a request the continued
+/// run had not waited on again yet: answered once it does (or refused when
+/// the run ends first, or at `until`).
+struct Held {
+    id: String,
+    op: Op,
+    reply: Reply,
+    until: Instant,
 }
 
 struct PendingInput {
@@ -169,6 +182,8 @@ struct Actor {
     inputs: HashMap<String, PendingInput>,
     /// UI tool calls awaiting `inline_component.result`, by `corr`.
     components: HashMap<String, PendingComponent>,
+    /// Answers held for requests a continued run waits on again.
+    held: Vec<Held>,
     idle_since: Instant,
     /// Shutting down with a continuable run: it runs until its next model
     /// turn or request to a person, then is left for the next start.
@@ -309,13 +324,15 @@ impl Actor {
         self.run.is_none()
             && self.inputs.is_empty()
             && self.components.is_empty()
+            && self.held.is_empty()
             && (self.role == Role::Single || self.subscribers.all_gone())
     }
 
     fn next_deadline(&self) -> Option<Instant> {
         let inputs = self.inputs.values().map(|p| p.deadline);
         let components = self.components.values().map(|p| p.deadline);
-        inputs.chain(components).min()
+        let held = self.held.iter().map(|h| h.until);
+        inputs.chain(components).chain(held).min()
     }
 
     // ----- the log -------------------------------------------------------

@@ -1,15 +1,21 @@
 //! What a run asks of a person, on the actor's side: an input request or a
 //! UI tool call logged and registered with its deadline (or, for a run a
-//! restart cut off, registered again without logging), an answer key kept,
-//! the requests whose time ran out, and what an answer to none is told.
+//! restart cut off, registered again without logging — an answer that came
+//! before that is held, then taken), an answer key kept, the requests whose
+//! time ran out, and what an answer to none is told.
 
 use tokio::time::Instant;
 
-use super::{Actor, PendingComponent, PendingInput};
+use super::{Actor, Held, PendingComponent, PendingInput};
 use crate::link::{ComponentOutcome, InputOutcome, RunMsg};
 use crate::protocol::{ErrorCode, EventKind};
 use crate::session::SessionError;
+use crate::session::handle::{Op, Reply};
 use crate::store::StoreError;
+
+/// How long an answer is held for a request a continued run has not waited
+/// on again: below the registry's deadline, so its caller hears why.
+const HOLD: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Actor {
     pub(super) async fn request(&mut self, msg: RunMsg) {
@@ -46,12 +52,13 @@ impl Actor {
                     tool_name,
                 };
                 let state = crate::protocol::ConversationState::AwaitingUser;
+                self.waits_again(&request_id);
                 match self.log_request(event, state, waited).await {
                     Ok(()) => {
                         // A request waited on again keeps its first deadline.
                         let left = timeout.saturating_sub(waited.unwrap_or_default());
                         self.inputs.insert(
-                            request_id,
+                            request_id.clone(),
                             PendingInput {
                                 password,
                                 options,
@@ -63,6 +70,7 @@ impl Actor {
                     // Dropping `respond` ends the run's wait.
                     Err(e) => self.deliver_transient_error(&e),
                 }
+                self.answer_held(&request_id).await;
             }
             RunMsg::KeepAnswer {
                 corr,
@@ -101,9 +109,7 @@ impl Actor {
                     agent,
                 };
                 let state = crate::protocol::ConversationState::AwaitingWidget;
-                if let Some(run) = &mut self.run {
-                    run.rewaits_widget = false;
-                }
+                self.waits_again(&corr);
                 match self.log_request(event, state, waited).await {
                     Ok(()) => {
                         let left = self
@@ -111,7 +117,7 @@ impl Actor {
                             .ui_timeout
                             .saturating_sub(waited.unwrap_or_default());
                         self.components.insert(
-                            corr,
+                            corr.clone(),
                             PendingComponent {
                                 deadline: Instant::now() + left,
                                 approval,
@@ -122,6 +128,7 @@ impl Actor {
                     }
                     Err(e) => self.deliver_transient_error(&e),
                 }
+                self.answer_held(&corr).await;
             }
         }
     }
@@ -145,9 +152,77 @@ impl Actor {
         Ok(())
     }
 
+    /// Holds an answer to a request the log shows open that a continued
+    /// run has not waited on again yet (it arrived just after a restart);
+    /// gives back any other, to be answered now.
+    pub(super) fn hold(&mut self, op: Op, reply: Reply) -> Option<(Op, Reply)> {
+        let (user, id) = match &op {
+            Op::SubmitInput {
+                user, request_id, ..
+            } => (user, request_id),
+            Op::ComponentResult { user, corr, .. } => (user, corr),
+            _ => return Some((op, reply)),
+        };
+        let open = self.run.as_ref().is_some_and(|r| r.rewaits.contains(id));
+        // Anyone else's answer is refused as any other (`NotFound`); a
+        // paused conversation says so.
+        if !open || self.paused || self.owned(user).is_err() {
+            return Some((op, reply));
+        }
+        let id = id.clone();
+        tracing::debug!(%id, "an answer held until the continued run waits again");
+        self.held.push(Held {
+            id,
+            op,
+            reply,
+            until: Instant::now() + HOLD,
+        });
+        None
+    }
+
+    /// The continued run asks `id` again: no answer is held for it from now.
+    fn waits_again(&mut self, id: &str) {
+        if let Some(run) = &mut self.run {
+            run.rewaits.remove(id);
+        }
+    }
+
+    /// Answers what was held for `id`, now that the run waits on it again
+    /// (or refuses it, if the request could not be registered): in the order
+    /// the answers came, so a second one finds the request answered.
+    async fn answer_held(&mut self, id: &str) {
+        let (now, later) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| h.id == id);
+        self.held = later;
+        for Held { op, reply, .. } in now {
+            // Its caller gave up: it was told the outcome is unknown.
+            if reply.is_closed() {
+                continue;
+            }
+            let result = Box::pin(self.handle_op(op)).await;
+            let _ = reply.send(result);
+        }
+    }
+
+    /// Refuses the held answers, saying `why` (given the request's id): all
+    /// of them (the run ended, was left at shutdown, or moved to another
+    /// node), or those whose request was not waited on again in time.
+    pub(super) fn refuse_held(&mut self, all: bool, why: fn(String) -> SessionError) {
+        let now = Instant::now();
+        let (gone, kept) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| all || h.until <= now);
+        self.held = kept;
+        for h in gone {
+            let _ = h.reply.send(Err(why(h.id)));
+        }
+    }
+
     /// Times out the input requests and UI tool calls whose deadline passed.
     pub(super) async fn expire(&mut self) {
         let now = Instant::now();
+        self.refuse_held(false, SessionError::RequestNotFound);
         let timeout = self.ctx.input_timeout.as_secs();
         let expired: Vec<String> = self
             .inputs

@@ -99,11 +99,7 @@ impl Actor {
             rx,
             state_written: false,
             completed: false,
-            rewaits_widget: extras
-                .resumed
-                .as_ref()
-                .and_then(|r| r.template.as_ref())
-                .is_some_and(|p| p.waiting.is_some()),
+            rewaits: extras.resumed.as_ref().map(open_requests).unwrap_or_default(),
             _gauge: crate::metrics::RunGauge::start(),
             _permit: permit,
         });
@@ -148,7 +144,15 @@ impl Actor {
             self.run = None;
             return Err(e);
         }
-        self.ctx.tracker.spawn(runtime::run(spec, link, control));
+        let delay = self.ctx.continue_delay;
+        if resumed && !delay.is_zero() {
+            self.ctx.tracker.spawn(async move {
+                tokio::time::sleep(delay).await;
+                runtime::run(spec, link, control).await;
+            });
+        } else {
+            self.ctx.tracker.spawn(runtime::run(spec, link, control));
+        }
         Ok(())
     }
 
@@ -182,6 +186,7 @@ impl Actor {
             run.control.cancel(reason);
             self.inputs.clear();
             self.components.clear();
+            self.refuse_held(true, SessionError::RequestNotFound);
         }
     }
 
@@ -279,6 +284,7 @@ impl Actor {
         let Some(run) = self.run.take() else { return };
         self.inputs.clear();
         self.components.clear();
+        self.refuse_held(true, SessionError::RequestNotFound);
         if !run.completed {
             tracing::warn!("run ended without chat.run_complete; completing it with error");
             let events = vec![
@@ -305,6 +311,18 @@ impl Actor {
             }
         }
     }
+}
+
+/// The requests a continued run will wait on again: its calls' (and a
+/// group's choice of speaker), or the widget its walk stood at.
+fn open_requests(resumed: &runtime::Resumed) -> std::collections::HashSet<String> {
+    let widget = resumed.template.as_ref().and_then(|p| p.waiting.as_ref());
+    resumed
+        .waited
+        .keys()
+        .cloned()
+        .chain(widget.map(|w| w.corr.clone()))
+        .collect()
 }
 
 /// The option `answer` picks: one of `options` (letter case aside) or its

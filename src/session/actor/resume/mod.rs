@@ -385,6 +385,7 @@ impl Actor {
         }
         self.inputs.clear();
         self.components.clear();
+        self.refuse_held(true, |_| crate::session::SessionError::ShuttingDown);
         self.draining = false;
     }
 
