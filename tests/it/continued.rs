@@ -858,18 +858,23 @@ async fn an_answer_that_beats_the_continued_run_is_held_not_refused() {
     )
     .await;
     let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
-    let submit = |id: &Value, text: &str| {
-        json!({"type": "user.input.submit", "chat_id": chat, "request_id": id, "text": text})
-    };
+    let submit = |id: &Value, text: &str| json!({"type": "user.input.submit", "chat_id": chat, "request_id": id, "text": text});
     c.send(submit(&json!("nobody-asked"), "x")).await;
     let refused = c.recv().await;
-    assert_eq!(refused["error_code"], "INPUT_REQUEST_NOT_FOUND", "{refused}");
+    assert_eq!(
+        refused["error_code"], "INPUT_REQUEST_NOT_FOUND",
+        "{refused}"
+    );
     c.send(submit(&asked["request_id"], "Ada")).await;
     c.send(submit(&asked["request_id"], "Bob")).await;
     c.resume(chat, asked["seq"].as_u64().unwrap()).await;
     let rest = c.until_complete(chat).await;
     let errors: Vec<&Value> = of_type(&rest, "chat.error");
-    assert_eq!(errors.len(), 1, "only the second answer is refused: {rest:?}");
+    assert_eq!(
+        errors.len(),
+        1,
+        "only the second answer is refused: {rest:?}"
+    );
     assert_eq!(errors[0]["error_code"], "INPUT_REQUEST_NOT_FOUND");
     assert!(errors[0].get("seq").is_none(), "not logged: {}", errors[0]);
     assert_eq!(last_text(&rest), "You answered: Ada");

@@ -3,8 +3,7 @@
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{Actor, MAX_SUBSCRIBERS, REDACTED, Role, reply_of, reply_of_ref};
-use crate::link::{ComponentOutcome, InputOutcome};
+use super::{Actor, MAX_SUBSCRIBERS, Role, reply_of, reply_of_ref};
 use crate::protocol::{ConversationState, Envelope, EventKind, RunEndReason, limits};
 use crate::session::handle::{Command, Op, Origin, RunExtras};
 use crate::session::{Outbound, Replay, SessionError, Subscriber};
@@ -320,112 +319,6 @@ impl Actor {
         if let Some(chat) = &mut self.chat {
             chat.model = Some(model);
         }
-        Ok(())
-    }
-
-    pub(super) async fn submit_input(
-        &mut self,
-        user: &str,
-        request_id: String,
-        text: String,
-    ) -> Result<(), SessionError> {
-        self.owned(user)?;
-        let Some(asked) = self.inputs.get(&request_id) else {
-            return Err(self.not_pending(request_id));
-        };
-        // A choice takes one of its options (or its 1-based number), as
-        // written; anything else is refused and the request stays open.
-        let choice = match &asked.options {
-            Some(options) => Some(super::run::chosen(options, &text).ok_or_else(|| {
-                SessionError::InvalidAnswer(format!("answer with one of: {}", options.join(", ")))
-            })?),
-            None => None,
-        };
-        let Some(pending) = self.inputs.remove(&request_id) else {
-            return Err(SessionError::RequestNotFound(request_id));
-        };
-        let ack = (
-            EventKind::InputAck {
-                corr: request_id.clone(),
-                request_id: request_id.clone(),
-            },
-            None,
-        );
-        // What the user typed is a turn of the conversation; a pick from a
-        // choice is not (its ack, and what the run does with it, say it).
-        let events = match &choice {
-            Some(_) => vec![ack],
-            None => {
-                let shown = if pending.password {
-                    REDACTED.to_owned()
-                } else {
-                    text.clone()
-                };
-                let said = EventKind::Text {
-                    agent: "user".into(),
-                    content: shown,
-                };
-                vec![(said, None), ack]
-            }
-        };
-        let text = choice.unwrap_or(text);
-        if let Err(e) = self.append_run(events).await {
-            // Not acknowledged: the request stays open for another try (unless
-            // the chat moved to another node, and its run with it).
-            if self.role != Role::Follower {
-                self.inputs.insert(request_id, pending);
-            }
-            return Err(e.into());
-        }
-        if let Err(e) = self.transition(ConversationState::Active).await {
-            tracing::warn!(error = %e, "cannot record the answer's state");
-        }
-        let _ = pending.respond.send(InputOutcome::Answered(text));
-        Ok(())
-    }
-
-    pub(super) async fn component_result(
-        &mut self,
-        user: &str,
-        corr: &str,
-        data: Value,
-    ) -> Result<(), SessionError> {
-        self.owned(user)?;
-        if self.paused {
-            return Err(SessionError::IllegalTransition(
-                "the conversation is paused; resume it first".into(),
-            ));
-        }
-        let pending = self
-            .components
-            .remove(corr)
-            .ok_or_else(|| self.not_pending(corr.to_owned()))?;
-        if let Some(check) = &pending.check
-            && let Err(why) = check.verify(&data)
-        {
-            // Refused: nothing is logged and the call stays open.
-            self.components.insert(corr.to_owned(), pending);
-            return Err(SessionError::InvalidAnswer(why));
-        }
-        // `{"approved": …, "all": true}` answers every open approval of the run.
-        if pending.approval && data["all"].as_bool() == Some(true) {
-            let others: Vec<String> = self
-                .components
-                .iter()
-                .filter(|(_, p)| p.approval)
-                .map(|(c, _)| c.clone())
-                .collect();
-            for corr in others {
-                if let Some(other) = self.components.remove(&corr) {
-                    let _ = other.respond.send(ComponentOutcome::Returned(data.clone()));
-                }
-            }
-        }
-        if let Err(e) = self.transition(ConversationState::Active).await {
-            tracing::warn!(error = %e, "cannot record the answer's state");
-        }
-        // The run logs the tool_response when it takes the result.
-        let _ = pending.respond.send(ComponentOutcome::Returned(data));
         Ok(())
     }
 

@@ -123,8 +123,6 @@ struct ActiveRun {
     _gauge: crate::metrics::RunGauge,
     /// The run's slot in its user's quota (`max_runs_per_user`).
     _permit: crate::session::Slot,
-    /// Whether the run's `chat.run_complete` is in the log.
-    completed: bool,
     /// A continued run: the requests its cut-off self had asked that the log
     /// shows open (input `request_id`s, component and approval `corr`s), until
     /// it waits on each again. An answer to one meanwhile is held, not

@@ -2,13 +2,14 @@
 //! UI tool call logged and registered with its deadline (or, for a run a
 //! restart cut off, registered again without logging — an answer that came
 //! before that is held, then taken), an answer key kept, the requests whose
-//! time ran out, and what an answer to none is told.
+//! time ran out, and what an answer to none is told; and the answers to them.
 
+use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{Actor, Held, PendingComponent, PendingInput};
+use super::{Actor, Held, PendingComponent, PendingInput, REDACTED, Role};
 use crate::link::{ComponentOutcome, InputOutcome, RunMsg};
-use crate::protocol::{ErrorCode, EventKind};
+use crate::protocol::{ConversationState, ErrorCode, EventKind};
 use crate::session::SessionError;
 use crate::session::handle::{Op, Reply};
 use crate::store::StoreError;
@@ -149,6 +150,114 @@ impl Actor {
         if let Err(e) = self.transition(state).await {
             tracing::warn!(error = %e, "cannot record the conversation's state");
         }
+        Ok(())
+    }
+
+    /// `user.input.submit`: the user's answer goes to the run (logged as
+    /// the user's words unless a pick from a choice, then acknowledged).
+    pub(super) async fn submit_input(
+        &mut self,
+        user: &str,
+        request_id: String,
+        text: String,
+    ) -> Result<(), SessionError> {
+        self.owned(user)?;
+        let Some(asked) = self.inputs.get(&request_id) else {
+            return Err(self.not_pending(request_id));
+        };
+        // A choice takes one of its options (or its 1-based number), as
+        // written; anything else is refused and the request stays open.
+        let choice = match &asked.options {
+            Some(options) => Some(super::run::chosen(options, &text).ok_or_else(|| {
+                SessionError::InvalidAnswer(format!("answer with one of: {}", options.join(", ")))
+            })?),
+            None => None,
+        };
+        let Some(pending) = self.inputs.remove(&request_id) else {
+            return Err(SessionError::RequestNotFound(request_id));
+        };
+        let ack = (
+            EventKind::InputAck {
+                corr: request_id.clone(),
+                request_id: request_id.clone(),
+            },
+            None,
+        );
+        // What the user typed is a turn of the conversation; a pick from a
+        // choice is not (its ack, and what the run does with it, say it).
+        let events = match &choice {
+            Some(_) => vec![ack],
+            None => {
+                let shown = if pending.password {
+                    REDACTED.to_owned()
+                } else {
+                    text.clone()
+                };
+                let said = EventKind::Text {
+                    agent: "user".into(),
+                    content: shown,
+                };
+                vec![(said, None), ack]
+            }
+        };
+        let text = choice.unwrap_or(text);
+        if let Err(e) = self.append_run(events).await {
+            // Not acknowledged: the request stays open for another try (unless
+            // the chat moved to another node, and its run with it).
+            if self.role != Role::Follower {
+                self.inputs.insert(request_id, pending);
+            }
+            return Err(e.into());
+        }
+        if let Err(e) = self.transition(ConversationState::Active).await {
+            tracing::warn!(error = %e, "cannot record the answer's state");
+        }
+        let _ = pending.respond.send(InputOutcome::Answered(text));
+        Ok(())
+    }
+
+    pub(super) async fn component_result(
+        &mut self,
+        user: &str,
+        corr: &str,
+        data: Value,
+    ) -> Result<(), SessionError> {
+        self.owned(user)?;
+        if self.paused {
+            return Err(SessionError::IllegalTransition(
+                "the conversation is paused; resume it first".into(),
+            ));
+        }
+        let pending = self
+            .components
+            .remove(corr)
+            .ok_or_else(|| self.not_pending(corr.to_owned()))?;
+        if let Some(check) = &pending.check
+            && let Err(why) = check.verify(&data)
+        {
+            // Refused: nothing is logged and the call stays open.
+            self.components.insert(corr.to_owned(), pending);
+            return Err(SessionError::InvalidAnswer(why));
+        }
+        // `{"approved": …, "all": true}` answers every open approval of the run.
+        if pending.approval && data["all"].as_bool() == Some(true) {
+            let others: Vec<String> = self
+                .components
+                .iter()
+                .filter(|(_, p)| p.approval)
+                .map(|(c, _)| c.clone())
+                .collect();
+            for corr in others {
+                if let Some(other) = self.components.remove(&corr) {
+                    let _ = other.respond.send(ComponentOutcome::Returned(data.clone()));
+                }
+            }
+        }
+        if let Err(e) = self.transition(ConversationState::Active).await {
+            tracing::warn!(error = %e, "cannot record the answer's state");
+        }
+        // The run logs the tool_response when it takes the result.
+        let _ = pending.respond.send(ComponentOutcome::Returned(data));
         Ok(())
     }
 

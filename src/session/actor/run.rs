@@ -98,8 +98,11 @@ impl Actor {
             control: control.clone(),
             rx,
             state_written: false,
-            completed: false,
-            rewaits: extras.resumed.as_ref().map(open_requests).unwrap_or_default(),
+            rewaits: extras
+                .resumed
+                .as_ref()
+                .map(open_requests)
+                .unwrap_or_default(),
             _gauge: crate::metrics::RunGauge::start(),
             _permit: permit,
         });
@@ -212,9 +215,17 @@ impl Actor {
         self.append(events, state).await?;
         if let Some(run) = &mut self.run {
             run.state_written |= starts;
-            run.completed |= completes;
         }
         if let Some(reason) = ended {
+            // Over once its end is logged: a client that read it may start
+            // the next run before the run's task has gone (and before the
+            // actor hears it went: it now reads commands between a run's
+            // batches), so the chat must not still count it in progress.
+            if self.run.take().is_some() {
+                self.inputs.clear();
+                self.components.clear();
+                self.refuse_held(true, SessionError::RequestNotFound);
+            }
             self.conversation_ended(reason).await;
         }
         Ok(())
@@ -278,37 +289,37 @@ impl Actor {
         }
     }
 
-    /// The run task ended. If it did not log its completion (it panicked, or
-    /// the log failed), log one for it.
+    /// The run task ended without logging its end (a run that logs it is
+    /// over then): it panicked, or the log failed. Log one for it.
     pub(super) async fn finish_run(&mut self) {
-        let Some(run) = self.run.take() else { return };
+        if self.run.take().is_none() {
+            return;
+        }
         self.inputs.clear();
         self.components.clear();
         self.refuse_held(true, SessionError::RequestNotFound);
-        if !run.completed {
-            tracing::warn!("run ended without chat.run_complete; completing it with error");
-            let events = vec![
-                (
-                    EventKind::Error {
-                        message: "the run stopped unexpectedly".into(),
-                        error_code: ErrorCode::AgentInitializationFailed,
-                        details: None,
-                        recoverable: true,
-                    },
-                    None,
-                ),
-                (
-                    EventKind::RunComplete {
-                        reason: RunEndReason::Error,
-                    },
-                    None,
-                ),
-            ];
-            if let Err(e) = self.append(events, Some(ChatState::Idle)).await {
-                self.deliver_transient_error(&e);
-            } else {
-                self.conversation_ended(RunEndReason::Error).await;
-            }
+        tracing::warn!("run ended without chat.run_complete; completing it with error");
+        let events = vec![
+            (
+                EventKind::Error {
+                    message: "the run stopped unexpectedly".into(),
+                    error_code: ErrorCode::AgentInitializationFailed,
+                    details: None,
+                    recoverable: true,
+                },
+                None,
+            ),
+            (
+                EventKind::RunComplete {
+                    reason: RunEndReason::Error,
+                },
+                None,
+            ),
+        ];
+        if let Err(e) = self.append(events, Some(ChatState::Idle)).await {
+            self.deliver_transient_error(&e);
+        } else {
+            self.conversation_ended(RunEndReason::Error).await;
         }
     }
 }
