@@ -60,6 +60,15 @@ pub enum RunMsg {
         waited: Option<Duration>,
         respond: oneshot::Sender<ComponentOutcome>,
     },
+    /// Model calls of the run used this much more (a model turn, a tool's
+    /// or the group selector's own calls): of `speaker` (set by a group
+    /// member's [`RunLink`]), else of the run's agent. The chat logs the
+    /// run's total with its next envelope that can carry it, so a restart
+    /// counts on from there.
+    Used {
+        speaker: Option<String>,
+        usage: crate::llm::Usage,
+    },
     /// Keep the answer key (JSON) of a template question in the store, never
     /// in the log; answered once it is stored.
     KeepAnswer {
@@ -218,7 +227,8 @@ impl RunLink {
                     kind: EventKind::ToolCall { agent, .. } | EventKind::ToolResponse { agent, .. },
                     ..
                 }
-                | RunMsg::ShowComponent { agent, .. } => {
+                | RunMsg::ShowComponent { agent, .. }
+                | RunMsg::Used { speaker: agent, .. } => {
                     agent.get_or_insert_with(|| speaker.to_string());
                 }
                 _ => {}
@@ -229,6 +239,31 @@ impl RunLink {
 
     pub(crate) async fn emit(&self, kind: EventKind) -> Result<(), Gone> {
         self.send(RunMsg::Emit(kind)).await
+    }
+
+    /// Reports what model calls used since `before` (`now` is the total
+    /// they add to), as `speaker`'s (`None`: the link's own speaker, or the
+    /// run's agent); nothing if they used nothing.
+    ///
+    /// # Errors
+    /// `Gone` if the chat went away.
+    pub async fn used(
+        &self,
+        speaker: Option<&str>,
+        before: crate::llm::Usage,
+        now: crate::llm::Usage,
+    ) -> Result<(), Gone> {
+        let usage = crate::llm::Usage {
+            prompt_tokens: now.prompt_tokens.saturating_sub(before.prompt_tokens),
+            completion_tokens: now
+                .completion_tokens
+                .saturating_sub(before.completion_tokens),
+        };
+        if usage == crate::llm::Usage::default() {
+            return Ok(());
+        }
+        let speaker = speaker.map(str::to_owned);
+        self.send(RunMsg::Used { speaker, usage }).await
     }
 }
 

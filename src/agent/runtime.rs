@@ -27,7 +27,11 @@ pub use super::speak::{GroupResumed, Resumed, RunSpec};
 /// stopped.
 #[tracing::instrument(skip_all, fields(agent = %spec.agent.id))]
 pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
-    let mut tally = Tally::default();
+    // A continued run counts on from what it had used.
+    let mut tally = match &spec.resumed {
+        Some(resumed) => Tally::before(&spec.agent, &resumed.usage),
+        None => Tally::default(),
+    };
     // A continued run has what it had not used of its time.
     let used = spec.resumed.as_ref().map(|r| r.elapsed).unwrap_or_default();
     let timeout = spec.agent.run_timeout.saturating_sub(used);
@@ -40,20 +44,27 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
             Err(_) => RunEndReason::Timeout,
         },
     };
-    let _ = link.emit(summary(&spec, tally)).await;
+    let _ = link.emit(summary(&spec.agent, tally)).await;
     let _ = link.emit(EventKind::RunComplete { reason }).await;
+}
+
+/// The `chat.usage_summary` of a run of `agent` that used `used` (per
+/// speaker) and ended without logging one: a run a restart cut off as it
+/// was ending.
+pub fn summary_of(agent: &Agent, used: &BTreeMap<String, Usage>) -> EventKind {
+    summary(agent, Tally::before(agent, used))
 }
 
 /// `chat.usage_summary`: the run's total, and per member in a group (a
 /// group's id only when its selector was asked). The run has a `cost` when
 /// every speaker that used tokens has a price.
-fn summary(spec: &RunSpec, tally: Tally) -> EventKind {
-    let group = spec.agent.group.is_some();
+fn summary(agent: &Agent, tally: Tally) -> EventKind {
+    let group = agent.group.is_some();
     let mut cost = Some(0.0);
     let mut per = BTreeMap::new();
     for (name, spent) in tally.0 {
         let u = spent.total();
-        if group && name == spec.agent.id && u == Usage::default() {
+        if group && name == agent.id && u == Usage::default() {
             continue;
         }
         let own = spent.price.map(|p| self::cost(&u, p));

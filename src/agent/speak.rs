@@ -73,6 +73,9 @@ pub struct Resumed {
     pub group: Option<GroupResumed>,
     /// A template's walk: where it stood.
     pub template: Option<crate::templates::Place>,
+    /// What it had used, per speaker (the log's last `run_usage`): its
+    /// `chat.usage_summary` counts on from there.
+    pub usage: BTreeMap<String, Usage>,
 }
 
 /// Where a group run a restart cut off stood. `Resumed::turns` are then the
@@ -146,6 +149,26 @@ impl Spent {
 }
 
 impl Tally {
+    /// A continued run's tally: what its cut-off self had used (`used`, per
+    /// speaker), each at its speaker's price in `agent`.
+    pub(super) fn before(agent: &Agent, used: &BTreeMap<String, Usage>) -> Self {
+        let mut tally = Self::default();
+        for (name, u) in used {
+            let price = match &agent.group {
+                // The selector's calls count under the group's id.
+                Some(g) if *name == agent.id => g.selector_price,
+                Some(g) => g
+                    .members
+                    .iter()
+                    .find(|m| m.name == *name)
+                    .and_then(|m| m.agent.price),
+                None => agent.price,
+            };
+            tally.of(name, price).model = *u;
+        }
+        tally
+    }
+
     /// The entry of `speaker` (created with `price`).
     pub(super) fn of(&mut self, speaker: &str, price: Option<Price>) -> &mut Spent {
         self.0.entry(speaker.to_owned()).or_insert_with(|| Spent {

@@ -45,6 +45,7 @@ pub(super) async fn stream_turn(
     let mut calls: BTreeMap<usize, (String, String, String)> = BTreeMap::new();
     let mut failure = None;
     let mut filter = JsonFilter::default();
+    let before = *usage;
     let print = |content: String| EventKind::Print {
         agent: speaker.to_owned(),
         content,
@@ -91,6 +92,8 @@ pub(super) async fn stream_turn(
             }
         }
     }
+    // Before the turn's text and calls, which then carry it in the log.
+    link.used(Some(speaker), before, *usage).await?;
     let mut json_call = None;
     if json_mode && failure.is_none() {
         let (rest, held) = filter.finish();

@@ -271,6 +271,20 @@ impl EventKind {
         }
     }
 
+    /// Whether a run's usage so far may ride on this event
+    /// ([`Envelope::run_usage`]): what closes a model turn (its text, its
+    /// calls), a tool's result, the next turn's start.
+    pub fn carries_run_usage(&self) -> bool {
+        matches!(
+            self,
+            Self::Text { .. }
+                | Self::SelectSpeaker { .. }
+                | Self::InputRequest { .. }
+                | Self::ToolCall { .. }
+                | Self::ToolResponse { .. }
+        )
+    }
+
     /// The `corr` this event answers or opens, if any.
     pub fn corr(&self) -> Option<&str> {
         match self {
@@ -296,9 +310,32 @@ pub struct Envelope {
     pub seq: u64,
     /// RFC 3339, UTC, milliseconds.
     pub ts: String,
+    /// On the user's `chat.text` that starts a run: the `context_type` it
+    /// was sent with, so a run continued after a restart is offered the
+    /// same prompt and tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_type: Option<String>,
+    /// What the run has used so far, per speaker (as
+    /// `chat.usage_summary.by_agent`), on the first envelope it logs after
+    /// that grew ([`EventKind::carries_run_usage`]): a run continued after a
+    /// restart counts on from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_usage: Option<std::collections::BTreeMap<String, AgentUsage>>,
 }
 
 impl Envelope {
+    /// An envelope of `kind` with none of the run's marks.
+    pub fn new(kind: EventKind, chat_id: Uuid, seq: u64, ts: String) -> Self {
+        Self {
+            kind,
+            chat_id,
+            seq,
+            ts,
+            context_type: None,
+            run_usage: None,
+        }
+    }
+
     /// The JSON text of this envelope, as stored and as sent live.
     pub fn to_json(&self) -> String {
         // Serializing a tree of strings, numbers and `Value`s cannot fail.

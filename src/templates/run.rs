@@ -245,7 +245,10 @@ async fn prepare<'a>(
             .as_deref()
             .and_then(|id| template.skills.iter().find(|s| s.id == id))
             .expect("checked at load: the skill exists");
-        match generate(agent, skill, content.spec.widget_type, usage).await {
+        let before = *usage;
+        let generated = generate(agent, skill, content.spec.widget_type, usage).await;
+        link.used(None, before, *usage).await?;
+        match generated {
             Ok(g) => {
                 let mut spec = content.spec.clone();
                 spec.stem = Some(g.stem);
@@ -381,7 +384,10 @@ async fn comment(
 ) -> Result<(), crate::link::Gone> {
     use crate::protocol::EventKind;
 
-    let event = match feedback(agent, &content.spec, data, verdict, usage).await {
+    let before = *usage;
+    let feedback = feedback(agent, &content.spec, data, verdict, usage).await;
+    link.used(None, before, *usage).await?;
+    let event = match feedback {
         Ok(text) => EventKind::Text {
             agent: agent.id.to_owned(),
             content: text,

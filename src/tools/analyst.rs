@@ -44,7 +44,7 @@ pub(super) fn spec_of(answer: &str) -> Result<Value, String> {
 pub(super) async fn run(call: &ToolCall, env: &CallEnv<'_>) -> Result<ToolOutcome, Gone> {
     let mut usage = Usage::default();
     let outcome = backend(env.link, call, chart(call, env, &mut usage)).await;
-    env.add_usage(&usage);
+    env.add_usage(&usage).await;
     outcome
 }
 

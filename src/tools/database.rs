@@ -67,7 +67,7 @@ async fn answer(call: &ToolCall, env: &CallEnv<'_>) -> Result<String, String> {
         &mut usage,
     )
     .await;
-    env.add_usage(&usage);
+    env.add_usage(&usage).await;
     let sql = sql_of(&written.map_err(|e| format!("the model could not write the query: {e}"))?);
     match db.connections.query(&q, &sql).await {
         Ok(result) => {

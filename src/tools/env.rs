@@ -29,11 +29,16 @@ pub struct CallEnv<'a> {
 }
 
 impl CallEnv<'_> {
-    /// Adds what a tool's own model calls used to the run's usage.
-    pub(super) fn add_usage(&self, used: &crate::llm::Usage) {
-        let mut total = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-        total.prompt_tokens += used.prompt_tokens;
-        total.completion_tokens += used.completion_tokens;
+    /// Adds what a tool's own model calls used to the run's usage, and
+    /// reports it to the chat (which logs it for a restart).
+    pub(super) async fn add_usage(&self, used: &crate::llm::Usage) {
+        {
+            let mut total = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+            total.prompt_tokens += used.prompt_tokens;
+            total.completion_tokens += used.completion_tokens;
+        }
+        // A chat gone: the run stops at its next message anyway.
+        let _ = self.link.used(None, Default::default(), *used).await;
     }
 
     /// The chat's database access, or why there is none.

@@ -49,11 +49,10 @@ fn run() -> Vec<Envelope> {
     kinds
         .into_iter()
         .enumerate()
-        .map(|(i, kind)| Envelope {
-            kind: serde_json::from_value(kind).expect("a valid envelope"),
-            chat_id: uuid::Uuid::nil(),
-            seq: i as u64 + 1,
-            ts: "2026-11-27T00:00:00.000Z".into(),
+        .map(|(i, kind)| {
+            let kind = serde_json::from_value(kind).expect("a valid envelope");
+            let ts = "2026-11-27T00:00:00.000Z".into();
+            Envelope::new(kind, uuid::Uuid::nil(), i as u64 + 1, ts)
         })
         .collect()
 }
@@ -303,14 +302,11 @@ fn a_response_ends_at_its_wait_even_when_the_log_goes_on() {
 fn a_response_to_a_cancelled_wait_opens_nothing_the_last_one_closed() {
     // The run waits for an input; the next request cancels it.
     let mut log = run()[..18].to_vec();
-    log.push(Envelope {
-        kind: EventKind::RunComplete {
-            reason: crate::protocol::RunEndReason::Cancelled,
-        },
-        chat_id: uuid::Uuid::nil(),
-        seq: 19,
-        ts: "2026-11-27T00:00:00.000Z".into(),
-    });
+    let end = EventKind::RunComplete {
+        reason: crate::protocol::RunEndReason::Cancelled,
+    };
+    let ts = "2026-11-27T00:00:00.000Z".into();
+    log.push(Envelope::new(end, uuid::Uuid::nil(), 19, ts));
     let make = || -> Box<dyn Encoder> { Box::new(AgUi::new("t".into(), "r".into(), 0)) };
     let framer = Framer::new(make(), Shows::Response, 0)
         .holding(EventId::after(18))
@@ -347,11 +343,10 @@ fn a_response_answering_two_waits_goes_on_past_both_on_a_rejoin() {
     let log: Vec<Envelope> = kinds
         .into_iter()
         .enumerate()
-        .map(|(i, kind)| Envelope {
-            kind: serde_json::from_value(kind).expect("a valid envelope"),
-            chat_id: uuid::Uuid::nil(),
-            seq: i as u64 + 1,
-            ts: "2026-11-27T00:00:00.000Z".into(),
+        .map(|(i, kind)| {
+            let kind = serde_json::from_value(kind).expect("a valid envelope");
+            let ts = "2026-11-27T00:00:00.000Z".into();
+            Envelope::new(kind, uuid::Uuid::nil(), i as u64 + 1, ts)
         })
         .collect();
     for (name, make) in [

@@ -6,12 +6,12 @@ use crate::protocol::{Display, Envelope, EventKind};
 
 /// `kind` logged at `seq`.
 pub(super) fn env(seq: u64, kind: EventKind) -> Envelope {
-    Envelope {
+    Envelope::new(
         kind,
-        chat_id: uuid::Uuid::nil(),
+        uuid::Uuid::nil(),
         seq,
-        ts: "2026-11-21T00:00:00.000Z".into(),
-    }
+        "2026-11-21T00:00:00.000Z".into(),
+    )
 }
 
 /// A model turn of agent `a`.

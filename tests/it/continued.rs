@@ -286,6 +286,19 @@ async fn cut_while_asking(
     (child, addr, chat, asked)
 }
 
+/// [`cut_while_asking`] for the demo agent's `ask:` in a fresh data folder
+/// (kept alive by the returned guard).
+async fn cut_while_demo_asks(
+    extra: &[&str],
+) -> (tempfile::TempDir, Child, SocketAddr, Uuid, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+    let text = "ask: Your name?";
+    let (child, addr, chat, asked) =
+        cut_while_asking(dir.path(), "demo", text, "chat.input_request", extra).await;
+    (dir, child, addr, chat, asked)
+}
+
 /// Every envelope of `log` of this type.
 fn of_type<'a>(log: &'a [Value], ty: &str) -> Vec<&'a Value> {
     log.iter().filter(|m| m["type"] == ty).collect()
@@ -293,16 +306,7 @@ fn of_type<'a>(log: &'a [Value], ty: &str) -> Vec<&'a Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ask_keeps_waiting_and_an_answer_after_the_restart_finishes_the_run() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
-    let (_child, addr, chat, asked) = cut_while_asking(
-        dir.path(),
-        "demo",
-        "ask: Your name?",
-        "chat.input_request",
-        &[],
-    )
-    .await;
+    let (_dir, _child, addr, chat, asked) = cut_while_demo_asks(&[]).await;
     assert_eq!(asked["tool_name"], "ask_user");
     let rest = answer_after(addr, chat, &asked["seq"], json!({"type": "user.input.submit", "chat_id": chat, "request_id": asked["request_id"], "text": "Ada"})).await;
     // The answer is logged as the user's words, then acknowledged.
@@ -846,17 +850,8 @@ async fn a_quiz_cut_while_a_widget_waits_goes_on_at_that_widget() {
 /// to the same request has no second effect.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_that_beats_the_continued_run_is_held_not_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
     let delay = ["--test-continue-delay-ms", "3000"];
-    let (_child, addr, chat, asked) = cut_while_asking(
-        dir.path(),
-        "demo",
-        "ask: Your name?",
-        "chat.input_request",
-        &delay,
-    )
-    .await;
+    let (_dir, _child, addr, chat, asked) = cut_while_demo_asks(&delay).await;
     let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
     let submit = |id: &Value, text: &str| json!({"type": "user.input.submit", "chat_id": chat, "request_id": id, "text": text});
     c.send(submit(&json!("nobody-asked"), "x")).await;
@@ -890,4 +885,99 @@ async fn an_answer_that_beats_the_continued_run_is_held_not_refused() {
         .map(|m| &m["content"])
         .collect();
     assert_eq!(said, ["ask: Your name?", "Ada"]);
+}
+
+/// An agent whose tool is offered only for one `context_type`.
+const OPS: &str = r#"id: ops
+model:
+  provider: scripted
+  script:
+    rules:
+      - prefix: "ask: "
+        call: {tool: ask_ops, input: {prompt: "{arg}"}}
+        then: "Ops answered: {result}"
+system_prompt: Test.
+context_prompts:
+  ops: You help the operations team.
+tools:
+  - name: ask_ops
+    description: Ask the operator on duty
+    input_schema: {type: object, properties: {prompt: {type: string}}, required: [prompt]}
+    input_request: {prompt_field: prompt}
+    context_types: [ops]
+"#;
+
+/// The run's `context_type` is in the log (on the user's message that
+/// started it), so the run continued after a SIGKILL is offered the same
+/// tools: its call of a tool only that context offers waits again and its
+/// answer finishes the run (before, the continued run had the default
+/// context, the call was refused as not offered and the answer found
+/// nothing waiting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continued_run_keeps_its_context_type() {
+    let dir = with_agent("ops.yaml", OPS);
+    let (child, addr) = spawn_server(dir.path()).await;
+    let chat = Uuid::new_v4();
+    let body = json!({"message": "ask: Which host?", "context_type": "ops", "agent": "ops", "conversation_id": chat});
+    // The turn's stream stays open while the run waits; the log is read
+    // over a socket.
+    let stream = agentwire::llm::http_client()
+        .post(format!("http://{addr}/v1/agent/chat"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.resume(chat, 0).await;
+    let seen = c.recv_until(|m| m["type"] == "chat.input_request").await;
+    assert_eq!(seen[0]["context_type"], "ops", "{:?}", seen[0]);
+    let asked = seen.last().unwrap().clone();
+    kill(child).await;
+    drop(stream);
+
+    let (_child, addr) = spawn_server(dir.path()).await;
+    let answer = json!({"type": "user.input.submit", "chat_id": chat, "request_id": asked["request_id"], "text": "web-1"});
+    let rest = answer_after(addr, chat, &asked["seq"], answer).await;
+    assert!(of_type(&rest, "chat.error").is_empty(), "{rest:?}");
+    assert_eq!(last_text(&rest), "Ops answered: web-1");
+    assert_eq!(rest.last().unwrap()["reason"], "completed");
+    let log = log_until_complete(addr, chat).await;
+    assert_gap_free(&seqs(&log));
+    assert_eq!(of_type(&log, "chat.input_request").len(), 1, "asked once");
+}
+
+/// The usage summary of a run continued after a SIGKILL counts what the
+/// run used before it (logged with the run's envelopes as `run_usage`): the
+/// same as the same conversation's without a restart (before, only the
+/// turns after the restart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continued_runs_usage_counts_what_it_used_before_the_restart() {
+    let (_dir, _child, addr, chat, asked) = cut_while_demo_asks(&[]).await;
+    // The model turn that asked is in the log with what it used.
+    let before = asked["run_usage"]["demo"]["total_tokens"].as_u64().unwrap();
+    assert!(before > 0, "{asked}");
+    let answer = |chat: Uuid, id: &Value| json!({"type": "user.input.submit", "chat_id": chat, "request_id": id, "text": "Ada"});
+    let rest = answer_after(
+        addr,
+        chat,
+        &asked["seq"],
+        answer(chat, &asked["request_id"]),
+    )
+    .await;
+    let cut = of_type(&rest, "chat.usage_summary")[0].clone();
+
+    // The same conversation, not cut.
+    let whole = Uuid::new_v4();
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.start(whole, "ask: Your name?").await;
+    let asked = c.recv_until(|m| m["type"] == "chat.input_request").await;
+    c.send(answer(whole, &asked.last().unwrap()["request_id"]))
+        .await;
+    let uncut = c.until_complete(whole).await;
+    let uncut = of_type(&uncut, "chat.usage_summary")[0].clone();
+    for field in ["total_tokens", "prompt_tokens", "completion_tokens"] {
+        assert_eq!(cut[field], uncut[field], "{field}: {cut} vs {uncut}");
+    }
+    assert!(cut["total_tokens"].as_u64().unwrap() > before);
 }

@@ -115,7 +115,11 @@ impl<'a> Chooser<'a> {
                 member(candidates[draw], Some(reason))
             }
             SelectionMethod::Auto => {
-                match self.ask_selector(transcript, ask.selector, ask.usage).await {
+                let before = *ask.usage;
+                let chosen = self.ask_selector(transcript, ask.selector, ask.usage).await;
+                // The selector's calls are the group's own (its agent's).
+                ask.link.used(None, before, *ask.usage).await?;
+                match chosen {
                     Ok(index) => member(index, None),
                     Err(why) => Pick::Member {
                         index: round_robin,

@@ -246,17 +246,13 @@ impl StreamState {
             .and_then(|v| v["seq"].as_u64());
         tracing::error!(error = %e, ?seq, "unreadable envelope in the log; ending the stream");
         crate::metrics::error_sent(ErrorCode::PersistenceError.as_str());
-        let env = Envelope {
-            kind: EventKind::Error {
-                message: "an envelope of this chat cannot be read; the stream ends here".into(),
-                error_code: ErrorCode::PersistenceError,
-                details: seq.map(|seq| serde_json::json!({ "seq": seq })),
-                recoverable: false,
-            },
-            chat_id: self.chat_id,
-            seq: 0,
-            ts: crate::protocol::now_ts(),
+        let kind = EventKind::Error {
+            message: "an envelope of this chat cannot be read; the stream ends here".into(),
+            error_code: ErrorCode::PersistenceError,
+            details: seq.map(|seq| serde_json::json!({ "seq": seq })),
+            recoverable: false,
         };
+        let env = Envelope::new(kind, self.chat_id, 0, crate::protocol::now_ts());
         let mut outs = Vec::new();
         self.framer
             .encoder()

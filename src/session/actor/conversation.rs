@@ -51,7 +51,8 @@ impl Actor {
             state: to,
             previous: from,
         };
-        self.append_with(vec![(event, None)], None, Some(to.as_str()))
+        let marks = super::Marks::default();
+        self.append_with(vec![(event, None)], None, Some(to.as_str()), marks)
             .await?;
         Ok(())
     }

@@ -128,6 +128,21 @@ struct ActiveRun {
     /// it waits on each again. An answer to one meanwhile is held, not
     /// refused. (A paused conversation reads its run only once resumed.)
     rewaits: HashSet<String>,
+    /// What the run has used so far, per speaker (with what its cut-off
+    /// self had, for a continued run), and whether its next envelope that
+    /// can carry it must (`Envelope::run_usage`).
+    used: std::collections::BTreeMap<String, crate::llm::Usage>,
+    used_unlogged: bool,
+}
+
+/// What a run's envelopes carry for a restart (`Envelope::context_type` and
+/// `run_usage`).
+#[derive(Default)]
+struct Marks {
+    /// On the first envelope: the user's message that starts the run.
+    context_type: Option<String>,
+    /// On the first envelope that can carry it.
+    run_usage: Option<std::collections::BTreeMap<String, crate::protocol::AgentUsage>>,
 }
 
 /// An answer that came, just after a restart, for a request the continued
@@ -342,15 +357,18 @@ impl Actor {
         events: Vec<(EventKind, Option<String>)>,
         state: Option<ChatState>,
     ) -> Result<(), StoreError> {
-        self.append_with(events, state, None).await
+        self.append_with(events, state, None, Marks::default())
+            .await
     }
 
-    /// [`append`](Self::append), also setting the conversation state.
+    /// [`append`](Self::append), also setting the conversation state, and
+    /// with what the run's envelopes carry for a restart.
     async fn append_with(
         &mut self,
         events: Vec<(EventKind, Option<String>)>,
         state: Option<ChatState>,
         conversation_state: Option<&'static str>,
+        mut marks: Marks,
     ) -> Result<(), StoreError> {
         let mut envelopes = Vec::with_capacity(events.len());
         let ts_ms = chrono::Utc::now().timestamp_millis();
@@ -362,14 +380,14 @@ impl Actor {
             if let EventKind::Error { error_code, .. } = &kind {
                 crate::metrics::error_sent(error_code.as_str());
             }
-            let json: Arc<str> = Envelope {
-                kind,
-                chat_id: self.chat_id,
-                seq,
-                ts: ts.clone(),
+            let mut env = Envelope::new(kind, self.chat_id, seq, ts.clone());
+            if i == 0 {
+                env.context_type = marks.context_type.take();
             }
-            .to_json()
-            .into();
+            if env.kind.carries_run_usage() {
+                env.run_usage = marks.run_usage.take();
+            }
+            let json: Arc<str> = env.to_json().into();
             envelopes.push(NewEnvelope {
                 seq,
                 kind: type_name,

@@ -73,6 +73,7 @@ impl Actor {
                 }
                 self.answer_held(&request_id).await;
             }
+            RunMsg::Used { speaker, usage } => self.used(speaker, usage),
             RunMsg::KeepAnswer {
                 corr,
                 answer,
@@ -132,6 +133,19 @@ impl Actor {
                 self.answer_held(&corr).await;
             }
         }
+    }
+
+    /// Counts what the run's model calls used (`speaker`'s, else the run's
+    /// agent's); its next envelope that can carry the total does.
+    pub(super) fn used(&mut self, speaker: Option<String>, usage: crate::llm::Usage) {
+        let Some(run) = &mut self.run else { return };
+        let speaker = speaker
+            .or_else(|| self.chat.as_ref().map(|c| c.agent.clone()))
+            .unwrap_or_default();
+        let total = run.used.entry(speaker).or_default();
+        total.prompt_tokens += usage.prompt_tokens;
+        total.completion_tokens += usage.completion_tokens;
+        run.used_unlogged = true;
     }
 
     /// Logs a request the run waits on, and the conversation's new state;

@@ -1,13 +1,15 @@
 //! The actor's side of a run: starting it, logging what it emits, answering
 //! its requests, timing them out, and closing it.
 
+use std::collections::BTreeMap;
+
 use tokio::time::Instant;
 
-use super::{ActiveRun, Actor, MAX_EMIT_BATCH, RUN_QUEUE};
+use super::{ActiveRun, Actor, MAX_EMIT_BATCH, Marks, RUN_QUEUE};
 use crate::agent::runtime::{self, RunSpec};
 use crate::link::{RunControl, RunLink, RunMsg};
-use crate::llm::Message;
-use crate::protocol::{ErrorCode, EventKind, RunEndReason};
+use crate::llm::{Message, Usage};
+use crate::protocol::{AgentUsage, ErrorCode, EventKind, RunEndReason};
 use crate::session::SessionError;
 use crate::session::handle::RunExtras;
 use crate::store::{ChatState, StoreError};
@@ -103,6 +105,12 @@ impl Actor {
                 .as_ref()
                 .map(open_requests)
                 .unwrap_or_default(),
+            used: extras
+                .resumed
+                .as_ref()
+                .map(|r| r.usage.clone())
+                .unwrap_or_default(),
+            used_unlogged: false,
             _gauge: crate::metrics::RunGauge::start(),
             _permit: permit,
         });
@@ -111,7 +119,14 @@ impl Actor {
                 agent: "user".into(),
                 content: text.clone(),
             };
-            if let Err(e) = self.append_run(vec![(event, client_msg_id)]).await {
+            let marks = Marks {
+                context_type: extras.context_type.clone(),
+                run_usage: None,
+            };
+            if let Err(e) = self
+                .append_marked(vec![(event, client_msg_id)], marks)
+                .await
+            {
                 self.run = None;
                 return Err(e.into());
             }
@@ -194,11 +209,25 @@ impl Actor {
     }
 
     /// Appends events of (or into) the run: the first marks the chat running,
-    /// a `chat.run_complete` marks it idle.
+    /// a `chat.run_complete` marks it idle; the first that can carries what
+    /// the run has used, if that grew since it was last logged.
     pub(super) async fn append_run(
         &mut self,
         events: Vec<(EventKind, Option<String>)>,
     ) -> Result<(), StoreError> {
+        self.append_marked(events, Marks::default()).await
+    }
+
+    async fn append_marked(
+        &mut self,
+        events: Vec<(EventKind, Option<String>)>,
+        mut marks: Marks,
+    ) -> Result<(), StoreError> {
+        let usage_logged = self.run.as_ref().is_some_and(|r| r.used_unlogged)
+            && events.iter().any(|(k, _)| k.carries_run_usage());
+        if usage_logged && let Some(run) = &self.run {
+            marks.run_usage = Some(run_usage(&run.used));
+        }
         let ended = events.iter().find_map(|(k, _)| match k {
             EventKind::RunComplete { reason } => Some(*reason),
             _ => None,
@@ -212,9 +241,10 @@ impl Actor {
         } else {
             None
         };
-        self.append(events, state).await?;
+        self.append_with(events, state, None, marks).await?;
         if let Some(run) = &mut self.run {
             run.state_written |= starts;
+            run.used_unlogged &= !usage_logged;
         }
         if let Some(reason) = ended {
             // Over once its end is logged: a client that read it may start
@@ -322,6 +352,21 @@ impl Actor {
             self.conversation_ended(RunEndReason::Error).await;
         }
     }
+}
+
+/// The run's usage per speaker, as the log keeps it.
+fn run_usage(used: &BTreeMap<String, Usage>) -> BTreeMap<String, AgentUsage> {
+    used.iter()
+        .map(|(name, u)| {
+            let usage = AgentUsage {
+                total_tokens: u.prompt_tokens + u.completion_tokens,
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+                cost: None,
+            };
+            (name.clone(), usage)
+        })
+        .collect()
 }
 
 /// The requests a continued run will wait on again: its calls' (and a

@@ -2,11 +2,12 @@
 //! envelopes in order; everything after the last `chat.run_complete` is the
 //! cut run) and what to do with it ([`Plan`]). Pure: no store, no actor.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
 use crate::agent::APPROVAL;
+use crate::llm::Usage;
 use crate::protocol::{Envelope, ErrorCode, EventKind, RunEndReason};
 use crate::store::StoredEnvelope;
 
@@ -76,6 +77,18 @@ pub(super) struct Cut {
     template: crate::templates::Trail,
     /// The frontend tools it called (a client brought them with the run).
     frontend: Vec<String>,
+    /// The `context_type` its user's message was sent with.
+    context_type: Option<String>,
+    /// What it had used, per speaker (its last `run_usage`).
+    usage: BTreeMap<String, Usage>,
+}
+
+/// What a cut run carries on whatever it goes on as (or ends with).
+pub(super) struct Carried {
+    /// The `context_type` its user's message was sent with.
+    pub context_type: Option<String>,
+    /// What it had used, per speaker.
+    pub used: BTreeMap<String, Usage>,
 }
 
 /// What to do with a cut run.
@@ -176,19 +189,42 @@ impl Cut {
             .collect()
     }
 
+    /// What the run carries on whatever it goes on as.
+    pub(super) fn carried(&self) -> Carried {
+        Carried {
+            context_type: self.context_type.clone(),
+            used: self.usage.clone(),
+        }
+    }
+
     /// Takes the next envelope of the log, in seq order.
     pub(super) fn push(&mut self, stored: &StoredEnvelope) {
         // Fragments are most of a log: nothing to read in them.
         if stored.kind == "chat.print" {
             return;
         }
-        let Ok(env) = serde_json::from_str::<Envelope>(&stored.json) else {
+        let Ok(mut env) = serde_json::from_str::<Envelope>(&stored.json) else {
             tracing::warn!(seq = stored.seq, "an unreadable envelope in a cut run");
             return;
         };
         if let EventKind::RunComplete { .. } = env.kind {
             *self = Self::default();
             return;
+        }
+        if let Some(used) = env.run_usage.take() {
+            self.usage = used
+                .into_iter()
+                .map(|(name, u)| {
+                    let usage = Usage {
+                        prompt_tokens: u.prompt_tokens,
+                        completion_tokens: u.completion_tokens,
+                    };
+                    (name, usage)
+                })
+                .collect();
+        }
+        if self.context_type.is_none() {
+            self.context_type = env.context_type.take();
         }
         self.started.get_or_insert_with(|| env.ts.clone());
         self.template.push(&env.kind, &env.ts);

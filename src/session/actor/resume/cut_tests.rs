@@ -12,12 +12,12 @@ use crate::store::StoredEnvelope;
 fn cut(events: Vec<EventKind>) -> Cut {
     let mut cut = Cut::default();
     for (i, kind) in events.into_iter().enumerate() {
-        let env = Envelope {
+        let env = Envelope::new(
             kind,
-            chat_id: Uuid::nil(),
-            seq: i as u64 + 1,
-            ts: "2026-11-25T10:00:00.000Z".into(),
-        };
+            Uuid::nil(),
+            i as u64 + 1,
+            "2026-11-25T10:00:00.000Z".into(),
+        );
         cut.push(&StoredEnvelope {
             seq: env.seq,
             kind: env.kind.type_name().into(),
@@ -606,4 +606,60 @@ fn a_groups_choice_of_speaker_is_asked_again_and_nothing_else_untooled_is() {
     // A request of no tool that is not a speaker's choice cannot go on.
     let plan = cut(vec![user("hi"), untooled("req_1")]).plan(never);
     assert!(matches!(plan, Plan::Interrupt(_)), "{plan:?}");
+}
+
+/// What a cut run carries: the `context_type` of the message that started
+/// it, and its last `run_usage`; nothing of the runs before it.
+#[test]
+fn a_cut_run_carries_its_context_type_and_last_usage() {
+    let used = |n: u64| {
+        let usage = crate::protocol::AgentUsage {
+            total_tokens: n + 1,
+            prompt_tokens: n,
+            completion_tokens: 1,
+            cost: None,
+        };
+        Some(std::collections::BTreeMap::from([(
+            "bot".to_owned(),
+            usage,
+        )]))
+    };
+    let mut log = vec![
+        (user("earlier"), Some("old"), None),
+        (text("done"), None, used(50)),
+        (
+            EventKind::RunComplete {
+                reason: RunEndReason::Completed,
+            },
+            None,
+            None,
+        ),
+        (user("go"), Some("ops"), None),
+        (speaker(), None, None),
+        (text("a"), None, used(7)),
+        (speaker(), None, None),
+        (print("b"), None, None),
+        (text("b"), None, used(9)),
+    ];
+    let mut cut = Cut::default();
+    for (i, (kind, context_type, run_usage)) in log.drain(..).enumerate() {
+        let mut env = Envelope::new(
+            kind,
+            Uuid::nil(),
+            i as u64 + 1,
+            "2026-11-25T10:00:00.000Z".into(),
+        );
+        env.context_type = context_type.map(str::to_owned);
+        env.run_usage = run_usage;
+        cut.push(&StoredEnvelope {
+            seq: env.seq,
+            kind: env.kind.type_name().into(),
+            json: env.to_json(),
+        });
+    }
+    let carried = cut.carried();
+    assert_eq!(carried.context_type.as_deref(), Some("ops"));
+    let bot = carried.used["bot"];
+    assert_eq!((bot.prompt_tokens, bot.completion_tokens), (9, 1));
+    assert_eq!(carried.used.len(), 1);
 }

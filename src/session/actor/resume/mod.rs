@@ -52,7 +52,7 @@ use crate::session::handle::{RunExtras, WorkflowCall};
 use crate::store::{ChatState, StoreError};
 use crate::templates::{Template, Trail};
 use crate::tools::ToolKind;
-use cut::{Cut, Plan, Waits};
+use cut::{Carried, Cut, Plan, Waits};
 
 /// What the tool result of a call cut off by a restart says (not idempotent).
 pub(super) const UNKNOWN_OUTCOME: &str =
@@ -86,11 +86,14 @@ impl Actor {
             after = last.seq;
             page.iter().for_each(|e| cut.push(e));
         }
+        let carried = cut.carried();
         if let Some(template) = agent.as_ref().and_then(|a| a.template.as_ref()) {
             let started = cut.started().map(str::to_owned);
             return match cut.template_walk(template) {
-                Ok(trail) => self.continue_walk(template, &trail, started).await,
-                Err((reason, summarized)) => self.finish_cut_run(reason, summarized).await,
+                Ok(trail) => self.continue_walk(template, &trail, started, carried).await,
+                Err((reason, summarized)) => {
+                    self.finish_cut_run(reason, summarized, &carried).await
+                }
             };
         }
         let client_tools = cut.frontend_tools();
@@ -141,7 +144,9 @@ impl Actor {
         };
         tracing::info!(?plan, "a run cut off by a restart");
         match plan {
-            Plan::Finish { reason, summarized } => self.finish_cut_run(reason, summarized).await,
+            Plan::Finish { reason, summarized } => {
+                self.finish_cut_run(reason, summarized, &carried).await
+            }
             Plan::Interrupt(why) => self.interrupt_cut_run(Some(why)).await,
             Plan::Workflow {
                 id,
@@ -176,7 +181,8 @@ impl Actor {
                     parameters,
                     corr,
                 };
-                self.start_resumed(resumed, Some(call), Vec::new()).await
+                self.start_resumed(resumed, Some(call), Vec::new(), carried)
+                    .await
             }
             Plan::Abandon { unanswered, why } => {
                 let mut events: Vec<_> = unanswered.into_iter().map(unknown_outcome).collect();
@@ -190,7 +196,8 @@ impl Actor {
                     None,
                 ));
                 self.append(events, None).await?;
-                self.finish_cut_run(RunEndReason::Error, false).await
+                self.finish_cut_run(RunEndReason::Error, false, &carried)
+                    .await
             }
             Plan::Continue {
                 discard,
@@ -256,8 +263,10 @@ impl Actor {
                         handoff: g.handoff.clone(),
                     }),
                     template: None,
+                    usage: Default::default(),
                 };
-                self.start_resumed(resumed, None, client_tools).await
+                self.start_resumed(resumed, None, client_tools, carried)
+                    .await
             }
         }
     }
@@ -269,6 +278,7 @@ impl Actor {
         template: &Template,
         trail: &Trail,
         started: Option<String>,
+        carried: Carried,
     ) -> Result<(), StoreError> {
         let mut keys = HashMap::new();
         for corr in trail.corrs() {
@@ -288,21 +298,25 @@ impl Actor {
             template: Some(place),
             ..Resumed::default()
         };
-        self.start_resumed(resumed, None, Vec::new()).await
+        self.start_resumed(resumed, None, Vec::new(), carried).await
     }
 
     /// Starts the run again from what the log said of it (a workflow's
-    /// run: invoking it again).
+    /// run: invoking it again), with the `context_type` it was started
+    /// with and counting on from what it had used.
     async fn start_resumed(
         &mut self,
-        resumed: Resumed,
+        mut resumed: Resumed,
         workflow: Option<WorkflowCall>,
         client_tools: Vec<crate::tools::ClientTool>,
+        carried: Carried,
     ) -> Result<(), StoreError> {
+        resumed.usage = carried.used;
         let extras = RunExtras {
             resumed: Some(resumed),
             workflow,
             client_tools,
+            context_type: carried.context_type,
             ..RunExtras::default()
         };
         if let Err(e) = Box::pin(self.start_run(None, extras)).await {
@@ -358,13 +372,19 @@ impl Actor {
     /// request.
     async fn flush_run(&mut self) {
         let mut events = Vec::new();
+        let mut used = Vec::new();
         if let Some(run) = &mut self.run {
-            while let Ok(RunMsg::Emit(kind)) = run.rx.try_recv() {
-                if matches!(kind, EventKind::SelectSpeaker { .. }) {
-                    break;
+            loop {
+                match run.rx.try_recv() {
+                    Ok(RunMsg::Emit(EventKind::SelectSpeaker { .. })) => break,
+                    Ok(RunMsg::Emit(kind)) => events.push((kind, None)),
+                    Ok(RunMsg::Used { speaker, usage }) => used.push((speaker, usage)),
+                    _ => break,
                 }
-                events.push((kind, None));
             }
+        }
+        for (speaker, usage) in used {
+            self.used(speaker, usage);
         }
         if !events.is_empty()
             && let Err(e) = self.append_run(events).await
@@ -389,25 +409,31 @@ impl Actor {
         self.draining = false;
     }
 
-    /// Logs the end of a run that was ending when it was cut off.
+    /// Logs the end of a run that was ending when it was cut off (with its
+    /// usage summary, from what it had logged it used, unless it has one).
     async fn finish_cut_run(
         &mut self,
         reason: RunEndReason,
         summarized: bool,
+        carried: &Carried,
     ) -> Result<(), StoreError> {
         let mut events = Vec::new();
         if !summarized {
-            // What the run spent before the restart is not in the log.
-            events.push((
-                EventKind::UsageSummary {
+            let agent = self
+                .chat
+                .as_ref()
+                .and_then(|c| self.ctx.agents.get(&c.agent));
+            let summary = match agent {
+                Some(agent) => crate::agent::runtime::summary_of(&agent, &carried.used),
+                None => EventKind::UsageSummary {
                     total_tokens: 0,
                     prompt_tokens: 0,
                     completion_tokens: 0,
                     cost: None,
                     by_agent: None,
                 },
-                None,
-            ));
+            };
+            events.push((summary, None));
         }
         events.push((EventKind::RunComplete { reason }, None));
         self.append(events, Some(ChatState::Idle)).await?;
