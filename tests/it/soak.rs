@@ -74,6 +74,53 @@ async fn a_chat_reads_commands_while_its_run_streams_without_pause() {
     assert_eq!(rest.last().unwrap()["reason"], "cancelled");
 }
 
+/// A chat that cannot answer (on PostgreSQL, another session holds its
+/// lease row in an open transaction, so loading the chat waits) is a
+/// `TRANSPORT_ERROR` after the registry's deadline, and the connection that
+/// asked goes on being read (before, its reader waited for ever, and nothing
+/// else it sent was read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_that_cannot_answer_is_a_transport_error_not_a_stall() {
+    if on_postgres() {
+        return; // Run once, in the default pass: it makes its own database.
+    }
+    let Some(postgres) = agentwire::testing::postgres() else {
+        return;
+    };
+    let url = postgres.fresh_database().await;
+    let settings = agentwire::config::Settings {
+        database_url: Some(url.clone()),
+        ..Default::default()
+    };
+    let server = Server::start_with(Opts {
+        settings,
+        ..Default::default()
+    })
+    .await;
+    let chat = Uuid::new_v4();
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO chat_leases (chat_id, node_id, epoch) VALUES ($1, 0, 1)")
+        .bind(chat)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    let mut c = server.client().await;
+    c.resume(chat, 0).await;
+    let refused = c.recv().await;
+    assert_eq!(refused["error_code"], "TRANSPORT_ERROR", "{refused}");
+    assert_eq!(refused["recoverable"], true);
+    assert_eq!(refused["chat_id"], chat.to_string());
+    c.send(json!({"type": "ping"})).await;
+    assert_eq!(c.recv().await["type"], "pong");
+
+    // Once the row is free the chat answers again (it does not exist).
+    holder.rollback().await.unwrap();
+    c.resume(chat, 0).await;
+    assert_eq!(c.recv().await["error_code"], "RESUME_FAILED");
+}
+
 /// Connections of the soak test.
 const CONNECTIONS: usize = 40;
 /// What each connection does before the test checks the log.
