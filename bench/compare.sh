@@ -108,6 +108,12 @@ bench resume "${aw[@]}" --envelopes 10000 --repeats 20
 bench resume "${aw[@]}" --envelopes "$resume_big" --repeats 5
 bench mixed "${aw[@]}" --connections "$mixed" --seconds "$mixed_s" --n 200
 kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
+# What a burst leaves behind (the journal's folds, the WAL's checkpoints) must
+# not stall the live streams after it: a fresh server, the burst, then five
+# paced runs back to back, each reported (docs/benchmarks.md's `after-burst`).
+start_agentwire 18082 "sqlite://$work/after-burst.db"
+bench after-burst --url ws://127.0.0.1:18082/v1/ws --pid "$aw_pid" --label agentwire --runs 5
+kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
 
 echo "== the raw ceiling"
 "$bin/raw-ceiling" 127.0.0.1:18090 2> /dev/null &
@@ -151,6 +157,10 @@ if [ -n "$pg_bin" ] && [ "$(id -u)" = 0 ]; then
   bench stream "${pg[@]}" --chats "$chats" --n "$n"
   paced "${pg[@]}"
   bench resume --url ws://127.0.0.1:18081/v1/ws --label agentwire-postgres --envelopes 10000 --repeats 20
+  kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
+  runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15432 -U postgres after_burst
+  start_agentwire 18083 "postgres://postgres@127.0.0.1:15432/after_burst"
+  bench after-burst --url ws://127.0.0.1:18083/v1/ws --pid "$aw_pid" --label agentwire-postgres --runs 5
   kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
   bench storage --database-url "postgres://postgres@127.0.0.1:15432/ceiling" --rows "$rows" --batches 1,10,100,1000
 fi
