@@ -70,10 +70,18 @@ pub fn target(runs: &[Value], server: &str, backend: &str) -> (String, String, &
         "after a `burst:` of 100 × 2,000, five paced runs of 50 chats in a row, each p99 ≤ \
          {P99_MS} ms and p99.9 ≤ {P999_MS} ms, {backend}"
     );
-    let Some(r) = runs
-        .iter()
-        .rfind(|r| r["scenario"] == "after-burst" && r["params"]["server"] == server)
-    else {
+    // Only the issue's sizes count for the target (the table shows any).
+    let full = |p: &Value| {
+        (
+            p["burst_chats"].as_u64(),
+            p["burst_n"].as_u64(),
+            p["chats"].as_u64(),
+        ) == (Some(100), Some(2000), Some(50))
+            && p["runs"].as_u64() >= Some(5)
+    };
+    let Some(r) = runs.iter().rfind(|r| {
+        r["scenario"] == "after-burst" && r["params"]["server"] == server && full(&r["params"])
+    }) else {
         return (what, "–".into(), "not measured");
     };
     let f = &r["figures"];
@@ -116,7 +124,10 @@ pub fn section(runs: &[Value], md: &mut String) {
     for i in 1..=most {
         let _ = write!(md, " run {i} |");
     }
-    let _ = write!(md, " every run p99 ≤ {P99_MS} and p99.9 ≤ {P999_MS} |\n|---|---|---|");
+    let _ = write!(
+        md,
+        " every run p99 ≤ {P99_MS} and p99.9 ≤ {P999_MS} |\n|---|---|---|"
+    );
     for _ in 0..=most {
         let _ = write!(md, "---|");
     }
@@ -169,13 +180,9 @@ mod tests {
                 json!({"latency_ms": {"p50": 1.0, "p99": p99, "p999": p999}, "load_1m": 0.5})
             })
             .collect();
-        let worst = |i: usize| {
-            p99s.iter()
-                .map(|p| [p.0, p.1][i])
-                .reduce(f64::max)
-        };
+        let worst = |i: usize| p99s.iter().map(|p| [p.0, p.1][i]).reduce(f64::max);
         json!({"scenario": "after-burst",
-               "params": {"server": "agentwire", "burst_chats": 100, "burst_n": 2000, "chats": 50, "n": 150},
+               "params": {"server": "agentwire", "burst_chats": 100, "burst_n": 2000, "chats": 50, "n": 150, "runs": p99s.len().max(5)},
                "figures": {"load_1m": 0.4, "runs": runs, "worst_p99_ms": worst(0), "worst_p999_ms": worst(1)}})
     }
 
@@ -200,6 +207,9 @@ mod tests {
             "{md}"
         );
         let (_, shown, verdict) = target(&[line(&[(5.0, 12.0)])], "agentwire", "SQLite");
-        assert_eq!((shown.as_str(), verdict), ("worst p99 5.0 ms, p99.9 12.0 ms", "yes"));
+        assert_eq!(
+            (shown.as_str(), verdict),
+            ("worst p99 5.0 ms, p99.9 12.0 ms", "yes")
+        );
     }
 }

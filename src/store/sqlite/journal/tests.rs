@@ -136,7 +136,10 @@ fn a_writer_that_fell_behind_does_not_fold_every_chat_at_once() {
         chat: chats[0],
         rows: 13,
     };
-    assert_eq!((plan.direct.len(), plan.folds.as_slice()), (2, &[whole][..]));
+    assert_eq!(
+        (plan.direct.len(), plan.folds.as_slice()),
+        (2, &[whole][..])
+    );
 }
 
 #[test]
@@ -194,7 +197,11 @@ fn a_long_quiet_tail_is_folded_in_bounded_steps_and_reads_stay_whole() {
     // another chat's words, so its journal ids are not contiguous).
     for i in 0..100 {
         let at = t0 + Duration::from_millis(i);
-        commit(&mut tail, &[words(long, 2 + 2 * i, 2), words(other, 2 + i, 1)], at);
+        commit(
+            &mut tail,
+            &[words(long, 2 + 2 * i, 2), words(other, 2 + i, 1)],
+            at,
+        );
     }
     let other_first = tail.chats[&other].first_id;
     assert_eq!(tail.read(&long, 0, |_| true).0.len(), 200);
@@ -208,7 +215,11 @@ fn a_long_quiet_tail_is_folded_in_bounded_steps_and_reads_stay_whole() {
         seq += 1;
         steps += 1;
         let fold = plan.folds.iter().find(|f| f.chat == long).unwrap();
-        assert!(fold.rows <= AGE_FOLD_ROWS, "{} rows in one commit", fold.rows);
+        assert!(
+            fold.rows <= AGE_FOLD_ROWS,
+            "{} rows in one commit",
+            fold.rows
+        );
         // The rows left are the newest, read whole from the tail; the journal
         // head kept for them (and for `other`, still streaming) is not deleted.
         if let Some(p) = tail.chats.get(&long) {
