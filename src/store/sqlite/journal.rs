@@ -46,10 +46,14 @@ const FOLD_AGE: Duration = Duration::from_secs(10);
 /// tail takes several commits): folds are spread over commits so that none
 /// grows long (their rows are written on the commit path).
 const AGE_FOLD_ROWS: usize = 64;
-/// When the folds fall behind (the journal's oldest row is 4 × [`FOLD_AGE`]
-/// old, or the tail holds [`TAIL_BYTES`]), a commit folds this many rows per
-/// row it journals.
+/// A commit of live words folds this many rows for age or quiet per row it
+/// writes (at most [`AGE_FOLD_ROWS`], at least [`LIVE_FOLD_ROWS`]); when the
+/// folds fall behind (the journal's oldest row is 4 × [`FOLD_AGE`] old, or
+/// the tail holds [`TAIL_BYTES`]), this many per row it journals, past
+/// [`AGE_FOLD_ROWS`].
 const AGE_FOLD_ROWS_PER_JOURNALED: usize = 2;
+/// Rows a commit of live words may always fold for age or quiet.
+const LIVE_FOLD_ROWS: usize = 8;
 /// The tail's bytes (all chats) past which folds catch up.
 const TAIL_BYTES: usize = 64 * 1024 * 1024;
 /// Oldest chats looked at for a fold in one commit.
@@ -64,6 +68,8 @@ const DELETE_EVERY: i64 = 256;
 /// commit for a quarter of a second; 2,048 at a time still took 3–11 ms of
 /// statements in the commits of the streams after a burst (`bench/notes.md`).
 const DELETE_MOST: i64 = 512;
+/// Most journal rows a commit of live words deletes.
+const LIVE_DELETE_MOST: i64 = DELETE_EVERY;
 
 /// What one commit brings to a chat, for [`Tail::plan`].
 struct Journaling {
@@ -217,10 +223,19 @@ impl Tail {
                 .firsts
                 .first()
                 .is_some_and(|(_, chat)| now.duration_since(self.chats[chat].since) > 4 * FOLD_AGE);
+        // A commit of live words carries folds in proportion to its own
+        // rows (at least a few): twice what streams journal keeps up with
+        // them, and what a burst left behind is spread over the next streams'
+        // commits instead of filling each of them (and the WAL, and so the
+        // checkpoints whose fsync those commits wait behind). An idle
+        // writer's tidy takes the whole budget.
+        let live = plan.journal.len() + plan.direct.len();
         let mut budget = if behind {
             AGE_FOLD_ROWS.max(plan.journal.len() * AGE_FOLD_ROWS_PER_JOURNALED)
-        } else {
+        } else if batches.is_empty() {
             AGE_FOLD_ROWS
+        } else {
+            AGE_FOLD_ROWS.min(LIVE_FOLD_ROWS.max(live * AGE_FOLD_ROWS_PER_JOURNALED))
         };
         for (_, chat) in self.firsts.iter().take(AGE_FOLD_SCAN) {
             if budget == 0 {
@@ -256,9 +271,14 @@ impl Tail {
             }
         }
         let oldest_kept = oldest_kept.or_else(|| plan.journal.first().map(|(id, _, _)| *id));
-        let below = oldest_kept
-            .unwrap_or(next_id)
-            .min(self.deleted_below + DELETE_MOST);
+        let below = oldest_kept.unwrap_or(next_id).min(
+            self.deleted_below
+                + if batches.is_empty() {
+                    DELETE_MOST
+                } else {
+                    LIVE_DELETE_MOST
+                },
+        );
         if below - self.deleted_below >= DELETE_EVERY
             || (oldest_kept.is_none() && below > self.deleted_below)
         {
