@@ -295,6 +295,11 @@ impl Tail {
             .or_else(|| self.known_last.get(chat).copied())
     }
 
+    /// Journal rows a commit deleting below `below` deletes.
+    pub fn deleted_since(&self, below: i64) -> usize {
+        usize::try_from(below - self.deleted_below).unwrap_or(0)
+    }
+
     /// Whether no row waits to be folded or deleted.
     pub fn is_empty(&self) -> bool {
         self.chats.is_empty() && self.deleted_below >= self.next_id

@@ -43,7 +43,8 @@ pub struct SqliteStore {
     creates: Arc<write::Creates>,
     /// This process's lock on the file (see `write::lock`).
     _owner: Arc<std::fs::File>,
-    _checkpointer: Arc<checkpoint::Checkpointer>,
+    /// Told what each commit wrote, to checkpoint when it disturbs least.
+    checkpointer: Arc<checkpoint::Checkpointer>,
 }
 
 impl SqliteStore {
@@ -78,7 +79,7 @@ impl SqliteStore {
             writer: Arc::new(Mutex::new(writer)),
             creates: Arc::default(),
             _owner: Arc::new(owner),
-            _checkpointer: Arc::new(checkpointer),
+            checkpointer: Arc::new(checkpointer),
         })
     }
 
@@ -120,6 +121,9 @@ impl SqliteStore {
         };
         write::created(creates, &Ok(()));
         let mut tail = self.tail();
+        let deleted = plan.delete_below.map_or(0, |b| tail.deleted_since(b));
+        self.checkpointer
+            .wrote(plan.journal.len() + plan.direct.len() + folded.len() + deleted);
         tail.commit(&plan, batches, &probed, std::time::Instant::now());
         Ok(if tail.is_empty() {
             Tidy::Done

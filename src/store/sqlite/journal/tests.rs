@@ -213,7 +213,11 @@ fn a_long_quiet_tail_is_folded_in_bounded_steps_and_reads_stay_whole() {
     while tail.chats.contains_key(&long) {
         now += Duration::from_millis(2);
         let live = steps < 10;
-        let batches = if live { vec![words(other, seq, 1)] } else { vec![] };
+        let batches = if live {
+            vec![words(other, seq, 1)]
+        } else {
+            vec![]
+        };
         let plan = commit(&mut tail, &batches, now);
         seq += 1;
         steps += 1;
