@@ -295,9 +295,9 @@ impl Tail {
             .or_else(|| self.known_last.get(chat).copied())
     }
 
-    /// Journal rows a commit deleting below `below` deletes.
-    pub fn deleted_since(&self, below: i64) -> usize {
-        usize::try_from(below - self.deleted_below).unwrap_or(0)
+    /// Journal rows a commit deleting below `below` (if any) deletes.
+    pub fn deleted_since(&self, below: Option<i64>) -> usize {
+        below.map_or(0, |b| usize::try_from(b - self.deleted_below).unwrap_or(0))
     }
 
     /// Whether no row waits to be folded or deleted.

@@ -43,7 +43,6 @@ pub struct SqliteStore {
     creates: Arc<write::Creates>,
     /// This process's lock on the file (see `write::lock`).
     _owner: Arc<std::fs::File>,
-    /// Told what each commit wrote, to checkpoint when it disturbs least.
     checkpointer: Arc<checkpoint::Checkpointer>,
 }
 
@@ -121,9 +120,9 @@ impl SqliteStore {
         };
         write::created(creates, &Ok(()));
         let mut tail = self.tail();
-        let deleted = plan.delete_below.map_or(0, |b| tail.deleted_since(b));
+        let rows = plan.journal.len() + plan.direct.len() + folded.len();
         self.checkpointer
-            .wrote(plan.journal.len() + plan.direct.len() + folded.len() + deleted);
+            .wrote(rows + tail.deleted_since(plan.delete_below));
         tail.commit(&plan, batches, &probed, std::time::Instant::now());
         Ok(if tail.is_empty() {
             Tidy::Done
