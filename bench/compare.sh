@@ -8,6 +8,8 @@
 #   bench/compare.sh            # the full sizes (about 10 minutes on 2 cores)
 #   SIZE=quick bench/compare.sh # small sizes, to try the script
 #   CLEAN_BUILD=1 ...           # also time a clean release build of the server
+#   QUIET_LOAD=1.5 ...          # before each run, wait (up to 20 minutes, polling
+#                               # every 30 s) for a 1-minute load average below it
 #
 # Writes bench/results.jsonl (the raw runs) and docs/benchmarks.md (the
 # report, then bench/notes.md: the analysis written by hand).
@@ -50,7 +52,17 @@ fi
 echo "== building (release)"
 cargo build --release --locked --bin agentwire --bin agentwire-bench --bin raw-ceiling
 bin="$CARGO_TARGET_DIR/release"
-bench() { "$bin/agentwire-bench" "$@" | tee -a "$results" > /dev/null; }
+# On a machine shared with other work, wait for it to be quiet first (each
+# line records the load average anyway).
+wait_quiet() {
+  [ -n "${QUIET_LOAD:-}" ] || return 0
+  for _ in $(seq 1 40); do
+    awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v q="$QUIET_LOAD" 'BEGIN { exit !(l < q) }' && return 0
+    sleep 30
+  done
+  echo "load still $(cut -d' ' -f1 /proc/loadavg) after 20 minutes: measuring anyway" >&2
+}
+bench() { wait_quiet; "$bin/agentwire-bench" "$@" | tee -a "$results" > /dev/null; }
 
 wait_port() {
   for _ in $(seq 1 200); do

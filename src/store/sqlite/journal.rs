@@ -295,11 +295,6 @@ impl Tail {
             .or_else(|| self.known_last.get(chat).copied())
     }
 
-    /// Journal rows a commit deleting below `below` (if any) deletes.
-    pub fn deleted_since(&self, below: Option<i64>) -> usize {
-        below.map_or(0, |b| usize::try_from(b - self.deleted_below).unwrap_or(0))
-    }
-
     /// Whether no row waits to be folded or deleted.
     pub fn is_empty(&self) -> bool {
         self.chats.is_empty() && self.deleted_below >= self.next_id

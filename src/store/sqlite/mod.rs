@@ -43,7 +43,7 @@ pub struct SqliteStore {
     creates: Arc<write::Creates>,
     /// This process's lock on the file (see `write::lock`).
     _owner: Arc<std::fs::File>,
-    checkpointer: Arc<checkpoint::Checkpointer>,
+    _checkpointer: Arc<checkpoint::Checkpointer>,
 }
 
 impl SqliteStore {
@@ -78,7 +78,7 @@ impl SqliteStore {
             writer: Arc::new(Mutex::new(writer)),
             creates: Arc::default(),
             _owner: Arc::new(owner),
-            checkpointer: Arc::new(checkpointer),
+            _checkpointer: Arc::new(checkpointer),
         })
     }
 
@@ -120,9 +120,6 @@ impl SqliteStore {
         };
         write::created(creates, &Ok(()));
         let mut tail = self.tail();
-        let rows = plan.journal.len() + plan.direct.len() + folded.len();
-        self.checkpointer
-            .wrote(rows + tail.deleted_since(plan.delete_below));
         tail.commit(&plan, batches, &probed, std::time::Instant::now());
         Ok(if tail.is_empty() {
             Tidy::Done
