@@ -8,6 +8,8 @@
 #   bench/compare.sh            # the full sizes (about 10 minutes on 2 cores)
 #   SIZE=quick bench/compare.sh # small sizes, to try the script
 #   CLEAN_BUILD=1 ...           # also time a clean release build of the server
+#   QUIET_LOAD=1.5 ...          # before each run, wait (up to 20 minutes, polling
+#                               # every 30 s) for a 1-minute load average below it
 #
 # Writes bench/results.jsonl (the raw runs) and docs/benchmarks.md (the
 # report, then bench/notes.md: the analysis written by hand).
@@ -50,7 +52,17 @@ fi
 echo "== building (release)"
 cargo build --release --locked --bin agentwire --bin agentwire-bench --bin raw-ceiling
 bin="$CARGO_TARGET_DIR/release"
-bench() { "$bin/agentwire-bench" "$@" | tee -a "$results" > /dev/null; }
+# On a machine shared with other work, wait for it to be quiet first (each
+# line records the load average anyway).
+wait_quiet() {
+  [ -n "${QUIET_LOAD:-}" ] || return 0
+  for _ in $(seq 1 40); do
+    awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v q="$QUIET_LOAD" 'BEGIN { exit !(l < q) }' && return 0
+    sleep 30
+  done
+  echo "load still $(cut -d' ' -f1 /proc/loadavg) after 20 minutes: measuring anyway" >&2
+}
+bench() { wait_quiet; "$bin/agentwire-bench" "$@" | tee -a "$results" > /dev/null; }
 
 wait_port() {
   for _ in $(seq 1 200); do
@@ -108,6 +120,12 @@ bench resume "${aw[@]}" --envelopes 10000 --repeats 20
 bench resume "${aw[@]}" --envelopes "$resume_big" --repeats 5
 bench mixed "${aw[@]}" --connections "$mixed" --seconds "$mixed_s" --n 200
 kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
+# What a burst leaves behind (the journal's folds, the WAL's checkpoints) must
+# not stall the live streams after it: a fresh server, the burst, then five
+# paced runs back to back, each reported (docs/benchmarks.md's `after-burst`).
+start_agentwire 18082 "sqlite://$work/after-burst.db"
+bench after-burst --url ws://127.0.0.1:18082/v1/ws --pid "$aw_pid" --label agentwire --runs 5
+kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
 
 echo "== the raw ceiling"
 "$bin/raw-ceiling" 127.0.0.1:18090 2> /dev/null &
@@ -151,6 +169,10 @@ if [ -n "$pg_bin" ] && [ "$(id -u)" = 0 ]; then
   bench stream "${pg[@]}" --chats "$chats" --n "$n"
   paced "${pg[@]}"
   bench resume --url ws://127.0.0.1:18081/v1/ws --label agentwire-postgres --envelopes 10000 --repeats 20
+  kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
+  runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15432 -U postgres after_burst
+  start_agentwire 18083 "postgres://postgres@127.0.0.1:15432/after_burst"
+  bench after-burst --url ws://127.0.0.1:18083/v1/ws --pid "$aw_pid" --label agentwire-postgres --runs 5
   kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
   bench storage --database-url "postgres://postgres@127.0.0.1:15432/ceiling" --rows "$rows" --batches 1,10,100,1000
 fi

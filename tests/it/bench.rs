@@ -84,6 +84,37 @@ async fn every_scenario_runs_at_toy_size_and_reports() {
     assert_eq!(s["params"]["paced"], true);
     lines.push(s);
 
+    // A burst, then paced runs on the same server, each one reported.
+    let a = run(
+        "after-burst",
+        &[
+            "--burst-chats",
+            "2",
+            "--burst-n",
+            "50",
+            "--chats",
+            "2",
+            "--n",
+            "5",
+            "--runs",
+            "2",
+        ],
+    )
+    .await;
+    let paced = a["figures"]["runs"].as_array().unwrap();
+    assert_eq!(paced.len(), 2);
+    for r in paced {
+        assert_eq!(r["envelopes"], 2 * 10, "every envelope of each paced run");
+        assert!(r["latency_ms"]["p999"].as_f64().is_some());
+    }
+    assert_eq!(
+        a["figures"]["burst"]["envelopes_per_s"]
+            .as_f64()
+            .map(|r| r > 0.0),
+        Some(true)
+    );
+    lines.push(a);
+
     let f = run("fanout", &["--subscribers", "4", "--n", "50"]).await;
     assert_eq!(
         f["figures"]["delivered"],
@@ -190,6 +221,10 @@ async fn every_scenario_runs_at_toy_size_and_reports() {
     // The paced run is a row of the paced sweep (2 chats, 100 offered/s).
     assert!(md.contains("## Paced streams"), "{md}");
     assert!(md.contains("\n| 2 | 100 | "), "{md}");
+    // The after-burst line is a row of its own, and a target.
+    assert!(md.contains("## `after-burst`"), "{md}");
+    assert!(md.contains("| agentwire | 2 × 50, 2 × 5 |"), "{md}");
+    assert!(md.contains("five paced runs of 50 chats in a row"), "{md}");
 }
 
 /// The Socket.IO peer, when its npm packages are installed: otherwise the

@@ -5,6 +5,7 @@
 //! Each run prints one JSON line on stdout (machine, commit, scenario,
 //! parameters, figures) and a table on stderr. See `bench/compare.sh`.
 
+mod after_burst;
 mod paced;
 mod report;
 mod scenarios;
@@ -78,6 +79,25 @@ enum Scenario {
         #[arg(long)]
         paced: bool,
     },
+    /// A `burst:` stream, then paced runs back to back on the same server:
+    /// what the work a burst leaves behind does to live streams.
+    AfterBurst {
+        #[command(flatten)]
+        server: Server,
+        /// The burst's chats and words per chat.
+        #[arg(long, default_value_t = 100)]
+        burst_chats: usize,
+        #[arg(long, default_value_t = 2000)]
+        burst_n: u64,
+        /// Each paced run's chats and words per chat (`slow: N`).
+        #[arg(long, default_value_t = 50)]
+        chats: usize,
+        #[arg(long, default_value_t = 150)]
+        n: u64,
+        /// Paced runs after the burst.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
     /// C idle connections, each subscribed to a chat: server memory per connection.
     Idle {
         #[command(flatten)]
@@ -143,6 +163,7 @@ async fn main() -> anyhow::Result<()> {
     agentwire::raise_fd_limit();
     let mut cli = Cli::parse();
     if let Scenario::Stream { server, .. }
+    | Scenario::AfterBurst { server, .. }
     | Scenario::Idle { server, .. }
     | Scenario::Resume { server, .. }
     | Scenario::Fanout { server, .. }
@@ -160,6 +181,26 @@ async fn main() -> anyhow::Result<()> {
             let f = scenarios::stream(&server.target(), chats, n, paced).await?;
             let params = json!({"chats": chats, "n": n, "paced": paced});
             ("stream", server, params, f)
+        }
+        Scenario::AfterBurst {
+            server,
+            burst_chats,
+            burst_n,
+            chats,
+            n,
+            runs,
+        } => {
+            let plan = after_burst::Plan {
+                burst_chats,
+                burst_n,
+                chats,
+                n,
+                runs,
+            };
+            let f = after_burst::run(&server.target(), &plan).await?;
+            let params = json!({"burst_chats": burst_chats, "burst_n": burst_n,
+                                "chats": chats, "n": n, "runs": runs});
+            ("after-burst", server, params, f)
         }
         Scenario::Idle {
             server,

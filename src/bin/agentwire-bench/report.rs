@@ -37,6 +37,17 @@ pub fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
+/// The machine's 1-minute load average (`/proc/loadavg`): on a shared
+/// machine, what else ran beside the benchmark.
+pub fn load_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// The machine the run is on.
 pub fn machine() -> Value {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -129,6 +140,8 @@ pub fn emit(scenario: &str, params: Value, figures: Value) {
         "machine": machine(),
         "commit": commit(),
         "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        // What else ran on the machine meanwhile, read as the run ends.
+        "load_1m_after": load_1m(),
         "scenario": scenario,
         "params": params,
         "figures": figures,

@@ -212,6 +212,13 @@ fn render(runs: &[Value], chart: Option<&str>) -> String {
         }),
         &|s| s <= 360.0,
     );
+    for (server, backend) in [
+        ("agentwire", "SQLite"),
+        ("agentwire-postgres", "PostgreSQL"),
+    ] {
+        let (what, shown, met) = super::after_burst::target(runs, server, backend);
+        let _ = writeln!(md, "| {what} | {shown} | {met} |");
+    }
 
     // ----- stream
     let _ = writeln!(
@@ -243,6 +250,7 @@ fn render(runs: &[Value], chart: Option<&str>) -> String {
     }
 
     super::paced::section(runs, chart, &mut md);
+    super::after_burst::section(runs, &mut md);
 
     // ----- fanout
     let _ = writeln!(

@@ -6,8 +6,11 @@
 //! a page or two. A chat's journaled rows are moved into `envelopes` later, all
 //! of them at once ("folded"), inside a later append's transaction: when the
 //! chat goes quiet, or its rows grow large or old. The longer they wait, the
-//! fewer clustered pages a row costs; a few chats per commit at most, so no
-//! commit (every word in flight waits for it) grows long.
+//! fewer clustered pages a row costs. What a commit folds for a chat other
+//! than its own words (quiet, old) is bounded in rows, oldest rows first, a
+//! chat's tail in several steps if it is long: after a burst, a hundred
+//! chats' tails of ~150 rows each were folded one whole chat per commit while
+//! the next streams' words waited in those commits (`bench/notes.md`).
 //!
 //! [`Tail`] is the in-memory copy of every journaled, not yet folded row. It
 //! is what readers consult instead of an index on the journal (which would cost
@@ -39,14 +42,18 @@ const QUIET: Duration = Duration::from_millis(500);
 /// A chat's rows older than this (jittered like [`FOLD_BYTES`]) are folded
 /// even while it streams, so the journal's head moves on.
 const FOLD_AGE: Duration = Duration::from_secs(10);
-/// Rows a commit folds for age or quiet, at least one chat: folds are spread
-/// over commits so that none grows long (their rows are written on the
-/// commit path).
+/// Rows a commit folds for age or quiet (a chat's oldest rows first; a long
+/// tail takes several commits): folds are spread over commits so that none
+/// grows long (their rows are written on the commit path).
 const AGE_FOLD_ROWS: usize = 64;
-/// When the folds fall behind (the journal's oldest row is 4 × [`FOLD_AGE`]
-/// old, or the tail holds [`TAIL_BYTES`]), a commit folds this many rows per
-/// row it journals.
+/// A commit of live words folds this many rows for age or quiet per row it
+/// writes (at most [`AGE_FOLD_ROWS`], at least [`LIVE_FOLD_ROWS`]); when the
+/// folds fall behind (the journal's oldest row is 4 × [`FOLD_AGE`] old, or
+/// the tail holds [`TAIL_BYTES`]), this many per row it journals, past
+/// [`AGE_FOLD_ROWS`].
 const AGE_FOLD_ROWS_PER_JOURNALED: usize = 2;
+/// Rows a commit of live words may always fold for age or quiet.
+const LIVE_FOLD_ROWS: usize = 8;
 /// The tail's bytes (all chats) past which folds catch up.
 const TAIL_BYTES: usize = 64 * 1024 * 1024;
 /// Oldest chats looked at for a fold in one commit.
@@ -58,8 +65,11 @@ const KNOWN_CHATS: usize = 65_536;
 const DELETE_EVERY: i64 = 256;
 /// Most journal rows one commit deletes: after a wave of folds the head may
 /// be free up to 100,000s of rows back, and deleting them at once held a
-/// commit for a quarter of a second (`bench/notes.md`).
-const DELETE_MOST: i64 = 2048;
+/// commit for a quarter of a second; 2,048 at a time still took 3–11 ms of
+/// statements in the commits of the streams after a burst (`bench/notes.md`).
+const DELETE_MOST: i64 = 512;
+/// Most journal rows a commit of live words deletes.
+const LIVE_DELETE_MOST: i64 = DELETE_EVERY;
 
 /// What one commit brings to a chat, for [`Tail::plan`].
 struct Journaling {
@@ -74,6 +84,14 @@ struct Journaling {
     pending: bool,
 }
 
+/// A chat's oldest journaled rows that a commit folds into `envelopes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Fold {
+    pub chat: Uuid,
+    /// How many (all of them when the chat's own rows go to the table).
+    pub rows: usize,
+}
+
 /// Where the rows of one append go.
 #[derive(Debug, Default)]
 pub(super) struct Plan {
@@ -81,8 +99,8 @@ pub(super) struct Plan {
     pub journal: Vec<(i64, usize, usize)>,
     /// Rows of this append for `envelopes`: (batch index, row index).
     pub direct: Vec<(usize, usize)>,
-    /// Chats whose journaled rows are folded into `envelopes` by this commit.
-    pub folds: Vec<Uuid>,
+    /// Chats whose oldest journaled rows this commit folds into `envelopes`.
+    pub folds: Vec<Fold>,
     /// Journal rows with a lower id may be deleted by this commit.
     pub delete_below: Option<i64>,
     /// Chats written directly whose last seq this process does not know: the
@@ -94,10 +112,13 @@ pub(super) struct Plan {
 #[derive(Debug)]
 struct Pending {
     rows: Vec<NewEnvelope>,
+    /// Each of `rows`' journal id.
+    ids: Vec<i64>,
     /// The last of `rows`' seq, kept beside them: every plan asks for it, and
     /// reaching into `rows` was a cache miss per chat per commit.
     last_seq: u64,
     bytes: usize,
+    /// The journal id of `rows[0]`.
     first_id: i64,
     /// When the first and the last of `rows` were journaled.
     since: Instant,
@@ -167,7 +188,8 @@ impl Tail {
         }
         let mut plan = Plan::default();
         let mut next_id = self.next_id;
-        let mut folding: HashSet<Uuid> = HashSet::new();
+        // Rows folded by chat.
+        let mut folding: HashMap<Uuid, usize> = HashMap::new();
         let mut journaled: HashSet<Uuid> = HashSet::with_capacity(batches.len());
         for (b, batch) in batches.iter().enumerate() {
             let chat = batch.chat_id;
@@ -181,8 +203,13 @@ impl Tail {
             } else {
                 plan.direct
                     .extend((0..batch.envelopes.len()).map(|r| (b, r)));
-                if j.pending && folding.insert(chat) {
-                    plan.folds.push(chat);
+                if let Some(p) = self.chats.get(&chat)
+                    && folding.insert(chat, p.rows.len()).is_none()
+                {
+                    plan.folds.push(Fold {
+                        chat,
+                        rows: p.rows.len(),
+                    });
                 }
                 if self.last_known(&chat).is_none() && !plan.probe.contains(&chat) {
                     plan.probe.push(chat);
@@ -190,16 +217,25 @@ impl Tail {
             }
         }
         // Fold the chats that are due (quiet, or old), oldest first, within
-        // the budget.
+        // the budget: the last one only its oldest rows if it holds more.
         let behind = self.bytes > TAIL_BYTES
             || self
                 .firsts
                 .first()
                 .is_some_and(|(_, chat)| now.duration_since(self.chats[chat].since) > 4 * FOLD_AGE);
+        // A commit of live words carries folds in proportion to its own
+        // rows (at least a few): twice what streams journal keeps up with
+        // them, and what a burst left behind is spread over the next streams'
+        // commits instead of filling each of them (and the WAL, and so the
+        // checkpoints whose fsync those commits wait behind). An idle
+        // writer's tidy takes the whole budget.
+        let live = plan.journal.len() + plan.direct.len();
         let mut budget = if behind {
             AGE_FOLD_ROWS.max(plan.journal.len() * AGE_FOLD_ROWS_PER_JOURNALED)
-        } else {
+        } else if batches.is_empty() {
             AGE_FOLD_ROWS
+        } else {
+            AGE_FOLD_ROWS.min(LIVE_FOLD_ROWS.max(live * AGE_FOLD_ROWS_PER_JOURNALED))
         };
         for (_, chat) in self.firsts.iter().take(AGE_FOLD_SCAN) {
             if budget == 0 {
@@ -209,21 +245,40 @@ impl Tail {
             let due = behind
                 || now.duration_since(pending.last) >= QUIET
                 || now.duration_since(pending.since) >= fold_age(chat);
-            if due && !journaled.contains(chat) && folding.insert(*chat) {
-                plan.folds.push(*chat);
-                budget = budget.saturating_sub(pending.rows.len());
+            if due && !journaled.contains(chat) && !folding.contains_key(chat) {
+                let rows = pending.rows.len().min(budget);
+                folding.insert(*chat, rows);
+                plan.folds.push(Fold { chat: *chat, rows });
+                budget -= rows;
             }
         }
-        // What of the journal's head no chat needs any more.
-        let oldest_kept = self
-            .firsts
-            .iter()
-            .find(|(_, chat)| !folding.contains(chat))
-            .map(|(id, _)| *id)
-            .or_else(|| plan.journal.first().map(|(id, _, _)| *id));
-        let below = oldest_kept
-            .unwrap_or(next_id)
-            .min(self.deleted_below + DELETE_MOST);
+        // What of the journal's head no chat needs any more: the first id of
+        // the oldest chat left unfolded, or a partly folded chat's first row
+        // left, whichever is lower.
+        let mut oldest_kept: Option<i64> = None;
+        for (id, chat) in &self.firsts {
+            let p = &self.chats[chat];
+            let kept = match folding.get(chat) {
+                None => Some(*id),
+                Some(&rows) => p.ids.get(rows).copied(),
+            };
+            oldest_kept = match (oldest_kept, kept) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if !folding.contains_key(chat) {
+                break;
+            }
+        }
+        let oldest_kept = oldest_kept.or_else(|| plan.journal.first().map(|(id, _, _)| *id));
+        let below = oldest_kept.unwrap_or(next_id).min(
+            self.deleted_below
+                + if batches.is_empty() {
+                    DELETE_MOST
+                } else {
+                    LIVE_DELETE_MOST
+                },
+        );
         if below - self.deleted_below >= DELETE_EVERY
             || (oldest_kept.is_none() && below > self.deleted_below)
         {
@@ -249,9 +304,10 @@ impl Tail {
     /// as text.
     pub fn folded_rows(&self, plan: &Plan) -> Vec<(String, NewEnvelope)> {
         let mut rows = Vec::new();
-        for chat in &plan.folds {
-            let id = chat.to_string();
-            let pending = self.chats.get(chat).map_or(&[][..], |p| &p.rows);
+        for fold in &plan.folds {
+            let id = fold.chat.to_string();
+            let pending = self.chats.get(&fold.chat).map_or(&[][..], |p| &p.rows);
+            let pending = &pending[..fold.rows.min(pending.len())];
             rows.extend(pending.iter().map(|e| (id.clone(), e.clone())));
         }
         rows
@@ -269,11 +325,22 @@ impl Tail {
         if self.known_last.len() > KNOWN_CHATS {
             self.known_last.clear();
         }
-        for chat in &plan.folds {
-            if let Some(p) = self.chats.remove(chat) {
-                self.firsts.remove(&(p.first_id, *chat));
+        for &Fold { chat, rows } in &plan.folds {
+            let Some(p) = self.chats.get_mut(&chat) else {
+                continue;
+            };
+            self.firsts.remove(&(p.first_id, chat));
+            if rows < p.rows.len() {
+                // Its oldest rows only: the rest stay a suffix of its log.
+                let gone: usize = p.rows.drain(..rows).map(|r| r.json.len()).sum();
+                p.ids.drain(..rows);
+                p.bytes -= gone;
+                self.bytes -= gone;
+                p.first_id = p.ids[0];
+                self.firsts.insert((p.first_id, chat));
+            } else if let Some(p) = self.chats.remove(&chat) {
                 self.bytes -= p.bytes;
-                self.known_last.insert(*chat, p.last_seq);
+                self.known_last.insert(chat, p.last_seq);
             }
         }
         // A chat written directly had its last seq known (then the log's
@@ -290,6 +357,7 @@ impl Tail {
             let row = batches[b].envelopes[r].clone();
             let p = self.chats.entry(chat).or_insert_with(|| Pending {
                 rows: Vec::new(),
+                ids: Vec::new(),
                 last_seq: 0,
                 bytes: 0,
                 first_id: id,
@@ -305,6 +373,7 @@ impl Tail {
             p.last_seq = row.seq;
             self.bytes += row.json.len();
             p.rows.push(row);
+            p.ids.push(id);
             self.next_id = self.next_id.max(id + 1);
         }
         if let Some(below) = plan.delete_below {

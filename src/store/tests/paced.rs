@@ -186,7 +186,10 @@ async fn the_sqlite_journal_is_folded_and_recovered() {
     paced(&store, &[a], 24, 24).await;
     let (w25, w26) = (batch(a, vec![word(25)]), batch(a, vec![word(26)]));
     store.append(&[w25, w26]).await.unwrap();
-    assert_eq!(count(in_journal, Some(a)).await, 3);
+    // (Rows folded earlier may still wait in the journal's head, deleted
+    // 256 at a time.)
+    let journaled_after_23 = "SELECT COUNT(*) FROM journal WHERE chat_id = ? AND seq > 23";
+    assert_eq!(count(journaled_after_23, Some(a)).await, 3);
     let twice = [batch(a, vec![word(27)]), batch(a, vec![word(27)])];
     assert!(store.append(&twice).await.is_err());
     reads_see_all(&store, &[a], 26).await;

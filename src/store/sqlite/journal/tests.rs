@@ -85,13 +85,19 @@ fn streaming_chats_stay_journaled_and_quiet_ones_fold_a_few_per_commit() {
         let plan = commit(&mut tail, &[words(other, seq, 1)], now);
         seq += 1;
         commits += 1;
-        assert!(!plan.folds.is_empty() && plan.folds.len() <= AGE_FOLD_ROWS / 5 + 1);
-        for chat in &plan.folds {
-            assert!(folded.insert(*chat), "folded once");
+        assert!(!plan.folds.is_empty());
+        let rows: usize = plan.folds.iter().map(|f| f.rows).sum();
+        assert!(rows <= AGE_FOLD_ROWS, "{rows} rows folded in one commit");
+        for fold in &plan.folds {
+            match tail.chats.get(&fold.chat) {
+                None => assert!(folded.insert(fold.chat), "folded once"),
+                // The budget's last chat: its oldest rows, the rest next time.
+                Some(left) => assert_eq!(left.rows.len() + fold.rows, 5),
+            }
         }
         assert!(commits < 100);
     }
-    assert!(commits >= chats.len() / (AGE_FOLD_ROWS / 5 + 1));
+    assert!(commits >= (chats.len() * 5).div_ceil(AGE_FOLD_ROWS));
     assert!(tail.read(&chats[0], 0, |_| true).0.is_empty());
     assert_eq!(
         tail.bytes,
@@ -126,7 +132,14 @@ fn a_writer_that_fell_behind_does_not_fold_every_chat_at_once() {
     // the table with its tail (whose key refuses the taken seq).
     let clash = [words(chats[0], 15, 1), words(chats[0], 15, 1)];
     let plan = tail.plan(&clash, now);
-    assert_eq!((plan.direct.len(), plan.folds.as_slice()), (2, &chats[..1]));
+    let whole = Fold {
+        chat: chats[0],
+        rows: 13,
+    };
+    assert_eq!(
+        (plan.direct.len(), plan.folds.as_slice()),
+        (2, &[whole][..])
+    );
 }
 
 #[test]
@@ -165,10 +178,65 @@ fn a_chat_streaming_past_its_fold_size_or_age_is_folded() {
         seq += 1;
         // Its own commit journals it; the next commit (another chat's) may fold it.
         let plan2 = commit(&mut tail, &[words(chat, 1000 + seq, 1)], now);
-        if plan.folds.contains(&slow) || plan2.folds.contains(&slow) {
+        let folds = plan.folds.iter().chain(&plan2.folds);
+        if folds.map(|f| f.chat).any(|c| c == slow) {
             break;
         }
         assert!(now.duration_since(start) < FOLD_AGE * 2);
     }
     assert!(now.duration_since(start) >= fold_age(&slow));
+}
+
+#[test]
+fn a_long_quiet_tail_is_folded_in_bounded_steps_and_reads_stay_whole() {
+    let t0 = Instant::now();
+    let mut tail = Tail::new(1);
+    let (long, other) = (Uuid::new_v4(), Uuid::new_v4());
+    commit(&mut tail, &[words(long, 1, 1), words(other, 1, 1)], t0);
+    // A burst's chat: 200 rows journaled in small batches (interleaved with
+    // another chat's words, so its journal ids are not contiguous).
+    for i in 0..100 {
+        let at = t0 + Duration::from_millis(i);
+        commit(
+            &mut tail,
+            &[words(long, 2 + 2 * i, 2), words(other, 2 + i, 1)],
+            at,
+        );
+    }
+    let other_first = tail.chats[&other].first_id;
+    assert_eq!(tail.read(&long, 0, |_| true).0.len(), 200);
+    // Quiet now. While `other`'s words come (a row a commit), each commit
+    // folds a few of `long`'s oldest rows; once the writer is idle, its tidy
+    // commits (no rows of their own) fold the budget each.
+    let mut now = t0 + Duration::from_millis(100) + QUIET;
+    let (mut steps, mut seq) = (0, 102);
+    while tail.chats.contains_key(&long) {
+        now += Duration::from_millis(2);
+        let live = steps < 10;
+        let batches = if live {
+            vec![words(other, seq, 1)]
+        } else {
+            vec![]
+        };
+        let plan = commit(&mut tail, &batches, now);
+        seq += 1;
+        steps += 1;
+        let fold = plan.folds.iter().find(|f| f.chat == long).unwrap();
+        let most = if live { LIVE_FOLD_ROWS } else { AGE_FOLD_ROWS };
+        assert!(fold.rows <= most, "{} rows in one commit", fold.rows);
+        // The rows left are the newest, read whole from the tail; the journal
+        // head kept for them (and for `other`, still streaming) is not deleted.
+        if let Some(p) = tail.chats.get(&long) {
+            let (rows, lowest) = tail.read(&long, 0, |_| true);
+            assert_eq!(rows.last().map(|r| r.seq), Some(201));
+            assert_eq!(lowest, Some(202 - rows.len() as u64));
+            assert!(tail.deleted_below <= p.first_id.min(other_first));
+        }
+        assert!(steps <= 10 + 200 / AGE_FOLD_ROWS + 1);
+    }
+    assert!(steps > 1, "folded in steps");
+    assert_eq!(
+        tail.bytes,
+        tail.chats.values().map(|p| p.bytes).sum::<usize>()
+    );
 }
