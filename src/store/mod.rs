@@ -209,6 +209,14 @@ pub trait Store: Send + Sync + 'static {
     /// Appends every batch in one transaction (the group commit).
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError>;
 
+    /// How many group commits the writer may have in flight at once. Each
+    /// chat has at most one batch in flight (its actor waits for each
+    /// append), so concurrent commits never hold the same chat and its seq
+    /// order holds. One for a store with a single write connection.
+    fn commits_in_flight(&self) -> usize {
+        1
+    }
+
     /// Work the store puts off while appends wait (the embedded store folds
     /// its journal), called by the writer task when no append waits.
     async fn tidy(&self) -> Result<Tidy, StoreError> {

@@ -1,11 +1,22 @@
 //! Group commit: one task drains append requests from every chat and commits
 //! them together, so a token stream does not cost one fsync per token.
+//!
+//! A store may take several group commits at once
+//! ([`Store::commits_in_flight`]; PostgreSQL does, SQLite's one write
+//! connection does not): requests that arrive while a commit waits for its
+//! flush start the next one instead of waiting for it. A chat's actor waits
+//! for each append before the next, so no chat is in two commits and each
+//! chat's rows are committed and handed on in seq order.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio::time::sleep;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
 use super::{AppendBatch, Store, StoreError, Tidy};
 
@@ -18,7 +29,7 @@ const QUEUE: usize = 1024;
 const IDLE: Duration = Duration::from_millis(100);
 
 /// What a chat does with a batch the moment it is committed: the writer calls
-/// it in commit order, before the batch's `append` returns, so a chat hands
+/// it as each commit ends (a chat's batches in its seq order), before the batch's `append` returns, so a chat hands
 /// its envelopes to its connections without waiting for its own task to be
 /// scheduled again (after a commit of N chats' words, the last connection's
 /// word waited behind N actors' turns, `bench/notes.md`).
@@ -102,93 +113,102 @@ impl LogWriter {
 }
 
 async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
+    let depth = store.commits_in_flight().max(1);
+    let mut commits = FuturesUnordered::new();
     let mut requests = Vec::with_capacity(MAX_REQUESTS_PER_COMMIT);
     // When to let the store tidy if no request comes: after each commit, and
-    // right away while tidying finds work (a request still goes first).
+    // right away while tidying finds work (a request still goes first). Only
+    // while no commit is in flight.
     let mut tidy = Some(Duration::ZERO);
-    loop {
-        let received = match tidy {
-            None => rx.recv_many(&mut requests, MAX_REQUESTS_PER_COMMIT).await,
-            Some(wait) => {
-                let recv = rx.recv_many(&mut requests, MAX_REQUESTS_PER_COMMIT);
-                match tokio::time::timeout(wait, recv).await {
-                    Ok(received) => received,
-                    Err(_) => {
-                        tidy = match store.tidy().await {
-                            Ok(Tidy::Done) => None,
-                            Ok(Tidy::Again) => Some(Duration::ZERO),
-                            Ok(Tidy::Later) => Some(IDLE),
-                            Err(e) => {
-                                // The next append reports a lasting failure;
-                                // tidying tries again later, not ten times a second.
-                                tracing::warn!(error = %e, "tidying the log failed");
-                                Some(IDLE * 50)
-                            }
-                        };
-                        continue;
+    let mut open = true;
+    while open || !commits.is_empty() {
+        let idle = commits.is_empty();
+        let wait = tidy.filter(|_| idle);
+        tokio::select! {
+            // A finished commit frees its slot first.
+            biased;
+            Some(()) = commits.next(), if !idle => {}
+            received = rx.recv_many(&mut requests, MAX_REQUESTS_PER_COMMIT), if open && commits.len() < depth => {
+                if received == 0 {
+                    open = false;
+                    continue;
+                }
+                tidy = Some(IDLE);
+                let (batches, waiters): (Vec<_>, Vec<_>) =
+                    requests.drain(..).map(|r| (r.batch, r.done)).unzip();
+                commits.push(commit(Arc::clone(&store), batches, waiters));
+            }
+            () = sleep(wait.unwrap_or_default()), if open && wait.is_some() => {
+                tidy = match store.tidy().await {
+                    Ok(Tidy::Done) => None,
+                    Ok(Tidy::Again) => Some(Duration::ZERO),
+                    Ok(Tidy::Later) => Some(IDLE),
+                    Err(e) => {
+                        // The next append reports a lasting failure;
+                        // tidying tries again later, not ten times a second.
+                        tracing::warn!(error = %e, "tidying the log failed");
+                        Some(IDLE * 50)
                     }
-                }
+                };
             }
-        };
-        if received == 0 {
-            break;
         }
-        tidy = Some(IDLE);
-        let (batches, waiters): (Vec<_>, Vec<_>) =
-            requests.drain(..).map(|r| (r.batch, r.done)).unzip();
-        let started = std::time::Instant::now();
-        let mut result = store.append(&batches).await;
-        let (mut batches, mut waiters) = (batches, waiters);
-        // Chats whose lease moved fail alone; the rest commit without them.
-        if let Err(StoreError::Fenced(lost)) = &result {
-            let lost = lost.clone();
-            let (mut kept, mut kept_waiters) = (Vec::new(), Vec::new());
-            for (batch, done) in batches.into_iter().zip(waiters) {
-                if lost.contains(&batch.chat_id) {
-                    done.send(Err(StoreError::Fenced(lost.clone())), &batch);
-                } else {
-                    kept.push(batch);
-                    kept_waiters.push(done);
-                }
-            }
-            (batches, waiters) = (kept, kept_waiters);
-            result = if batches.is_empty() {
-                Ok(())
+    }
+}
+
+/// Commits one group and answers each of its waiters, in order.
+async fn commit(store: Arc<dyn Store>, batches: Vec<AppendBatch>, waiters: Vec<Waiter>) {
+    let started = std::time::Instant::now();
+    let mut result = store.append(&batches).await;
+    let (mut batches, mut waiters) = (batches, waiters);
+    // Chats whose lease moved fail alone; the rest commit without them.
+    if let Err(StoreError::Fenced(lost)) = &result {
+        let lost = lost.clone();
+        let (mut kept, mut kept_waiters) = (Vec::new(), Vec::new());
+        for (batch, done) in batches.into_iter().zip(waiters) {
+            if lost.contains(&batch.chat_id) {
+                done.send(Err(StoreError::Fenced(lost.clone())), &batch);
             } else {
-                store.append(&batches).await
-            };
+                kept.push(batch);
+                kept_waiters.push(done);
+            }
         }
-        match result {
-            Ok(()) => {
-                let envelopes = batches.iter().map(|b| b.envelopes.len()).sum();
-                crate::metrics::committed(batches.len(), envelopes, started.elapsed());
-                for (batch, done) in batches.iter().zip(waiters) {
-                    done.send(Ok(()), batch);
-                }
+        (batches, waiters) = (kept, kept_waiters);
+        result = if batches.is_empty() {
+            Ok(())
+        } else {
+            store.append(&batches).await
+        };
+    }
+    match result {
+        Ok(()) => {
+            let envelopes = batches.iter().map(|b| b.envelopes.len()).sum();
+            crate::metrics::committed(batches.len(), envelopes, started.elapsed());
+            for (batch, done) in batches.iter().zip(waiters) {
+                done.send(Ok(()), batch);
             }
-            Err(e) if batches.len() > 1 => {
-                // One chat's bad batch must not fail the others that shared its
-                // transaction: commit each on its own and report each result.
-                tracing::warn!(error = %e, batches = batches.len(), "group commit failed; retrying one by one");
-                for (batch, done) in batches.iter().zip(waiters) {
-                    let started = std::time::Instant::now();
-                    let result = store.append(std::slice::from_ref(batch)).await;
-                    match &result {
-                        Ok(()) => {
-                            crate::metrics::committed(1, batch.envelopes.len(), started.elapsed());
-                        }
-                        Err(e) => {
-                            tracing::error!(error = %e, chat_id = %batch.chat_id, "append failed");
-                        }
+        }
+        Err(e) if batches.len() > 1 => {
+            // One chat's bad batch must not fail the others that shared its
+            // transaction: commit each on its own and report each result.
+            tracing::warn!(error = %e, batches = batches.len(), "group commit failed; retrying one by one");
+            for (batch, done) in batches.iter().zip(waiters) {
+                let started = std::time::Instant::now();
+                let result = store.append(std::slice::from_ref(batch)).await;
+                match &result {
+                    Ok(()) => {
+                        crate::metrics::committed(1, batch.envelopes.len(), started.elapsed());
                     }
-                    done.send(result, batch);
+                    Err(e) => {
+                        tracing::error!(error = %e, chat_id = %batch.chat_id, "append failed");
+                    }
                 }
+                done.send(result, batch);
             }
-            Err(e) => {
-                tracing::error!(error = %e, chat_id = %batches[0].chat_id, "append failed");
-                for (batch, done) in batches.iter().zip(waiters) {
-                    done.send(Err(e.clone()), batch);
-                }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, chat_id = %batches[0].chat_id, "append failed");
+            for (batch, done) in batches.iter().zip(waiters) {
+                done.send(Err(e.clone()), batch);
             }
         }
     }

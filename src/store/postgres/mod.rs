@@ -26,6 +26,7 @@ use super::{
 pub struct PgStore {
     pool: PgPool,
     url: String,
+    pool_size: u32,
 }
 
 impl PgStore {
@@ -46,6 +47,7 @@ impl PgStore {
         Ok(Self {
             pool,
             url: url.to_owned(),
+            pool_size,
         })
     }
 
@@ -169,6 +171,15 @@ impl Store for PgStore {
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
         append::append(&self.pool, batches).await
+    }
+
+    /// While one commit waits for its WAL flush, the next starts on another
+    /// connection (PostgreSQL flushes concurrent commits together): one
+    /// writer in flight made a word that arrived mid-commit wait for that
+    /// commit and then its own (`bench/notes.md`). Half the pool, at most 4,
+    /// leaves connections for reads.
+    fn commits_in_flight(&self) -> usize {
+        (self.pool_size as usize / 2).clamp(1, 4)
     }
 
     async fn load_after(

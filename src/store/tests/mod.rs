@@ -357,6 +357,49 @@ async fn writer_on(open: Opener) {
     task.await.unwrap();
 }
 
+conformance!(
+    the_writer_keeps_each_chats_order,
+    writer_keeps_each_chats_order_on
+);
+/// Chats appending one batch at a time, as their actors do, while other
+/// chats' commits are in flight (PostgreSQL takes several at once): each
+/// chat's batches are committed and handed on in seq order.
+async fn writer_keeps_each_chats_order_on(open: Opener) {
+    let store = open().await;
+    let (writer, task) = LogWriter::spawn(store.clone());
+    let mut chats = Vec::new();
+    for _ in 0..24 {
+        chats.push(store.create_chat(&chat("a")).await.unwrap().id);
+    }
+    let mut joins = Vec::new();
+    for &c in &chats {
+        let (w, seen) = (writer.clone(), Arc::new(Seen::default()));
+        joins.push(tokio::spawn(async move {
+            for seq in 1..=40u64 {
+                let envelopes = vec![env(seq, "chat.text", None, None)];
+                let batch = AppendBatch {
+                    chat_id: c,
+                    envelopes,
+                    state: None,
+                    conversation_state: None,
+                    fence: None,
+                };
+                w.append_then(batch, Some(seen.clone())).await.unwrap();
+            }
+            seen
+        }));
+    }
+    for j in joins {
+        let order = j.await.unwrap().0.lock().unwrap().clone();
+        assert_eq!(order, (1..=40).collect::<Vec<u64>>(), "in seq order");
+    }
+    drop(writer);
+    task.await.unwrap();
+    for &c in &chats {
+        assert_eq!(store.last(c).await.unwrap().unwrap().0, 40);
+    }
+}
+
 conformance!(answer_keys_are_kept, answer_keys_are_kept_on);
 async fn answer_keys_are_kept_on(open: Opener) {
     let store = open().await;
