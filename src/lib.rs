@@ -150,6 +150,8 @@ pub async fn run(
         ui_timeout: config.ui_timeout,
         idle: config.idle_chat,
         max_message_bytes: config.max_message_bytes,
+        max_versions_per_point: config.max_versions_per_point,
+        max_branches_per_chat: config.max_branches_per_chat,
         quotas: session::Quotas::new(&config.limits),
         shutdown: token.clone(),
         tracker: tracker.clone(),

@@ -79,6 +79,10 @@ pub struct Config {
     pub input_timeout: Duration,
     pub ui_timeout: Duration,
     pub max_message_bytes: usize,
+    /// Versions one point of a conversation may have (`max_versions_per_point`).
+    pub max_versions_per_point: usize,
+    /// `chat.branch` envelopes one chat may hold (`max_branches_per_chat`).
+    pub max_branches_per_chat: usize,
     pub outbound_queue: usize,
     pub idle_chat: Duration,
     pub shutdown_grace: Duration,
@@ -269,6 +273,14 @@ impl Settings {
                 "must be between 1024 and 67108864",
             ));
         }
+        let max_versions_per_point = pick!(max_versions_per_point).unwrap_or(32);
+        if !(2..=1000).contains(&max_versions_per_point) {
+            return Err(bad("max_versions_per_point", "must be between 2 and 1000"));
+        }
+        let max_branches_per_chat = pick!(max_branches_per_chat).unwrap_or(1000);
+        if !(1..=100_000).contains(&max_branches_per_chat) {
+            return Err(bad("max_branches_per_chat", "must be between 1 and 100000"));
+        }
         let outbound_queue = pick!(outbound_queue).unwrap_or(4096);
         if !(16..=1 << 20).contains(&outbound_queue) {
             return Err(bad("outbound_queue", "must be between 16 and 1048576"));
@@ -326,6 +338,8 @@ impl Settings {
             input_timeout: Duration::from_secs(input_timeout),
             ui_timeout: Duration::from_secs(ui_timeout),
             max_message_bytes,
+            max_versions_per_point,
+            max_branches_per_chat,
             outbound_queue,
             idle_chat: Duration::from_secs(idle_chat),
             shutdown_grace: Duration::from_secs(shutdown_grace),

@@ -161,6 +161,14 @@ pub struct Settings {
     /// Runs in flight per user (per node); 0: no limit [default: 32].
     #[arg(long, env = "AGENTWIRE_MAX_RUNS_PER_USER", global = true)]
     pub max_runs_per_user: Option<u32>,
+    /// Versions that may follow one point of a conversation (edits and
+    /// regenerates there) [default: 32].
+    #[arg(long, env = "AGENTWIRE_MAX_VERSIONS_PER_POINT", global = true)]
+    pub max_versions_per_point: Option<usize>,
+    /// Branches a chat's log may hold (edits, regenerates and switches)
+    /// [default: 1000].
+    #[arg(long, env = "AGENTWIRE_MAX_BRANCHES_PER_CHAT", global = true)]
+    pub max_branches_per_chat: Option<usize>,
     /// The key that encrypts users' database passwords: 32 bytes, hex or
     /// base64 (seed 003's MASTER_ENCRYPTION_KEY is read too).
     #[arg(
@@ -226,6 +234,8 @@ pub(super) struct FileSettings {
     pub(super) max_streams_per_user: Option<u32>,
     pub(super) max_sockets_per_user: Option<u32>,
     pub(super) max_runs_per_user: Option<u32>,
+    pub(super) max_versions_per_point: Option<usize>,
+    pub(super) max_branches_per_chat: Option<usize>,
     pub(super) master_key: Option<String>,
     pub(super) connection_files_dir: Option<PathBuf>,
     pub(super) connection_hosts: Option<Vec<String>>,

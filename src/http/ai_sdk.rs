@@ -49,9 +49,15 @@ pub struct AiSdkRequest {
     /// read.
     #[schema(value_type = Vec<Object>)]
     pub messages: Vec<Value>,
-    /// `submit-message` (`regenerate-message` is refused).
+    /// `submit-message`, or `regenerate-message`: a new answer (the old one
+    /// stays in the log as another version).
     #[serde(default)]
     pub trigger: Option<String>,
+    /// With `regenerate-message`: the assistant message to answer again
+    /// (`<chat>:<seq>`, as this server names them); absent or another id,
+    /// the last answer.
+    #[serde(default, rename = "messageId")]
+    pub message_id: Option<String>,
     /// The agent of a new chat (the configured default otherwise).
     #[serde(default)]
     pub agent: Option<String>,
@@ -132,10 +138,7 @@ pub(super) async fn send(
     body: AiSdkRequest,
 ) -> Result<Prepared, ApiError> {
     if body.trigger.as_deref() == Some("regenerate-message") {
-        return Err(ApiError::BadRequest(
-            "`regenerate-message` is not supported: the log keeps every answer; send a new message"
-                .into(),
-        ));
+        return regenerate(state, user, bearer, &body).await;
     }
     let last = body
         .messages
@@ -173,6 +176,51 @@ pub(super) async fn send(
             "the last message's `role` must be `user` or `assistant`".into(),
         )),
     }
+}
+
+/// `regenerate()`: the answer the client dropped is written again, on a
+/// branch of its own (`chat.branch`), and streams as a new assistant
+/// message named after the branch.
+async fn regenerate(
+    state: &AppState,
+    user: &str,
+    bearer: Option<&str>,
+    body: &AiSdkRequest,
+) -> Result<Prepared, ApiError> {
+    let (chat_id, _) = conversation_chat(user, Some(&body.id));
+    let registry = &state.registry;
+    // One of this server's assistant ids: the run it names.
+    let run = body
+        .message_id
+        .as_deref()
+        .and_then(|id| id.split_once(':'))
+        .filter(|(chat, _)| *chat == chat_id.to_string())
+        .and_then(|(_, seq)| seq.parse::<u64>().ok());
+    let (sub, feed) = super::sse::stream::subscriber(state, user)?;
+    let before = registry.last_seq(chat_id).await?;
+    let started = async {
+        registry.follow(chat_id, user, sub.clone()).await?;
+        let caller = crate::session::Caller::bearing(user, bearer);
+        registry.regenerate_run(chat_id, caller, run).await
+    }
+    .await;
+    if let Err(e) = started {
+        registry.unsubscribe(chat_id, sub.conn_id).await;
+        return Err(e.into());
+    }
+    let run_start = registry.run_start(chat_id, user, before + 1).await?;
+    Ok(Prepared {
+        chat_id,
+        run_start,
+        feed,
+        framer: Framer::new(
+            encoder(state, chat_id, user).await?,
+            Shows::Response,
+            before,
+        ),
+        opening: Some(before),
+        idle: None,
+    })
 }
 
 /// The answers an assistant message carries go to the run; the response

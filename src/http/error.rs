@@ -84,9 +84,11 @@ impl IntoResponse for ApiError {
             Self::Session(e) => {
                 let status = match e {
                     SessionError::NotFound
+                    | SessionError::MessageNotFound(_)
                     | SessionError::RequestNotFound(_)
                     | SessionError::UnknownWorkflow(_) => StatusCode::NOT_FOUND,
                     SessionError::RunInProgress
+                    | SessionError::BranchLimit(_)
                     | SessionError::OtherKind(_)
                     | SessionError::Archived
                     | SessionError::IllegalTransition(_) => StatusCode::CONFLICT,

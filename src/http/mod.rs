@@ -10,6 +10,7 @@ mod ai_sdk_ws;
 mod answers;
 mod api;
 mod auth;
+mod branches;
 mod chats;
 mod connections;
 mod error;
@@ -103,6 +104,7 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::document))
         .merge(chats::router())
         .merge(answers::router())
+        .merge(branches::router())
         .merge(connections::router())
         .merge(sse::router())
         .merge(ai_sdk::router())

@@ -6,7 +6,9 @@ use axum::response::Json;
 use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{ag_ui, ai_sdk, answers, api, chats, connections, openai, ops, sse, workflows};
+use super::{
+    ag_ui, ai_sdk, answers, api, branches, chats, connections, openai, ops, sse, workflows,
+};
 
 /// The API description.
 #[derive(OpenApi)]
@@ -23,6 +25,10 @@ use super::{ag_ui, ai_sdk, answers, api, chats, connections, openai, ops, sse, w
         chats::send_message,
         chats::list_models,
         chats::set_model,
+        branches::branches,
+        branches::edit,
+        branches::regenerate,
+        branches::switch,
         answers::answer_input,
         answers::answer_component,
         answers::approve,

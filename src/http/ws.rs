@@ -371,6 +371,24 @@ impl Connection {
                 corr,
                 patch,
             } => reg.artifact_patch(chat_id, user, corr, patch).await,
+            ClientFrame::ChatEdit {
+                chat_id,
+                seq,
+                text,
+                client_msg_id,
+            } => {
+                let caller = Caller::bearing(user, self.bearer.as_deref());
+                reg.edit(chat_id, caller, seq, text, client_msg_id).await
+            }
+            ClientFrame::ChatRegenerate {
+                chat_id,
+                seq,
+                model,
+            } => {
+                let caller = Caller::bearing(user, self.bearer.as_deref());
+                reg.regenerate(chat_id, caller, seq, model.as_deref()).await
+            }
+            ClientFrame::ChatSwitch { chat_id, to } => reg.switch(chat_id, user, to).await,
             ClientFrame::ChatCancel { chat_id } => reg.cancel(chat_id, user).await,
             ClientFrame::ChatPause { chat_id } => reg.pause(chat_id, user).await,
             ClientFrame::ChatResumeRun { chat_id } => reg.resume_run(chat_id, user).await,

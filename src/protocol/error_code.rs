@@ -3,9 +3,10 @@
 use serde::{Deserialize, Serialize};
 
 /// Every `error_code` the server sends. Seed 001's table plus `RUN_IN_PROGRESS`,
-/// `UNAUTHORIZED`, and the codes of HTTP routes that name what went wrong
+/// `UNAUTHORIZED`, the codes of HTTP routes that name what went wrong
 /// there (`CONNECTION_NOT_FOUND`, `MASTER_KEY_MISMATCH`,
-/// `REQUEST_KIND_MISMATCH`).
+/// `REQUEST_KIND_MISMATCH`), and the tree's (`MESSAGE_NOT_FOUND`,
+/// `BRANCH_LIMIT_EXCEEDED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
@@ -28,6 +29,11 @@ pub enum ErrorCode {
     /// An answer sent to the route (or message) of another kind of request:
     /// an input answered as a component, or the other way round.
     RequestKindMismatch,
+    /// A seq named as a message to edit, answer again or switch to that is
+    /// not one in the chat.
+    MessageNotFound,
+    /// An edit, regenerate or switch past the chat's branch limits.
+    BranchLimitExceeded,
 }
 
 impl ErrorCode {
@@ -49,6 +55,8 @@ impl ErrorCode {
             Self::ConnectionNotFound => "CONNECTION_NOT_FOUND",
             Self::MasterKeyMismatch => "MASTER_KEY_MISMATCH",
             Self::RequestKindMismatch => "REQUEST_KIND_MISMATCH",
+            Self::MessageNotFound => "MESSAGE_NOT_FOUND",
+            Self::BranchLimitExceeded => "BRANCH_LIMIT_EXCEEDED",
         }
     }
 }

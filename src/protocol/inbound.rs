@@ -78,6 +78,27 @@ pub enum ClientFrame {
         #[serde(default)]
         parameters: Option<Value>,
     },
+    /// Go on from an edited text in place of the user's message `seq`.
+    #[serde(rename = "chat.edit")]
+    ChatEdit {
+        chat_id: Uuid,
+        seq: u64,
+        text: String,
+        #[serde(default)]
+        client_msg_id: Option<String>,
+    },
+    /// Answer the user's message `seq` again (default: the last one).
+    #[serde(rename = "chat.regenerate")]
+    ChatRegenerate {
+        chat_id: Uuid,
+        #[serde(default)]
+        seq: Option<u64>,
+        #[serde(default)]
+        model: Option<String>,
+    },
+    /// Make the version holding `to` the active one.
+    #[serde(rename = "chat.switch")]
+    ChatSwitch { chat_id: Uuid, to: u64 },
     /// Connection-level liveness check.
     #[serde(rename = "ping")]
     Ping,
@@ -97,7 +118,10 @@ impl ClientFrame {
             | Self::ChatPause { chat_id }
             | Self::ChatResumeRun { chat_id }
             | Self::ClientUnsubscribe { chat_id }
-            | Self::WorkflowInvoke { chat_id, .. } => Some(*chat_id),
+            | Self::WorkflowInvoke { chat_id, .. }
+            | Self::ChatEdit { chat_id, .. }
+            | Self::ChatRegenerate { chat_id, .. }
+            | Self::ChatSwitch { chat_id, .. } => Some(*chat_id),
             Self::Ping => None,
         }
     }

@@ -94,6 +94,18 @@ pub struct AgentUsage {
     pub cost: Option<f64>,
 }
 
+/// What made a `chat.branch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BranchReason {
+    /// An edit of a user's message: the edited text follows.
+    Edit,
+    /// A new answer to a user's message: the new run follows.
+    Regenerate,
+    /// A switch to another version.
+    Switch,
+}
+
 /// The body of a chat-scoped envelope: its `type` and its own fields.
 ///
 /// Serialized with the fields at top level (contract §1: no `data` wrapper).
@@ -237,6 +249,16 @@ pub enum EventKind {
     /// The run ended.
     #[serde(rename = "chat.run_complete")]
     RunComplete { reason: RunEndReason },
+    /// The conversation goes on from the earlier envelope `at` (0: the
+    /// chat's start): the next envelope follows it (`session::tree`).
+    #[serde(rename = "chat.branch")]
+    Branch {
+        at: u64,
+        reason: BranchReason,
+        /// A regenerate with another model: the model it asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
     /// An error of the run (persisted) or of one connection's message (not).
     #[serde(rename = "chat.error")]
     Error {
@@ -267,6 +289,7 @@ impl EventKind {
             Self::UsageSummary { .. } => "chat.usage_summary",
             Self::TurnDiscarded { .. } => "chat.turn_discarded",
             Self::RunComplete { .. } => "chat.run_complete",
+            Self::Branch { .. } => "chat.branch",
             Self::Error { .. } => "chat.error",
         }
     }

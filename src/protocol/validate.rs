@@ -54,6 +54,18 @@ const SCHEMAS: &[(&str, &str)] = &[
         "workflow.invoke",
         include_str!("../../protocol/inbound/workflow.invoke.json"),
     ),
+    (
+        "chat.edit",
+        include_str!("../../protocol/inbound/chat.edit.json"),
+    ),
+    (
+        "chat.regenerate",
+        include_str!("../../protocol/inbound/chat.regenerate.json"),
+    ),
+    (
+        "chat.switch",
+        include_str!("../../protocol/inbound/chat.switch.json"),
+    ),
     ("ping", include_str!("../../protocol/inbound/ping.json")),
 ];
 

@@ -117,6 +117,27 @@ pub(super) enum Op {
         user: String,
         model: String,
     },
+    /// `chat.edit`: go on from `text` in place of the user's message `seq`.
+    Edit {
+        user: String,
+        seq: u64,
+        text: String,
+        client_msg_id: Option<String>,
+        extras: RunExtras,
+    },
+    /// `chat.regenerate`: answer the user's message `seq` again (the last
+    /// on the active path if `None`), with `model` (resolved) for that run.
+    Regenerate {
+        user: String,
+        seq: Option<u64>,
+        model: Option<String>,
+        extras: RunExtras,
+    },
+    /// `chat.switch`: make the version holding `to` the active one.
+    Switch {
+        user: String,
+        to: u64,
+    },
 }
 
 impl Op {
@@ -134,6 +155,9 @@ impl Op {
             | Self::ResumeRun { user }
             | Self::Archive { user }
             | Self::SetModel { user, .. }
+            | Self::Edit { user, .. }
+            | Self::Regenerate { user, .. }
+            | Self::Switch { user, .. }
             | Self::Workflow { user, .. } => Some(user),
         }
     }
@@ -164,6 +188,20 @@ pub struct RunExtras {
     /// checked already.
     #[serde(default)]
     pub client_tools: Vec<crate::tools::ClientTool>,
+    /// The run goes on from an earlier point of the conversation (an edit
+    /// or a regenerate, checked by the chat's actor): its `chat.branch` is
+    /// logged in the commit that starts it.
+    #[serde(skip)]
+    pub branch: Option<BranchStart>,
+}
+
+/// Where a run that branches goes on from, and why.
+#[derive(Debug, Clone)]
+pub struct BranchStart {
+    pub at: u64,
+    pub reason: crate::protocol::BranchReason,
+    /// A model (resolved) for this run only.
+    pub model: Option<String>,
 }
 
 /// A workflow invocation on its way to the chat.

@@ -16,6 +16,7 @@ mod node;
 mod quotas;
 mod registry;
 mod subscriber;
+pub mod tree;
 
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ use tokio_util::task::TaskTracker;
 pub use conversation_id::{conversation_chat, is_conversation_chat};
 pub use node::{Node, start as start_node};
 pub use quotas::{Quotas, Slot, UserSlots};
-pub use registry::{Caller, Registry};
+pub use registry::{Branches, Caller, Registry};
 pub use subscriber::{Closer, Outbound, OutboundRx, Replay, Subscriber};
 
 use crate::agent::AgentRegistry;
@@ -46,6 +47,10 @@ pub struct SessionContext {
     /// The largest client message (`max_message_bytes`): also the bound of a
     /// component state an `artifact_patch` may build.
     pub max_message_bytes: usize,
+    /// Versions one point of a conversation may have.
+    pub max_versions_per_point: usize,
+    /// `chat.branch` envelopes one chat may hold.
+    pub max_branches_per_chat: usize,
     /// Per-user rate limits and quotas.
     pub quotas: Quotas,
     /// Cancelled when the server shuts down.
@@ -91,6 +96,13 @@ pub enum SessionError {
     Archived,
     #[error("no pending request `{0}`")]
     RequestNotFound(String),
+    /// A seq named as a message to edit, answer again or switch to that is
+    /// not one (`MESSAGE_NOT_FOUND`).
+    #[error("{0}")]
+    MessageNotFound(String),
+    /// A branch past the chat's limits (`BRANCH_LIMIT_EXCEEDED`).
+    #[error("{0}")]
+    BranchLimit(String),
     /// An answer to a request that is pending, but of another kind: the
     /// message says which message and route answer it.
     #[error("{0}")]
@@ -163,6 +175,8 @@ impl SessionError {
             Self::AgentMissing(_) => ErrorCode::AgentInitializationFailed,
             Self::RunInProgress => ErrorCode::RunInProgress,
             Self::RequestNotFound(_) => ErrorCode::InputRequestNotFound,
+            Self::MessageNotFound(_) => ErrorCode::MessageNotFound,
+            Self::BranchLimit(_) => ErrorCode::BranchLimitExceeded,
             Self::OtherKind(_) => ErrorCode::RequestKindMismatch,
             Self::InvalidPatch(_)
             | Self::InvalidAnswer(_)

@@ -25,6 +25,8 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
         ui_timeout: Duration::from_secs(60),
         idle,
         max_message_bytes: 1 << 20,
+        max_versions_per_point: 32,
+        max_branches_per_chat: 1000,
         quotas: Quotas::unlimited(),
         shutdown: CancellationToken::new(),
         tracker: TaskTracker::new(),

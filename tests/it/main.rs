@@ -6,6 +6,7 @@ mod agent_loop;
 mod auth;
 mod bad_input;
 mod bench;
+mod branches;
 mod cluster;
 mod connections;
 mod continued;

@@ -160,6 +160,79 @@ async fn every_json_answer_matches_the_document() {
     )
     .await;
     check(&doc, "/v1/chats/{id}/messages", "post", s, &b);
+    // The tree, on a chat of the demo's own (the first's model has no
+    // replies): its points, an edit, a regenerate (once the edit's run is
+    // over), a switch back, and what finds nothing.
+    let (_, b) = req(
+        "POST",
+        "/v1/chats".into(),
+        json!({"agent": "demo", "message": "hi"}).to_string(),
+    )
+    .await;
+    let tree = serde_json::from_str::<Value>(&b).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = req("GET", format!("/v1/chats/{tree}/branches"), String::new()).await;
+    check(&doc, "/v1/chats/{id}/branches", "get", s, &b);
+    let idle = |id: String| async move {
+        for _ in 0..100 {
+            let (_, b) =
+                http_request(server.addr, "GET", &format!("/v1/chats/{id}"), &[], "").await;
+            if serde_json::from_str::<Value>(&b).unwrap()["state"] == "idle" {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    idle(tree.clone()).await;
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{tree}/messages/1/edit"),
+        json!({"text": "hello"}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/messages/{seq}/edit", "post", s, &b);
+    assert_eq!(s, 202, "{b}");
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{tree}/messages/2/edit"),
+        json!({"text": "hello"}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/messages/{seq}/edit", "post", s, &b);
+    idle(tree.clone()).await;
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{tree}/regenerate"),
+        json!({"model": "nope"}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/regenerate", "post", s, &b);
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{tree}/regenerate"),
+        String::new(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/regenerate", "post", s, &b);
+    assert_eq!(s, 202, "{b}");
+    idle(tree.clone()).await;
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{tree}/switch"),
+        json!({"to": 1}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/switch", "post", s, &b);
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{missing}/switch"),
+        json!({"to": 1}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/switch", "post", s, &b);
     let (s, b) = req("DELETE", format!("/v1/chats/{missing}"), String::new()).await;
     check(&doc, "/v1/chats/{id}", "delete", s, &b);
     let (s, b) = req("POST", "/chat".into(), String::new()).await;
@@ -429,6 +502,7 @@ async fn every_json_answer_matches_the_document() {
         "get /v1/ai-sdk/chat/{id}/stream",
         "get /v1/chats",
         "get /v1/chats/{id}",
+        "get /v1/chats/{id}/branches",
         "get /v1/chats/{id}/events",
         "get /v1/chats/{id}/model",
         "get /v1/chats/{id}/state",
@@ -455,7 +529,10 @@ async fn every_json_answer_matches_the_document() {
         "post /v1/chats/{id}/connection",
         "post /v1/chats/{id}/inputs/{request_id}",
         "post /v1/chats/{id}/messages",
+        "post /v1/chats/{id}/messages/{seq}/edit",
         "post /v1/chats/{id}/model",
+        "post /v1/chats/{id}/regenerate",
+        "post /v1/chats/{id}/switch",
         "post /v1/chats/{id}/workflows/{workflow_id}",
         "post /v1/connections",
         "put /v1/connections/{id}",

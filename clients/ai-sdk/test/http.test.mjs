@@ -109,6 +109,34 @@ test('a UI tool and an input request are answered as tool outputs', async () => 
   assert.equal(textOf(chat.lastMessage), 'You answered: Ada');
 });
 
+test('regenerate() writes an answer again; the old one stays a version in the log', async () => {
+  const chat = newChat();
+  await chat.sendMessage({ text: 'one' });
+  const first = chat.lastMessage;
+  await chat.sendMessage({ text: 'two' });
+  await chat.regenerate();
+  assert.equal(chat.status, 'ready', String(chat.error));
+  assert.equal(chat.messages.length, 4);
+  assert.equal(textOf(chat.lastMessage), 'You said: two');
+  const again = chat.lastMessage.id;
+  assert.match(again, /^[0-9a-f-]{36}:\d+$/);
+  // An older answer: the client keeps what came before it; the answer streams anew.
+  await chat.regenerate({ messageId: first.id });
+  assert.equal(chat.status, 'ready', String(chat.error));
+  assert.deepEqual(chat.messages.map((m) => [m.role, textOf(m)]), [['user', 'one'], ['assistant', 'You said: one']]);
+  assert.notEqual(chat.lastMessage.id, first.id);
+  assert.ok(!chat.messages.some((m) => m.id === again), 'the answer it replaced is gone');
+  // Both answers to `one` are versions of the chat's tree, the new one active.
+  const b = await (await fetch(`${base}/v1/chats/${chat.id}/branches`)).json();
+  const [answerSeq] = chat.lastMessage.id.split(':').slice(1).map(Number);
+  const point = b.points.find((p) => p.versions.includes(answerSeq + 1) || p.active === answerSeq + 1);
+  assert.ok(point, JSON.stringify(b));
+  assert.equal(point.versions.length, 2);
+  // And the conversation goes on from it.
+  await chat.sendMessage({ text: 'three' });
+  assert.equal(textOf(chat.lastMessage), 'You said: three');
+});
+
 test('a client that drops mid-stream resumes: every word once', async () => {
   const id = crypto.randomUUID();
   const transport = new DefaultChatTransport({ api: `${base}/v1/ai-sdk/chat` });

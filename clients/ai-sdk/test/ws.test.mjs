@@ -43,6 +43,19 @@ test('two chats stream on one socket, each answer whole', async () => {
   assert.equal(textOf(b.lastMessage), 'You said: hello');
 });
 
+test('regenerate() over the socket streams a new answer', async () => {
+  const chat = new Chat({ id: crypto.randomUUID(), transport: newTransport() });
+  await chat.sendMessage({ text: 'hello' });
+  const old = chat.lastMessage.id;
+  await chat.regenerate();
+  assert.equal(chat.status, 'ready', String(chat.error));
+  assert.equal(chat.messages.length, 2);
+  assert.notEqual(chat.lastMessage.id, old);
+  assert.equal(textOf(chat.lastMessage), 'You said: hello');
+  const branch = (await log(chat.id)).find((e) => e.type === 'chat.branch');
+  assert.equal(branch.reason, 'regenerate');
+});
+
 test('an approval is asked and, once given, the call runs', async () => {
   const chat = new Chat({
     id: crypto.randomUUID(),

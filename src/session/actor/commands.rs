@@ -144,6 +144,20 @@ impl Actor {
             Op::SetModel { user, model } => self.set_model(&user, model).await,
             Op::Archive { user } => self.archive(&user).await,
             Op::Workflow { user, extras } => self.workflow(&user, extras).await,
+            Op::Edit {
+                user,
+                seq,
+                text,
+                client_msg_id,
+                extras,
+            } => self.edit(&user, seq, text, client_msg_id, extras).await,
+            Op::Regenerate {
+                user,
+                seq,
+                model,
+                extras,
+            } => self.regenerate(&user, seq, model, extras).await,
+            Op::Switch { user, to } => self.switch(&user, to).await,
         }
     }
 

@@ -17,6 +17,7 @@
 //! notifications, and forwards every change to the owner — or takes the chat
 //! over when the lease is free or its holder is dead).
 
+mod branches;
 mod cluster;
 mod commands;
 mod conversation;
@@ -381,7 +382,8 @@ impl Actor {
                 crate::metrics::error_sent(error_code.as_str());
             }
             let mut env = Envelope::new(kind, self.chat_id, seq, ts.clone());
-            if i == 0 {
+            // On the run's user text (after its chat.branch, if one leads).
+            if matches!(env.kind, EventKind::Text { .. }) {
                 env.context_type = marks.context_type.take();
             }
             if env.kind.carries_run_usage() {

@@ -30,7 +30,7 @@ impl Actor {
     pub(super) async fn start_run_with(
         &mut self,
         user_text: Option<(String, Option<String>)>,
-        extras: RunExtras,
+        mut extras: RunExtras,
         permit: Option<crate::session::Slot>,
     ) -> Result<(), SessionError> {
         let chat = self.chat.as_ref().ok_or(SessionError::NotFound)?;
@@ -52,7 +52,12 @@ impl Actor {
             Some(permit) => permit,
             None => self.ctx.quotas.run(&chat.owner)?,
         };
-        let model = chat.model.clone();
+        // A regenerate's model, for its run only, else the chat's.
+        let model = extras
+            .branch
+            .as_ref()
+            .and_then(|b| b.model.clone())
+            .or_else(|| chat.model.clone());
         // This request's context, else the one kept with the chat.
         let context = match extras.context {
             Some(map) => Some(serde_json::Value::Object(map)),
@@ -74,7 +79,16 @@ impl Actor {
             }),
             None => None,
         };
+        // The model sees the active path only (or the one the run branches
+        // to): never a version the user left.
         let transcript = self.ctx.store.transcript(self.chat_id).await?;
+        let tree = crate::session::tree::Tree::of_log(&transcript, self.next_seq - 1);
+        let path = tree.path(
+            extras
+                .branch
+                .as_ref()
+                .map_or_else(|| tree.pointer(), |b| b.at),
+        );
         // Seed 003: a chat with a database is grounded on it.
         let database = match &self.ctx.connections {
             Some(_) => self
@@ -85,7 +99,20 @@ impl Actor {
                 .map(|d| crate::databases::grounding(&d.db_schema, d.sql_result.as_deref())),
             None => None,
         };
-        let mut history = super::history::from_log(transcript.iter().map(|e| e.json.as_str()));
+        let mut history = super::history::from_log(
+            transcript
+                .iter()
+                .filter(|e| crate::session::tree::Tree::within(&path, e.seq))
+                .map(|e| e.json.as_str()),
+        );
+        let branch = extras.branch.take().map(|b| {
+            let event = EventKind::Branch {
+                at: b.at,
+                reason: b.reason,
+                model: b.model,
+            };
+            (event, None)
+        });
 
         let (link, rx) = RunLink::channel(RUN_QUEUE);
         // A continued run waits again on what its cut-off self had asked.
@@ -123,10 +150,8 @@ impl Actor {
                 context_type: extras.context_type.clone(),
                 run_usage: None,
             };
-            if let Err(e) = self
-                .append_marked(vec![(event, client_msg_id)], marks)
-                .await
-            {
+            let events = branch.into_iter().chain([(event, client_msg_id)]).collect();
+            if let Err(e) = self.append_marked(events, marks).await {
                 self.run = None;
                 return Err(e.into());
             }
@@ -134,6 +159,12 @@ impl Actor {
                 by: None,
                 message: Message::User { text },
             });
+        } else if let Some(branch) = branch {
+            // A regenerate: its branch is the run's first envelope.
+            if let Err(e) = self.append_run(vec![branch]).await {
+                self.run = None;
+                return Err(e.into());
+            }
         }
         // A model the chat switched to overrides the agent's.
         let provider = model

@@ -46,6 +46,7 @@ impl<'a> Caller<'a> {
             workflow: None,
             resumed: None,
             client_tools: self.client_tools.to_vec(),
+            branch: None,
         }
     }
 }

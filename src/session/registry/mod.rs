@@ -7,10 +7,12 @@
 //! entry keeps them (the chat *sleeps*: a few hundred bytes instead of a task
 //! and a mailbox). The next command starts an actor with the same subscribers.
 
+mod branches;
 mod caller;
 mod reads;
 mod turns;
 
+pub use branches::Branches;
 pub use caller::Caller;
 
 use std::collections::{HashMap, HashSet};

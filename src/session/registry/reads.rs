@@ -55,7 +55,7 @@ impl Registry {
     }
 
     /// The texts, tool calls and tool results of `user`'s chat before seq
-    /// `before`, as stored.
+    /// `before` on its active path, as stored.
     ///
     /// # Errors
     /// `NotFound` unless the chat is the user's; the store's errors.
@@ -65,11 +65,14 @@ impl Registry {
         user: &str,
         before: u64,
     ) -> Result<Vec<crate::protocol::Envelope>, SessionError> {
-        self.owned(chat_id, user).await?;
+        let (_, last) = self.chat(chat_id, user).await?;
         let transcript = self.inner.ctx.store.transcript(chat_id).await?;
+        // Along the active path: a version the user left is not shown.
+        let tree = crate::session::tree::Tree::of_log(&transcript, last);
+        let path = tree.active();
         Ok(transcript
             .iter()
-            .filter(|e| e.seq < before)
+            .filter(|e| e.seq < before && crate::session::tree::Tree::within(&path, e.seq))
             .filter_map(|e| serde_json::from_str(&e.json).ok())
             .collect())
     }

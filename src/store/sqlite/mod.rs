@@ -324,13 +324,13 @@ impl Store for SqliteStore {
         let (tail, below) = self.tail().read(&chat_id, 0, |e| {
             matches!(
                 e.kind,
-                "chat.text" | "chat.tool_call" | "chat.tool_response"
+                "chat.text" | "chat.tool_call" | "chat.tool_response" | "chat.branch"
             )
         });
         let mut rows: Vec<StoredEnvelope> = sqlx::query(
             "SELECT seq, type, payload FROM envelopes
              WHERE chat_id = ? AND seq < ?
-               AND type IN ('chat.text', 'chat.tool_call', 'chat.tool_response') ORDER BY seq",
+               AND type IN ('chat.text', 'chat.tool_call', 'chat.tool_response', 'chat.branch') ORDER BY seq",
         )
         .bind(chat_id.to_string())
         .bind(below.map_or(i64::MAX, clamp))

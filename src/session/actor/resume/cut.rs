@@ -401,7 +401,10 @@ impl Cut {
             | EventKind::Progress { .. }
             | EventKind::State { .. }
             | EventKind::ToolProgress { .. }
-            | EventKind::RunComplete { .. } => {}
+            | EventKind::RunComplete { .. }
+            // A regenerate's branch leads its run; the path it made is the
+            // log's, read again when the run goes on.
+            | EventKind::Branch { .. } => {}
         }
     }
 }

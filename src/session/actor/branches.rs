@@ -1,0 +1,207 @@
+//! Edits, regenerates and switches: the requests that make a chat's
+//! conversation a tree (`session::tree`). Each logs a `chat.branch` and,
+//! for an edit or a regenerate, starts a run on the path it points at.
+
+use super::Actor;
+use crate::protocol::{BranchReason, EventKind};
+use crate::session::SessionError;
+use crate::session::handle::{BranchStart, RunExtras};
+use crate::session::tree::Tree;
+use crate::store::StoredEnvelope;
+
+impl Actor {
+    /// The chat's tree as logged, with the transcript it was read from.
+    pub(super) async fn tree(&self) -> Result<(Tree, Vec<StoredEnvelope>), SessionError> {
+        let transcript = self.ctx.store.transcript(self.chat_id).await?;
+        let tree = Tree::of_log(&transcript, self.next_seq - 1);
+        Ok((tree, transcript))
+    }
+
+    /// Refuses a branch where nothing may branch: another user's chat, a run
+    /// in flight, an archived chat or a template's conversation (its walk
+    /// is the chat's).
+    fn may_branch(&self, user: &str) -> Result<(), SessionError> {
+        let chat = self.owned(user)?;
+        if self.run.is_some() {
+            return Err(SessionError::RunInProgress);
+        }
+        if chat.archived {
+            return Err(SessionError::Archived);
+        }
+        if self.is_template() {
+            return Err(SessionError::IllegalTransition(
+                "a template conversation has one path: it cannot branch".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `seq` is a user's `chat.text` that started a run: it follows
+    /// the chat's start or a run's end on its path (an answer to an input
+    /// request follows the request).
+    async fn starts_a_run(
+        &self,
+        tree: &Tree,
+        transcript: &[StoredEnvelope],
+        seq: u64,
+    ) -> Result<bool, SessionError> {
+        let said = transcript
+            .binary_search_by_key(&seq, |e| e.seq)
+            .ok()
+            .map(|i| &transcript[i]);
+        let by_user = said.is_some_and(|e| {
+            e.kind == "chat.text"
+                && serde_json::from_str::<serde_json::Value>(&e.json)
+                    .is_ok_and(|v| v["agent"] == "user")
+        });
+        if !by_user || !tree.is_regular(seq) {
+            return Ok(false);
+        }
+        let parent = tree.parent(seq);
+        if parent == 0 {
+            return Ok(true);
+        }
+        let before = self
+            .ctx
+            .store
+            .load_after(self.chat_id, parent - 1, 1)
+            .await?;
+        Ok(before
+            .first()
+            .is_some_and(|e| e.seq == parent && e.kind == "chat.run_complete"))
+    }
+
+    /// Refuses a new version at `at` past the limits.
+    fn may_add_version(&self, tree: &Tree, at: u64) -> Result<(), SessionError> {
+        if tree.branch_count() >= self.ctx.max_branches_per_chat {
+            return Err(SessionError::BranchLimit(format!(
+                "the chat holds {} branches, the most it may (max_branches_per_chat)",
+                tree.branch_count()
+            )));
+        }
+        let versions = tree.children(at).len();
+        if versions >= self.ctx.max_versions_per_point {
+            return Err(SessionError::BranchLimit(format!(
+                "{versions} versions follow seq {at}, the most there may be (max_versions_per_point)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `chat.edit`: the conversation goes on from `text` in place of the
+    /// user's message `seq`; the old version stays.
+    pub(super) async fn edit(
+        &mut self,
+        user: &str,
+        seq: u64,
+        text: String,
+        client_msg_id: Option<String>,
+        extras: RunExtras,
+    ) -> Result<(), SessionError> {
+        self.owned(user)?;
+        if let Some(id) = &client_msg_id
+            && self.ctx.store.has_client_msg_id(self.chat_id, id).await?
+        {
+            return Ok(()); // Already taken: no second effect.
+        }
+        self.may_branch(user)?;
+        let (tree, transcript) = self.tree().await?;
+        if !self.starts_a_run(&tree, &transcript, seq).await? {
+            return Err(SessionError::MessageNotFound(format!(
+                "seq {seq} is not a user's message that started a run"
+            )));
+        }
+        let at = tree.parent(seq);
+        self.may_add_version(&tree, at)?;
+        let extras = RunExtras {
+            branch: Some(BranchStart {
+                at,
+                reason: BranchReason::Edit,
+                model: None,
+            }),
+            ..extras
+        };
+        self.start_run(Some((text, client_msg_id)), extras).await
+    }
+
+    /// `chat.regenerate`: a new answer to the user's message `seq` (the last
+    /// that started a run on the active path, if `None`), with `model` for
+    /// this run if given; the old answer stays.
+    pub(super) async fn regenerate(
+        &mut self,
+        user: &str,
+        seq: Option<u64>,
+        model: Option<String>,
+        extras: RunExtras,
+    ) -> Result<(), SessionError> {
+        self.may_branch(user)?;
+        let (tree, transcript) = self.tree().await?;
+        let at = match seq {
+            Some(seq) => {
+                if !self.starts_a_run(&tree, &transcript, seq).await? {
+                    return Err(SessionError::MessageNotFound(format!(
+                        "seq {seq} is not a user's message that started a run"
+                    )));
+                }
+                seq
+            }
+            None => {
+                let active = tree.active();
+                let mut found = None;
+                for e in transcript.iter().rev() {
+                    if e.kind == "chat.text"
+                        && active.iter().any(|r| r.contains(&e.seq))
+                        && self.starts_a_run(&tree, &transcript, e.seq).await?
+                    {
+                        found = Some(e.seq);
+                        break;
+                    }
+                }
+                found.ok_or_else(|| {
+                    SessionError::MessageNotFound(
+                        "the chat has no user's message to answer again".into(),
+                    )
+                })?
+            }
+        };
+        self.may_add_version(&tree, at)?;
+        let extras = RunExtras {
+            branch: Some(BranchStart {
+                at,
+                reason: BranchReason::Regenerate,
+                model,
+            }),
+            ..extras
+        };
+        self.start_run(None, extras).await
+    }
+
+    /// `chat.switch`: the chat goes on where the user last was in the
+    /// version that holds `to`. Nothing is logged if it is there already.
+    pub(super) async fn switch(&mut self, user: &str, to: u64) -> Result<(), SessionError> {
+        self.may_branch(user)?;
+        let (tree, _) = self.tree().await?;
+        if !tree.is_regular(to) {
+            return Err(SessionError::MessageNotFound(format!(
+                "seq {to} is not an envelope of the conversation"
+            )));
+        }
+        let at = tree.last_visit(to);
+        if at == tree.pointer() {
+            return Ok(());
+        }
+        if tree.branch_count() >= self.ctx.max_branches_per_chat {
+            return Err(SessionError::BranchLimit(format!(
+                "the chat holds {} branches, the most it may (max_branches_per_chat)",
+                tree.branch_count()
+            )));
+        }
+        let event = EventKind::Branch {
+            at,
+            reason: BranchReason::Switch,
+            model: None,
+        };
+        self.append(vec![(event, None)], None).await?;
+        Ok(())
+    }
+}

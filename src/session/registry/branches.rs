@@ -1,0 +1,164 @@
+//! The registry's side of a chat's tree: edits, regenerates and switches
+//! (checked here, run by the chat's actor), and the tree read from any node.
+
+use uuid::Uuid;
+
+use super::{Caller, Registry, check_text};
+use crate::protocol::{BranchReason, EventKind};
+use crate::session::SessionError;
+use crate::session::handle::{Op, Origin};
+use crate::session::tree::{Point, Tree};
+
+/// A chat's tree as a client reads it (`GET /v1/chats/{id}/branches`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Branches {
+    pub chat_id: Uuid,
+    /// The log's last seq.
+    pub last_seq: u64,
+    /// The end of the active path: where the conversation goes on.
+    pub pointer: u64,
+    /// Every point where the conversation has two versions or more.
+    pub points: Vec<Point>,
+}
+
+impl Registry {
+    /// `chat.edit`: the conversation goes on from `text` in place of the
+    /// user's message `seq`. Counted as a turn.
+    pub async fn edit(
+        &self,
+        chat_id: Uuid,
+        caller: Caller<'_>,
+        seq: u64,
+        text: String,
+        client_msg_id: Option<String>,
+    ) -> Result<(), SessionError> {
+        check_text("text", &text)?;
+        self.inner.ctx.quotas.message(caller.user)?;
+        let op = Op::Edit {
+            user: caller.user.to_owned(),
+            seq,
+            text,
+            client_msg_id,
+            extras: caller.extras(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// `chat.regenerate`: a new answer to the user's message `seq` (the
+    /// last on the active path if `None`), with `model` (a model or an
+    /// alias) for that run. Counted as a turn.
+    ///
+    /// # Errors
+    /// `UnknownModel`, and what a new turn may meet.
+    pub async fn regenerate(
+        &self,
+        chat_id: Uuid,
+        caller: Caller<'_>,
+        seq: Option<u64>,
+        model: Option<&str>,
+    ) -> Result<(), SessionError> {
+        let model = match model {
+            Some(name) => Some(
+                self.inner
+                    .ctx
+                    .agents
+                    .models()
+                    .resolve(name)
+                    .ok_or_else(|| SessionError::UnknownModel(name.to_owned()))?
+                    .name
+                    .clone(),
+            ),
+            None => None,
+        };
+        self.inner.ctx.quotas.message(caller.user)?;
+        let op = Op::Regenerate {
+            user: caller.user.to_owned(),
+            seq,
+            model,
+            extras: caller.extras(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// A regenerate of the run that begins at seq `run` (as the AI SDK
+    /// names an assistant message; `None`: the last answer): the user's
+    /// message it answered is answered again.
+    ///
+    /// # Errors
+    /// `MessageNotFound` for a run that answered no user's message (an
+    /// agent that spoke first), and what [`Registry::regenerate`] meets.
+    pub async fn regenerate_run(
+        &self,
+        chat_id: Uuid,
+        caller: Caller<'_>,
+        run: Option<u64>,
+    ) -> Result<(), SessionError> {
+        let seq = match run {
+            None | Some(0) => None,
+            Some(start) => {
+                self.chat(chat_id, caller.user).await?;
+                let rows = self
+                    .inner
+                    .ctx
+                    .store
+                    .load_after(chat_id, start - 1, 1)
+                    .await?;
+                let first = rows
+                    .first()
+                    .filter(|e| e.seq == start)
+                    .and_then(|e| serde_json::from_str::<crate::protocol::Envelope>(&e.json).ok());
+                let asked = match first.map(|e| e.kind) {
+                    // A run a user's message began, or one a regenerate or an
+                    // edit began (with its branch).
+                    Some(EventKind::Text { agent, .. }) if agent == "user" => Some(start),
+                    Some(EventKind::Branch {
+                        at,
+                        reason: BranchReason::Regenerate,
+                        ..
+                    }) => Some(at),
+                    Some(EventKind::Branch {
+                        reason: BranchReason::Edit,
+                        ..
+                    }) => Some(start + 1),
+                    _ => None,
+                };
+                Some(asked.ok_or_else(|| {
+                    SessionError::MessageNotFound(format!(
+                        "no answer to a user's message begins at seq {start}"
+                    ))
+                })?)
+            }
+        };
+        self.regenerate(chat_id, caller, seq, None).await
+    }
+
+    /// `chat.switch`: make the version holding `to` the active one. Counted
+    /// as a turn (it may log a branch).
+    pub async fn switch(&self, chat_id: Uuid, user: &str, to: u64) -> Result<(), SessionError> {
+        self.inner.ctx.quotas.message(user)?;
+        let op = Op::Switch {
+            user: user.to_owned(),
+            to,
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// `user`'s chat's tree, as committed.
+    ///
+    /// # Errors
+    /// `NotFound` unless the chat is the user's; the store's errors.
+    pub async fn branches(&self, chat_id: Uuid, user: &str) -> Result<Branches, SessionError> {
+        let (_, last) = self.chat(chat_id, user).await?;
+        let transcript = self.inner.ctx.store.transcript(chat_id).await?;
+        let tree = Tree::of_log(&transcript, last);
+        Ok(Branches {
+            chat_id,
+            last_seq: last,
+            pointer: tree.pointer(),
+            points: tree.points(),
+        })
+    }
+}

@@ -1,0 +1,345 @@
+//! Conversations as trees: edit a user's message, answer one again, switch
+//! versions, over the WebSocket and REST, with the model seeing only the
+//! active path and the log staying one gap-free line.
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::mock_llm::MockServer;
+use crate::providers::{agent_yaml, server_with};
+use crate::support::*;
+use crate::vendors::{OpenAiWire, Wire};
+
+/// The user's `chat.text` in `msgs` saying `text`.
+fn said(msgs: &[Value], text: &str) -> u64 {
+    msgs.iter()
+        .find(|m| m["type"] == "chat.text" && m["agent"] == "user" && m["content"] == text)
+        .unwrap_or_else(|| panic!("no user text {text:?} in {msgs:?}"))["seq"]
+        .as_u64()
+        .unwrap()
+}
+
+async fn branches(server: &Server, chat: Uuid) -> Value {
+    let (status, body) = http_json(server, "GET", &format!("/v1/chats/{chat}/branches"), "").await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The next `chat.error` this connection gets: its code.
+async fn error_code(c: &mut Client) -> String {
+    let e = c.recv_until(|m| m["type"] == "chat.error").await;
+    let e = e.last().unwrap();
+    assert!(
+        e.get("seq").is_none(),
+        "a connection's error is not logged: {e}"
+    );
+    e["error_code"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_regenerate_and_switch_over_the_websocket() {
+    let server = Server::start().await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start(chat, "one").await;
+    let mut log = c.until_complete(chat).await;
+    c.say(chat, "two").await;
+    log.extend(c.until_complete(chat).await);
+    let two = said(&log, "two");
+    let end_of_one = two - 1;
+    assert_eq!(log[end_of_one as usize - 1]["type"], "chat.run_complete");
+    let end_of_two = log.last().unwrap()["seq"].as_u64().unwrap();
+
+    // An edit: a branch to what `two` followed, the new text, its run.
+    c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": two, "text": "TWO"}))
+        .await;
+    let edited = c.until_complete(chat).await;
+    assert_eq!(edited[0]["type"], "chat.branch");
+    assert_eq!(edited[0]["at"], end_of_one);
+    assert_eq!(edited[0]["reason"], "edit");
+    assert_eq!(edited[1]["content"], "TWO");
+    assert_eq!(last_text(&edited), "You said: TWO");
+    let two_v2 = said(&edited, "TWO");
+    let b = branches(&server, chat).await;
+    assert_eq!(b["pointer"], edited.last().unwrap()["seq"]);
+    assert_eq!(
+        b["points"],
+        json!([{"at": end_of_one, "versions": [two, two_v2], "active": two_v2}])
+    );
+    log.extend(edited);
+
+    // A regenerate of the last answer: a branch to `TWO`, a new run.
+    c.send(json!({"type": "chat.regenerate", "chat_id": chat}))
+        .await;
+    let again = c.until_complete(chat).await;
+    assert_eq!(again[0]["type"], "chat.branch");
+    assert_eq!(again[0]["at"], two_v2);
+    assert_eq!(again[0]["reason"], "regenerate");
+    assert_eq!(again[1]["type"], "chat.select_speaker", "no new user text");
+    assert_eq!(last_text(&again), "You said: TWO");
+    let b = branches(&server, chat).await;
+    let points = b["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{b}");
+    assert_eq!(points[1]["at"], two_v2);
+    assert_eq!(points[1]["versions"][1], again[1]["seq"]);
+    log.extend(again);
+
+    // Back to the first version: where it was left, its answer's end.
+    c.send(json!({"type": "chat.switch", "chat_id": chat, "to": two}))
+        .await;
+    let switched = c.expect("chat.branch").await;
+    assert_eq!(switched["at"], end_of_two);
+    assert_eq!(switched["reason"], "switch");
+    let b = branches(&server, chat).await;
+    assert_eq!(b["pointer"], end_of_two);
+    assert_eq!(b["points"][0]["active"], two);
+    assert_eq!(b["points"].as_array().unwrap().len(), 2);
+    // Already there: nothing is logged.
+    c.send(json!({"type": "chat.switch", "chat_id": chat, "to": two}))
+        .await;
+    c.send(json!({"type": "ping"})).await;
+    c.expect("pong").await;
+    log.push(switched);
+
+    // The conversation goes on from there; the log stays one line.
+    c.say(chat, "three").await;
+    let three = c.until_complete(chat).await;
+    assert_eq!(last_text(&three), "You said: three");
+    log.extend(three);
+    c.resume(chat, 0).await;
+    let replay = c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    let replay = &replay[..replay.len() - 1];
+    assert_eq!(seqs(replay), seqs(&log));
+    assert_gap_free(&seqs(replay));
+    for (got, seen) in replay.iter().zip(&log) {
+        assert_eq!(&without_replay(got), seen);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_cannot_branch_gets_its_error_and_logs_nothing() {
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            max_versions_per_point: Some(2),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start(chat, "ask: Which city?").await;
+    let asked = c.recv_until(|m| m["type"] == "chat.input_request").await;
+    let request_id = asked.last().unwrap()["request_id"].clone();
+    let first = said(&asked, "ask: Which city?");
+    // During a run.
+    c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": first, "text": "x"}))
+        .await;
+    assert_eq!(error_code(&mut c).await, "RUN_IN_PROGRESS");
+    c.send(json!({"type": "user.input.submit", "chat_id": chat, "request_id": request_id, "text": "Rome"}))
+        .await;
+    let log = c.until_complete(chat).await;
+    let answer = said(&log, "Rome");
+    let last = log.last().unwrap()["seq"].as_u64().unwrap();
+
+    // An answer to an input request, an agent's envelope, a seq past the log.
+    for seq in [answer, first + 1, last + 5] {
+        c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": seq, "text": "x"}))
+            .await;
+        assert_eq!(error_code(&mut c).await, "MESSAGE_NOT_FOUND", "seq {seq}");
+        c.send(json!({"type": "chat.regenerate", "chat_id": chat, "seq": seq}))
+            .await;
+        assert_eq!(error_code(&mut c).await, "MESSAGE_NOT_FOUND", "seq {seq}");
+    }
+    c.send(json!({"type": "chat.switch", "chat_id": chat, "to": last + 1}))
+        .await;
+    assert_eq!(error_code(&mut c).await, "MESSAGE_NOT_FOUND");
+    // A bad message: the schema's error.
+    c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": 0, "text": "x"}))
+        .await;
+    assert_eq!(error_code(&mut c).await, "SCHEMA_VALIDATION_FAILED");
+    c.send(json!({"type": "chat.regenerate", "chat_id": chat, "model": "no-such-model"}))
+        .await;
+    assert_eq!(error_code(&mut c).await, "WORKFLOW_NOT_FOUND");
+
+    // Two versions at most at one point (`max_versions_per_point: 2`).
+    c.send(json!({"type": "chat.regenerate", "chat_id": chat, "seq": first}))
+        .await;
+    let asked = c.recv_until(|m| m["type"] == "chat.input_request").await;
+    let request_id = asked.last().unwrap()["request_id"].clone();
+    c.send(json!({"type": "user.input.submit", "chat_id": chat, "request_id": request_id, "text": "Oslo"}))
+        .await;
+    assert_eq!(
+        last_text(&c.until_complete(chat).await),
+        "You answered: Oslo"
+    );
+    c.send(json!({"type": "chat.regenerate", "chat_id": chat, "seq": first}))
+        .await;
+    assert_eq!(error_code(&mut c).await, "BRANCH_LIMIT_EXCEEDED");
+    let (_, chat_now) = http_json(&server, "GET", &format!("/v1/chats/{chat}"), "").await;
+    let b = branches(&server, chat).await;
+    assert_eq!(
+        b["last_seq"], chat_now["last_seq"],
+        "nothing more was logged"
+    );
+    assert_eq!(b["points"][0]["versions"].as_array().unwrap().len(), 2);
+
+    // Another chat id: nothing to branch.
+    c.send(json!({"type": "chat.switch", "chat_id": Uuid::new_v4(), "to": 1}))
+        .await;
+    assert_eq!(error_code(&mut c).await, "RESUME_FAILED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rest_routes_branch_as_the_websocket_does() {
+    let server = Server::start().await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start(chat, "one").await;
+    let log = c.until_complete(chat).await;
+    let one = said(&log, "one");
+    let post = |path: String, body: Value| {
+        let server = &server;
+        async move { http_json(server, "POST", &path, &body.to_string()).await }
+    };
+    let (status, body) = post(
+        format!("/v1/chats/{chat}/messages/{one}/edit"),
+        json!({"text": "uno"}),
+    )
+    .await;
+    assert_eq!((status, &body["accepted"]), (202, &json!(true)), "{body}");
+    let edited = c.until_complete(chat).await;
+    assert_eq!(edited[0]["type"], "chat.branch");
+    assert_eq!(
+        edited[0]["at"], 0,
+        "the first message follows the chat's start"
+    );
+    assert_eq!(last_text(&edited), "You said: uno");
+    let uno = said(&edited, "uno");
+
+    let (status, _) = post(format!("/v1/chats/{chat}/regenerate"), json!({"seq": uno})).await;
+    assert_eq!(status, 202);
+    let again = c.until_complete(chat).await;
+    assert_eq!(
+        (&again[0]["at"], &again[0]["reason"]),
+        (&json!(uno), &json!("regenerate"))
+    );
+
+    let (status, b) = post(format!("/v1/chats/{chat}/switch"), json!({"to": one})).await;
+    assert_eq!(status, 200, "{b}");
+    assert_eq!(b["pointer"], log.last().unwrap()["seq"]);
+    assert_eq!(
+        b["points"][0],
+        json!({"at": 0, "versions": [one, uno], "active": one})
+    );
+
+    // Errors, in the API's shape.
+    let code = |v: &Value| v["error"]["code"].as_str().unwrap_or_default().to_owned();
+    let (status, body) = post(
+        format!("/v1/chats/{chat}/messages/{}/edit", one + 1),
+        json!({"text": "x"}),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (404, "MESSAGE_NOT_FOUND".into()));
+    let (status, body) = post(
+        format!("/v1/chats/{chat}/messages/0/edit"),
+        json!({"text": "x"}),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&body)),
+        (400, "SCHEMA_VALIDATION_FAILED".into())
+    );
+    let (status, body) = post(
+        format!("/v1/chats/{chat}/messages/{one}/edit"),
+        json!({"text": "x", "extra": 1}),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&body)),
+        (400, "SCHEMA_VALIDATION_FAILED".into())
+    );
+    let (status, body) = post(format!("/v1/chats/{chat}/switch"), json!({"to": 10_000})).await;
+    assert_eq!((status, code(&body)), (404, "MESSAGE_NOT_FOUND".into()));
+    let other = Uuid::new_v4();
+    let (status, body) =
+        http_json(&server, "GET", &format!("/v1/chats/{other}/branches"), "").await;
+    assert_eq!((status, code(&body)), (404, "RESUME_FAILED".into()));
+    c.say(chat, "slow: 100").await;
+    c.recv_until(|m| m["type"] == "chat.print").await;
+    let (status, body) = post(format!("/v1/chats/{chat}/regenerate"), json!({})).await;
+    assert_eq!((status, code(&body)), (409, "RUN_IN_PROGRESS".into()));
+    c.until_complete(chat).await;
+}
+
+/// The `content`s of a recorded OpenAI request's messages, by role.
+fn conversation(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_sees_only_the_active_path() {
+    let w = OpenAiWire;
+    let replies = ["A1", "B1", "B2", "B3", "C1"]
+        .iter()
+        .map(|t| w.text(&[*t], (3, 1)))
+        .collect();
+    let llm = MockServer::start(replies).await;
+    let tool = MockServer::start(vec![]).await;
+    let server = server_with(agent_yaml(&w, &llm, &tool, "")).await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start_with(chat, "real", "first").await;
+    c.until_complete(chat).await;
+    c.say(chat, "second").await;
+    let second = c.until_complete(chat).await;
+    let second_seq = said(&second, "second");
+    let pair = |r: &str, t: &str| (r.to_owned(), t.to_owned());
+
+    c.send(
+        json!({"type": "chat.edit", "chat_id": chat, "seq": second_seq, "text": "second, edited"}),
+    )
+    .await;
+    c.until_complete(chat).await;
+    let sent = |i: usize| conversation(&llm.requests()[i].body);
+    assert_eq!(
+        sent(2),
+        vec![
+            pair("user", "first"),
+            pair("assistant", "A1"),
+            pair("user", "second, edited")
+        ]
+    );
+    c.send(json!({"type": "chat.regenerate", "chat_id": chat}))
+        .await;
+    let again = c.until_complete(chat).await;
+    assert_eq!(last_text(&again), "B3");
+    assert_eq!(sent(3), sent(2), "a regenerate is asked the same history");
+
+    c.send(json!({"type": "chat.switch", "chat_id": chat, "to": second_seq}))
+        .await;
+    c.expect("chat.branch").await;
+    c.say(chat, "third").await;
+    c.until_complete(chat).await;
+    assert_eq!(
+        sent(4),
+        vec![
+            pair("user", "first"),
+            pair("assistant", "A1"),
+            pair("user", "second"),
+            pair("assistant", "B1"),
+            pair("user", "third"),
+        ]
+    );
+}
