@@ -1,6 +1,7 @@
 // The agentwire web page: a chat UI on the JavaScript client. Every piece of
 // model output goes into the page as text (textContent), never as HTML.
 import { AgentwireClient } from '/assets/agentwire.js';
+import { Tree } from '/assets/tree.js';
 
 // A token given as `?access_token=` is read once, then taken out of the
 // address bar and the history (kept for this tab only, so a reload still
@@ -65,13 +66,84 @@ class ChatView {
     this.cards = new Map(); // corr → card element
     this.progress = new Map(); // corr → <progress>
     this.inputs = new Map(); // request_id → card
-    this.unsub = chat.on('envelope', (m) => this.render(m));
+    // The conversation is a tree (edits, regenerates, versions): the page
+    // shows its active path, and draws it again when a chat.branch moves it.
+    this.tree = new Tree();
+    this.envelopes = [];
+    this.question = 0; // the user's message the current run answers
+    this.unsub = chat.on('envelope', (m) => this.take(m));
     this.unsubErr = chat.on('error', (e) => this.add(el('li', { cls: 'note error', text: `${e.error_code}: ${e.message}` })));
   }
 
   close() {
     this.unsub();
     this.unsubErr();
+  }
+
+  /** The next envelope of the log. */
+  take(m) {
+    this.envelopes.push(m);
+    this.tree.push(m);
+    if (m.type === 'chat.branch') this.redraw();
+    else this.show(m);
+  }
+
+  /** A regular envelope on the active path, after its versions' switcher
+   * if it begins one of several. */
+  show(m) {
+    const versions = this.tree.versions(m.seq);
+    if (versions) this.switcher(versions);
+    if (m.type === 'chat.text' && m.agent === 'user') this.question = m.seq;
+    this.render(m);
+  }
+
+  /** The active path drawn again from the log held. */
+  redraw() {
+    $('log').replaceChildren();
+    this.turn = null;
+    this.templateBar = null;
+    this.question = 0;
+    for (const map of [this.cards, this.progress, this.inputs]) map.clear();
+    const path = this.tree.path();
+    for (const m of this.envelopes) if (path.has(m.seq)) this.show(m);
+  }
+
+  /** `‹ 2/3 ›`: the versions that follow one point, the shown one counted. */
+  switcher({ all, index }) {
+    const step = (label, to, text) => {
+      const b = el('button', { cls: 'step', text, attrs: { 'aria-label': label } });
+      if (to === undefined) b.disabled = true;
+      else b.onclick = () => this.chat.switchTo(to);
+      return b;
+    };
+    this.add(el('li', { cls: 'versions' },
+      step('previous version', all[index - 1], '‹'),
+      el('span', { cls: 'count', text: `${index + 1}/${all.length}` }),
+      step('next version', all[index + 1], '›')));
+  }
+
+  /** A user's message turned into a box that edits it (a new version). */
+  editing(li, m) {
+    const box = el('textarea', { attrs: { rows: '2', 'aria-label': 'edit message' } });
+    box.value = m.content;
+    const save = el('button', { cls: 'save', text: 'Save' });
+    const cancel = el('button', { text: 'Cancel' });
+    const submit = () => {
+      const text = box.value.trim();
+      if (!text) return;
+      save.disabled = true;
+      this.chat.edit(m.seq, text);
+    };
+    save.onclick = submit;
+    cancel.onclick = () => this.redraw();
+    box.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey) {
+        e.preventDefault();
+        submit();
+      }
+    });
+    li.replaceChildren(el('div', { cls: 'card editing' }, box, save, cancel));
+    box.focus();
   }
 
   add(li) {
@@ -86,7 +158,9 @@ class ChatView {
     switch (m.type) {
       case 'chat.text':
         if (m.agent === 'user') {
-          this.add(el('li', { cls: 'user' }, el('div', { cls: 'msg', text: m.content })));
+          const edit = el('button', { cls: 'edit', text: 'Edit', attrs: { 'aria-label': 'edit this message' } });
+          const li = this.add(el('li', { cls: 'user', attrs: { 'data-seq': String(m.seq) } }, el('div', { cls: 'msg', text: m.content }), edit));
+          edit.onclick = () => this.editing(li, m);
         } else {
           renderMarkdown(this.bubble(m.agent), m.content);
           this.turn = null;
@@ -119,6 +193,9 @@ class ChatView {
         this.inputRequest(m);
         break;
       case 'chat.input_ack':
+        // The text before it answered the request: not a message to edit.
+        $('log').querySelector(`li.user[data-seq="${m.seq - 1}"] button.edit`)?.remove();
+      // falls through
       case 'chat.input_timeout': {
         const card = this.inputs.get(m.request_id);
         if (card) this.done(card, m.type === 'chat.input_ack' ? 'answered' : 'timed out');
@@ -173,12 +250,20 @@ class ChatView {
         this.add(el('li', { cls: 'note', text: `tokens: ${m.total_tokens} (prompt ${m.prompt_tokens}, completion ${m.completion_tokens})${m.cost != null ? `, cost ${m.cost}` : ''}${by ? `; ${by}` : ''}` }));
         break;
       }
-      case 'chat.run_complete':
+      case 'chat.run_complete': {
         $('run').textContent = m.reason === 'completed' ? '' : `run ended: ${m.reason}`;
-        // The end marker follows the run's output, in log order.
-        this.add(el('li', { cls: 'note run-end', text: `run ${m.reason}` }));
+        // The end marker follows the run's output, in log order, with a way
+        // to have the answer written again (a new version).
+        const end = this.add(el('li', { cls: 'note run-end', text: `run ${m.reason} ` }));
+        const question = this.question;
+        if (question) {
+          const again = el('button', { cls: 'regenerate', text: 'Regenerate', attrs: { 'aria-label': 'regenerate this answer' } });
+          again.onclick = () => this.chat.regenerate(question);
+          end.append(again);
+        }
         this.turn = null;
         break;
+      }
       case 'chat.error':
         this.add(el('li', { cls: 'note error', text: `${m.error_code}: ${m.message}` }));
         break;

@@ -60,6 +60,12 @@ export declare class Chat extends Emitter {
   submitInput(requestId: string, text: string): void;
   sendComponentResult(corr: string, data: unknown): void;
   patchArtifact(corr: string, patch: object[]): void;
+  /** Goes on from `text` in place of the user's message `seq`; returns its client_msg_id. */
+  edit(seq: number, text: string): string;
+  /** Answers the user's message `seq` (default: the last) again, with `model` for that run. */
+  regenerate(seq?: number, model?: string): void;
+  /** Makes the version holding envelope `to` the active one. */
+  switchTo(to: number): void;
   cancel(): void;
   resume(): void;
 }

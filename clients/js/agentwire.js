@@ -140,6 +140,29 @@ export class Chat extends Emitter {
     this.client.send({ type: 'artifact_patch', chat_id: this.id, corr, patch });
   }
 
+  /**
+   * Goes on from `text` in place of the user's message `seq` (`chat.edit`):
+   * a new version; the old one stays. Sent again after a reconnect until the
+   * server logs it (a resent edit has no second effect).
+   */
+  edit(/** @type {number} */ seq, /** @type {string} */ text) {
+    const client_msg_id = uuid();
+    const msg = { type: 'chat.edit', chat_id: this.id, seq, text, client_msg_id };
+    this.unacked.set(`msg:${client_msg_id}`, { msg, text });
+    this.client.send(msg);
+    return client_msg_id;
+  }
+
+  /** Answers the user's message `seq` again (the last one if absent), with `model` if given (`chat.regenerate`). */
+  regenerate(/** @type {number=} */ seq, /** @type {string=} */ model) {
+    this.client.send({ type: 'chat.regenerate', chat_id: this.id, ...(seq ? { seq } : {}), ...(model ? { model } : {}) });
+  }
+
+  /** Makes the version holding envelope `to` the active one (`chat.switch`). */
+  switchTo(/** @type {number} */ to) {
+    this.client.send({ type: 'chat.switch', chat_id: this.id, to });
+  }
+
   /** Ends the active run. */
   cancel() {
     this.client.send({ type: 'chat.cancel', chat_id: this.id });

@@ -18,6 +18,7 @@ use super::state::AppState;
 
 const INDEX: &str = include_str!("../../web/index.html");
 const APP: &str = include_str!("../../web/app.js");
+const TREE: &str = include_str!("../../web/tree.js");
 const STYLE: &str = include_str!("../../web/style.css");
 const CLIENT: &str = include_str!("../../clients/js/agentwire.js");
 const CHART: &str = include_str!("../../web/chart.html");
@@ -65,6 +66,7 @@ pub fn router() -> Router<AppState> {
     }
     r.route("/", get(|| asset("text/html; charset=utf-8", INDEX)))
         .route("/assets/app.js", get(|| asset(JS, APP)))
+        .route("/assets/tree.js", get(|| asset(JS, TREE)))
         .route(
             "/assets/style.css",
             get(|| asset("text/css; charset=utf-8", STYLE)),

@@ -1,0 +1,96 @@
+// Conversations as trees in the page, in a real headless Chromium: a user's
+// message edited (keys typed into the box), an answer regenerated, the
+// `‹ n/m ›` switcher clicked, a reload that lands on the same branch, and a
+// server killed during a regenerate whose run the restarted server finishes.
+//
+// Needs AGENTWIRE_BIN (the built binary) and /usr/bin/chromium.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { freePort, startServer, tempDir } from '../js/test/support/helpers.mjs';
+import { lastAgentText, launch, newChat as openChat, say, type } from './support.mjs';
+
+let browser;
+let server;
+let port;
+let dir;
+
+before(async () => {
+  dir = tempDir();
+  port = await freePort();
+  server = await startServer(dir, port);
+  browser = await launch();
+});
+
+after(async () => {
+  await browser?.close();
+  server?.kill('SIGKILL');
+});
+
+/** What the log shows: user messages, answers and switchers, in order. */
+const shown = (page) => page.locator('#log > li.user .msg, #log > li.agent .msg, #log > li.versions .count')
+  .evaluateAll((els) => els.map((e) => e.textContent.trim()));
+
+test('edit, regenerate, switch versions and reload on the same branch', async () => {
+  const page = await openChat(browser, port, 'branches');
+  await say(page, 'one');
+  await lastAgentText(page, 'You said: one');
+  await say(page, 'two');
+  await lastAgentText(page, 'You said: two');
+
+  // Edit `two`: a box with its text, typed over, Enter saves.
+  await page.locator('#log li.user', { hasText: 'two' }).locator('button.edit').click();
+  const box = page.locator('#log .editing textarea');
+  assert.equal(await box.inputValue(), 'two');
+  await type(box, 'two, edited');
+  await box.press('Enter');
+  await lastAgentText(page, 'You said: two, edited');
+  assert.deepEqual(await shown(page), ['one', 'You said: one', '2/2', 'two, edited', 'You said: two, edited']);
+  await page.shot('1-edited');
+
+  // Regenerate the last answer: a second version of it.
+  await page.locator('#log li.run-end button.regenerate').last().click();
+  await page.locator('#log li.versions .count', { hasText: '2/2' }).nth(1).waitFor();
+  // The path shows two runs' ends: the first answer's and the new one's.
+  await page.locator('#log li.run-end').nth(1).waitFor();
+  assert.deepEqual(await shown(page), ['one', 'You said: one', '2/2', 'two, edited', '2/2', 'You said: two, edited']);
+  await page.shot('2-regenerated');
+
+  // Back to the first version of the second message, with its own answer.
+  await page.locator('#log li.versions').first().locator('button[aria-label="previous version"]').click();
+  await page.locator('#log li.versions .count', { hasText: '1/2' }).waitFor();
+  assert.deepEqual(await shown(page), ['one', 'You said: one', '1/2', 'two', 'You said: two']);
+  await page.shot('3-switched');
+
+  // A reload shows the branch the user was on; the conversation goes on from it.
+  const chatId = await page.locator('#chats li.current').getAttribute('data-id');
+  await page.reload();
+  await page.locator('#conn[data-state="open"]').waitFor();
+  await page.locator(`#chats li[data-id="${chatId}"]`).click();
+  await page.locator('#log li.versions .count', { hasText: '1/2' }).waitFor();
+  assert.deepEqual(await shown(page), ['one', 'You said: one', '1/2', 'two', 'You said: two']);
+  await say(page, 'three');
+  await lastAgentText(page, 'You said: three');
+  assert.deepEqual(await shown(page), ['one', 'You said: one', '1/2', 'two', 'You said: two', 'three', 'You said: three']);
+  await page.shot('4-reloaded');
+  await page.close();
+});
+
+test('a server killed during a regenerate: the restarted server finishes it on its branch', async () => {
+  const page = await openChat(browser, port, 'branches-kill');
+  await say(page, 'slow: 120');
+  await page.locator('#log li.run-end').first().waitFor({ timeout: 20000 });
+  await page.locator('#log li.run-end button.regenerate').click();
+  await page.locator('#log li.versions .count', { hasText: '2/2' }).waitFor();
+  await page.locator('#log li.agent .msg').last().filter({ hasText: 'w20 ' }).waitFor();
+  server.kill('SIGKILL');
+  await new Promise((r) => server.once('exit', r));
+  await page.locator('#conn[data-state="reconnecting"]').waitFor();
+  server = await startServer(dir, port);
+  await page.locator('#conn[data-state="resumed"]').waitFor({ timeout: 20000 });
+  await page.locator('#log li.run-end', { hasText: 'run completed' }).waitFor({ timeout: 30000 });
+  const all = Array.from({ length: 120 }, (_, i) => `w${i + 1}`).join(' ');
+  assert.deepEqual(await shown(page), ['slow: 120', '2/2', all]);
+  await page.shot('1-finished');
+  await page.close();
+});
