@@ -76,6 +76,11 @@ pub enum RunMsg {
         answer: String,
         respond: oneshot::Sender<bool>,
     },
+    /// Log the user's messages waiting to steer the run (as the user's
+    /// `chat.text`s) and answer with their texts.
+    TakeSteered {
+        respond: oneshot::Sender<Vec<String>>,
+    },
 }
 
 /// A check of an `inline_component.result`'s `data`.
@@ -136,6 +141,8 @@ pub struct RunLink {
     rewaits: Option<Arc<Mutex<HashMap<String, Duration>>>>,
     /// A continued run: the calls whose approval is in the log already.
     approved: Option<Arc<std::collections::HashSet<String>>>,
+    /// Set by the chat when a user's message waits to steer the run.
+    steer: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RunLink {
@@ -147,8 +154,28 @@ impl RunLink {
             speaker: None,
             rewaits: None,
             approved: None,
+            steer: Arc::default(),
         };
         (link, rx)
+    }
+
+    /// The flag the chat sets when a user's message waits to steer the run.
+    pub fn steer_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.steer.clone()
+    }
+
+    /// The user's messages sent to steer the run since it last asked, each
+    /// logged already as the user's `chat.text`: the model sees them before
+    /// its next turn. Costs an atomic read when there are none.
+    pub async fn steered(&self) -> Vec<String> {
+        if !self.steer.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            return Vec::new();
+        }
+        let (respond, rx) = oneshot::channel();
+        if self.tx.send(RunMsg::TakeSteered { respond }).await.is_err() {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
     }
 
     /// The same channel, speaking as group member `name`.
@@ -158,6 +185,7 @@ impl RunLink {
             speaker: Some(name.into()),
             rewaits: self.rewaits.clone(),
             approved: self.approved.clone(),
+            steer: self.steer.clone(),
         }
     }
 

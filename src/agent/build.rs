@@ -24,6 +24,8 @@ pub struct Agent {
     pub context_prompts: std::collections::BTreeMap<String, String>,
     pub max_turns: u32,
     pub starts_first: bool,
+    /// What a user's message sent during a run does by default.
+    pub multitask_strategy: crate::protocol::MultitaskStrategy,
     pub run_timeout: std::time::Duration,
     pub prompt_budget_tokens: u64,
     pub max_tool_result_chars: usize,
@@ -192,6 +194,7 @@ impl Agent {
             context_prompts: file.context_prompts,
             max_turns: file.max_turns,
             starts_first: file.agent_starts_first,
+            multitask_strategy: file.multitask_strategy,
             run_timeout: std::time::Duration::from_secs(file.run_timeout_seconds),
             prompt_budget_tokens: file.prompt_budget_tokens,
             max_tool_result_chars: file.max_tool_result_chars,

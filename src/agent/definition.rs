@@ -31,6 +31,10 @@ pub struct AgentFile {
     pub max_turns: u32,
     #[serde(default)]
     pub agent_starts_first: bool,
+    /// What a user's message sent during a run does when the message does
+    /// not say (`reject`, `enqueue`, `interrupt`, `steer`).
+    #[serde(default)]
+    pub multitask_strategy: crate::protocol::MultitaskStrategy,
     /// A run taking longer ends with reason `timeout`.
     #[serde(default = "default_run_timeout")]
     pub run_timeout_seconds: u64,

@@ -115,6 +115,12 @@ pub struct SendMessage {
     pub text: String,
     #[serde(default)]
     pub client_msg_id: Option<String>,
+    /// What the message does if a run is in flight: `reject`
+    /// (`RUN_IN_PROGRESS`), `enqueue`, `interrupt` or `steer` (absent: the
+    /// agent's choice).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub multitask_strategy: Option<crate::protocol::MultitaskStrategy>,
 }
 
 /// `POST /v1/chats/{id}/messages` → 202.

@@ -228,7 +228,13 @@ pub(super) async fn send_message(
     let caller = Caller::bearing(&auth.user, auth.token.as_deref());
     state
         .registry
-        .user_message(id, caller, body.text, body.client_msg_id)
+        .user_message(
+            id,
+            caller,
+            body.text,
+            body.client_msg_id,
+            body.multitask_strategy,
+        )
         .await?;
     let accepted = Accepted {
         chat_id: id,

@@ -340,9 +340,11 @@ impl Connection {
                 chat_id,
                 text,
                 client_msg_id,
+                multitask_strategy,
             } => {
                 let caller = Caller::bearing(user, self.bearer.as_deref());
-                reg.user_message(chat_id, caller, text, client_msg_id).await
+                reg.user_message(chat_id, caller, text, client_msg_id, multitask_strategy)
+                    .await
             }
             ClientFrame::UserInputSubmit {
                 chat_id,

@@ -27,6 +27,9 @@ pub enum ClientFrame {
         text: String,
         #[serde(default)]
         client_msg_id: Option<String>,
+        /// What it does if a run is in flight (absent: the agent's choice).
+        #[serde(default)]
+        multitask_strategy: Option<super::MultitaskStrategy>,
     },
     /// The answer to a `chat.input_request`.
     #[serde(rename = "user.input.submit")]

@@ -14,6 +14,6 @@ mod validate;
 pub use error_code::ErrorCode;
 pub use inbound::{ClientFrame, InboundError, parse_client_frame};
 pub use outbound::{
-    AgentUsage, BranchReason, ConversationState, Display, Envelope, EventKind, RunEndReason,
-    connection_error, mark_replay, now_ts, pong, resume_boundary,
+    AgentUsage, BranchReason, ConversationState, Display, Envelope, EventKind, MultitaskStrategy,
+    RunEndReason, connection_error, mark_replay, now_ts, pong, resume_boundary,
 };

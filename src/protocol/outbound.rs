@@ -94,6 +94,22 @@ pub struct AgentUsage {
     pub cost: Option<f64>,
 }
 
+/// What a user's message sent during a run does (`multitask_strategy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MultitaskStrategy {
+    /// Refused: `RUN_IN_PROGRESS`.
+    #[default]
+    Reject,
+    /// Runs after the current run (and those queued before it), in order.
+    Enqueue,
+    /// The current run is cancelled (its words so far kept) and a run for
+    /// this message starts.
+    Interrupt,
+    /// Given to the running agent before its next model turn.
+    Steer,
+}
+
 /// What made a `chat.branch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -249,6 +265,15 @@ pub enum EventKind {
     /// The run ended.
     #[serde(rename = "chat.run_complete")]
     RunComplete { reason: RunEndReason },
+    /// A user's message sent during a run, kept until it is its turn
+    /// (`mode`): it is logged again as the user's `chat.text` (marked
+    /// `queued` with this seq) when a run takes it.
+    #[serde(rename = "chat.queued")]
+    Queued {
+        agent: String,
+        content: String,
+        mode: MultitaskStrategy,
+    },
     /// The conversation goes on from the earlier envelope `at` (0: the
     /// chat's start): the next envelope follows it (`session::tree`).
     #[serde(rename = "chat.branch")]
@@ -290,6 +315,7 @@ impl EventKind {
             Self::TurnDiscarded { .. } => "chat.turn_discarded",
             Self::RunComplete { .. } => "chat.run_complete",
             Self::Branch { .. } => "chat.branch",
+            Self::Queued { .. } => "chat.queued",
             Self::Error { .. } => "chat.error",
         }
     }
@@ -344,6 +370,10 @@ pub struct Envelope {
     /// restart counts on from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_usage: Option<std::collections::BTreeMap<String, AgentUsage>>,
+    /// On the user's `chat.text` of a message sent during a run: the seq of
+    /// its `chat.queued`, now taken by a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<u64>,
 }
 
 impl Envelope {
@@ -356,6 +386,7 @@ impl Envelope {
             ts,
             context_type: None,
             run_usage: None,
+            queued: None,
         }
     }
 

@@ -76,6 +76,9 @@ pub(super) enum Op {
         text: String,
         client_msg_id: Option<String>,
         extras: RunExtras,
+        /// What it does if a run is in flight (`None`: the agent's choice).
+        #[serde(default)]
+        multitask_strategy: Option<crate::protocol::MultitaskStrategy>,
     },
     SubmitInput {
         user: String,

@@ -103,7 +103,7 @@ async fn run_events_and_inbound_commands_interleave_without_gaps() {
     log.extend(until(&mut rx, |v| v["type"] == "chat.run_complete").await);
 
     // While a run streams, 40 patches arrive from 4 concurrent clients.
-    reg.user_message(chat, Caller::user("dev"), "slow: 60".into(), None)
+    reg.user_message(chat, Caller::user("dev"), "slow: 60".into(), None, None)
         .await
         .unwrap();
     let mut patchers = Vec::new();
@@ -177,7 +177,7 @@ async fn an_idle_chat_is_rebuilt_from_the_store() {
     reg.resume(chat, "dev", first.len() as u64, sub)
         .await
         .unwrap();
-    reg.user_message(chat, Caller::user("dev"), "two".into(), None)
+    reg.user_message(chat, Caller::user("dev"), "two".into(), None, None)
         .await
         .unwrap();
     let next = until(&mut rx, |v| v["type"] == "chat.run_complete").await;
@@ -217,7 +217,7 @@ async fn an_idle_followed_chat_sleeps_and_wakes_with_its_subscribers() {
     settle(&reg, 0, 1).await;
 
     // A message wakes it: a new actor, the same subscribers, the next seq.
-    reg.user_message(chat, Caller::user("dev"), "two".into(), None)
+    reg.user_message(chat, Caller::user("dev"), "two".into(), None, None)
         .await
         .unwrap();
     let next = until(&mut rx_a, |v| v["type"] == "chat.run_complete").await;
@@ -356,7 +356,7 @@ async fn a_queue_bounded_in_bytes_closes_a_connection_that_does_not_read() {
     reg.resume(chat, "dev", 0, reader).await.unwrap();
     // 40 KiB of text, echoed back in chunks: well over 64 KiB in all.
     let text = "x".repeat(40 << 10);
-    reg.user_message(chat, Caller::user("dev"), text, None)
+    reg.user_message(chat, Caller::user("dev"), text, None, None)
         .await
         .unwrap();
     until(&mut reader_rx, |v| v["type"] == "chat.run_complete").await;
@@ -379,7 +379,7 @@ async fn a_replay_reads_large_envelopes_a_few_at_a_time() {
         .unwrap();
     for _ in 0..3 {
         let text = "y".repeat(200 << 10);
-        reg.user_message(chat, Caller::user("dev"), text, None)
+        reg.user_message(chat, Caller::user("dev"), text, None, None)
             .await
             .unwrap();
         until(&mut rx, |v| v["type"] == "chat.run_complete").await;

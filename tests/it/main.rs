@@ -27,6 +27,7 @@ mod mcp_everything;
 mod metrics;
 mod mock_llm;
 mod models;
+mod multitask;
 mod openapi;
 mod page;
 mod passthrough;

@@ -119,6 +119,7 @@ pub(super) fn build(
                 context_prompts: Default::default(),
                 max_turns: m.max_turns.unwrap_or(file.max_turns),
                 agent_starts_first: false,
+                multitask_strategy: file.multitask_strategy,
                 run_timeout_seconds: file.run_timeout_seconds,
                 prompt_budget_tokens: file.prompt_budget_tokens,
                 max_tool_result_chars: file.max_tool_result_chars,

@@ -139,7 +139,7 @@ pub(in crate::http) async fn begin_turn(
             registry.set_model(turn.chat_id, turn.user, model).await?;
         }
         registry
-            .user_message(turn.chat_id, caller, turn.message, None)
+            .user_message(turn.chat_id, caller, turn.message, None, None)
             .await
     }
     .await;

@@ -120,7 +120,11 @@ impl Actor {
                 text,
                 client_msg_id,
                 extras,
-            } => self.user_message(&user, text, client_msg_id, extras).await,
+                multitask_strategy,
+            } => {
+                self.user_message(&user, text, client_msg_id, extras, multitask_strategy)
+                    .await
+            }
             Op::SubmitInput {
                 user,
                 request_id,
@@ -294,6 +298,7 @@ impl Actor {
         text: String,
         client_msg_id: Option<String>,
         extras: RunExtras,
+        strategy: Option<crate::protocol::MultitaskStrategy>,
     ) -> Result<(), SessionError> {
         self.owned(user)?;
         if let Some(id) = &client_msg_id
@@ -302,7 +307,7 @@ impl Actor {
             return Ok(()); // Already taken: no second effect.
         }
         if self.run.is_some() {
-            return Err(SessionError::RunInProgress);
+            return self.during_run(text, client_msg_id, extras, strategy).await;
         }
         self.start_run(Some((text, client_msg_id)), extras).await
     }

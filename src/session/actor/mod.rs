@@ -22,6 +22,7 @@ mod cluster;
 mod commands;
 mod conversation;
 mod history;
+mod queue;
 mod requests;
 mod resume;
 mod run;
@@ -94,6 +95,7 @@ pub(super) fn spawn(s: Spawn) {
             inputs: HashMap::new(),
             components: HashMap::new(),
             held: Vec::new(),
+            queue: queue::Queue::new(),
             idle_since: Instant::now(),
             draining: false,
         };
@@ -120,6 +122,8 @@ struct ActiveRun {
     rx: mpsc::Receiver<RunMsg>,
     /// Whether the log says the chat is running (written with the run's first envelope).
     state_written: bool,
+    /// Set when a message waits to steer the run (the run's link reads it).
+    steer: Arc<std::sync::atomic::AtomicBool>,
     /// Counts the run in `agentwire_runs_active` while it lives.
     _gauge: crate::metrics::RunGauge,
     /// The run's slot in its user's quota (`max_runs_per_user`).
@@ -144,6 +148,8 @@ struct Marks {
     context_type: Option<String>,
     /// On the first envelope that can carry it.
     run_usage: Option<std::collections::BTreeMap<String, crate::protocol::AgentUsage>>,
+    /// On the batch's user texts, in order: the `chat.queued` each takes.
+    queued: Vec<u64>,
 }
 
 /// An answer that came, just after a restart, for a request the continued
@@ -198,6 +204,8 @@ struct Actor {
     components: HashMap<String, PendingComponent>,
     /// Answers held for requests a continued run waits on again.
     held: Vec<Held>,
+    /// Messages sent during a run, waiting for one (`queue.rs`).
+    queue: queue::Queue,
     idle_since: Instant,
     /// Shutting down with a continuable run: it runs until its next model
     /// turn or request to a person, then is left for the next start.
@@ -321,6 +329,8 @@ impl Actor {
         if !cut {
             return Ok(());
         }
+        // What was sent during the run and not taken waits again.
+        self.restore_queue().await?;
         if self.ctx.continue_runs {
             return Box::pin(self.continue_cut_run()).await;
         }
@@ -385,6 +395,11 @@ impl Actor {
             // On the run's user text (after its chat.branch, if one leads).
             if matches!(env.kind, EventKind::Text { .. }) {
                 env.context_type = marks.context_type.take();
+            }
+            if matches!(&env.kind, EventKind::Text { agent, .. } if agent == "user")
+                && !marks.queued.is_empty()
+            {
+                env.queued = Some(marks.queued.remove(0));
             }
             if env.kind.carries_run_usage() {
                 env.run_usage = marks.run_usage.take();

@@ -74,6 +74,10 @@ impl Actor {
                 self.answer_held(&request_id).await;
             }
             RunMsg::Used { speaker, usage } => self.used(speaker, usage),
+            RunMsg::TakeSteered { respond } => {
+                let texts = self.take_steered().await;
+                let _ = respond.send(texts);
+            }
             RunMsg::KeepAnswer {
                 corr,
                 answer,

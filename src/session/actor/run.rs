@@ -124,6 +124,7 @@ impl Actor {
         };
         let control = RunControl::default();
         self.run = Some(ActiveRun {
+            steer: link.steer_flag(),
             control: control.clone(),
             rx,
             state_written: false,
@@ -148,7 +149,7 @@ impl Actor {
             };
             let marks = Marks {
                 context_type: extras.context_type.clone(),
-                run_usage: None,
+                ..Marks::default()
             };
             let events = branch.into_iter().chain([(event, client_msg_id)]).collect();
             if let Err(e) = self.append_marked(events, marks).await {
@@ -249,7 +250,7 @@ impl Actor {
         self.append_marked(events, Marks::default()).await
     }
 
-    async fn append_marked(
+    pub(super) async fn append_marked(
         &mut self,
         events: Vec<(EventKind, Option<String>)>,
         mut marks: Marks,
@@ -265,14 +266,31 @@ impl Actor {
         });
         let completes = ended.is_some();
         let starts = self.run.as_ref().is_some_and(|r| !r.state_written);
+        // A run's end takes the next waiting message along (the chat stays
+        // running: its run starts once this is committed).
+        let mut events = events;
+        let next = if completes {
+            self.take_next(&mut events, &mut marks)
+        } else {
+            None
+        };
         let state = if completes {
-            Some(ChatState::Idle)
+            Some(if next.is_some() {
+                ChatState::Running
+            } else {
+                ChatState::Idle
+            })
         } else if starts {
             Some(ChatState::Running)
         } else {
             None
         };
-        self.append_with(events, state, None, marks).await?;
+        if let Err(e) = self.append_with(events, state, None, marks).await {
+            if let Some(next) = next {
+                self.queue.push_front(next);
+            }
+            return Err(e);
+        }
         if let Some(run) = &mut self.run {
             run.state_written |= starts;
             run.used_unlogged &= !usage_logged;
@@ -288,6 +306,7 @@ impl Actor {
                 self.refuse_held(true, SessionError::RequestNotFound);
             }
             self.conversation_ended(reason).await;
+            Box::pin(self.run_taken(next)).await;
         }
         Ok(())
     }
@@ -377,7 +396,7 @@ impl Actor {
                 None,
             ),
         ];
-        if let Err(e) = self.append(events, Some(ChatState::Idle)).await {
+        if let Err(e) = self.log_end(events).await {
             self.deliver_transient_error(&e);
         } else {
             self.conversation_ended(RunEndReason::Error).await;

@@ -92,6 +92,7 @@ impl Registry {
         caller: Caller<'_>,
         text: String,
         client_msg_id: Option<String>,
+        multitask_strategy: Option<crate::protocol::MultitaskStrategy>,
     ) -> Result<(), SessionError> {
         check_text("text", &text)?;
         self.inner.ctx.quotas.message(caller.user)?;
@@ -100,6 +101,7 @@ impl Registry {
             text,
             client_msg_id,
             extras: caller.extras(),
+            multitask_strategy,
         };
         self.call_op(chat_id, op, Origin::Local { attempt: 0 })
             .await

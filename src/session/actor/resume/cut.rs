@@ -403,8 +403,10 @@ impl Cut {
             | EventKind::ToolProgress { .. }
             | EventKind::RunComplete { .. }
             // A regenerate's branch leads its run; the path it made is the
-            // log's, read again when the run goes on.
-            | EventKind::Branch { .. } => {}
+            // log's, read again when the run goes on. A message sent during
+            // the run waits in the chat's queue (`restore_queue`).
+            | EventKind::Branch { .. }
+            | EventKind::Queued { .. } => {}
         }
     }
 }

@@ -49,7 +49,7 @@ use crate::link::RunMsg;
 use crate::llm::ToolCall;
 use crate::protocol::{ConversationState, ErrorCode, EventKind, RunEndReason};
 use crate::session::handle::{RunExtras, WorkflowCall};
-use crate::store::{ChatState, StoreError};
+use crate::store::StoreError;
 use crate::templates::{Template, Trail};
 use crate::tools::ToolKind;
 use cut::{Carried, Cut, Plan, Waits};
@@ -436,7 +436,7 @@ impl Actor {
             events.push((summary, None));
         }
         events.push((EventKind::RunComplete { reason }, None));
-        self.append(events, Some(ChatState::Idle)).await?;
+        self.log_end(events).await?;
         self.conversation_ended(reason).await;
         Ok(())
     }
@@ -461,7 +461,7 @@ impl Actor {
         }
         let reason = RunEndReason::Interrupted;
         events.push((EventKind::RunComplete { reason }, None));
-        self.append(events, Some(ChatState::Idle)).await?;
+        self.log_end(events).await?;
         self.conversation_ended(reason).await;
         Ok(())
     }
