@@ -57,7 +57,8 @@ fn matches(rule: &Rule, text: &str) -> Option<Arg> {
     }
 }
 
-/// Substitutes `{text}`, `{arg}`, `{result}` and `{result_chars}`.
+/// Substitutes `{text}`, `{arg}`, `{result}` and `{result_chars}` (and, in
+/// a `reply`, `{history}`: the user's messages sent, joined by ` | `).
 fn fill(template: &str, vars: &[(&str, &str)]) -> String {
     let mut out = template.to_owned();
     for (name, value) in vars {
@@ -138,7 +139,19 @@ impl ScriptedProvider {
                             }
                         }
                         if let Some(reply) = &rule.reply {
-                            let reply = fill(reply, &[("text", text), ("arg", &arg.text)]);
+                            // The user's messages the model was sent, so a
+                            // test sees which history a run had.
+                            let history = request
+                                .messages
+                                .iter()
+                                .filter_map(|m| match m {
+                                    Message::User { text } => Some(text.as_str()),
+                                    _ => None,
+                                })
+                                .collect::<Vec<_>>()
+                                .join(" | ");
+                            let vars = [("text", text.as_str()), ("arg", &arg.text), ("history", &history)];
+                            let reply = fill(reply, &vars);
                             chunks(&reply, Duration::ZERO, &mut out);
                         } else if let Some(spec) = &rule.stream {
                             let n = arg.count.unwrap_or(1);

@@ -7,6 +7,7 @@ mod auth;
 mod bad_input;
 mod bench;
 mod branches;
+mod branches_prop;
 mod cluster;
 mod connections;
 mod continued;

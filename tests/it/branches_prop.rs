@@ -1,0 +1,274 @@
+//! The property of issue 34: random sequences of messages, edits,
+//! regenerations and switches against the real server, checked after every
+//! step against a naive model of the conversation tree (nodes with explicit
+//! parents, the pointer's visits by time): the history the model was sent
+//! (a scripted agent answers with the user's messages it received), the
+//! versions and pointer `GET /v1/chats/{id}/branches` reports, where a switch
+//! lands, and a replay from a random seq. `PROPTEST_CASES` sets how many
+//! sequences run (default 6).
+
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::TestRunner;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::support::*;
+
+const AGENT: &str = "id: echo\nmodel: {provider: scripted, script: {rules: [{reply: \"H: {history}\"}]}}\n";
+
+#[derive(Debug, Clone)]
+enum Step {
+    Say,
+    Edit(u16),
+    Regenerate(u16),
+    Switch(u16),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    proptest::prop_oneof![
+        3 => proptest::strategy::Just(Step::Say),
+        2 => proptest::num::u16::ANY.prop_map(Step::Edit),
+        2 => proptest::num::u16::ANY.prop_map(Step::Regenerate),
+        3 => proptest::num::u16::ANY.prop_map(Step::Switch),
+    ]
+}
+
+/// A node of the model: a user's message, or an answer (a run).
+#[derive(Debug)]
+struct Node {
+    parent: usize,
+    user: bool,
+    text: String,
+    /// Its first and last envelope (the root: 0).
+    start: u64,
+    end: u64,
+    /// When the pointer last stood on it.
+    visit: u64,
+}
+
+struct Model {
+    nodes: Vec<Node>,
+    pointer: usize,
+    clock: u64,
+}
+
+impl Model {
+    fn new() -> Self {
+        let root = Node {
+            parent: 0,
+            user: false,
+            text: String::new(),
+            start: 0,
+            end: 0,
+            visit: 0,
+        };
+        Self {
+            nodes: vec![root],
+            pointer: 0,
+            clock: 0,
+        }
+    }
+
+    fn add(&mut self, parent: usize, user: bool, text: &str, start: u64, end: u64) -> usize {
+        self.nodes.push(Node {
+            parent,
+            user,
+            text: text.to_owned(),
+            start,
+            end,
+            visit: 0,
+        });
+        self.nodes.len() - 1
+    }
+
+    fn visit(&mut self, node: usize) {
+        self.clock += 1;
+        self.nodes[node].visit = self.clock;
+        self.pointer = node;
+    }
+
+    fn path(&self, mut node: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        while node != 0 {
+            out.push(node);
+            node = self.nodes[node].parent;
+        }
+        out.reverse();
+        out
+    }
+
+    /// The answer a run on the path to `node` gives: the user's messages.
+    fn answer(&self, node: usize) -> String {
+        let said: Vec<&str> = self
+            .path(node)
+            .into_iter()
+            .filter(|&n| self.nodes[n].user)
+            .map(|n| self.nodes[n].text.as_str())
+            .collect();
+        format!("H: {}", said.join(" | "))
+    }
+
+    fn children(&self, node: usize) -> Vec<usize> {
+        (1..self.nodes.len())
+            .filter(|&n| self.nodes[n].parent == node)
+            .collect()
+    }
+
+    fn users(&self) -> Vec<usize> {
+        (1..self.nodes.len()).filter(|&n| self.nodes[n].user).collect()
+    }
+
+    /// Nodes that begin one of several versions.
+    fn versions(&self) -> Vec<usize> {
+        (1..self.nodes.len())
+            .filter(|&n| self.children(self.nodes[n].parent).len() > 1)
+            .collect()
+    }
+
+    /// Where the pointer last stood under `node`.
+    fn last_visit(&self, node: usize) -> usize {
+        (1..self.nodes.len())
+            .filter(|&n| self.path(n).contains(&node))
+            .max_by_key(|&n| self.nodes[n].visit)
+            .unwrap()
+    }
+
+    /// What `GET …/branches` must say.
+    fn branches(&self) -> (u64, Value) {
+        let active = self.path(self.pointer);
+        let mut points: Vec<(u64, Value)> = (0..self.nodes.len())
+            .filter_map(|n| {
+                let kids = self.children(n);
+                (kids.len() > 1).then(|| {
+                    let mut versions: Vec<u64> = kids.iter().map(|&k| self.nodes[k].start).collect();
+                    versions.sort_unstable();
+                    let on = kids.iter().find(|k| active.contains(k)).map(|&k| self.nodes[k].start);
+                    let at = self.nodes[n].end;
+                    (at, json!({"at": at, "versions": versions, "active": on}))
+                })
+            })
+            .collect();
+        points.sort_by_key(|(at, _)| *at);
+        (
+            self.nodes[self.pointer].end,
+            Value::Array(points.into_iter().map(|(_, p)| p).collect()),
+        )
+    }
+}
+
+fn seq(m: &Value) -> u64 {
+    m["seq"].as_u64().unwrap()
+}
+
+/// Runs `steps` on a new chat and checks the model after each.
+async fn run(server: &Server, steps: &[Step], salt: u64) {
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    let mut model = Model::new();
+    let mut said = 0;
+    let mut rng = salt;
+    let ctx = |i: usize| format!("steps {steps:?}, at step {i}");
+    for (i, step) in std::iter::once(&Step::Say).chain(steps).enumerate() {
+        let mut step = step.clone();
+        let users = model.users();
+        let versions = model.versions();
+        if versions.is_empty() && matches!(step, Step::Switch(_)) {
+            step = Step::Say;
+        }
+        match step {
+            Step::Say => {
+                said += 1;
+                let text = format!("m{said}");
+                if i == 0 {
+                    c.start_with(chat, "echo", &text).await;
+                } else {
+                    c.say(chat, &text).await;
+                }
+                let run = c.until_complete(chat).await;
+                assert_eq!(run[0]["content"], text.as_str(), "{}", ctx(i));
+                let user = model.add(model.pointer, true, &text, seq(&run[0]), seq(&run[0]));
+                model.visit(user);
+                let answer = model.add(user, false, "", seq(&run[1]), seq(run.last().unwrap()));
+                model.visit(answer);
+                assert_eq!(last_text(&run), model.answer(answer), "{}", ctx(i));
+            }
+            Step::Edit(k) => {
+                let u = users[k as usize % users.len()];
+                said += 1;
+                let text = format!("m{said}");
+                c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": model.nodes[u].start, "text": text}))
+                    .await;
+                let run = c.until_complete(chat).await;
+                let parent = model.nodes[u].parent;
+                assert_eq!(run[0]["type"], "chat.branch", "{}", ctx(i));
+                assert_eq!(run[0]["at"], model.nodes[parent].end, "{}", ctx(i));
+                model.visit(parent);
+                let user = model.add(parent, true, &text, seq(&run[1]), seq(&run[1]));
+                model.visit(user);
+                let answer = model.add(user, false, "", seq(&run[2]), seq(run.last().unwrap()));
+                model.visit(answer);
+                assert_eq!(last_text(&run), model.answer(answer), "{}", ctx(i));
+            }
+            Step::Regenerate(k) => {
+                let u = users[k as usize % users.len()];
+                c.send(json!({"type": "chat.regenerate", "chat_id": chat, "seq": model.nodes[u].start}))
+                    .await;
+                let run = c.until_complete(chat).await;
+                assert_eq!(run[0]["type"], "chat.branch", "{}", ctx(i));
+                assert_eq!(run[0]["at"], model.nodes[u].start, "{}", ctx(i));
+                model.visit(u);
+                let answer = model.add(u, false, "", seq(&run[1]), seq(run.last().unwrap()));
+                model.visit(answer);
+                assert_eq!(last_text(&run), model.answer(answer), "{}", ctx(i));
+            }
+            Step::Switch(k) => {
+                let to = versions[k as usize % versions.len()];
+                let lands = model.last_visit(to);
+                c.send(json!({"type": "chat.switch", "chat_id": chat, "to": model.nodes[to].start}))
+                    .await;
+                c.send(json!({"type": "ping"})).await;
+                let got = c.recv_until(|m| m["type"] == "pong").await;
+                if lands == model.pointer {
+                    assert_eq!(got.len(), 1, "nothing logged: {}", ctx(i));
+                } else {
+                    assert_eq!(got[0]["type"], "chat.branch", "{}", ctx(i));
+                    assert_eq!(got[0]["at"], model.nodes[lands].end, "{}", ctx(i));
+                    model.visit(lands);
+                }
+            }
+        }
+        // The tree the server reports.
+        let (status, b) = http_json(server, "GET", &format!("/v1/chats/{chat}/branches"), "").await;
+        assert_eq!(status, 200);
+        let (pointer, points) = model.branches();
+        assert_eq!(b["pointer"], pointer, "{}", ctx(i));
+        assert_eq!(b["points"], points, "{}", ctx(i));
+        // A replay from a random seq: exactly what follows it.
+        let last = b["last_seq"].as_u64().unwrap();
+        rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        let from = (rng >> 33) % (last + 1);
+        c.resume(chat, from).await;
+        let replay = c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+        let got: Vec<u64> = replay[..replay.len() - 1].iter().map(seq).collect();
+        assert_eq!(got, (from + 1..=last).collect::<Vec<_>>(), "{}", ctx(i));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_edits_regenerates_and_switches_agree_with_a_model_tree() {
+    let server = Server::start_with(Opts {
+        agents: vec![("echo.yaml".into(), AGENT.into())],
+        ..Default::default()
+    })
+    .await;
+    let cases: u32 = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(6);
+    let mut runner = TestRunner::default();
+    let steps = proptest::collection::vec(step(), 0..16);
+    for case in 0..cases {
+        let steps = steps.new_tree(&mut runner).unwrap().current();
+        run(&server, &steps, u64::from(case) + 7).await;
+    }
+}
