@@ -55,7 +55,8 @@ pub struct AiSdkRequest {
     pub trigger: Option<String>,
     /// With `regenerate-message`: the assistant message to answer again
     /// (`<chat>:<seq>`, as this server names them); absent or another id,
-    /// the last answer.
+    /// the last answer. With `submit-message`: the user's message edited
+    /// (the last of `messages`).
     #[serde(default, rename = "messageId")]
     pub message_id: Option<String>,
     /// The agent of a new chat (the configured default otherwise).
@@ -153,6 +154,9 @@ pub(super) async fn send(
                     "the last message has no text part".into(),
                 ));
             }
+            if body.message_id.is_some() {
+                return edit(state, user, bearer, chat_id, &body, text).await;
+            }
             let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
             let (feed, before) = begin_turn(
                 state,
@@ -196,12 +200,48 @@ async fn regenerate(
         .and_then(|id| id.split_once(':'))
         .filter(|(chat, _)| *chat == chat_id.to_string())
         .and_then(|(_, seq)| seq.parse::<u64>().ok());
+    let caller = crate::session::Caller::bearing(user, bearer);
+    branching(state, user, chat_id, registry.regenerate_run(chat_id, caller, run)).await
+}
+
+/// `sendMessage({text, messageId})`: the user's message the client edited
+/// (the last of `messages`, which the client cut there) is named by its place
+/// among the user's messages, as it mirrors the active path; the
+/// conversation goes on from the new text on a branch of its own.
+async fn edit(
+    state: &AppState,
+    user: &str,
+    bearer: Option<&str>,
+    chat_id: Uuid,
+    body: &AiSdkRequest,
+    text: String,
+) -> Result<Prepared, ApiError> {
+    let nth = body.messages.iter().filter(|m| m["role"] == "user").count() - 1;
+    let caller = crate::session::Caller::bearing(user, bearer);
+    let edit = state.registry.edit(
+        chat_id,
+        caller,
+        crate::session::MessageRef::Nth(nth),
+        text,
+        None,
+    );
+    branching(state, user, chat_id, edit).await
+}
+
+/// Follows the chat, runs `op` (a branch: its run starts after the log's
+/// last seq now), and streams that run as a new assistant message.
+async fn branching(
+    state: &AppState,
+    user: &str,
+    chat_id: Uuid,
+    op: impl std::future::Future<Output = Result<(), SessionError>>,
+) -> Result<Prepared, ApiError> {
+    let registry = &state.registry;
     let (sub, feed) = super::sse::stream::subscriber(state, user)?;
     let before = registry.last_seq(chat_id).await?;
     let started = async {
         registry.follow(chat_id, user, sub.clone()).await?;
-        let caller = crate::session::Caller::bearing(user, bearer);
-        registry.regenerate_run(chat_id, caller, run).await
+        op.await
     }
     .await;
     if let Err(e) = started {

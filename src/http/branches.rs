@@ -20,7 +20,7 @@ use super::auth::AuthUser;
 use super::chats::{chat_id, parse_body};
 use super::error::ApiError;
 use super::state::AppState;
-use crate::session::Caller;
+use crate::session::{Caller, MessageRef};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -154,7 +154,7 @@ pub(super) async fn edit(
     let caller = Caller::bearing(&auth.user, auth.token.as_deref());
     state
         .registry
-        .edit(id, caller, seq, body.text, body.client_msg_id)
+        .edit(id, caller, MessageRef::Seq(seq), body.text, body.client_msg_id)
         .await?;
     Ok(accepted(id))
 }

@@ -380,6 +380,7 @@ impl Connection {
                 client_msg_id,
             } => {
                 let caller = Caller::bearing(user, self.bearer.as_deref());
+                let seq = crate::session::MessageRef::Seq(seq);
                 reg.edit(chat_id, caller, seq, text, client_msg_id).await
             }
             ClientFrame::ChatRegenerate {

@@ -123,7 +123,7 @@ pub(super) enum Op {
     /// `chat.edit`: go on from `text` in place of the user's message `seq`.
     Edit {
         user: String,
-        seq: u64,
+        seq: MessageRef,
         text: String,
         client_msg_id: Option<String>,
         extras: RunExtras,
@@ -196,6 +196,16 @@ pub struct RunExtras {
     /// logged in the commit that starts it.
     #[serde(skip)]
     pub branch: Option<BranchStart>,
+}
+
+/// A user's message that started a run, named by its seq, or by its place
+/// among those of the active path (0: the first), as a client that keeps
+/// its own message ids (the AI SDK's) names it.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageRef {
+    Seq(u64),
+    Nth(usize),
 }
 
 /// Where a run that branches goes on from, and why.

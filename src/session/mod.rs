@@ -26,7 +26,7 @@ use tokio_util::task::TaskTracker;
 pub use conversation_id::{conversation_chat, is_conversation_chat};
 pub use node::{Node, start as start_node};
 pub use quotas::{Quotas, Slot, UserSlots};
-pub use registry::{Branches, Caller, Registry};
+pub use registry::{Branches, Caller, MessageRef, Registry};
 pub use subscriber::{Closer, Outbound, OutboundRx, Replay, Subscriber};
 
 use crate::agent::AgentRegistry;

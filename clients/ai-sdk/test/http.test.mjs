@@ -137,6 +137,21 @@ test('regenerate() writes an answer again; the old one stays a version in the lo
   assert.equal(textOf(chat.lastMessage), 'You said: three');
 });
 
+test('sendMessage with a messageId edits that message; the conversation goes on from it', async () => {
+  const chat = newChat();
+  await chat.sendMessage({ text: 'one' });
+  await chat.sendMessage({ text: 'two' });
+  await chat.sendMessage({ text: 'TWO', messageId: chat.messages[2].id });
+  assert.equal(chat.status, 'ready', String(chat.error));
+  const shown = () => chat.messages.map((m) => [m.role, textOf(m)]);
+  assert.deepEqual(shown(), [['user', 'one'], ['assistant', 'You said: one'], ['user', 'TWO'], ['assistant', 'You said: TWO']]);
+  await chat.sendMessage({ text: 'uno', messageId: chat.messages[0].id });
+  assert.deepEqual(shown(), [['user', 'uno'], ['assistant', 'You said: uno']]);
+  const b = await (await fetch(`${base}/v1/chats/${chat.id}/branches`)).json();
+  assert.deepEqual(b.points.map((p) => p.versions.length), [2, 2], JSON.stringify(b));
+  assert.equal(b.points[0].at, 0, 'the first message has two versions');
+});
+
 test('a client that drops mid-stream resumes: every word once', async () => {
   const id = crypto.randomUUID();
   const transport = new DefaultChatTransport({ api: `${base}/v1/ai-sdk/chat` });

@@ -5,7 +5,7 @@
 use super::Actor;
 use crate::protocol::{BranchReason, EventKind};
 use crate::session::SessionError;
-use crate::session::handle::{BranchStart, RunExtras};
+use crate::session::handle::{BranchStart, MessageRef, RunExtras};
 use crate::session::tree::Tree;
 use crate::store::StoredEnvelope;
 
@@ -71,6 +71,33 @@ impl Actor {
             .is_some_and(|e| e.seq == parent && e.kind == "chat.run_complete"))
     }
 
+    /// The `n`-th (0: the first) user's message that started a run on the
+    /// active path.
+    async fn nth_message(
+        &self,
+        tree: &Tree,
+        transcript: &[StoredEnvelope],
+        n: usize,
+    ) -> Result<u64, SessionError> {
+        let active = tree.active();
+        let mut found = 0;
+        for e in transcript {
+            if e.kind == "chat.text"
+                && Tree::within(&active, e.seq)
+                && self.starts_a_run(tree, transcript, e.seq).await?
+            {
+                if found == n {
+                    return Ok(e.seq);
+                }
+                found += 1;
+            }
+        }
+        Err(SessionError::MessageNotFound(format!(
+            "the active path holds {found} user's messages; there is no message {}",
+            n + 1
+        )))
+    }
+
     /// Refuses a new version at `at` past the limits.
     fn may_add_version(&self, tree: &Tree, at: u64) -> Result<(), SessionError> {
         if tree.branch_count() >= self.ctx.max_branches_per_chat {
@@ -93,7 +120,7 @@ impl Actor {
     pub(super) async fn edit(
         &mut self,
         user: &str,
-        seq: u64,
+        seq: MessageRef,
         text: String,
         client_msg_id: Option<String>,
         extras: RunExtras,
@@ -106,6 +133,10 @@ impl Actor {
         }
         self.may_branch(user)?;
         let (tree, transcript) = self.tree().await?;
+        let seq = match seq {
+            MessageRef::Seq(seq) => seq,
+            MessageRef::Nth(n) => self.nth_message(&tree, &transcript, n).await?,
+        };
         if !self.starts_a_run(&tree, &transcript, seq).await? {
             return Err(SessionError::MessageNotFound(format!(
                 "seq {seq} is not a user's message that started a run"

@@ -7,6 +7,7 @@ use super::{Caller, Registry, check_text};
 use crate::protocol::{BranchReason, EventKind};
 use crate::session::SessionError;
 use crate::session::handle::{Op, Origin};
+pub use crate::session::handle::MessageRef;
 use crate::session::tree::{Point, Tree};
 
 /// A chat's tree as a client reads it (`GET /v1/chats/{id}/branches`).
@@ -28,7 +29,7 @@ impl Registry {
         &self,
         chat_id: Uuid,
         caller: Caller<'_>,
-        seq: u64,
+        seq: MessageRef,
         text: String,
         client_msg_id: Option<String>,
     ) -> Result<(), SessionError> {

@@ -12,7 +12,7 @@ mod caller;
 mod reads;
 mod turns;
 
-pub use branches::Branches;
+pub use branches::{Branches, MessageRef};
 pub use caller::Caller;
 
 use std::collections::{HashMap, HashSet};
