@@ -150,7 +150,11 @@ impl ScriptedProvider {
                                 })
                                 .collect::<Vec<_>>()
                                 .join(" | ");
-                            let vars = [("text", text.as_str()), ("arg", &arg.text), ("history", &history)];
+                            let vars = [
+                                ("text", text.as_str()),
+                                ("arg", &arg.text),
+                                ("history", &history),
+                            ];
                             let reply = fill(reply, &vars);
                             chunks(&reply, Duration::ZERO, &mut out);
                         } else if let Some(spec) = &rule.stream {

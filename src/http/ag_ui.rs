@@ -156,12 +156,26 @@ pub(super) async fn run(
             .as_str()
             .unwrap_or(&state.config.default_agent);
         let context = run_context(&input);
-        let turn = Turn {
-            context: context.as_ref(),
-            client_tools: &input.tools,
-            ..Turn::say(user, auth.token.as_deref(), (chat_id, derived), agent, text)
+        let (feed, before) = match rewound(&state, user, chat_id, &input.messages).await? {
+            // The input goes back on the active path: the message there is
+            // edited (a branch), as `chat.edit` does.
+            Some(nth) => {
+                let caller = crate::session::Caller {
+                    context: context.as_ref(),
+                    client_tools: &input.tools,
+                    ..crate::session::Caller::bearing(user, auth.token.as_deref())
+                };
+                super::sse::stream::begin_edit(&state, caller, chat_id, nth, text).await?
+            }
+            None => {
+                let turn = Turn {
+                    context: context.as_ref(),
+                    client_tools: &input.tools,
+                    ..Turn::say(user, auth.token.as_deref(), (chat_id, derived), agent, text)
+                };
+                begin_turn(&state, turn).await?
+            }
         };
-        let (feed, before) = begin_turn(&state, turn).await?;
         (feed, Vec::new(), before, before)
     } else {
         match answer(&state, user, chat_id, &input.resume, results).await? {
@@ -192,6 +206,46 @@ pub(super) async fn run(
     let mut prelude = Vec::new();
     framer.opening(vec![started], after, &mut prelude);
     Ok(respond(chat_id, prelude, feed, framer))
+}
+
+/// Whether a run input's `messages` go back on the thread's active path:
+/// the user's messages before its last are the first `k` of the path's
+/// (same texts, in order, at least one) and the path has more. Then its
+/// last message edits the path's `k`-th (0-based) and the thread forks
+/// there. An input that holds only its new message, or a history that is
+/// not the path's, is an ordinary turn.
+async fn rewound(
+    state: &AppState,
+    user: &str,
+    chat_id: uuid::Uuid,
+    messages: &[Value],
+) -> Result<Option<usize>, ApiError> {
+    let sent: Vec<String> = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| text_parts(&m["content"]))
+        .collect();
+    let k = sent.len().saturating_sub(1);
+    if k == 0 {
+        return Ok(None);
+    }
+    // Most inputs hold the whole path and a new message: one read of the
+    // path's user texts (input answers among them) rules a rewind out.
+    let path = match state.registry.history(chat_id, user, u64::MAX).await {
+        Ok(path) => path,
+        Err(crate::session::SessionError::NotFound) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let user_texts = path
+        .iter()
+        .filter(|e| matches!(&e.kind, crate::protocol::EventKind::Text { agent, .. } if agent == "user"))
+        .count();
+    if k >= user_texts {
+        return Ok(None);
+    }
+    let said = state.registry.run_messages(chat_id, user).await?;
+    let prefix = said.len() > k && sent[..k].iter().zip(&said).all(|(a, b)| a == b);
+    Ok(prefix.then_some(k))
 }
 
 /// What answering a run input's interrupts and tool results came to.

@@ -201,7 +201,13 @@ async fn regenerate(
         .filter(|(chat, _)| *chat == chat_id.to_string())
         .and_then(|(_, seq)| seq.parse::<u64>().ok());
     let caller = crate::session::Caller::bearing(user, bearer);
-    branching(state, user, chat_id, registry.regenerate_run(chat_id, caller, run)).await
+    branching(
+        state,
+        user,
+        chat_id,
+        registry.regenerate_run(chat_id, caller, run),
+    )
+    .await
 }
 
 /// `sendMessage({text, messageId})`: the user's message the client edited

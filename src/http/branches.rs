@@ -154,7 +154,13 @@ pub(super) async fn edit(
     let caller = Caller::bearing(&auth.user, auth.token.as_deref());
     state
         .registry
-        .edit(id, caller, MessageRef::Seq(seq), body.text, body.client_msg_id)
+        .edit(
+            id,
+            caller,
+            MessageRef::Seq(seq),
+            body.text,
+            body.client_msg_id,
+        )
         .await?;
     Ok(accepted(id))
 }

@@ -14,7 +14,8 @@ use uuid::Uuid;
 
 use crate::support::*;
 
-const AGENT: &str = "id: echo\nmodel: {provider: scripted, script: {rules: [{reply: \"H: {history}\"}]}}\n";
+const AGENT: &str =
+    "id: echo\nmodel: {provider: scripted, script: {rules: [{reply: \"H: {history}\"}]}}\n";
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -115,7 +116,9 @@ impl Model {
     }
 
     fn users(&self) -> Vec<usize> {
-        (1..self.nodes.len()).filter(|&n| self.nodes[n].user).collect()
+        (1..self.nodes.len())
+            .filter(|&n| self.nodes[n].user)
+            .collect()
     }
 
     /// Nodes that begin one of several versions.
@@ -140,9 +143,13 @@ impl Model {
             .filter_map(|n| {
                 let kids = self.children(n);
                 (kids.len() > 1).then(|| {
-                    let mut versions: Vec<u64> = kids.iter().map(|&k| self.nodes[k].start).collect();
+                    let mut versions: Vec<u64> =
+                        kids.iter().map(|&k| self.nodes[k].start).collect();
                     versions.sort_unstable();
-                    let on = kids.iter().find(|k| active.contains(k)).map(|&k| self.nodes[k].start);
+                    let on = kids
+                        .iter()
+                        .find(|k| active.contains(k))
+                        .map(|&k| self.nodes[k].start);
                     let at = self.nodes[n].end;
                     (at, json!({"at": at, "versions": versions, "active": on}))
                 })
@@ -224,8 +231,10 @@ async fn run(server: &Server, steps: &[Step], salt: u64) {
             Step::Switch(k) => {
                 let to = versions[k as usize % versions.len()];
                 let lands = model.last_visit(to);
-                c.send(json!({"type": "chat.switch", "chat_id": chat, "to": model.nodes[to].start}))
-                    .await;
+                c.send(
+                    json!({"type": "chat.switch", "chat_id": chat, "to": model.nodes[to].start}),
+                )
+                .await;
                 c.send(json!({"type": "ping"})).await;
                 let got = c.recv_until(|m| m["type"] == "pong").await;
                 if lands == model.pointer {
@@ -245,7 +254,9 @@ async fn run(server: &Server, steps: &[Step], salt: u64) {
         assert_eq!(b["points"], points, "{}", ctx(i));
         // A replay from a random seq: exactly what follows it.
         let last = b["last_seq"].as_u64().unwrap();
-        rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        rng = rng
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         let from = (rng >> 33) % (last + 1);
         c.resume(chat, from).await;
         let replay = c.recv_until(|m| m["type"] == "chat.resume_boundary").await;

@@ -211,7 +211,8 @@ async fn a_queued_message_outlives_a_crash() {
         let chat = Uuid::new_v4();
         let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
         c.start(chat, "slow: 120").await;
-        c.recv_until(|m| m["type"] == "chat.print" && m["content"] == "w10 ").await;
+        c.recv_until(|m| m["type"] == "chat.print" && m["content"] == "w10 ")
+            .await;
         say_during(&mut c, chat, "after the restart", "enqueue").await;
         c.recv_until(|m| m["type"] == "chat.queued").await;
         child.start_kill().unwrap();
@@ -221,7 +222,9 @@ async fn a_queued_message_outlives_a_crash() {
         let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
         c.resume(chat, 0).await;
         let mut log = c
-            .recv_until(|m| m["type"] == "chat.text" && m["content"] == "You said: after the restart")
+            .recv_until(|m| {
+                m["type"] == "chat.text" && m["content"] == "You said: after the restart"
+            })
             .await;
         log.extend(c.until_complete(chat).await);
         let log: Vec<Value> = log
@@ -230,8 +233,15 @@ async fn a_queued_message_outlives_a_crash() {
             .map(without_replay)
             .collect();
         assert_gap_free(&seqs(&log));
-        let ends: Vec<&Value> = log.iter().filter(|m| m["type"] == "chat.run_complete").collect();
-        let first_end = if continued == "true" { "completed" } else { "interrupted" };
+        let ends: Vec<&Value> = log
+            .iter()
+            .filter(|m| m["type"] == "chat.run_complete")
+            .collect();
+        let first_end = if continued == "true" {
+            "completed"
+        } else {
+            "interrupted"
+        };
         assert_eq!(ends[0]["reason"], first_end, "continue: {continued}");
         assert_eq!(ends.len(), 2, "continue: {continued}");
         let taken = log

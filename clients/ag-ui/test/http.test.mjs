@@ -81,6 +81,26 @@ test('an answer is one verified run', async () => {
   assert.ok(types(events).includes('STEP_STARTED'));
 });
 
+test('a run input that goes back on the thread forks there: that message is edited', async () => {
+  const threadId = crypto.randomUUID();
+  const { agent } = agentOn(threadId);
+  await say(agent, 'one');
+  await say(agent, 'two');
+  // The client goes back to after the first answer and says something else.
+  agent.setMessages(agent.messages.slice(0, 2));
+  await say(agent, 'TWO');
+  assert.equal(lastAssistant(agent), 'You said: TWO');
+  const b = await (await fetch(`${base}/v1/chats/${threadId}/branches`)).json();
+  assert.equal(b.points.length, 1, JSON.stringify(b));
+  assert.equal(b.points[0].versions.length, 2);
+  // The thread goes on from the new version; its snapshot is that path.
+  await say(agent, 'three');
+  assert.equal(lastAssistant(agent), 'You said: three');
+  const r = await fetch(`${base}/v1/chats/${threadId}/events?after=0&limit=1000`);
+  const texts = (await r.json()).events.filter((e) => e.type === 'chat.text' && e.agent === 'user').map((e) => e.content);
+  assert.deepEqual(texts, ['one', 'two', 'TWO', 'three'], 'the log keeps both versions');
+});
+
 test('a tool call has its result; streamed words arrive once', async () => {
   const { agent } = agentOn();
   await say(agent, 'progress: 2');

@@ -150,6 +150,35 @@ pub(in crate::http) async fn begin_turn(
     Ok((rx, before))
 }
 
+/// Follows `user`'s chat and edits its `nth` user's message of the active
+/// path to `text` (a branch): the stream then carries that new run.
+///
+/// # Returns
+/// The subscription's queue and the chat's last seq before the edit.
+pub(in crate::http) async fn begin_edit(
+    state: &AppState,
+    caller: Caller<'_>,
+    chat_id: Uuid,
+    nth: usize,
+    text: String,
+) -> Result<(Feed, u64), ApiError> {
+    let registry = &state.registry;
+    let (sub, rx) = subscriber(state, caller.user)?;
+    let before = registry.last_seq(chat_id).await?;
+    let user = caller.user;
+    let edited = async {
+        registry.follow(chat_id, user, sub.clone()).await?;
+        let at = crate::session::MessageRef::Nth(nth);
+        registry.edit(chat_id, caller, at, text, None).await
+    }
+    .await;
+    if let Err(e) = edited {
+        registry.unsubscribe(chat_id, sub.conn_id).await;
+        return Err(e.into());
+    }
+    Ok((rx, before))
+}
+
 /// One event of a stream: what the dialect encoded, and its SSE `id`
 /// (none for what no log made).
 pub(in crate::http) type Item = crate::wire::Event;

@@ -6,8 +6,8 @@ use uuid::Uuid;
 use super::{Caller, Registry, check_text};
 use crate::protocol::{BranchReason, EventKind};
 use crate::session::SessionError;
-use crate::session::handle::{Op, Origin};
 pub use crate::session::handle::MessageRef;
+use crate::session::handle::{Op, Origin};
 use crate::session::tree::{Point, Tree};
 
 /// A chat's tree as a client reads it (`GET /v1/chats/{id}/branches`).
@@ -145,6 +145,45 @@ impl Registry {
         };
         self.call_op(chat_id, op, Origin::Local { attempt: 0 })
             .await
+    }
+
+    /// The user's messages that started a run on the active path of
+    /// `user`'s chat (not the answers to input requests), in order: what a
+    /// client that keeps its own messages holds as user messages.
+    ///
+    /// # Errors
+    /// `NotFound` unless the chat is the user's; the store's errors.
+    pub async fn run_messages(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+    ) -> Result<Vec<String>, SessionError> {
+        let (_, last) = self.chat(chat_id, user).await?;
+        let store = &self.inner.ctx.store;
+        let transcript = store.transcript(chat_id).await?;
+        let tree = Tree::of_log(&transcript, last);
+        let path = tree.active();
+        let mut out = Vec::new();
+        for e in transcript.iter().filter(|e| Tree::within(&path, e.seq)) {
+            let Ok(env) = serde_json::from_str::<crate::protocol::Envelope>(&e.json) else {
+                continue;
+            };
+            let EventKind::Text { agent, content } = env.kind else {
+                continue;
+            };
+            let parent = tree.parent(e.seq);
+            let starts = agent == "user"
+                && (parent == 0
+                    || store
+                        .load_after(chat_id, parent - 1, 1)
+                        .await?
+                        .first()
+                        .is_some_and(|p| p.seq == parent && p.kind == "chat.run_complete"));
+            if starts {
+                out.push(content);
+            }
+        }
+        Ok(out)
     }
 
     /// `user`'s chat's tree, as committed.
