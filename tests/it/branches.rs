@@ -343,3 +343,56 @@ async fn the_model_sees_only_the_active_path() {
         ]
     );
 }
+
+/// Two nodes on one PostgreSQL database: a branch asked of the node that
+/// does not run the chat is made by the one that does, and both serve it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_made_through_one_node_is_served_by_the_other() {
+    if on_postgres() {
+        return; // Runs once, in the default pass, on a database of its own.
+    }
+    let Some(pg) = agentwire::testing::postgres() else {
+        return;
+    };
+    let url = pg.fresh_database().await;
+    let agents = tempfile::tempdir().unwrap();
+    let (_a, addr_a) = spawn_agentwire(&url, agents.path(), &[]).await;
+    let (_b, addr_b) = spawn_agentwire(&url, agents.path(), &[]).await;
+    let mut ca = Client::connect(&format!("ws://{addr_a}/v1/ws")).await;
+    let mut cb = Client::connect(&format!("ws://{addr_b}/v1/ws")).await;
+    let chat = Uuid::new_v4();
+    ca.start(chat, "one").await;
+    ca.until_complete(chat).await;
+    ca.say(chat, "two").await;
+    let two_run = ca.until_complete(chat).await;
+    let two = said(&two_run, "two");
+    cb.resume(chat, two_run.last().unwrap()["seq"].as_u64().unwrap())
+        .await;
+    cb.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+
+    cb.send(json!({"type": "chat.edit", "chat_id": chat, "seq": two, "text": "TWO"}))
+        .await;
+    let on_b = cb.until_complete(chat).await;
+    assert_eq!(ca.until_complete(chat).await, on_b, "one log, seen alike");
+    assert_eq!(on_b[0]["type"], "chat.branch");
+    assert_eq!(last_text(&on_b), "You said: TWO");
+    let get = |addr: std::net::SocketAddr| async move {
+        let (status, body) = http_get(addr, &format!("/v1/chats/{chat}/branches"), &[]).await;
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()
+    };
+    assert_eq!(get(addr_a).await, get(addr_b).await);
+    assert_eq!(get(addr_b).await["points"][0]["versions"][0], two);
+
+    // A switch back through the other node, then a turn there.
+    cb.send(json!({"type": "chat.switch", "chat_id": chat, "to": two}))
+        .await;
+    let switched = cb.expect("chat.branch").await;
+    assert_eq!(ca.expect("chat.branch").await, switched);
+    cb.say(chat, "three").await;
+    let three = cb.until_complete(chat).await;
+    assert_eq!(ca.until_complete(chat).await, three);
+    let b = get(addr_a).await;
+    assert_eq!(b["points"][0]["active"], two);
+    assert_eq!(b["pointer"], three.last().unwrap()["seq"]);
+}
