@@ -29,6 +29,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/chats/{id}/messages/{seq}/edit", post(edit))
         .route("/v1/chats/{id}/regenerate", post(regenerate))
         .route("/v1/chats/{id}/switch", post(switch))
+        .route("/v1/chats/{id}/fork", post(fork))
 }
 
 /// A chat's tree: where the conversation goes on, and every point where it
@@ -84,6 +85,35 @@ pub struct Regenerate {
 pub struct Switch {
     /// A version's first envelope (from `versions`), or any envelope in it.
     pub to: u64,
+}
+
+/// `POST /v1/chats/{id}/fork`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fork {
+    /// The `chat.run_complete` the copy ends with (default: the end of the
+    /// active path).
+    #[serde(default)]
+    pub at: Option<u64>,
+    /// The new chat's id (default: a new random UUID).
+    #[serde(default)]
+    pub chat_id: Option<Uuid>,
+}
+
+/// `POST /v1/chats/{id}/fork` → 201.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Forked {
+    /// The new chat, as `GET /v1/chats/{id}` shows it.
+    pub chat: super::api::ChatView,
+    pub forked_from: ForkedFrom,
+}
+
+/// Where a fork was taken.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ForkedFrom {
+    pub chat_id: Uuid,
+    /// The source's envelope the copy ends with.
+    pub seq: u64,
 }
 
 /// The longest `model` name (as in `protocol/inbound/chat.regenerate.json`).
@@ -226,6 +256,35 @@ pub(super) async fn switch(
     }
     state.registry.switch(chat, &auth.user, to).await?;
     branches(State(state), auth, Path(id)).await
+}
+
+/// A new chat of the caller's that holds the path of this one up to the end
+/// of an answer (its turns, tool calls and results; not the streamed words,
+/// which the texts hold): the conversation goes on there on its own.
+#[utoipa::path(post, path = "/v1/chats/{id}/fork", tag = "rest",
+    params(("id" = Uuid, Path)), request_body = Fork,
+    responses((status = 201, body = Forked), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody, description = "no such chat of yours, or MESSAGE_NOT_FOUND: `at` ends no answer"),
+              (status = 409, body = ErrorBody, description = "the new id is taken, or BRANCH_LIMIT_EXCEEDED: the path is longer than a fork copies")))]
+pub(super) async fn fork(
+    State(state): State<AppState>,
+    AuthUser { user, .. }: AuthUser,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let id = chat_id(&id)?;
+    let body: Fork = if body.is_empty() {
+        Fork::default()
+    } else {
+        parse_body(&body)?
+    };
+    let into = body.chat_id.unwrap_or_else(Uuid::new_v4);
+    let (chat, last, seq) = state.registry.fork(id, &user, body.at, into).await?;
+    let forked = Forked {
+        chat: super::chats::chat_view(&chat, Some(last)),
+        forked_from: ForkedFrom { chat_id: id, seq },
+    };
+    Ok((StatusCode::CREATED, Json(forked)).into_response())
 }
 
 fn seq_of(seq: &str) -> Result<u64, ApiError> {

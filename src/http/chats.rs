@@ -68,7 +68,7 @@ fn rfc3339(ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-fn chat_view(chat: &ChatRecord, last_seq: Option<u64>) -> ChatView {
+pub(super) fn chat_view(chat: &ChatRecord, last_seq: Option<u64>) -> ChatView {
     ChatView {
         id: chat.id,
         agent: chat.agent.clone(),

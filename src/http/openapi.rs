@@ -29,6 +29,7 @@ use super::{
         branches::edit,
         branches::regenerate,
         branches::switch,
+        branches::fork,
         answers::answer_input,
         answers::answer_component,
         answers::approve,

@@ -141,6 +141,15 @@ pub(super) enum Op {
         user: String,
         to: u64,
     },
+    /// Create this chat as a copy of another's path (`POST …/fork`): its
+    /// agent, context and model, and the events to log, read already.
+    Fork {
+        user: String,
+        agent: String,
+        context: Option<String>,
+        model: Option<String>,
+        events: Vec<crate::protocol::EventKind>,
+    },
 }
 
 impl Op {
@@ -161,6 +170,7 @@ impl Op {
             | Self::Edit { user, .. }
             | Self::Regenerate { user, .. }
             | Self::Switch { user, .. }
+            | Self::Fork { user, .. }
             | Self::Workflow { user, .. } => Some(user),
         }
     }

@@ -396,3 +396,92 @@ async fn a_branch_made_through_one_node_is_served_by_the_other() {
     assert_eq!(b["points"][0]["active"], two);
     assert_eq!(b["pointer"], three.last().unwrap()["seq"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_copies_the_path_to_an_answer_into_a_new_chat() {
+    let server = Server::start().await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start(chat, "one").await;
+    let one = c.until_complete(chat).await;
+    c.say(chat, "two").await;
+    let two = c.until_complete(chat).await;
+    c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": said(&two, "two"), "text": "TWO"}))
+        .await;
+    let edited = c.until_complete(chat).await;
+    let post = |path: String, body: Value| {
+        let server = &server;
+        async move { http_json(server, "POST", &path, &body.to_string()).await }
+    };
+    // The active path's end: one, then the edited second turn.
+    let into = Uuid::new_v4();
+    let (status, forked) = post(format!("/v1/chats/{chat}/fork"), json!({"chat_id": into})).await;
+    assert_eq!(status, 201, "{forked}");
+    assert_eq!(forked["chat"]["id"], into.to_string());
+    assert_eq!(forked["forked_from"]["seq"], edited.last().unwrap()["seq"]);
+    let mut f = server.client().await;
+    f.resume(into, 0).await;
+    let copy = f.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    let copy = &copy[..copy.len() - 1];
+    assert_gap_free(&seqs(copy));
+    assert!(copy.iter().all(|m| m["chat_id"] == into.to_string()));
+    assert_eq!(
+        turns_of(copy),
+        [
+            "user: one",
+            "demo: You said: one",
+            "user: TWO",
+            "demo: You said: TWO"
+        ]
+    );
+    assert!(
+        !copy
+            .iter()
+            .any(|m| m["type"] == "chat.print" || m["type"] == "chat.branch")
+    );
+    // It goes on on its own; the source is unchanged.
+    f.say(into, "three").await;
+    assert_eq!(last_text(&f.until_complete(into).await), "You said: three");
+    let (_, src) = http_json(&server, "GET", &format!("/v1/chats/{chat}"), "").await;
+    assert_eq!(src["last_seq"], edited.last().unwrap()["seq"]);
+
+    // At the end of the first answer, into a random id.
+    let end_one = one.last().unwrap()["seq"].clone();
+    let (status, forked) = post(format!("/v1/chats/{chat}/fork"), json!({"at": end_one})).await;
+    assert_eq!(status, 201, "{forked}");
+    let id = forked["chat"]["id"].as_str().unwrap();
+    let (_, page) = http_json(
+        &server,
+        "GET",
+        &format!("/v1/chats/{id}/events?after=0&limit=100"),
+        "",
+    )
+    .await;
+    assert_eq!(
+        turns_of(page["events"].as_array().unwrap()),
+        ["user: one", "demo: You said: one"]
+    );
+
+    // What cannot be forked.
+    let code = |v: &Value| v["error"]["code"].as_str().unwrap_or_default().to_owned();
+    let (status, body) = post(format!("/v1/chats/{chat}/fork"), json!({"at": 2})).await;
+    assert_eq!((status, code(&body)), (404, "MESSAGE_NOT_FOUND".into()));
+    let (status, body) = post(format!("/v1/chats/{chat}/fork"), json!({"chat_id": into})).await;
+    assert_eq!(status, 409, "{body}");
+    let other = Uuid::new_v4();
+    let (status, body) = post(format!("/v1/chats/{other}/fork"), json!({})).await;
+    assert_eq!((status, code(&body)), (404, "RESUME_FAILED".into()));
+}
+
+fn turns_of(msgs: &[Value]) -> Vec<String> {
+    msgs.iter()
+        .filter(|m| m["type"] == "chat.text")
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["agent"].as_str().unwrap(),
+                m["content"].as_str().unwrap()
+            )
+        })
+        .collect()
+}

@@ -226,6 +226,16 @@ async fn every_json_answer_matches_the_document() {
     .await;
     check(&doc, "/v1/chats/{id}/switch", "post", s, &b);
     assert_eq!(s, 200, "{b}");
+    let (s, b) = req("POST", format!("/v1/chats/{tree}/fork"), String::new()).await;
+    check(&doc, "/v1/chats/{id}/fork", "post", s, &b);
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{tree}/fork"),
+        json!({"at": 1}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/fork", "post", s, &b);
     let (s, b) = req(
         "POST",
         format!("/v1/chats/{missing}/switch"),
@@ -527,6 +537,7 @@ async fn every_json_answer_matches_the_document() {
         "post /v1/chats/{id}/cancel",
         "post /v1/chats/{id}/components/{corr}",
         "post /v1/chats/{id}/connection",
+        "post /v1/chats/{id}/fork",
         "post /v1/chats/{id}/inputs/{request_id}",
         "post /v1/chats/{id}/messages",
         "post /v1/chats/{id}/messages/{seq}/edit",

@@ -207,6 +207,54 @@ impl Actor {
         self.start_run(None, extras).await
     }
 
+    /// Creates this chat as a fork of another's path: the chat record (the
+    /// source's agent, context and model) and the path's events, logged in
+    /// one commit.
+    pub(super) async fn fork(
+        &mut self,
+        user: String,
+        (agent, context, model): (String, Option<String>, Option<String>),
+        events: Vec<EventKind>,
+    ) -> Result<(), SessionError> {
+        if self.chat.is_some() {
+            return Err(SessionError::IllegalTransition(
+                "a chat with that id exists: fork into a new id".into(),
+            ));
+        }
+        if crate::session::is_conversation_chat(self.chat_id) {
+            return Err(SessionError::ReservedId);
+        }
+        if self.ctx.agents.get(&agent).is_none() {
+            return Err(SessionError::AgentMissing(agent));
+        }
+        self.ctx.quotas.new_chat(&user)?;
+        let now = chrono::Utc::now().timestamp_millis();
+        let record = crate::store::ChatRecord {
+            id: self.chat_id,
+            owner: user,
+            agent,
+            state: crate::store::ChatState::Idle,
+            context,
+            model,
+            archived: false,
+            conversation_state: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let stored = self.ctx.store.create_chat(&record).await?;
+        if stored != record {
+            return Err(SessionError::IllegalTransition(
+                "a chat with that id exists: fork into a new id".into(),
+            ));
+        }
+        self.chat = Some(stored);
+        if !events.is_empty() {
+            let events = events.into_iter().map(|k| (k, None)).collect();
+            self.append(events, None).await?;
+        }
+        Ok(())
+    }
+
     /// `chat.switch`: the chat goes on where the user last was in the
     /// version that holds `to`. Nothing is logged if it is there already.
     pub(super) async fn switch(&mut self, user: &str, to: u64) -> Result<(), SessionError> {

@@ -162,6 +162,13 @@ impl Actor {
                 extras,
             } => self.regenerate(&user, seq, model, extras).await,
             Op::Switch { user, to } => self.switch(&user, to).await,
+            Op::Fork {
+                user,
+                agent,
+                context,
+                model,
+                events,
+            } => self.fork(user, (agent, context, model), events).await,
         }
     }
 

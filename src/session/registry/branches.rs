@@ -10,6 +10,9 @@ pub use crate::session::handle::MessageRef;
 use crate::session::handle::{Op, Origin};
 use crate::session::tree::{Point, Tree};
 
+/// Most envelopes a fork copies.
+pub const MAX_FORK: usize = 20_000;
+
 /// A chat's tree as a client reads it (`GET /v1/chats/{id}/branches`).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Branches {
@@ -184,6 +187,87 @@ impl Registry {
             }
         }
         Ok(out)
+    }
+
+    /// Forks `user`'s chat into a new chat `into` (same owner, agent,
+    /// context and model): the path to `at` (default: the active path's end),
+    /// which must end an answer (`chat.run_complete`), copied — its turns,
+    /// tool calls and results, requests and ends, without the streamed words,
+    /// reasoning and queued messages the texts already hold. Counted as a new
+    /// chat.
+    ///
+    /// # Returns
+    /// The new chat, its last seq, and the source's envelope it ends with.
+    ///
+    /// # Errors
+    /// `NotFound`; `MessageNotFound` for an `at` that ends no answer;
+    /// `BranchLimit` past [`MAX_FORK`] events; what creating a chat meets.
+    pub async fn fork(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        at: Option<u64>,
+        into: Uuid,
+    ) -> Result<(crate::store::ChatRecord, u64, u64), SessionError> {
+        let (source, last) = self.chat(chat_id, user).await?;
+        let store = &self.inner.ctx.store;
+        let transcript = store.transcript(chat_id).await?;
+        let tree = Tree::of_log(&transcript, last);
+        let leaf = at.unwrap_or_else(|| tree.pointer());
+        let ends = leaf > 0
+            && tree.is_regular(leaf)
+            && store
+                .load_after(chat_id, leaf - 1, 1)
+                .await?
+                .first()
+                .is_some_and(|e| e.seq == leaf && e.kind == "chat.run_complete");
+        if !ends {
+            return Err(SessionError::MessageNotFound(format!(
+                "seq {leaf} does not end an answer (a chat.run_complete of the chat)"
+            )));
+        }
+        let mut events = Vec::new();
+        for range in tree.path(leaf) {
+            let mut after = range.start() - 1;
+            while after < *range.end() {
+                let page = store.load_after(chat_id, after, 1000).await?;
+                let Some(tail) = page.last() else { break };
+                after = tail.seq;
+                for row in page.iter().filter(|r| range.contains(&r.seq)) {
+                    if matches!(
+                        row.kind.as_str(),
+                        "chat.print"
+                            | "chat.reasoning"
+                            | "chat.turn_discarded"
+                            | "chat.queued"
+                            | "chat.tool_progress"
+                    ) {
+                        continue;
+                    }
+                    let env: crate::protocol::Envelope =
+                        serde_json::from_str(&row.json).map_err(|e| {
+                            let why = format!("envelope {} cannot be read: {e}", row.seq);
+                            crate::store::StoreError::Remote(why.into())
+                        })?;
+                    events.push(env.kind);
+                    if events.len() > MAX_FORK {
+                        return Err(SessionError::BranchLimit(format!(
+                            "the path holds more than {MAX_FORK} envelopes to copy"
+                        )));
+                    }
+                }
+            }
+        }
+        let op = Op::Fork {
+            user: user.to_owned(),
+            agent: source.agent.clone(),
+            context: source.context.clone(),
+            model: source.model.clone(),
+            events,
+        };
+        self.call_op(into, op, Origin::Local { attempt: 0 }).await?;
+        let (chat, last) = self.chat(into, user).await?;
+        Ok((chat, last, leaf))
     }
 
     /// `user`'s chat's tree, as committed.
