@@ -158,6 +158,7 @@ class ChatView {
     switch (m.type) {
       case 'chat.text':
         if (m.agent === 'user') {
+          if (m.queued) $('log').querySelector(`li.queued[data-queued="${m.queued}"]`)?.remove();
           const edit = el('button', { cls: 'edit', text: 'Edit', attrs: { 'aria-label': 'edit this message' } });
           const li = this.add(el('li', { cls: 'user', attrs: { 'data-seq': String(m.seq) } }, el('div', { cls: 'msg', text: m.content }), edit));
           edit.onclick = () => this.editing(li, m);
@@ -166,6 +167,13 @@ class ChatView {
           this.turn = null;
         }
         break;
+      case 'chat.queued': {
+        // Waiting for a run: shown apart until the run takes it.
+        const li = el('li', { cls: 'user queued', attrs: { 'data-queued': String(m.seq) } },
+          el('div', { cls: 'msg', text: m.content }), el('span', { cls: 'note', text: m.mode === 'enqueue' ? 'queued' : m.mode }));
+        this.add(li);
+        break;
+      }
       case 'chat.select_speaker':
         $('run').textContent = `${m.agent} is working…`;
         this.turn = null;
@@ -548,7 +556,8 @@ $('composer').onsubmit = (e) => {
   e.preventDefault();
   const text = $('text').value.trim();
   if (!text || !current) return;
-  current.chat.sendMessage(text);
+  // Typed while the agent works: it runs next (the page shows it queued).
+  current.chat.sendMessage(text, { multitaskStrategy: 'enqueue' });
   $('text').value = '';
 };
 $('text').onkeydown = (e) => {

@@ -94,3 +94,16 @@ test('a server killed during a regenerate: the restarted server finishes it on i
   await page.shot('1-finished');
   await page.close();
 });
+
+test('a message typed while the agent works waits, shown queued, and runs next', async () => {
+  const page = await openChat(browser, port, 'queued');
+  await say(page, 'slow: 80');
+  await page.locator('#log li.agent .msg').last().filter({ hasText: 'w5 ' }).waitFor();
+  await say(page, 'and then this');
+  await page.locator('#log li.queued', { hasText: 'and then this' }).waitFor();
+  await page.shot('1-queued');
+  await lastAgentText(page, 'You said: and then this');
+  assert.equal(await page.locator('#log li.queued').count(), 0, 'taken: no longer shown as waiting');
+  assert.deepEqual(await shown(page), ['slow: 80', Array.from({ length: 80 }, (_, i) => `w${i + 1}`).join(' '), 'and then this', 'You said: and then this']);
+  await page.close();
+});

@@ -56,7 +56,7 @@ export declare class Chat extends Emitter {
   on(type: 'resumed', fn: (detail: ResumedDetail) => void): () => void;
   on(type: 'reset', fn: (boundary: object) => void): () => void;
   on(type: string, fn: (envelope: Envelope) => void): () => void;
-  sendMessage(text: string): string;
+  sendMessage(text: string, options?: { multitaskStrategy?: 'reject' | 'enqueue' | 'interrupt' | 'steer' }): string;
   submitInput(requestId: string, text: string): void;
   sendComponentResult(corr: string, data: unknown): void;
   patchArtifact(corr: string, patch: object[]): void;

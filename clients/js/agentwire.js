@@ -112,10 +112,15 @@ export class Chat extends Emitter {
     this.log = [];
   }
 
-  /** A new user turn. Sent again after a reconnect until the server logs it. */
-  sendMessage(/** @type {string} */ text) {
+  /**
+   * A new user turn. Sent again after a reconnect until the server logs it.
+   * `multitaskStrategy` says what it does if a run is in flight (`reject`,
+   * `enqueue`, `interrupt`, `steer`; absent: the agent's choice).
+   */
+  sendMessage(/** @type {string} */ text, /** @type {{multitaskStrategy?: string}} */ options = {}) {
     const client_msg_id = uuid();
     const msg = { type: 'user.message', chat_id: this.id, text, client_msg_id };
+    if (options.multitaskStrategy) msg.multitask_strategy = options.multitaskStrategy;
     this.unacked.set(`msg:${client_msg_id}`, { msg, text });
     this.client.send(msg);
     return client_msg_id;
@@ -227,7 +232,7 @@ export class Chat extends Emitter {
 
   /** Forgets the unanswered messages this envelope answers. @param {any} m */
   ack(m) {
-    if (m.type === 'chat.text' && m.agent === 'user') {
+    if ((m.type === 'chat.text' || m.type === 'chat.queued') && m.agent === 'user') {
       for (const [key, entry] of this.unacked) {
         if (key.startsWith('msg:') && entry.text === m.content) {
           this.unacked.delete(key);
