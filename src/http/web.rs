@@ -18,7 +18,7 @@ use super::state::AppState;
 
 const INDEX: &str = include_str!("../../web/index.html");
 const APP: &str = include_str!("../../web/app.js");
-const TREE: &str = include_str!("../../web/tree.js");
+const TREE: &str = include_str!("../../clients/js/tree.js");
 const STYLE: &str = include_str!("../../web/style.css");
 const CLIENT: &str = include_str!("../../clients/js/agentwire.js");
 const CHART: &str = include_str!("../../web/chart.html");

@@ -1,5 +1,6 @@
 // A chat's conversation as a tree, folded from its log as protocol/README.md
-// ("Conversations are trees") says: a `chat.branch {at}` moves the pointer
+// ("Conversations are trees") says (`@agentwire/client/tree`; the web page
+// loads it as /assets/tree.js): a `chat.branch {at}` moves the pointer
 // back to envelope `at`; the next envelope follows it. Nothing else changes
 // the tree, and the log itself stays one line.
 
