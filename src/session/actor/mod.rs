@@ -26,10 +26,13 @@ mod queue;
 mod requests;
 mod resume;
 mod run;
+mod waiting;
 
 use std::collections::{HashMap, HashSet};
+
 use std::sync::Arc;
 use std::time::Duration;
+use waiting::Queue;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -95,7 +98,7 @@ pub(super) fn spawn(s: Spawn) {
             inputs: HashMap::new(),
             components: HashMap::new(),
             held: Vec::new(),
-            queue: queue::Queue::new(),
+            queue: Queue::new(),
             idle_since: Instant::now(),
             draining: false,
         };
@@ -205,7 +208,7 @@ struct Actor {
     /// Answers held for requests a continued run waits on again.
     held: Vec<Held>,
     /// Messages sent during a run, waiting for one (`queue.rs`).
-    queue: queue::Queue,
+    queue: Queue,
     idle_since: Instant,
     /// Shutting down with a continuable run: it runs until its next model
     /// turn or request to a person, then is left for the next start.

@@ -7,8 +7,7 @@
 //! that end, which keeps the chat running, so a crash never leaves a taken
 //! message without its run, nor a pending one in a chat that looks idle.
 
-use std::collections::VecDeque;
-
+use super::waiting::{Queue, Queued};
 use super::{Actor, Marks};
 use crate::protocol::{EventKind, MultitaskStrategy};
 use crate::session::SessionError;
@@ -17,21 +16,6 @@ use crate::store::{ChatState, StoreError};
 
 /// Messages one chat keeps waiting at most; past it, `RUN_IN_PROGRESS`.
 pub(super) const MAX_QUEUED: usize = 16;
-
-/// A message waiting for a run.
-#[derive(Debug)]
-pub(super) struct Queued {
-    /// Its `chat.queued`.
-    pub seq: u64,
-    pub text: String,
-    pub mode: MultitaskStrategy,
-    /// What its request adds to the run that takes it (in memory only: a
-    /// message restored after a restart runs without a bearer).
-    pub extras: RunExtras,
-}
-
-/// The waiting messages of a chat, in the order runs take them.
-pub(super) type Queue = VecDeque<Queued>;
 
 impl Actor {
     /// A user's message while a run is in flight, by `strategy` (the
