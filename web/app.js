@@ -71,6 +71,7 @@ class ChatView {
     this.tree = new Tree();
     this.envelopes = [];
     this.question = 0; // the user's message the current run answers
+    this.inRun = false; // between a run's first turn and its end
     this.unsub = chat.on('envelope', (m) => this.take(m));
     this.unsubErr = chat.on('error', (e) => this.add(el('li', { cls: 'note error', text: `${e.error_code}: ${e.message}` })));
   }
@@ -93,7 +94,11 @@ class ChatView {
   show(m) {
     const versions = this.tree.versions(m.seq);
     if (versions) this.switcher(versions);
-    if (m.type === 'chat.text' && m.agent === 'user') this.question = m.seq;
+    // A user's text between runs asks a question; one inside a run answers
+    // an input request or steers the run.
+    if (m.type === 'chat.select_speaker') this.inRun = true;
+    if (m.type === 'chat.run_complete') this.inRun = false;
+    if (m.type === 'chat.text' && m.agent === 'user' && !this.inRun) this.question = m.seq;
     this.render(m);
   }
 
@@ -103,6 +108,7 @@ class ChatView {
     this.turn = null;
     this.templateBar = null;
     this.question = 0;
+    this.inRun = false;
     for (const map of [this.cards, this.progress, this.inputs]) map.clear();
     const path = this.tree.path();
     for (const m of this.envelopes) if (path.has(m.seq)) this.show(m);
@@ -159,9 +165,14 @@ class ChatView {
       case 'chat.text':
         if (m.agent === 'user') {
           if (m.queued) $('log').querySelector(`li.queued[data-queued="${m.queued}"]`)?.remove();
-          const edit = el('button', { cls: 'edit', text: 'Edit', attrs: { 'aria-label': 'edit this message' } });
-          const li = this.add(el('li', { cls: 'user', attrs: { 'data-seq': String(m.seq) } }, el('div', { cls: 'msg', text: m.content }), edit));
-          edit.onclick = () => this.editing(li, m);
+          const li = this.add(el('li', { cls: 'user', attrs: { 'data-seq': String(m.seq) } }, el('div', { cls: 'msg', text: m.content })));
+          // Only a message that asks (not an answer to a request, not a
+          // steer inside a run) can be edited.
+          if (!this.inRun) {
+            const edit = el('button', { cls: 'edit', text: 'Edit', attrs: { 'aria-label': 'edit this message' } });
+            edit.onclick = () => this.editing(li, m);
+            li.append(edit);
+          }
         } else {
           renderMarkdown(this.bubble(m.agent), m.content);
           this.turn = null;

@@ -147,14 +147,14 @@ export class Chat extends Emitter {
 
   /**
    * Goes on from `text` in place of the user's message `seq` (`chat.edit`):
-   * a new version; the old one stays. Sent again after a reconnect until the
-   * server logs it (a resent edit has no second effect).
+   * a new version; the old one stays.
    */
   edit(/** @type {number} */ seq, /** @type {string} */ text) {
+    // Not sent again after a reconnect: an edit refused then (a run in
+    // flight) must not take effect later. Its client_msg_id makes a resend
+    // by the caller safe.
     const client_msg_id = uuid();
-    const msg = { type: 'chat.edit', chat_id: this.id, seq, text, client_msg_id };
-    this.unacked.set(`msg:${client_msg_id}`, { msg, text });
-    this.client.send(msg);
+    this.client.send({ type: 'chat.edit', chat_id: this.id, seq, text, client_msg_id });
     return client_msg_id;
   }
 

@@ -207,7 +207,7 @@ async fn serve(
                             Some((corr, widget)) => {
                                 registry.component_result(chat_id, &user, corr, answer_of(&widget, content)).await
                             }
-                            None => registry.user_message(chat_id, caller, content.to_owned(), None, None).await,
+                            None => registry.user_message(chat_id, caller, content.to_owned(), None, Some(crate::protocol::MultitaskStrategy::Reject)).await,
                         },
                     },
                     _ => Err(SessionError::InvalidAnswer("the messages are start, message and ping".into())),

@@ -251,3 +251,47 @@ async fn a_queued_message_outlives_a_crash() {
         assert_eq!(taken, 1, "run once, continue: {continued}");
     }
 }
+
+/// Two messages queued during one run; the server is killed during the
+/// first one's run: the second, queued behind it in an earlier run's
+/// stretch of the log, still runs once after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_queued_behind_another_outlives_a_crash_in_that_ones_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let url = database_url(dir.path()).await;
+    let flags = ["--continue-runs-after-restart", "true"];
+    let (mut child, addr) = spawn_agentwire(&url, &agents, &flags).await;
+    let chat = Uuid::new_v4();
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.start(chat, "slow: 40").await;
+    c.recv_until(|m| m["type"] == "chat.print").await;
+    say_during(&mut c, chat, "slow: 60", "enqueue").await;
+    say_during(&mut c, chat, "last", "enqueue").await;
+    // The first queued message's run is under way.
+    c.recv_until(|m| m["type"] == "chat.text" && m["content"] == "slow: 60").await;
+    c.recv_until(|m| m["type"] == "chat.print" && m["content"] == "w10 ").await;
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+
+    let (_child, addr) = spawn_agentwire(&url, &agents, &flags).await;
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.resume(chat, 0).await;
+    let mut log = c
+        .recv_until(|m| m["type"] == "chat.text" && m["content"] == "You said: last")
+        .await;
+    log.extend(c.until_complete(chat).await);
+    let log: Vec<Value> = log
+        .iter()
+        .filter(|m| m["type"] != "chat.resume_boundary")
+        .map(without_replay)
+        .collect();
+    assert_gap_free(&seqs(&log));
+    let taken = |text: &str| {
+        log.iter()
+            .filter(|m| m["type"] == "chat.text" && m["agent"] == "user" && m["content"] == text)
+            .count()
+    };
+    assert_eq!((taken("slow: 60"), taken("last")), (1, 1));
+}

@@ -139,7 +139,15 @@ pub(in crate::http) async fn begin_turn(
             registry.set_model(turn.chat_id, turn.user, model).await?;
         }
         registry
-            .user_message(turn.chat_id, caller, turn.message, None, None)
+            .user_message(
+                turn.chat_id,
+                caller,
+                turn.message,
+                None,
+                // These wires stream the run their message starts: during a
+                // run they refuse it, whatever the agent's strategy.
+                Some(crate::protocol::MultitaskStrategy::Reject),
+            )
             .await
     }
     .await;

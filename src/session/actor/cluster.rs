@@ -146,6 +146,8 @@ impl Actor {
         }
         self.inputs.clear();
         self.components.clear();
+        // The new owner restores what waits from the log.
+        self.queue.clear();
         self.refuse_held(true, |_| SessionError::Moved);
         let holder = match &self.ctx.node {
             Some(node) => node.cluster().holder(self.chat_id).await.ok().flatten(),

@@ -352,6 +352,7 @@ impl Actor {
             && self.inputs.is_empty()
             && self.components.is_empty()
             && self.held.is_empty()
+            && self.queue.is_empty()
             && (self.role == Role::Single || self.subscribers.all_gone())
     }
 

@@ -38,6 +38,9 @@ impl Actor {
         if mode == MultitaskStrategy::Reject || self.is_template() || self.paused {
             return Err(SessionError::RunInProgress);
         }
+        if self.chat.as_ref().is_some_and(|c| c.archived) {
+            return Err(SessionError::Archived);
+        }
         if self.queue.len() >= MAX_QUEUED {
             return Err(SessionError::RunInProgress);
         }
@@ -56,7 +59,13 @@ impl Actor {
         };
         match mode {
             MultitaskStrategy::Interrupt => {
-                self.queue.push_front(queued);
+                // Ahead of what was queued, behind earlier interrupts.
+                let at = self
+                    .queue
+                    .iter()
+                    .take_while(|q| q.mode == MultitaskStrategy::Interrupt)
+                    .count();
+                self.queue.insert(at, queued);
                 self.cancel_run(crate::protocol::RunEndReason::Cancelled);
             }
             MultitaskStrategy::Steer => {
@@ -73,6 +82,15 @@ impl Actor {
     /// The run asks for what steers it: every waiting `steer` message is
     /// logged as the user's text, and their texts go to the model.
     pub(super) async fn take_steered(&mut self) -> Vec<String> {
+        // A run being cancelled (or timed out) will not read them: they wait
+        // for the next run instead.
+        if self
+            .run
+            .as_ref()
+            .is_none_or(|r| r.control.token.is_cancelled())
+        {
+            return Vec::new();
+        }
         let (steer, rest): (Queue, Queue) = std::mem::take(&mut self.queue)
             .into_iter()
             .partition(|q| q.mode == MultitaskStrategy::Steer);
@@ -140,26 +158,45 @@ impl Actor {
         let Some(next) = next else {
             return;
         };
+        // Shutting down: the chat stays running with the message logged; the
+        // next start continues (or ends) that run, and restores the rest.
+        if self.ctx.shutdown.is_cancelled() || self.draining {
+            return;
+        }
         if let Err(e) = self.start_run_with(None, next.extras, None).await {
+            // Its run ends at once, saying why; the next waiting one goes on.
             tracing::warn!(error = %e, "the run of a queued message could not start");
-            let events = vec![(
-                EventKind::RunComplete {
-                    reason: crate::protocol::RunEndReason::Error,
-                },
-                None,
-            )];
-            if let Err(e) = self.append(events, Some(ChatState::Idle)).await {
+            let events = vec![
+                (
+                    EventKind::Error {
+                        message: e.to_string(),
+                        error_code: e.code(),
+                        details: e.details(),
+                        recoverable: e.recoverable(),
+                    },
+                    None,
+                ),
+                (
+                    EventKind::RunComplete {
+                        reason: crate::protocol::RunEndReason::Error,
+                    },
+                    None,
+                ),
+            ];
+            if let Err(e) = self.log_end(events).await {
                 self.deliver_transient_error(&e);
             }
         }
     }
 
-    /// After a restart: the messages the cut run's region holds that no run
-    /// took yet wait again (without the bearer their request brought).
+    /// After a restart: the messages the log holds that no run took yet
+    /// wait again (without the bearer their request brought), interrupts
+    /// first.
     pub(super) async fn restore_queue(&mut self) -> Result<(), StoreError> {
+        // Any run's messages may still wait (those of an earlier run behind
+        // the one its end took): the whole log is read, once, at recovery.
         let store = self.ctx.store.clone();
-        let start = store.run_start(self.chat_id, u64::MAX).await?;
-        let mut after = start.saturating_sub(1);
+        let mut after = 0;
         let mut waiting: Vec<Queued> = Vec::new();
         loop {
             let page = store.load_after(self.chat_id, after, 1000).await?;

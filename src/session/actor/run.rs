@@ -142,6 +142,16 @@ impl Actor {
             _gauge: crate::metrics::RunGauge::start(),
             _permit: permit,
         });
+        // Steers that wait (from a run that ended before reading them) steer
+        // this one.
+        if self
+            .queue
+            .iter()
+            .any(|q| q.mode == crate::protocol::MultitaskStrategy::Steer)
+            && let Some(run) = &self.run
+        {
+            run.steer.store(true, std::sync::atomic::Ordering::Release);
+        }
         if let Some((text, client_msg_id)) = user_text {
             let event = EventKind::Text {
                 agent: "user".into(),

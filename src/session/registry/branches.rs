@@ -103,17 +103,35 @@ impl Registry {
             None | Some(0) => None,
             Some(start) => {
                 self.chat(chat_id, caller.user).await?;
+                // A switch may lead the run's region (the turn after it):
+                // what follows it began the run.
                 let rows = self
                     .inner
                     .ctx
                     .store
-                    .load_after(chat_id, start - 1, 1)
+                    .load_after(chat_id, start - 1, 8)
                     .await?;
-                let first = rows
-                    .first()
-                    .filter(|e| e.seq == start)
-                    .and_then(|e| serde_json::from_str::<crate::protocol::Envelope>(&e.json).ok());
-                let asked = match first.map(|e| e.kind) {
+                let mut start = start;
+                let mut first = None;
+                for row in &rows {
+                    if row.seq != start {
+                        break;
+                    }
+                    let kind = serde_json::from_str::<crate::protocol::Envelope>(&row.json)
+                        .ok()
+                        .map(|e| e.kind);
+                    if let Some(EventKind::Branch {
+                        reason: BranchReason::Switch,
+                        ..
+                    }) = kind
+                    {
+                        start += 1;
+                        continue;
+                    }
+                    first = kind;
+                    break;
+                }
+                let asked = match first {
                     // A run a user's message began, or one a regenerate or an
                     // edit began (with its branch).
                     Some(EventKind::Text { agent, .. }) if agent == "user" => Some(start),
@@ -211,6 +229,20 @@ impl Registry {
     ) -> Result<(crate::store::ChatRecord, u64, u64), SessionError> {
         let (source, last) = self.chat(chat_id, user).await?;
         let store = &self.inner.ctx.store;
+        // What refuses it cheaply first: a taken id, a template's walk (its
+        // state is the chat's, not a path's), the user's chat rate.
+        if store.chat(into).await?.is_some() {
+            return Err(SessionError::IllegalTransition(
+                "a chat with that id exists: fork into a new id".into(),
+            ));
+        }
+        let agent = self.inner.ctx.agents.get(&source.agent);
+        if agent.is_some_and(|a| a.template.is_some()) {
+            return Err(SessionError::IllegalTransition(
+                "a template conversation has one path: it cannot be forked".into(),
+            ));
+        }
+        self.inner.ctx.quotas.message(user)?;
         let transcript = store.transcript(chat_id).await?;
         let tree = Tree::of_log(&transcript, last);
         let leaf = at.unwrap_or_else(|| tree.pointer());
@@ -230,7 +262,8 @@ impl Registry {
         for range in tree.path(leaf) {
             let mut after = range.start() - 1;
             while after < *range.end() {
-                let page = store.load_after(chat_id, after, 1000).await?;
+                let want = (range.end() - after).min(1000) as u32;
+                let page = store.load_after(chat_id, after, want).await?;
                 let Some(tail) = page.last() else { break };
                 after = tail.seq;
                 for row in page.iter().filter(|r| range.contains(&r.seq)) {
