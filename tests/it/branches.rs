@@ -426,7 +426,7 @@ async fn a_fork_copies_the_path_to_an_answer_into_a_new_chat() {
     assert_gap_free(&seqs(copy));
     assert!(copy.iter().all(|m| m["chat_id"] == into.to_string()));
     assert_eq!(
-        turns_of(copy),
+        turns(copy),
         [
             "user: one",
             "demo: You said: one",
@@ -458,7 +458,7 @@ async fn a_fork_copies_the_path_to_an_answer_into_a_new_chat() {
     )
     .await;
     assert_eq!(
-        turns_of(page["events"].as_array().unwrap()),
+        turns(page["events"].as_array().unwrap()),
         ["user: one", "demo: You said: one"]
     );
 
@@ -471,17 +471,4 @@ async fn a_fork_copies_the_path_to_an_answer_into_a_new_chat() {
     let other = Uuid::new_v4();
     let (status, body) = post(format!("/v1/chats/{other}/fork"), json!({})).await;
     assert_eq!((status, code(&body)), (404, "RESUME_FAILED".into()));
-}
-
-fn turns_of(msgs: &[Value]) -> Vec<String> {
-    msgs.iter()
-        .filter(|m| m["type"] == "chat.text")
-        .map(|m| {
-            format!(
-                "{}: {}",
-                m["agent"].as_str().unwrap(),
-                m["content"].as_str().unwrap()
-            )
-        })
-        .collect()
 }

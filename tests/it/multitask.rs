@@ -17,18 +17,22 @@ async fn say_during(c: &mut Client, chat: Uuid, text: &str, strategy: &str) {
         .await;
 }
 
-/// The user's texts and the agent's answers, in log order.
-fn turns(msgs: &[Value]) -> Vec<String> {
-    msgs.iter()
-        .filter(|m| m["type"] == "chat.text")
-        .map(|m| {
-            format!(
-                "{}: {}",
-                m["agent"].as_str().unwrap(),
-                m["content"].as_str().unwrap()
-            )
-        })
-        .collect()
+/// The whole log of `chat` on `addr` (replayed, then live) until the
+/// run that answers `answer` ends.
+async fn log_through(addr: std::net::SocketAddr, chat: Uuid, answer: &str) -> Vec<Value> {
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    c.resume(chat, 0).await;
+    let mut log = c
+        .recv_until(|m| m["type"] == "chat.text" && m["content"] == answer)
+        .await;
+    log.extend(c.until_complete(chat).await);
+    let log: Vec<Value> = log
+        .iter()
+        .filter(|m| m["type"] != "chat.resume_boundary")
+        .map(without_replay)
+        .collect();
+    assert_gap_free(&seqs(&log));
+    log
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,20 +223,7 @@ async fn a_queued_message_outlives_a_crash() {
         child.wait().await.unwrap();
 
         let (_child, addr) = spawn_agentwire(&url, &agents, &flags).await;
-        let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
-        c.resume(chat, 0).await;
-        let mut log = c
-            .recv_until(|m| {
-                m["type"] == "chat.text" && m["content"] == "You said: after the restart"
-            })
-            .await;
-        log.extend(c.until_complete(chat).await);
-        let log: Vec<Value> = log
-            .iter()
-            .filter(|m| m["type"] != "chat.resume_boundary")
-            .map(without_replay)
-            .collect();
-        assert_gap_free(&seqs(&log));
+        let log = log_through(addr, chat, "You said: after the restart").await;
         let ends: Vec<&Value> = log
             .iter()
             .filter(|m| m["type"] == "chat.run_complete")
@@ -270,24 +261,15 @@ async fn a_message_queued_behind_another_outlives_a_crash_in_that_ones_run() {
     say_during(&mut c, chat, "slow: 60", "enqueue").await;
     say_during(&mut c, chat, "last", "enqueue").await;
     // The first queued message's run is under way.
-    c.recv_until(|m| m["type"] == "chat.text" && m["content"] == "slow: 60").await;
-    c.recv_until(|m| m["type"] == "chat.print" && m["content"] == "w10 ").await;
+    c.recv_until(|m| m["type"] == "chat.text" && m["content"] == "slow: 60")
+        .await;
+    c.recv_until(|m| m["type"] == "chat.print" && m["content"] == "w10 ")
+        .await;
     child.start_kill().unwrap();
     child.wait().await.unwrap();
 
     let (_child, addr) = spawn_agentwire(&url, &agents, &flags).await;
-    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
-    c.resume(chat, 0).await;
-    let mut log = c
-        .recv_until(|m| m["type"] == "chat.text" && m["content"] == "You said: last")
-        .await;
-    log.extend(c.until_complete(chat).await);
-    let log: Vec<Value> = log
-        .iter()
-        .filter(|m| m["type"] != "chat.resume_boundary")
-        .map(without_replay)
-        .collect();
-    assert_gap_free(&seqs(&log));
+    let log = log_through(addr, chat, "You said: last").await;
     let taken = |text: &str| {
         log.iter()
             .filter(|m| m["type"] == "chat.text" && m["agent"] == "user" && m["content"] == text)

@@ -331,6 +331,20 @@ pub fn types(msgs: &[Value]) -> Vec<&str> {
 }
 
 /// The `seq`s of a list of messages (those that have one).
+/// The user's texts and the agents' answers (`chat.text`), as `who: text`.
+pub fn turns(msgs: &[Value]) -> Vec<String> {
+    msgs.iter()
+        .filter(|m| m["type"] == "chat.text")
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["agent"].as_str().unwrap(),
+                m["content"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
 pub fn seqs(msgs: &[Value]) -> Vec<u64> {
     msgs.iter().filter_map(|m| m["seq"].as_u64()).collect()
 }
