@@ -30,6 +30,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/chats/{id}/regenerate", post(regenerate))
         .route("/v1/chats/{id}/switch", post(switch))
         .route("/v1/chats/{id}/fork", post(fork))
+        .route("/v1/chats/{id}/path", get(path))
 }
 
 /// A chat's tree: where the conversation goes on, and every point where it
@@ -114,6 +115,30 @@ pub struct ForkedFrom {
     pub chat_id: Uuid,
     /// The source's envelope the copy ends with.
     pub seq: u64,
+}
+
+/// `GET /v1/chats/{id}/path` query.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct PathQuery {
+    /// The envelope the path ends at (default: the active path's end).
+    pub leaf: Option<u64>,
+    /// Only envelopes of the path with a higher seq (default 0).
+    pub after: Option<u64>,
+    /// At most this many (1..=1000, default 100).
+    pub limit: Option<u32>,
+}
+
+/// `GET /v1/chats/{id}/path`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PathPage {
+    pub chat_id: Uuid,
+    /// The envelope the path ends at.
+    pub leaf: u64,
+    /// The path's envelopes, as on the WebSocket, in seq order.
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<serde_json::Value>,
+    /// Pass as `after` for the next page; `null` on the last one.
+    pub next_after: Option<u64>,
 }
 
 /// The longest `model` name (as in `protocol/inbound/chat.regenerate.json`).
@@ -285,6 +310,37 @@ pub(super) async fn fork(
         forked_from: ForkedFrom { chat_id: id, seq },
     };
     Ok((StatusCode::CREATED, Json(forked)).into_response())
+}
+
+/// One branch of the conversation read whole: the envelopes of the path to
+/// `leaf` (default: the active one), paged like `GET /v1/chats/{id}/events`.
+#[utoipa::path(get, path = "/v1/chats/{id}/path", tag = "rest",
+    params(("id" = Uuid, Path), PathQuery),
+    responses((status = 200, body = PathPage),
+              (status = 404, body = ErrorBody, description = "no such chat of yours, or MESSAGE_NOT_FOUND: `leaf` is not an envelope of the conversation")))]
+pub(super) async fn path(
+    State(state): State<AppState>,
+    AuthUser { user, .. }: AuthUser,
+    Path(id): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<PathQuery>,
+) -> Result<Json<PathPage>, ApiError> {
+    let id = chat_id(&id)?;
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let (leaf, events, next_after) = state
+        .registry
+        .path_page(id, &user, q.leaf, q.after.unwrap_or(0), limit)
+        .await?;
+    let events = events
+        .iter()
+        .map(|e| serde_json::from_str(e))
+        .collect::<Result<Vec<serde_json::Value>, _>>()
+        .map_err(|e| ApiError::Internal(format!("an envelope cannot be read: {e}")))?;
+    Ok(Json(PathPage {
+        chat_id: id,
+        leaf,
+        events,
+        next_after,
+    }))
 }
 
 fn seq_of(seq: &str) -> Result<u64, ApiError> {

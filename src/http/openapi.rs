@@ -30,6 +30,7 @@ use super::{
         branches::regenerate,
         branches::switch,
         branches::fork,
+        branches::path,
         answers::answer_input,
         answers::answer_component,
         answers::approve,

@@ -472,3 +472,60 @@ async fn a_fork_copies_the_path_to_an_answer_into_a_new_chat() {
     let (status, body) = post(format!("/v1/chats/{other}/fork"), json!({})).await;
     assert_eq!((status, code(&body)), (404, "RESUME_FAILED".into()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_branch_reads_whole_in_pages() {
+    let server = Server::start().await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start(chat, "one").await;
+    let one = c.until_complete(chat).await;
+    c.say(chat, "two").await;
+    let two = c.until_complete(chat).await;
+    c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": said(&two, "two"), "text": "TWO"}))
+        .await;
+    let edited = c.until_complete(chat).await;
+    let read = |query: String| {
+        let server = &server;
+        async move {
+            let mut events = Vec::new();
+            let mut after = 0;
+            loop {
+                let path = format!("/v1/chats/{chat}/path?limit=3&after={after}{query}");
+                let (status, page) = http_json(server, "GET", &path, "").await;
+                assert_eq!(status, 200, "{page}");
+                events.extend(page["events"].as_array().unwrap().iter().cloned());
+                match page["next_after"].as_u64() {
+                    Some(next) => after = next,
+                    None => return (page["leaf"].clone(), events),
+                }
+            }
+        }
+    };
+    // The active path: the first turn, then the edited one (its branch is not on it).
+    let (leaf, active) = read(String::new()).await;
+    assert_eq!(leaf, edited.last().unwrap()["seq"]);
+    let expected: Vec<Value> = one.iter().chain(&edited[1..]).cloned().collect();
+    assert_eq!(active, expected);
+    // The version left, read whole by its end.
+    let end = two.last().unwrap()["seq"].as_u64().unwrap();
+    let (_, left) = read(format!("&leaf={end}")).await;
+    let expected: Vec<Value> = one.iter().chain(&two).cloned().collect();
+    assert_eq!(left, expected);
+    // A branch is no leaf; another user's chat is not found.
+    let branch = edited[0]["seq"].as_u64().unwrap();
+    let (status, body) = http_json(
+        &server,
+        "GET",
+        &format!("/v1/chats/{chat}/path?leaf={branch}"),
+        "",
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("MESSAGE_NOT_FOUND"))
+    );
+    let other = Uuid::new_v4();
+    let (status, _) = http_json(&server, "GET", &format!("/v1/chats/{other}/path"), "").await;
+    assert_eq!(status, 404);
+}

@@ -226,6 +226,21 @@ async fn every_json_answer_matches_the_document() {
     .await;
     check(&doc, "/v1/chats/{id}/switch", "post", s, &b);
     assert_eq!(s, 200, "{b}");
+    let (s, b) = req(
+        "GET",
+        format!("/v1/chats/{tree}/path?limit=2"),
+        String::new(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/path", "get", s, &b);
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = req(
+        "GET",
+        format!("/v1/chats/{tree}/path?leaf=100000"),
+        String::new(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/path", "get", s, &b);
     let (s, b) = req("POST", format!("/v1/chats/{tree}/fork"), String::new()).await;
     check(&doc, "/v1/chats/{id}/fork", "post", s, &b);
     assert_eq!(s, 201, "{b}");
@@ -515,6 +530,7 @@ async fn every_json_answer_matches_the_document() {
         "get /v1/chats/{id}/branches",
         "get /v1/chats/{id}/events",
         "get /v1/chats/{id}/model",
+        "get /v1/chats/{id}/path",
         "get /v1/chats/{id}/state",
         "get /v1/connections",
         "get /v1/connections/{id}",

@@ -303,6 +303,59 @@ impl Registry {
         Ok((chat, last, leaf))
     }
 
+    /// A page of the path to `leaf` (default: the active path's end) of
+    /// `user`'s chat: its envelopes (of every kind) with a seq above `after`,
+    /// up to `limit` and about 4 MiB, as stored — any branch read whole.
+    ///
+    /// # Returns
+    /// The leaf, the envelopes, and where the next page starts (`None`: the
+    /// path is read to its end).
+    ///
+    /// # Errors
+    /// `NotFound`; `MessageNotFound` for a `leaf` that is not an envelope of
+    /// the conversation (a branch, or past the log).
+    pub async fn path_page(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        leaf: Option<u64>,
+        after: u64,
+        limit: u32,
+    ) -> Result<(u64, Vec<String>, Option<u64>), SessionError> {
+        const MAX_BYTES: usize = 4 << 20;
+        let (_, last) = self.chat(chat_id, user).await?;
+        let store = &self.inner.ctx.store;
+        let transcript = store.transcript(chat_id).await?;
+        let tree = Tree::of_log(&transcript, last);
+        let leaf = leaf.unwrap_or_else(|| tree.pointer());
+        if leaf != 0 && !tree.is_regular(leaf) {
+            return Err(SessionError::MessageNotFound(format!(
+                "seq {leaf} is not an envelope of the conversation"
+            )));
+        }
+        let (mut out, mut bytes, mut at) = (Vec::new(), 0, after);
+        'ranges: for range in tree.path(leaf) {
+            let mut from = (range.start() - 1).max(after);
+            while from < *range.end() {
+                if out.len() >= limit as usize || bytes >= MAX_BYTES {
+                    break 'ranges;
+                }
+                let want = (range.end() - from).min(u64::from(limit) - out.len() as u64) as u32;
+                let (page, _) = store
+                    .load_bounded(chat_id, from, want, MAX_BYTES - bytes)
+                    .await?;
+                let Some(tail) = page.last() else { break };
+                from = tail.seq;
+                for e in page.into_iter().filter(|e| range.contains(&e.seq)) {
+                    bytes += e.json.len();
+                    at = e.seq;
+                    out.push(e.json);
+                }
+            }
+        }
+        Ok((leaf, out, (at < leaf).then_some(at)))
+    }
+
     /// `user`'s chat's tree, as committed.
     ///
     /// # Errors
