@@ -374,6 +374,10 @@ pub struct Envelope {
     /// its `chat.queued`, now taken by a run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued: Option<u64>,
+    /// `true` on a user's `chat.text` that starts a run (not an answer to
+    /// an input request, not a steer): what an edit or a regenerate names.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub starts_run: bool,
 }
 
 impl Envelope {
@@ -387,6 +391,7 @@ impl Envelope {
             context_type: None,
             run_usage: None,
             queued: None,
+            starts_run: false,
         }
     }
 

@@ -529,3 +529,42 @@ async fn any_branch_reads_whole_in_pages() {
     let (status, _) = http_json(&server, "GET", &format!("/v1/chats/{other}/path"), "").await;
     assert_eq!(status, 404);
 }
+
+/// A user's message that starts a run is marked so when logged: one that
+/// follows a component patched between runs (not a run's end) is still
+/// one to edit; an answer to an input request is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_after_a_patch_between_runs_can_be_edited() {
+    let server = Server::start().await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start(chat, "ui: date_picker").await;
+    let asked = c.recv_until(|m| m["type"] == "chat.tool_call").await;
+    assert_eq!(asked[0]["starts_run"], true);
+    let corr = asked.last().unwrap()["corr"].clone();
+    c.send(json!({"type": "inline_component.result", "chat_id": chat, "corr": corr, "data": {"date": "2026-01-02"}}))
+        .await;
+    c.until_complete(chat).await;
+    c.send(
+        json!({"type": "artifact_patch", "chat_id": chat, "corr": corr,
+        "patch": [{"op": "add", "path": "/selected", "value": "2026-01-03"}]}),
+    )
+    .await;
+    c.expect("chat.tool_call").await;
+    c.say(chat, "next").await;
+    let next = c.until_complete(chat).await;
+    assert_eq!(next[0]["starts_run"], true);
+    c.send(
+        json!({"type": "chat.edit", "chat_id": chat, "seq": said(&next, "next"), "text": "NEXT"}),
+    )
+    .await;
+    assert_eq!(last_text(&c.until_complete(chat).await), "You said: NEXT");
+    c.say(chat, "ask: Why?").await;
+    let asked = c.recv_until(|m| m["type"] == "chat.input_request").await;
+    let request_id = asked.last().unwrap()["request_id"].clone();
+    c.send(json!({"type": "user.input.submit", "chat_id": chat, "request_id": request_id, "text": "Because"}))
+        .await;
+    let answered = c.until_complete(chat).await;
+    let answer = answered.iter().find(|m| m["content"] == "Because").unwrap();
+    assert!(answer.get("starts_run").is_none(), "{answer}");
+}

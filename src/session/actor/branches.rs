@@ -48,14 +48,19 @@ impl Actor {
         let said = transcript
             .binary_search_by_key(&seq, |e| e.seq)
             .ok()
-            .map(|i| &transcript[i]);
-        let by_user = said.is_some_and(|e| {
-            e.kind == "chat.text"
-                && serde_json::from_str::<serde_json::Value>(&e.json)
-                    .is_ok_and(|v| v["agent"] == "user")
-        });
-        if !by_user || !tree.is_regular(seq) {
+            .map(|i| &transcript[i])
+            .filter(|e| e.kind == "chat.text")
+            .and_then(|e| serde_json::from_str::<serde_json::Value>(&e.json).ok());
+        let Some(said) = said.filter(|v| v["agent"] == "user") else {
             return Ok(false);
+        };
+        if !tree.is_regular(seq) {
+            return Ok(false);
+        }
+        // Marked when logged; a log written before the mark is read by the
+        // text's place: after the chat's start or a run's end.
+        if said["starts_run"] == true {
+            return Ok(true);
         }
         let parent = tree.parent(seq);
         if parent == 0 {

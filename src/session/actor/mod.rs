@@ -153,6 +153,8 @@ struct Marks {
     run_usage: Option<std::collections::BTreeMap<String, crate::protocol::AgentUsage>>,
     /// On the batch's user texts, in order: the `chat.queued` each takes.
     queued: Vec<u64>,
+    /// The batch's first user text starts a run.
+    starts_run: bool,
 }
 
 /// An answer that came, just after a restart, for a request the continued
@@ -400,10 +402,11 @@ impl Actor {
             if matches!(env.kind, EventKind::Text { .. }) {
                 env.context_type = marks.context_type.take();
             }
-            if matches!(&env.kind, EventKind::Text { agent, .. } if agent == "user")
-                && !marks.queued.is_empty()
-            {
-                env.queued = Some(marks.queued.remove(0));
+            if matches!(&env.kind, EventKind::Text { agent, .. } if agent == "user") {
+                if !marks.queued.is_empty() {
+                    env.queued = Some(marks.queued.remove(0));
+                }
+                env.starts_run = std::mem::take(&mut marks.starts_run);
             }
             if env.kind.carries_run_usage() {
                 env.run_usage = marks.run_usage.take();

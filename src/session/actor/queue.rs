@@ -126,6 +126,7 @@ impl Actor {
         let next = self.queue.pop_front()?;
         events.push(said(&next));
         marks.queued.push(next.seq);
+        marks.starts_run = true;
         Some(next)
     }
 

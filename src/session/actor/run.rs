@@ -159,6 +159,7 @@ impl Actor {
             };
             let marks = Marks {
                 context_type: extras.context_type.clone(),
+                starts_run: true,
                 ..Marks::default()
             };
             let events = branch.into_iter().chain([(event, client_msg_id)]).collect();

@@ -189,12 +189,14 @@ impl Registry {
             let Ok(env) = serde_json::from_str::<crate::protocol::Envelope>(&e.json) else {
                 continue;
             };
+            let marked = env.starts_run;
             let EventKind::Text { agent, content } = env.kind else {
                 continue;
             };
             let parent = tree.parent(e.seq);
             let starts = agent == "user"
-                && (parent == 0
+                && (marked
+                    || parent == 0
                     || store
                         .load_after(chat_id, parent - 1, 1)
                         .await?
