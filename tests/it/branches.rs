@@ -400,15 +400,7 @@ async fn a_branch_made_through_one_node_is_served_by_the_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_copies_the_path_to_an_answer_into_a_new_chat() {
     let server = Server::start().await;
-    let chat = Uuid::new_v4();
-    let mut c = server.client().await;
-    c.start(chat, "one").await;
-    let one = c.until_complete(chat).await;
-    c.say(chat, "two").await;
-    let two = c.until_complete(chat).await;
-    c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": said(&two, "two"), "text": "TWO"}))
-        .await;
-    let edited = c.until_complete(chat).await;
+    let (chat, mut c, [one, two, edited]) = one_two_edited(&server).await;
     let post = |path: String, body: Value| {
         let server = &server;
         async move { http_json(server, "POST", &path, &body.to_string()).await }
@@ -476,15 +468,7 @@ async fn a_fork_copies_the_path_to_an_answer_into_a_new_chat() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_branch_reads_whole_in_pages() {
     let server = Server::start().await;
-    let chat = Uuid::new_v4();
-    let mut c = server.client().await;
-    c.start(chat, "one").await;
-    let one = c.until_complete(chat).await;
-    c.say(chat, "two").await;
-    let two = c.until_complete(chat).await;
-    c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": said(&two, "two"), "text": "TWO"}))
-        .await;
-    let edited = c.until_complete(chat).await;
+    let (chat, mut c, [one, two, edited]) = one_two_edited(&server).await;
     let read = |query: String| {
         let server = &server;
         async move {
@@ -567,4 +551,19 @@ async fn a_message_after_a_patch_between_runs_can_be_edited() {
     let answered = c.until_complete(chat).await;
     let answer = answered.iter().find(|m| m["content"] == "Because").unwrap();
     assert!(answer.get("starts_run").is_none(), "{answer}");
+}
+
+/// A chat with turns `one` and `two`, then `two` edited to `TWO`: the chat,
+/// its client, and each run's envelopes.
+async fn one_two_edited(server: &Server) -> (Uuid, Client, [Vec<Value>; 3]) {
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start(chat, "one").await;
+    let one = c.until_complete(chat).await;
+    c.say(chat, "two").await;
+    let two = c.until_complete(chat).await;
+    c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": said(&two, "two"), "text": "TWO"}))
+        .await;
+    let edited = c.until_complete(chat).await;
+    (chat, c, [one, two, edited])
 }

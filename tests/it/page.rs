@@ -36,6 +36,7 @@ async fn the_page_and_its_assets_load_only_from_here_and_are_framed_by_no_one() 
         "/assets/app.js",
         "/assets/style.css",
         "/assets/agentwire.js",
+        "/assets/tree.js",
         "/assets/chart.js",
         "/assets/vendor/vega.min.js",
         "/assets/vendor/vega-interpreter.js",

@@ -107,6 +107,10 @@ async fn oversize_bodies_and_other_users_are_refused_on_every_new_route() {
         format!("/chat/{t}/message"),
         format!("/v1/chats/{t}/approvals"),
         format!("/v1/chats/{t}/workflows/hello"),
+        format!("/v1/chats/{t}/messages/1/edit"),
+        format!("/v1/chats/{t}/regenerate"),
+        format!("/v1/chats/{t}/switch"),
+        format!("/v1/chats/{t}/fork"),
     ] {
         let (status, err) = alice.send("POST", &path, Some(big.clone())).await;
         assert_eq!(status, 413, "{path}: {err}");
@@ -135,6 +139,21 @@ async fn oversize_bodies_and_other_users_are_refused_on_every_new_route() {
             format!("/v1/chats/{t}/workflows/hello"),
             Some(json!({"parameters": {"who": "Bob"}})),
         ),
+        // The tree's routes (issue 34).
+        (
+            "POST",
+            format!("/v1/chats/{t}/messages/1/edit"),
+            Some(json!({"text": "mine now"})),
+        ),
+        ("POST", format!("/v1/chats/{t}/regenerate"), Some(json!({}))),
+        (
+            "POST",
+            format!("/v1/chats/{t}/switch"),
+            Some(json!({"to": 1})),
+        ),
+        ("POST", format!("/v1/chats/{t}/fork"), Some(json!({}))),
+        ("GET", format!("/v1/chats/{t}/branches"), None),
+        ("GET", format!("/v1/chats/{t}/path"), None),
     ] {
         let (status, err) = bob.send(method, &path, body.map(|b| b.to_string())).await;
         assert_eq!(status, 404, "{method} {path}: {err}");
@@ -205,9 +224,28 @@ async fn a_burst_past_the_rate_is_refused_on_every_new_route() {
             )
             .await,
     );
-    // Reads are not rate limited: the state still answers.
+    // So do the tree's writes (issue 34): edits, regenerates, switches, forks.
+    for (path, body) in [
+        (
+            format!("/v1/chats/{t}/messages/1/edit"),
+            json!({"text": "again"}),
+        ),
+        (format!("/v1/chats/{t}/regenerate"), json!({})),
+        (format!("/v1/chats/{t}/switch"), json!({"to": 1})),
+        (format!("/v1/chats/{t}/fork"), json!({})),
+    ] {
+        limited(alice.post(&path, body).await);
+    }
+    // Reads are not rate limited: the state, the tree and a path still answer.
     let (status, state) = alice.send("GET", &format!("/chat/{t}/state"), None).await;
     assert_eq!(status, 200, "{state}");
+    for path in [
+        format!("/v1/chats/{t}/branches"),
+        format!("/v1/chats/{t}/path"),
+    ] {
+        let (status, body) = alice.send("GET", &path, None).await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
 }
 
 /// The workflow registry's reads: a body is ignored, a workflow another user
