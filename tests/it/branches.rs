@@ -400,7 +400,7 @@ async fn a_branch_made_through_one_node_is_served_by_the_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_copies_the_path_to_an_answer_into_a_new_chat() {
     let server = Server::start().await;
-    let (chat, mut c, [one, two, edited]) = one_two_edited(&server).await;
+    let (chat, _c, [one, _two, edited]) = one_two_edited(&server).await;
     let post = |path: String, body: Value| {
         let server = &server;
         async move { http_json(server, "POST", &path, &body.to_string()).await }
@@ -468,7 +468,7 @@ async fn a_fork_copies_the_path_to_an_answer_into_a_new_chat() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_branch_reads_whole_in_pages() {
     let server = Server::start().await;
-    let (chat, mut c, [one, two, edited]) = one_two_edited(&server).await;
+    let (chat, _c, [one, two, edited]) = one_two_edited(&server).await;
     let read = |query: String| {
         let server = &server;
         async move {
