@@ -174,7 +174,10 @@ class ChatView {
             li.append(edit);
           }
         } else {
-          renderMarkdown(this.bubble(m.agent), m.content);
+          const msg = this.bubble(m.agent);
+          renderMarkdown(msg, m.content);
+          // A run stopped mid-answer (cancelled, interrupted, timed out).
+          if (m.partial) msg.after(el('span', { cls: 'note cut', text: 'stopped here' }));
           this.turn = null;
         }
         break;
@@ -563,14 +566,20 @@ function open(chatId, agent) {
   show(client.openChat(chatId), agent);
 }
 
-$('composer').onsubmit = (e) => {
-  e.preventDefault();
+/** Sends what was typed; while the agent works, by `strategy`. */
+function send(strategy) {
   const text = $('text').value.trim();
   if (!text || !current) return;
-  // Typed while the agent works: it runs next (the page shows it queued).
-  current.chat.sendMessage(text, { multitaskStrategy: 'enqueue' });
+  current.chat.sendMessage(text, { multitaskStrategy: strategy });
   $('text').value = '';
+}
+$('composer').onsubmit = (e) => {
+  e.preventDefault();
+  // Typed while the agent works: it runs next (the page shows it queued).
+  send('enqueue');
 };
+// Stops the answer being written (kept as far as it went) and runs this now.
+$('now').onclick = () => send('interrupt');
 $('text').onkeydown = (e) => {
   if (e.key === 'Enter' && !e.shiftKey) {
     e.preventDefault();

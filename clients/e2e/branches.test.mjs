@@ -107,3 +107,23 @@ test('a message typed while the agent works waits, shown queued, and runs next',
   assert.deepEqual(await shown(page), ['slow: 80', Array.from({ length: 80 }, (_, i) => `w${i + 1}`).join(' '), 'and then this', 'You said: and then this']);
   await page.close();
 });
+
+test('"Send now" during an answer stops it where it was, shown so, and answers the new message', async () => {
+  const page = await openChat(browser, port, 'interrupt');
+  await say(page, 'slow: 300');
+  await page.locator('#log li.agent .msg').last().filter({ hasText: 'w5 ' }).waitFor();
+  await type(page.locator('#text'), 'never mind');
+  await page.click('#now');
+  await lastAgentText(page, 'You said: never mind');
+  await page.shot('1-interrupted');
+  const answers = await shown(page);
+  assert.equal(answers.length, 4);
+  assert.deepEqual([answers[0], answers[2]], ['slow: 300', 'never mind']);
+  assert.match(answers[1], /^w1 w2 w3 w4 w5( w\d+)*$/);
+  assert.ok(!answers[1].includes('w300'), 'cut off');
+  // The cut answer says so, and only it.
+  assert.equal(await page.locator('#log li.agent .note.cut').count(), 1);
+  assert.equal(await page.locator('#log li.agent').nth(0).locator('.note.cut').textContent(), 'stopped here');
+  await page.close();
+});
+

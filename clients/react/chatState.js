@@ -2,7 +2,13 @@
 /**
  * The pure part of `useChat`: folds a chat's envelopes, in seq order, into what
  * a UI renders. No React here, so it can be used with any framework.
+ *
+ * A chat is a tree (protocol/README.md, "Conversations are trees"): the state
+ * shows its active path. A `chat.branch` (an edit, a regenerate, a switch)
+ * folds the path it leads to again from the envelopes held; a message that
+ * begins one of several versions says which (`versions`), for a `‹ 2/3 ›`.
  */
+import { Tree } from '../js/tree.js';
 
 /**
  * @typedef {object} Message
@@ -12,6 +18,9 @@
  * @property {string} text     Streamed so far, or final.
  * @property {string} [reasoning]  The model's reasoning before it (`chat.reasoning`), when it streams one.
  * @property {boolean} streaming
+ * @property {boolean} [partial]  What a cancelled, interrupted or timed-out run had said when it stopped.
+ * @property {{all: number[], index: number}} [versions]  This message (with what led to it) is version
+ *   `index + 1` of `all.length`; `all` holds the seq each version starts at, for `switchTo`.
  *
  * @typedef {object} ToolCall
  * @property {string} corr
@@ -40,12 +49,38 @@
  * @property {string | null} lastRunEnd      The last `run_complete` reason.
  * @property {{total: number, prompt: number, completion: number, cost?: number, byAgent?: Record<string, {total_tokens: number, prompt_tokens: number, completion_tokens: number, cost?: number}>}[]} usage  One per run (a group's per member too).
  * @property {{code: string, message: string}[]} errors
+ * @property {{seq: number, text: string, mode: string}[]} queued  Messages sent during a run, waiting for one.
  * @property {number} lastSeq
+ * @property {Map<number, number>} branches  Each `chat.branch`'s seq → its `at` (the tree).
+ * @property {{m: any, prev: any} | null} log  Every envelope folded, newest first (a chain, so a fold step copies nothing).
+ * @property {{all: number[], index: number} | null} nextVersions  Versions the next message begins.
  */
 
 /** @returns {ChatState} */
 export function initialChatState() {
-  return { messages: [], toolCalls: [], inputRequests: [], run: 'idle', lastRunEnd: null, usage: [], errors: [], lastSeq: 0 };
+  return {
+    messages: [], toolCalls: [], inputRequests: [], run: 'idle', lastRunEnd: null, usage: [], errors: [], queued: [],
+    lastSeq: 0, branches: new Map(), log: null, nextVersions: null,
+  };
+}
+
+/** The tree `branches` make of a log that ends at `last` (read only). */
+function treeOf(/** @type {Map<number, number>} */ branches, /** @type {number} */ last) {
+  return Object.assign(new Tree(), { branches, last });
+}
+
+/** The state of the active path of everything folded so far, from scratch. */
+function refold(/** @type {ChatState} */ s) {
+  const all = [];
+  for (let at = s.log; at; at = at.prev) all.push(at.m);
+  all.reverse();
+  const path = treeOf(s.branches, s.lastSeq).path();
+  let out = { ...initialChatState(), branches: s.branches };
+  for (const m of all) {
+    if (!path.has(m.seq)) continue;
+    out = step({ ...out, lastSeq: s.lastSeq }, m);
+  }
+  return { ...out, log: s.log };
 }
 
 /**
@@ -56,7 +91,30 @@ export function initialChatState() {
  */
 export function applyEnvelope(s, m) {
   if (m.seq <= s.lastSeq) return s;
-  const next = { ...s, lastSeq: m.seq };
+  const log = { m, prev: s.log };
+  if (m.type === 'chat.branch') {
+    return refold({ ...s, log, lastSeq: m.seq, branches: new Map(s.branches).set(m.seq, m.at) });
+  }
+  return step({ ...s, log, lastSeq: m.seq }, m);
+}
+
+/**
+ * One regular envelope of the active path.
+ * @param {ChatState} s  with `lastSeq` (the tree's end: `m`'s, or the log's when folded again)
+ * @param {any} m
+ * @returns {ChatState}
+ */
+function step(s, m) {
+  const next = { ...s };
+  const versions = treeOf(s.branches, s.lastSeq).versions(m.seq);
+  if (versions) next.nextVersions = versions;
+  /** A message opened here takes the versions that begin before it. */
+  const opened = (/** @type {Message} */ msg) => {
+    if (!next.nextVersions) return msg;
+    const withVersions = { ...msg, versions: next.nextVersions };
+    next.nextVersions = null;
+    return withVersions;
+  };
   const lastMsg = s.messages[s.messages.length - 1];
   const streamingAgent = lastMsg && lastMsg.role === 'agent' && lastMsg.streaming ? lastMsg : null;
   const replaceLast = (/** @type {Message} */ msg) => [...s.messages.slice(0, -1), msg];
@@ -65,13 +123,19 @@ export function applyEnvelope(s, m) {
   switch (m.type) {
     case 'chat.text':
       if (m.agent === 'user') {
-        next.messages = [...s.messages, { seq: m.seq, role: 'user', agent: 'user', text: m.content, streaming: false }];
+        next.messages = [...s.messages, opened({ seq: m.seq, role: 'user', agent: 'user', text: m.content, streaming: false })];
         next.run = 'running';
+        if (m.queued) next.queued = s.queued.filter((q) => q.seq !== m.queued);
       } else if (streamingAgent) {
-        next.messages = replaceLast({ ...streamingAgent, text: m.content, streaming: false });
+        next.messages = replaceLast({ ...streamingAgent, text: m.content, streaming: false, ...(m.partial ? { partial: true } : {}) });
       } else {
-        next.messages = [...s.messages, { seq: m.seq, role: 'agent', agent: m.agent, text: m.content, streaming: false }];
+        next.messages = [...s.messages, opened({
+          seq: m.seq, role: 'agent', agent: m.agent, text: m.content, streaming: false, ...(m.partial ? { partial: true } : {}),
+        })];
       }
+      break;
+    case 'chat.queued':
+      next.queued = [...s.queued, { seq: m.seq, text: m.content, mode: m.mode }];
       break;
     case 'chat.select_speaker':
       next.run = 'running';
@@ -82,12 +146,12 @@ export function applyEnvelope(s, m) {
       // The model's thinking, before the words of its turn.
       next.messages = streamingAgent
         ? replaceLast({ ...streamingAgent, reasoning: (streamingAgent.reasoning ?? '') + m.content })
-        : [...s.messages, { seq: m.seq, role: 'agent', agent: m.agent, text: '', reasoning: m.content, streaming: true }];
+        : [...s.messages, opened({ seq: m.seq, role: 'agent', agent: m.agent, text: '', reasoning: m.content, streaming: true })];
       break;
     case 'chat.print':
       next.messages = streamingAgent
         ? replaceLast({ ...streamingAgent, text: streamingAgent.text + m.content })
-        : [...s.messages, { seq: m.seq, role: 'agent', agent: m.agent, text: m.content, streaming: true }];
+        : [...s.messages, opened({ seq: m.seq, role: 'agent', agent: m.agent, text: m.content, streaming: true })];
       break;
     case 'chat.turn_discarded':
       // A model turn a restart cut off: its fragments go, and the turn is

@@ -6,7 +6,12 @@ export interface Message {
   role: 'user' | 'agent';
   agent: string;
   text: string;
+  reasoning?: string;
   streaming: boolean;
+  /** What a cancelled, interrupted or timed-out run had said when it stopped. */
+  partial?: boolean;
+  /** This message begins version `index + 1` of `all.length`; `all` holds the seq each starts at (for `switchTo`). */
+  versions?: { all: number[]; index: number };
 }
 
 export interface ToolCall {
@@ -47,14 +52,27 @@ export interface ChatState {
     byAgent?: Record<string, { total_tokens: number; prompt_tokens: number; completion_tokens: number; cost?: number }>;
   }[];
   errors: { code: string; message: string }[];
+  /** Messages sent during a run (`enqueue`, `interrupt`, `steer`) that no run took yet. */
+  queued: { seq: number; text: string; mode: string }[];
   lastSeq: number;
+  /** The tree: each `chat.branch`'s seq → its `at`. */
+  branches: Map<number, number>;
+  /** Every envelope folded, newest first. */
+  log: { m: Envelope; prev: ChatState['log'] } | null;
+  nextVersions: { all: number[]; index: number } | null;
 }
 
 export interface UseChat extends ChatState {
   connection: ConnectionState;
   pendingComponents: ToolCall[];
   pendingInputs: InputRequest[];
-  send(text: string): string | undefined;
+  send(text: string, options?: { multitaskStrategy?: 'reject' | 'enqueue' | 'interrupt' | 'steer' }): string | undefined;
+  /** A new version of the user's message at `seq`; the agent answers it. */
+  edit(seq: number, text: string): string | undefined;
+  /** A new answer to the user's message at `seq` (default: the last), with `model` if given. */
+  regenerate(seq?: number, model?: string): void;
+  /** Makes the version that starts at `to` (from `versions.all`) the active one. */
+  switchTo(to: number): void;
   submitInput(requestId: string, text: string): void;
   answer(corr: string, data: unknown): void;
   cancel(): void;

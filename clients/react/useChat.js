@@ -3,7 +3,9 @@
  * `useChat`: a React hook over an agentwire chat. It folds the chat's
  * envelopes (exactly once, in order, across reconnects — the client's job)
  * into messages with streaming text, tool calls with their results and
- * progress, pending input requests and components, usage and the run state.
+ * progress, pending input requests and components, usage and the run state;
+ * of a chat that branched (edits, regenerates), the active path, with the
+ * versions where there are several.
  */
 import { useCallback, useEffect, useReducer, useState } from 'react';
 
@@ -51,7 +53,16 @@ export function useChat(client, chatId) {
   }, [client, chatId]);
 
   const chat = chatId ? client.chats.get(chatId) : undefined;
-  const send = useCallback((/** @type {string} */ text) => chat?.sendMessage(text), [chat]);
+  const send = useCallback(
+    (/** @type {string} */ text, /** @type {{multitaskStrategy?: string}=} */ options) => chat?.sendMessage(text, options),
+    [chat],
+  );
+  const edit = useCallback((/** @type {number} */ seq, /** @type {string} */ text) => chat?.edit(seq, text), [chat]);
+  const regenerate = useCallback(
+    (/** @type {number=} */ seq, /** @type {string=} */ model) => chat?.regenerate(seq, model),
+    [chat],
+  );
+  const switchTo = useCallback((/** @type {number} */ to) => chat?.switchTo(to), [chat]);
   const submitInput = useCallback((/** @type {string} */ id, /** @type {string} */ text) => chat?.submitInput(id, text), [chat]);
   const answer = useCallback((/** @type {string} */ corr, /** @type {unknown} */ data) => chat?.sendComponentResult(corr, data), [chat]);
   const cancel = useCallback(() => chat?.cancel(), [chat]);
@@ -64,6 +75,9 @@ export function useChat(client, chatId) {
     /** Input requests waiting for the user. */
     pendingInputs: state.inputRequests.filter((r) => r.status === 'pending'),
     send,
+    edit,
+    regenerate,
+    switchTo,
     submitInput,
     answer,
     cancel,

@@ -378,6 +378,10 @@ pub struct Envelope {
     /// an input request, not a steer): what an edit or a regenerate names.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub starts_run: bool,
+    /// `true` on an agent's `chat.text` that a cancelled, interrupted or
+    /// timed-out run cut off: what it had said until then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 impl Envelope {
@@ -392,6 +396,7 @@ impl Envelope {
             run_usage: None,
             queued: None,
             starts_run: false,
+            partial: false,
         }
     }
 

@@ -101,6 +101,23 @@ async fn an_interrupt_cancels_the_run_and_answers_the_new_message() {
     assert_eq!(cut.last().unwrap()["reason"], "cancelled");
     let words = cut.iter().filter(|m| m["type"] == "chat.print").count();
     assert!(words < 300, "the run was cut: {words} words");
+    // What it had said stays, as its text marked partial, before its end.
+    let printed: String = log
+        .iter()
+        .chain(&cut)
+        .filter(|m| m["type"] == "chat.print")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    let partial = cut.iter().find(|m| m["type"] == "chat.text").unwrap();
+    assert_eq!(
+        (&partial["agent"], &partial["content"], &partial["partial"]),
+        (&json!("demo"), &json!(printed), &json!(true))
+    );
+    assert_eq!(
+        cut[cut.len() - 3]["seq"],
+        partial["seq"],
+        "then its usage and end"
+    );
     log.extend(cut);
     log.extend(c.until_complete(chat).await);
     assert_gap_free(&seqs(&log));
@@ -149,6 +166,56 @@ async fn an_agents_own_strategy_applies_and_a_full_queue_is_refused() {
             .map(|i| format!("You said: m{i}"))
             .collect::<Vec<_>>()
     );
+}
+
+/// The model of the run an interrupt starts sees the answer it cut off, as
+/// far as it went, between the two questions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_answer_is_in_the_next_runs_history() {
+    let w = OpenAiWire;
+    let slow: Vec<String> = (1..=200).map(|i| format!("w{i} ")).collect();
+    let slow: Vec<&str> = slow.iter().map(String::as_str).collect();
+    let llm = MockServer::start(vec![
+        w.text(&slow, (5, 200)).paced(Duration::from_millis(20)),
+        w.text(&["Short, then."], (5, 5)),
+    ])
+    .await;
+    let tool = MockServer::start(vec![]).await;
+    let server = server_with(agent_yaml(&w, &llm, &tool, "")).await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start_with(chat, "real", "Count to 200").await;
+    let mut log = c.recv_until(|m| m["type"] == "chat.print").await;
+    say_during(&mut c, chat, "Too long, stop", "interrupt").await;
+    log.extend(c.until_complete(chat).await);
+    log.extend(c.until_complete(chat).await);
+    assert_gap_free(&seqs(&log));
+    let partial = log
+        .iter()
+        .find(|m| m["type"] == "chat.text" && m["partial"] == true)
+        .expect("the cut answer, marked");
+    let cut = partial["content"].as_str().unwrap();
+    assert!(
+        cut.starts_with("w1 ") && cut.len() < slow.concat().len(),
+        "{cut}"
+    );
+    let requests = llm.requests();
+    let history: Vec<(Value, Value)> = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| (m["role"].clone(), m["content"].clone()))
+        .collect();
+    assert_eq!(
+        history,
+        vec![
+            (json!("user"), json!("Count to 200")),
+            (json!("assistant"), json!(cut)),
+            (json!("user"), json!("Too long, stop")),
+        ]
+    );
+    assert_eq!(log.last().unwrap()["reason"], "completed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

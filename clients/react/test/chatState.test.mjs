@@ -46,3 +46,68 @@ test("a model's reasoning is kept with the words of its turn", () => {
     ['agent', 'Hello!', 'A greeting; greet back.', false],
   ]);
 });
+
+test('a chat that branched shows its active path, with the versions where there are several', () => {
+  let seq = 0;
+  const e = (type, fields = {}) => ({ type, chat_id: 'c', seq: ++seq, ts: '2026-11-27T10:00:00.000Z', ...fields });
+  const run = (said, answer) => [
+    e('chat.text', { agent: 'user', content: said, starts_run: true }),
+    ...answerOf(answer),
+  ];
+  const answerOf = (answer) => [
+    e('chat.select_speaker', { agent: 'demo' }),
+    e('chat.print', { agent: 'demo', content: answer }),
+    e('chat.text', { agent: 'demo', content: answer }),
+    e('chat.usage_summary', { total_tokens: 0, prompt_tokens: 0, completion_tokens: 0 }),
+    e('chat.run_complete', { reason: 'completed' }),
+  ];
+  const shown = (state) => state.messages.map((m) => [m.role, m.text, m.versions ? `${m.versions.index + 1}/${m.versions.all.length}` : '']);
+  const log = run('a', 'You said: a'); // seqs 1..6
+  log.push(e('chat.branch', { at: 0, reason: 'edit' })); // 7: an edit of the first message
+  log.push(...run('b', 'You said: b')); // 8..13
+  let state = fold(log);
+  assert.deepEqual(shown(state), [['user', 'b', '2/2'], ['agent', 'You said: b', '']]);
+  assert.deepEqual(state.messages[0].versions.all, [1, 8]);
+  assert.equal(state.run, 'idle');
+
+  // Switched back to the first version: its whole branch, counted 1 of 2.
+  const toFirst = e('chat.branch', { at: 6, reason: 'switch' }); // 14
+  state = applyEnvelope(state, toFirst);
+  assert.deepEqual(shown(state), [['user', 'a', '1/2'], ['agent', 'You said: a', '']]);
+
+  // A regenerated answer to it: the answer is version 2 of 2.
+  const more = [e('chat.branch', { at: 1, reason: 'regenerate' }), ...answerOf('again')]; // 15, 16..20
+  state = more.reduce(applyEnvelope, state);
+  assert.deepEqual(shown(state), [['user', 'a', '1/2'], ['agent', 'again', '2/2']]);
+  assert.deepEqual(state.messages[1].versions.all, [2, 16]);
+  // Envelopes already folded change nothing (a replay overlapping the live stream).
+  assert.equal(applyEnvelope(state, log[3]), state);
+  // The same log folded in one go gives the same state.
+  assert.deepEqual(shown(fold([...log, toFirst, ...more])), shown(state));
+});
+
+test('a message sent during a run waits, shown queued; an interrupted answer is marked partial', () => {
+  let seq = 0;
+  const e = (type, fields = {}) => ({ type, chat_id: 'c', seq: ++seq, ts: '2026-11-27T10:00:00.000Z', ...fields });
+  let state = fold([
+    e('chat.text', { agent: 'user', content: 'slow: 9', starts_run: true }),
+    e('chat.select_speaker', { agent: 'demo' }),
+    e('chat.print', { agent: 'demo', content: 'w1 ' }),
+    e('chat.queued', { agent: 'user', content: 'stop', mode: 'interrupt' }), // 4
+  ]);
+  assert.deepEqual(state.queued, [{ seq: 4, text: 'stop', mode: 'interrupt' }]);
+  assert.equal(state.messages.length, 2, 'the queued message is not in the conversation yet');
+  state = [
+    e('chat.text', { agent: 'demo', content: 'w1 ', partial: true }),
+    e('chat.usage_summary', { total_tokens: 0, prompt_tokens: 0, completion_tokens: 0 }),
+    e('chat.run_complete', { reason: 'cancelled' }),
+    e('chat.text', { agent: 'user', content: 'stop', queued: 4, starts_run: true }),
+  ].reduce(applyEnvelope, state);
+  assert.deepEqual(state.queued, []);
+  assert.deepEqual(state.messages.map((m) => [m.role, m.text, m.partial ?? false, m.streaming]), [
+    ['user', 'slow: 9', false, false],
+    ['agent', 'w1 ', true, false],
+    ['user', 'stop', false, false],
+  ]);
+  assert.equal(state.run, 'running');
+});

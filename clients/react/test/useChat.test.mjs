@@ -114,3 +114,32 @@ test('a group: one message per member turn, each under its name', async () => {
   assert.deepEqual(Object.keys(state.usage[0].byAgent).sort(), ['planner', 'researcher', 'writer']);
   hook.unmount();
 });
+
+test('edit, regenerate, switch versions; a message typed during a run interrupts it', async () => {
+  const { hook } = mount();
+  const now = () => hook.result.current;
+  const shown = () => now().messages.map((m) => [m.role, m.text, m.versions ? `${m.versions.index + 1}/${m.versions.all.length}` : '']);
+  await act(async () => now().send('first'));
+  await wait(() => assert.equal(now().lastRunEnd, 'completed'));
+  await act(async () => now().edit(now().messages[0].seq, 'second'));
+  await wait(() => assert.deepEqual(shown(), [['user', 'second', '2/2'], ['agent', 'You said: second', '']]));
+  await wait(() => assert.equal(now().run, 'idle'));
+  await act(async () => now().regenerate());
+  await wait(() => assert.deepEqual(shown(), [['user', 'second', '2/2'], ['agent', 'You said: second', '2/2']]));
+  await wait(() => assert.equal(now().run, 'idle'));
+  // Back to the first version of the question: its own answer again.
+  await act(async () => now().switchTo(now().messages[0].versions.all[0]));
+  await wait(() => assert.deepEqual(shown(), [['user', 'first', '1/2'], ['agent', 'You said: first', '']]));
+
+  // A slow answer cut off by a message sent with `interrupt`.
+  await act(async () => now().send('slow: 200'));
+  await wait(() => assert.ok(now().messages.at(-1).role === 'agent' && now().messages.at(-1).text.startsWith('w1')));
+  await act(async () => now().send('enough', { multitaskStrategy: 'interrupt' }));
+  await wait(() => assert.equal(now().messages.at(-1).text, 'You said: enough'));
+  const cut = now().messages.at(-3);
+  assert.equal(cut.partial, true);
+  assert.match(cut.text, /^w1( w\d+)* ?$/);
+  assert.deepEqual(now().queued, []);
+  assert.equal(now().messages.at(-2).text, 'enough');
+  hook.unmount();
+});

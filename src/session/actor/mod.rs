@@ -32,7 +32,7 @@ use std::collections::{HashMap, HashSet};
 
 use std::sync::Arc;
 use std::time::Duration;
-use waiting::Queue;
+use waiting::{Marks, Queue};
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -141,20 +141,9 @@ struct ActiveRun {
     /// can carry it must (`Envelope::run_usage`).
     used: std::collections::BTreeMap<String, crate::llm::Usage>,
     used_unlogged: bool,
-}
-
-/// What a run's envelopes carry for a restart (`Envelope::context_type` and
-/// `run_usage`).
-#[derive(Default)]
-struct Marks {
-    /// On the first envelope: the user's message that starts the run.
-    context_type: Option<String>,
-    /// On the first envelope that can carry it.
-    run_usage: Option<std::collections::BTreeMap<String, crate::protocol::AgentUsage>>,
-    /// On the batch's user texts, in order: the `chat.queued` each takes.
-    queued: Vec<u64>,
-    /// The batch's first user text starts a run.
-    starts_run: bool,
+    /// What the open model turn has printed (speaker, text) and not yet
+    /// closed with its `chat.text`: kept, marked `partial`, if the run stops.
+    printed: Option<(String, String)>,
 }
 
 /// An answer that came, just after a restart, for a request the continued
@@ -407,6 +396,8 @@ impl Actor {
                     env.queued = Some(marks.queued.remove(0));
                 }
                 env.starts_run = std::mem::take(&mut marks.starts_run);
+            } else if matches!(env.kind, EventKind::Text { .. }) {
+                env.partial = std::mem::take(&mut marks.partial);
             }
             if env.kind.carries_run_usage() {
                 env.run_usage = marks.run_usage.take();

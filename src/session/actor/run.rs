@@ -128,6 +128,7 @@ impl Actor {
             control: control.clone(),
             rx,
             state_written: false,
+            printed: None,
             rewaits: extras
                 .resumed
                 .as_ref()
@@ -353,8 +354,12 @@ impl Actor {
                 .position(|(k, _)| matches!(k, EventKind::SelectSpeaker { .. }))
                 .map(|at| events.truncate(at))
                 .is_some();
+        let marks = Marks {
+            partial: self.close_printed(&mut events),
+            ..Marks::default()
+        };
         if !events.is_empty()
-            && let Err(e) = self.append_run(events).await
+            && let Err(e) = self.append_marked(events, marks).await
         {
             self.deliver_transient_error(&e);
             self.cancel_run(RunEndReason::Error);
@@ -365,6 +370,42 @@ impl Actor {
         if let Some(msg) = next {
             self.on_run_request(msg).await;
         }
+    }
+
+    /// Follows what the open model turn prints: a run that ends (its
+    /// `chat.usage_summary` or `chat.run_complete`) in the middle of one —
+    /// cancelled, interrupted, timed out — keeps what it had said as the
+    /// speaker's `chat.text`, marked `partial`, so clients and the next
+    /// run's model see the same answer. Whether it added one.
+    fn close_printed(&mut self, events: &mut Vec<(EventKind, Option<String>)>) -> bool {
+        let Some(run) = &mut self.run else {
+            return false;
+        };
+        let mut at = None;
+        for (i, (kind, _)) in events.iter().enumerate() {
+            match kind {
+                EventKind::Print { agent, content, .. } => match &mut run.printed {
+                    Some((by, text)) if by == agent => text.push_str(content),
+                    printed => *printed = Some((agent.clone(), content.clone())),
+                },
+                EventKind::Text { .. } => run.printed = None,
+                EventKind::UsageSummary { .. } | EventKind::RunComplete { .. } => {
+                    if run.printed.is_some() {
+                        at = Some(i);
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(at) = at else {
+            return false;
+        };
+        let Some((agent, content)) = run.printed.take() else {
+            return false;
+        };
+        events.insert(at, (EventKind::Text { agent, content }, None));
+        true
     }
 
     pub(super) async fn on_run_request(&mut self, msg: RunMsg) {
