@@ -367,3 +367,74 @@ fn a_response_answering_two_waits_goes_on_past_both_on_a_rejoin() {
         resumes_in(name, &answer, make, &[], &log);
     }
 }
+
+/// A chat's second run, a regenerate (its `chat.branch` first: no event
+/// of its own on any wire) cut off by a cancel (its words kept as a
+/// `partial` text), after a first run that answered.
+fn regenerated() -> Vec<Envelope> {
+    let kinds = [
+        json!({"type": "chat.text", "agent": "user", "content": "hi"}),
+        json!({"type": "chat.select_speaker", "agent": "a"}),
+        json!({"type": "chat.print", "agent": "a", "content": "Hello"}),
+        json!({"type": "chat.text", "agent": "a", "content": "Hello"}),
+        json!({"type": "chat.usage_summary", "total_tokens": 2, "prompt_tokens": 1,
+               "completion_tokens": 1}),
+        json!({"type": "chat.run_complete", "reason": "completed"}),
+        json!({"type": "chat.branch", "at": 1, "reason": "regenerate"}),
+        json!({"type": "chat.select_speaker", "agent": "a"}),
+        json!({"type": "chat.print", "agent": "a", "content": "Hi"}),
+        json!({"type": "chat.print", "agent": "a", "content": " th"}),
+        json!({"type": "chat.text", "agent": "a", "content": "Hi th"}),
+        json!({"type": "chat.usage_summary", "total_tokens": 3, "prompt_tokens": 1,
+               "completion_tokens": 2}),
+        json!({"type": "chat.run_complete", "reason": "cancelled"}),
+    ];
+    kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| {
+            let kind = serde_json::from_value(kind).expect("a valid envelope");
+            let ts = "2026-11-27T00:00:00.000Z".into();
+            let mut env = Envelope::new(kind, uuid::Uuid::nil(), i as u64 + 1, ts);
+            env.partial = i == 10;
+            env
+        })
+        .collect()
+}
+
+#[test]
+fn a_regenerated_run_cut_off_resumes_after_any_of_its_events_on_every_wire() {
+    let log = regenerated();
+    // The regenerate's response starts after the first run's end.
+    let after = 6;
+    let rest = &log[after as usize..];
+    for dialect in [
+        Dialect::Chat,
+        Dialect::AgentChat,
+        Dialect::AgentHost,
+        Dialect::Threads,
+    ] {
+        let make = move || dialect.encoder(Some("c".into()));
+        let original = stream(
+            Framer::new(make(), Shows::Response, 0),
+            Vec::new(),
+            after,
+            rest,
+        );
+        resumes_in(&format!("{dialect:?}"), &original, &make, &[], rest);
+    }
+    let make = || -> Box<dyn Encoder> { Box::new(AiSdk::new(0)) };
+    let open = opening(AiSdk::start("c:7"));
+    let response = stream(Framer::new(make(), Shows::Response, 0), open, after, rest);
+    let data: Vec<&str> = response.iter().map(|e| e.out.data.as_str()).collect();
+    assert!(
+        data.iter().any(|d| d.contains(r#""type":"abort""#)),
+        "{data:?}"
+    );
+    assert_eq!(data.last(), Some(&"[DONE]"));
+    resumes_in("AI SDK regenerate", &response, &make, &[], rest);
+    let make = || -> Box<dyn Encoder> { Box::new(AgUi::new("t".into(), "r".into(), 0)) };
+    let open = opening(AgUi::new("t".into(), "r".into(), 0).started());
+    let response = stream(Framer::new(make(), Shows::Response, 0), open, after, rest);
+    resumes_in("AG-UI regenerate", &response, &make, &[], rest);
+}

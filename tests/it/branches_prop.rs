@@ -1,11 +1,12 @@
 //! The property of issue 34: random sequences of messages, edits,
-//! regenerations and switches against the real server, checked after every
-//! step against a naive model of the conversation tree (nodes with explicit
+//! regenerations, switches, forks and messages sent during a run (`enqueue`,
+//! `interrupt`, `steer`) against the real server, checked after every step
+//! against a naive model of the conversation tree (nodes with explicit
 //! parents, the pointer's visits by time): the history the model was sent
 //! (a scripted agent answers with the user's messages it received), the
 //! versions and pointer `GET /v1/chats/{id}/branches` reports, where a switch
-//! lands, and a replay from a random seq. `PROPTEST_CASES` sets how many
-//! sequences run (default 6).
+//! lands, what a fork holds and what its model is sent, and a replay from a
+//! random seq. `PROPTEST_CASES` sets how many sequences run (default 6).
 
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
@@ -14,8 +15,12 @@ use uuid::Uuid;
 
 use crate::support::*;
 
-const AGENT: &str =
-    "id: echo\nmodel: {provider: scripted, script: {rules: [{reply: \"H: {history}\"}]}}\n";
+const AGENT: &str = "id: echo\nmodel: {provider: scripted, script: {rules: [\
+    {prefix: \"slow: \", arg: count, stream: {delay_ms: 20}}, {reply: \"H: {history}\"}]}}\n";
+
+/// What a message sent during a run is answered by: 25 words, 20 ms apart.
+const SLOW: &str = "slow: 25";
+const MODES: [&str; 3] = ["enqueue", "interrupt", "steer"];
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -23,6 +28,10 @@ enum Step {
     Edit(u16),
     Regenerate(u16),
     Switch(u16),
+    /// A slow answer, and a message sent during it by `MODES[n % 3]`.
+    During(u8),
+    /// A fork at the end of an answer on the active path.
+    Fork(u16),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -31,10 +40,13 @@ fn step() -> impl Strategy<Value = Step> {
         2 => proptest::num::u16::ANY.prop_map(Step::Edit),
         2 => proptest::num::u16::ANY.prop_map(Step::Regenerate),
         3 => proptest::num::u16::ANY.prop_map(Step::Switch),
+        2 => proptest::num::u8::ANY.prop_map(Step::During),
+        1 => proptest::num::u16::ANY.prop_map(Step::Fork),
     ]
 }
 
-/// A node of the model: a user's message, or an answer (a run).
+/// A node of the model: a user's message, or an answer (a run), with its
+/// text (an answer's last `chat.text`).
 #[derive(Debug)]
 struct Node {
     parent: usize,
@@ -98,7 +110,8 @@ impl Model {
         out
     }
 
-    /// The answer a run on the path to `node` gives: the user's messages.
+    /// The answer a run on the path to `node` gives: the user's messages
+    /// (the words, to a slow one).
     fn answer(&self, node: usize) -> String {
         let said: Vec<&str> = self
             .path(node)
@@ -106,7 +119,30 @@ impl Model {
             .filter(|&n| self.nodes[n].user)
             .map(|n| self.nodes[n].text.as_str())
             .collect();
+        if said.last() == Some(&SLOW) {
+            return words(25);
+        }
         format!("H: {}", said.join(" | "))
+    }
+
+    /// The conversation on the path to `node`, as `turns` shows it.
+    fn turns(&self, node: usize) -> Vec<String> {
+        self.path(node)
+            .into_iter()
+            .map(|n| {
+                let who = if self.nodes[n].user { "user" } else { "echo" };
+                format!("{who}: {}", self.nodes[n].text)
+            })
+            .collect()
+    }
+
+    /// Logs a run's answer to `user` (`run`: from its first envelope after
+    /// the user's text, or after the branch, to its end), the pointer on it.
+    fn answered(&mut self, user: usize, run: &[Value]) -> usize {
+        let text = last_text(run);
+        let answer = self.add(user, false, &text, seq(&run[0]), seq(run.last().unwrap()));
+        self.visit(answer);
+        answer
     }
 
     fn children(&self, node: usize) -> Vec<usize> {
@@ -167,6 +203,13 @@ fn seq(m: &Value) -> u64 {
     m["seq"].as_u64().unwrap()
 }
 
+fn words(n: usize) -> String {
+    (1..=n)
+        .map(|i| format!("w{i}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Runs `steps` on a new chat and checks the model after each.
 async fn run(server: &Server, steps: &[Step], salt: u64) {
     let chat = Uuid::new_v4();
@@ -195,9 +238,8 @@ async fn run(server: &Server, steps: &[Step], salt: u64) {
                 assert_eq!(run[0]["content"], text.as_str(), "{}", ctx(i));
                 let user = model.add(model.pointer, true, &text, seq(&run[0]), seq(&run[0]));
                 model.visit(user);
-                let answer = model.add(user, false, "", seq(&run[1]), seq(run.last().unwrap()));
-                model.visit(answer);
-                assert_eq!(last_text(&run), model.answer(answer), "{}", ctx(i));
+                let answer = model.answered(user, &run[1..]);
+                assert_eq!(model.nodes[answer].text, model.answer(answer), "{}", ctx(i));
             }
             Step::Edit(k) => {
                 let u = users[k as usize % users.len()];
@@ -212,9 +254,8 @@ async fn run(server: &Server, steps: &[Step], salt: u64) {
                 model.visit(parent);
                 let user = model.add(parent, true, &text, seq(&run[1]), seq(&run[1]));
                 model.visit(user);
-                let answer = model.add(user, false, "", seq(&run[2]), seq(run.last().unwrap()));
-                model.visit(answer);
-                assert_eq!(last_text(&run), model.answer(answer), "{}", ctx(i));
+                let answer = model.answered(user, &run[2..]);
+                assert_eq!(model.nodes[answer].text, model.answer(answer), "{}", ctx(i));
             }
             Step::Regenerate(k) => {
                 let u = users[k as usize % users.len()];
@@ -224,9 +265,8 @@ async fn run(server: &Server, steps: &[Step], salt: u64) {
                 assert_eq!(run[0]["type"], "chat.branch", "{}", ctx(i));
                 assert_eq!(run[0]["at"], model.nodes[u].start, "{}", ctx(i));
                 model.visit(u);
-                let answer = model.add(u, false, "", seq(&run[1]), seq(run.last().unwrap()));
-                model.visit(answer);
-                assert_eq!(last_text(&run), model.answer(answer), "{}", ctx(i));
+                let answer = model.answered(u, &run[1..]);
+                assert_eq!(model.nodes[answer].text, model.answer(answer), "{}", ctx(i));
             }
             Step::Switch(k) => {
                 let to = versions[k as usize % versions.len()];
@@ -244,6 +284,78 @@ async fn run(server: &Server, steps: &[Step], salt: u64) {
                     assert_eq!(got[0]["at"], model.nodes[lands].end, "{}", ctx(i));
                     model.visit(lands);
                 }
+            }
+            Step::During(n) => {
+                let mode = MODES[n as usize % MODES.len()];
+                c.say(chat, SLOW).await;
+                let mut slow = c.recv_until(|m| m["type"] == "chat.print").await;
+                said += 1;
+                let text = format!("m{said}");
+                c.send(json!({"type": "user.message", "chat_id": chat, "text": text, "multitask_strategy": mode}))
+                    .await;
+                slow.extend(c.until_complete(chat).await);
+                let next = c.until_complete(chat).await;
+                let user = model.add(model.pointer, true, SLOW, seq(&slow[0]), seq(&slow[0]));
+                model.visit(user);
+                let cut = model.answered(user, &slow[1..]);
+                let queued: Vec<&Value> =
+                    slow.iter().filter(|m| m["type"] == "chat.queued").collect();
+                assert_eq!(queued.len(), 1, "{}", ctx(i));
+                assert_eq!(queued[0]["mode"], mode, "{}", ctx(i));
+                let reason = &slow.last().unwrap()["reason"];
+                let partial = slow.iter().rfind(|m| m["type"] == "chat.text").unwrap();
+                if mode == "interrupt" && reason == "cancelled" {
+                    let full = model.answer(cut);
+                    let got = model.nodes[cut].text.clone();
+                    assert_eq!(partial["partial"], true, "{}", ctx(i));
+                    assert!(
+                        full.starts_with(got.trim_end()) && got.len() < full.len(),
+                        "{got}: {}",
+                        ctx(i)
+                    );
+                } else {
+                    assert_eq!(reason, "completed", "{}", ctx(i));
+                    assert_eq!(model.nodes[cut].text, model.answer(cut), "{}", ctx(i));
+                }
+                // The message, taken when the slow run ended, and its run.
+                assert_eq!(next[0]["content"], text.as_str(), "{}", ctx(i));
+                assert_eq!(next[0]["queued"], queued[0]["seq"], "{}", ctx(i));
+                let user = model.add(cut, true, &text, seq(&next[0]), seq(&next[0]));
+                model.visit(user);
+                let answer = model.answered(user, &next[1..]);
+                assert_eq!(model.nodes[answer].text, model.answer(answer), "{}", ctx(i));
+            }
+            Step::Fork(k) => {
+                let answers: Vec<usize> = model
+                    .path(model.pointer)
+                    .into_iter()
+                    .filter(|&n| !model.nodes[n].user)
+                    .collect();
+                let at = answers[k as usize % answers.len()];
+                let into = Uuid::new_v4();
+                let body = json!({"at": model.nodes[at].end, "chat_id": into}).to_string();
+                let (status, forked) =
+                    http_json(server, "POST", &format!("/v1/chats/{chat}/fork"), &body).await;
+                assert_eq!(status, 201, "{forked}: {}", ctx(i));
+                let mut f = server.client().await;
+                f.resume(into, 0).await;
+                let copy = f.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+                let copy = &copy[..copy.len() - 1];
+                assert_gap_free(&seqs(copy));
+                assert_eq!(turns(copy), model.turns(at), "{}", ctx(i));
+                // Its model is sent that history, and what the fork adds.
+                said += 1;
+                let text = format!("m{said}");
+                f.say(into, &text).await;
+                let mut users: Vec<String> = model
+                    .path(at)
+                    .into_iter()
+                    .filter(|&n| model.nodes[n].user)
+                    .map(|n| model.nodes[n].text.clone())
+                    .collect();
+                users.push(text);
+                let answer = last_text(&f.until_complete(into).await);
+                assert_eq!(answer, format!("H: {}", users.join(" | ")), "{}", ctx(i));
             }
         }
         // The tree the server reports.
@@ -266,7 +378,7 @@ async fn run(server: &Server, steps: &[Step], salt: u64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_edits_regenerates_and_switches_agree_with_a_model_tree() {
+async fn random_tree_steps_agree_with_a_model_tree() {
     let server = Server::start_with(Opts {
         agents: vec![("echo.yaml".into(), AGENT.into())],
         ..Default::default()
