@@ -81,7 +81,8 @@ pub struct Config {
     pub max_message_bytes: usize,
     /// Versions one point of a conversation may have (`max_versions_per_point`).
     pub max_versions_per_point: usize,
-    /// `chat.branch` envelopes one chat may hold (`max_branches_per_chat`).
+    /// Versions one chat's edits and regenerates may make (`max_branches_per_chat`;
+    /// its switches: ten times as many).
     pub max_branches_per_chat: usize,
     pub outbound_queue: usize,
     pub idle_chat: Duration,

@@ -165,8 +165,8 @@ pub struct Settings {
     /// regenerates there) [default: 32].
     #[arg(long, env = "AGENTWIRE_MAX_VERSIONS_PER_POINT", global = true)]
     pub max_versions_per_point: Option<usize>,
-    /// Branches a chat's log may hold (edits, regenerates and switches)
-    /// [default: 1000].
+    /// Versions a chat's edits and regenerates may make; its switches, ten
+    /// times as many [default: 1000].
     #[arg(long, env = "AGENTWIRE_MAX_BRANCHES_PER_CHAT", global = true)]
     pub max_branches_per_chat: Option<usize>,
     /// The key that encrypts users' database passwords: 32 bytes, hex or

@@ -49,7 +49,8 @@ pub struct SessionContext {
     pub max_message_bytes: usize,
     /// Versions one point of a conversation may have.
     pub max_versions_per_point: usize,
-    /// `chat.branch` envelopes one chat may hold.
+    /// Versions one chat's edits and regenerates may make (its switches:
+    /// ten times as many).
     pub max_branches_per_chat: usize,
     /// Per-user rate limits and quotas.
     pub quotas: Quotas,

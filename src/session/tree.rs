@@ -39,6 +39,8 @@ pub struct Tree {
     branches: Vec<Branch>,
     /// The log's last seq (0: empty).
     last: u64,
+    /// How many of the branches are switches (the rest made versions).
+    switches: usize,
 }
 
 /// A point of the tree where the conversation has more than one version.
@@ -59,7 +61,11 @@ impl Tree {
     pub fn new(mut branches: Vec<Branch>, last: u64) -> Self {
         branches.sort_unstable_by_key(|b| b.seq);
         debug_assert!(branches.iter().all(|b| b.at < b.seq && b.seq <= last));
-        Self { branches, last }
+        Self {
+            branches,
+            last,
+            switches: 0,
+        }
     }
 
     /// The tree of a log whose last seq is `last`, read from its `chat.branch`
@@ -67,6 +73,7 @@ impl Tree {
     /// cannot be read is left out, as the model's history leaves out what it
     /// cannot read.
     pub fn of_log(rows: &[crate::store::StoredEnvelope], last: u64) -> Self {
+        let mut switches = 0;
         let branches = rows
             .iter()
             .filter(|e| e.kind == "chat.branch" && e.seq <= last)
@@ -76,13 +83,15 @@ impl Tree {
                 if at.is_none() {
                     tracing::error!(seq = e.seq, "unreadable chat.branch left out of the tree");
                 }
-                Some(Branch {
-                    seq: e.seq,
-                    at: at?,
-                })
+                let at = at?;
+                switches += usize::from(v["reason"] == "switch");
+                Some(Branch { seq: e.seq, at })
             })
             .collect();
-        Self::new(branches, last)
+        Self {
+            switches,
+            ..Self::new(branches, last)
+        }
     }
 
     /// Whether `seq` lies on any of `ranges` (a path).
@@ -96,9 +105,14 @@ impl Tree {
         self.last
     }
 
-    /// How many branches the log holds.
-    pub fn branch_count(&self) -> usize {
-        self.branches.len()
+    /// How many versions the log's branches made (edits, regenerates).
+    pub fn versions_made(&self) -> usize {
+        self.branches.len() - self.switches
+    }
+
+    /// How many times the user switched versions.
+    pub fn switch_count(&self) -> usize {
+        self.switches
     }
 
     /// Takes a branch just logged at the log's end.
@@ -219,9 +233,12 @@ impl Tree {
         for &(start, _, from) in &segments {
             by_point.entry(from).or_default().push(start);
         }
-        // A point inside a segment has its next envelope as a version too.
+        // A point inside a segment has its next envelope as a version too
+        // (segments are by seq: the one that may hold `at` is the last that
+        // starts at or below it).
         for (&at, versions) in &mut by_point {
-            if let Some(&(_, end, _)) = segments.iter().find(|(s, e, _)| *s <= at && at <= *e)
+            let i = segments.partition_point(|(s, _, _)| *s <= at);
+            if let Some(&(_, end, _)) = i.checked_sub(1).map(|i| &segments[i])
                 && at < end
             {
                 versions.push(at + 1);

@@ -567,3 +567,55 @@ async fn one_two_edited(server: &Server) -> (Uuid, Client, [Vec<Value>; 3]) {
     let edited = c.until_complete(chat).await;
     (chat, c, [one, two, edited])
 }
+
+/// `max_branches_per_chat` bounds the versions a chat's edits and
+/// regenerates make; switching between them does not use it up, and has
+/// its own bound (ten times as many).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switches_do_not_use_up_the_edits_a_chat_may_hold() {
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            max_branches_per_chat: Some(2),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start(chat, "one").await;
+    let one = said(&c.until_complete(chat).await, "one");
+    c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": one, "text": "two"}))
+        .await;
+    let two = said(&c.until_complete(chat).await, "two");
+    // Back and forth between the two versions, more often than the limit.
+    for to in [one, two, one, two, one] {
+        c.send(json!({"type": "chat.switch", "chat_id": chat, "to": to}))
+            .await;
+    }
+    c.send(json!({"type": "ping"})).await;
+    let got = c.recv_until(|m| m["type"] == "pong").await;
+    assert_eq!(got.iter().filter(|m| m["type"] == "chat.branch").count(), 5);
+    // A second edit still may; a third may not.
+    c.send(json!({"type": "chat.regenerate", "chat_id": chat, "seq": one}))
+        .await;
+    c.until_complete(chat).await;
+    c.send(json!({"type": "chat.edit", "chat_id": chat, "seq": one, "text": "three"}))
+        .await;
+    assert_eq!(error_code(&mut c).await, "BRANCH_LIMIT_EXCEEDED");
+    // Switches: 20 at most (15 more).
+    let mut refused = None;
+    for k in 0..16 {
+        let to = if k % 2 == 0 { two } else { one };
+        c.send(json!({"type": "chat.switch", "chat_id": chat, "to": to}))
+            .await;
+        c.send(json!({"type": "ping"})).await;
+        let got = c.recv_until(|m| m["type"] == "pong").await;
+        if let Some(e) = got.iter().find(|m| m["type"] == "chat.error") {
+            assert_eq!(e["error_code"], "BRANCH_LIMIT_EXCEEDED");
+            refused = Some(k);
+            break;
+        }
+    }
+    assert_eq!(refused, Some(15));
+}

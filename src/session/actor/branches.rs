@@ -9,6 +9,11 @@ use crate::session::handle::{BranchStart, MessageRef, RunExtras};
 use crate::session::tree::Tree;
 use crate::store::StoredEnvelope;
 
+/// Switches a chat may log per edit or regenerate it may hold
+/// (`max_branches_per_chat`): a switch makes no version, but each is an
+/// envelope the tree is read with.
+const SWITCHES_PER_BRANCH: usize = 10;
+
 impl Actor {
     /// The chat's tree as logged, with the transcript it was read from.
     pub(super) async fn tree(&self) -> Result<(Tree, Vec<StoredEnvelope>), SessionError> {
@@ -105,10 +110,10 @@ impl Actor {
 
     /// Refuses a new version at `at` past the limits.
     fn may_add_version(&self, tree: &Tree, at: u64) -> Result<(), SessionError> {
-        if tree.branch_count() >= self.ctx.max_branches_per_chat {
+        if tree.versions_made() >= self.ctx.max_branches_per_chat {
             return Err(SessionError::BranchLimit(format!(
-                "the chat holds {} branches, the most it may (max_branches_per_chat)",
-                tree.branch_count()
+                "the chat holds {} edits and regenerates, the most it may (max_branches_per_chat)",
+                tree.versions_made()
             )));
         }
         let versions = tree.children(at).len();
@@ -274,10 +279,10 @@ impl Actor {
         if at == tree.pointer() {
             return Ok(());
         }
-        if tree.branch_count() >= self.ctx.max_branches_per_chat {
+        let most = self.ctx.max_branches_per_chat * SWITCHES_PER_BRANCH;
+        if tree.switch_count() >= most {
             return Err(SessionError::BranchLimit(format!(
-                "the chat holds {} branches, the most it may (max_branches_per_chat)",
-                tree.branch_count()
+                "the chat was switched {most} times, the most it may be ({SWITCHES_PER_BRANCH} times max_branches_per_chat)"
             )));
         }
         let event = EventKind::Branch {
