@@ -118,6 +118,7 @@ paced "${aw[@]}"
 bench fanout "${aw[@]}" --subscribers "$subs" --n "$fan_n"
 bench resume "${aw[@]}" --envelopes 10000 --repeats 20
 bench resume "${aw[@]}" --envelopes "$resume_big" --repeats 5
+bench branched "${aw[@]}" --envelopes 10000 --points 100 --repeats 20
 bench mixed "${aw[@]}" --connections "$mixed" --seconds "$mixed_s" --n 200
 kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
 # What a burst leaves behind (the journal's folds, the WAL's checkpoints) must
@@ -169,6 +170,7 @@ if [ -n "$pg_bin" ] && [ "$(id -u)" = 0 ]; then
   bench stream "${pg[@]}" --chats "$chats" --n "$n"
   paced "${pg[@]}"
   bench resume --url ws://127.0.0.1:18081/v1/ws --label agentwire-postgres --envelopes 10000 --repeats 20
+  bench branched --url ws://127.0.0.1:18081/v1/ws --label agentwire-postgres --envelopes 10000 --points 100 --repeats 20
   kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
   runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15432 -U postgres after_burst
   start_agentwire 18083 "postgres://postgres@127.0.0.1:15432/after_burst"

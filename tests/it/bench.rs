@@ -129,6 +129,20 @@ async fn every_scenario_runs_at_toy_size_and_reports() {
     assert_eq!(r["figures"]["last_100"]["replayed"], 100);
     lines.push(r);
 
+    // 4 points, each a burst of 5 and its regenerate (10 envelopes each).
+    let b = run(
+        "branched",
+        &["--envelopes", "80", "--points", "4", "--repeats", "2"],
+    )
+    .await;
+    assert_eq!(b["figures"]["log_envelopes"], 80);
+    assert_eq!(b["figures"]["branch_points"], 4);
+    assert_eq!(b["figures"]["whole"]["replayed"], 80);
+    // The active path: each question and its regenerated answer (9 each:
+    // the answer has no user text of its own, its branch is off the path).
+    assert_eq!(b["figures"]["active_path"]["envelopes"], 4 * (1 + 9));
+    lines.push(b);
+
     let i = run("idle", &["--connections", "20", "--settle", "0"]).await;
     assert_eq!(i["figures"]["open"], 20);
     assert!(i["figures"]["server_rss_kib"]["after"].as_u64().unwrap() > 0);
@@ -211,6 +225,7 @@ async fn every_scenario_runs_at_toy_size_and_reports() {
         "## `stream`",
         "## `fanout`",
         "## `resume`",
+        "## `branched`",
         "## `idle`",
         "## `mixed`",
         "## Storage ceiling",
@@ -225,6 +240,7 @@ async fn every_scenario_runs_at_toy_size_and_reports() {
     assert!(md.contains("## `after-burst`"), "{md}");
     assert!(md.contains("| agentwire | 2 × 50, 2 × 5 |"), "{md}");
     assert!(md.contains("five paced runs of 50 chats in a row"), "{md}");
+    assert!(md.contains("with 100 branch points read in"), "{md}");
 }
 
 /// The Socket.IO peer, when its npm packages are installed: otherwise the

@@ -6,6 +6,7 @@
 //! parameters, figures) and a table on stderr. See `bench/compare.sh`.
 
 mod after_burst;
+mod branched;
 mod paced;
 mod report;
 mod scenarios;
@@ -117,6 +118,18 @@ enum Scenario {
         #[arg(long, default_value_t = 20)]
         repeats: usize,
     },
+    /// A chat of about E envelopes whose P turns are each regenerated once
+    /// (P branch points): timed reads of its active path and of its log.
+    Branched {
+        #[command(flatten)]
+        server: Server,
+        #[arg(long, default_value_t = 10_000)]
+        envelopes: u64,
+        #[arg(long, default_value_t = 100)]
+        points: u64,
+        #[arg(long, default_value_t = 20)]
+        repeats: usize,
+    },
     /// S subscribers on one chat, one `burst: N` run.
     Fanout {
         #[command(flatten)]
@@ -166,6 +179,7 @@ async fn main() -> anyhow::Result<()> {
     | Scenario::AfterBurst { server, .. }
     | Scenario::Idle { server, .. }
     | Scenario::Resume { server, .. }
+    | Scenario::Branched { server, .. }
     | Scenario::Fanout { server, .. }
     | Scenario::Mixed { server, .. } = &mut cli.scenario
     {
@@ -221,6 +235,20 @@ async fn main() -> anyhow::Result<()> {
                 "resume",
                 server,
                 json!({"envelopes": envelopes, "repeats": repeats}),
+                f,
+            )
+        }
+        Scenario::Branched {
+            server,
+            envelopes,
+            points,
+            repeats,
+        } => {
+            let f = branched::branched(&server.target(), envelopes, points, repeats).await?;
+            (
+                "branched",
+                server,
+                json!({"envelopes": envelopes, "points": points, "repeats": repeats}),
                 f,
             )
         }

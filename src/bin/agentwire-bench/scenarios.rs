@@ -39,7 +39,7 @@ impl Target {
             .map(|(a, b)| a - b)
     }
 
-    async fn connect(&self) -> anyhow::Result<Conn> {
+    pub(crate) async fn connect(&self) -> anyhow::Result<Conn> {
         Conn::connect(&self.url, self.protocol).await
     }
 

@@ -196,6 +196,16 @@ fn render(runs: &[Value], chart: Option<&str>) -> String {
         format!("{} ms", fmt_num(resume_p50)),
         &|m| m <= 50.0,
     );
+    let branched = find(runs, "branched", "agentwire")
+        .into_iter()
+        .find(|r| r["params"]["envelopes"].as_u64() == Some(10_000));
+    let active_p50 = branched.and_then(|r| num(&r["figures"]["active_path"]["ms"]["p50"]));
+    target(
+        "the active path of a 10,000-envelope chat with 100 branch points read in ≤ 50 ms p50",
+        active_p50,
+        format!("{} ms", fmt_num(active_p50)),
+        &|m| m <= 50.0,
+    );
 
     let build = runs.iter().find(|r| r["scenario"] == "build");
     let build_s = build.and_then(|r| num(&r["figures"]["seconds"]));
@@ -309,6 +319,36 @@ fn render(runs: &[Value], chart: Option<&str>) -> String {
             fmt_num(num(&f["last_100"]["ms"]["p50"])),
             fmt_num(num(&f["last_100"]["ms"]["p99"])),
         );
+    }
+
+    // ----- branched
+    if runs.iter().any(|r| r["scenario"] == "branched") {
+        let _ = writeln!(
+            md,
+            "\n## `branched`: a chat whose turns were each regenerated once\n\n\
+             Every turn is a `burst:` run and its regenerate, a point with two versions. A \
+             reloading client reads the active path whole (`GET /v1/chats/{{id}}/path`, pages \
+             of 1000), or replays the whole log and folds the tree itself (as the page does).\n"
+        );
+        let _ = writeln!(
+            md,
+            "| server | log envelopes | branch points | active path: envelopes, p50 / p99 ms | whole log from 0: p50 / p99 ms |\n|---|---|---|---|---|"
+        );
+        for r in runs.iter().filter(|r| r["scenario"] == "branched") {
+            let f = &r["figures"];
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {}, {} / {} | {} / {} |",
+                r["params"]["server"].as_str().unwrap_or("?"),
+                f["log_envelopes"],
+                f["branch_points"],
+                f["active_path"]["envelopes"],
+                fmt_num(num(&f["active_path"]["ms"]["p50"])),
+                fmt_num(num(&f["active_path"]["ms"]["p99"])),
+                fmt_num(num(&f["whole"]["ms"]["p50"])),
+                fmt_num(num(&f["whole"]["ms"]["p99"])),
+            );
+        }
     }
 
     // ----- idle

@@ -122,6 +122,12 @@ impl Conn {
             .await
     }
 
+    /// A new answer to the user's message at `seq` (agentwire only).
+    pub async fn regenerate(&mut self, chat: Uuid, seq: u64) -> anyhow::Result<()> {
+        self.send_json(json!({"type": "chat.regenerate", "chat_id": chat, "seq": seq}))
+            .await
+    }
+
     /// Asks for everything after `after`.
     pub async fn resume(&mut self, chat: Uuid, after: u64) -> anyhow::Result<()> {
         self.send_json(json!({"type": "client.resume", "chat_id": chat, "lastClientIndex": after}))
