@@ -100,6 +100,26 @@ impl Tree {
         ranges.get(i).is_some_and(|r| r.contains(&seq))
     }
 
+    /// The stretches of the log to read for `path` past `after`: its
+    /// ranges, neighbours merged when at most `gap` envelopes of other
+    /// branches lie between them (one read with a few rows to skip costs
+    /// less than a read per range).
+    pub fn read_spans(
+        path: &[RangeInclusive<u64>],
+        after: u64,
+        gap: u64,
+    ) -> Vec<RangeInclusive<u64>> {
+        let mut out: Vec<RangeInclusive<u64>> = Vec::new();
+        for r in path.iter().filter(|r| *r.end() > after) {
+            let start = (*r.start()).max(after + 1);
+            match out.last_mut() {
+                Some(last) if start - last.end() - 1 <= gap => *last = *last.start()..=*r.end(),
+                _ => out.push(start..=*r.end()),
+            }
+        }
+        out
+    }
+
     /// The log's last seq.
     pub fn last(&self) -> u64 {
         self.last

@@ -195,3 +195,25 @@ fn an_edit_and_a_switch_back() {
     tree.grow_to(13);
     assert_eq!(tree.active(), vec![1..=7, 13..=13]);
 }
+
+#[test]
+fn read_spans_merge_ranges_across_small_gaps_only() {
+    let path = [1..=3, 6..=9, 100..=120, 125..=125];
+    assert_eq!(
+        Tree::read_spans(&path, 0, 4),
+        vec![1..=9, 100..=125],
+        "gaps of 2 and 4 merged, 90 not"
+    );
+    assert_eq!(Tree::read_spans(&path, 0, 0), path.to_vec());
+    // Past `after`: what is left of the range it falls in, and the rest.
+    assert_eq!(Tree::read_spans(&path, 7, 4), vec![8..=9, 100..=125]);
+    assert_eq!(Tree::read_spans(&path, 9, 100), vec![100..=125]);
+    assert_eq!(
+        Tree::read_spans(&path, 125, 4),
+        Vec::<RangeInclusive<u64>>::new()
+    );
+    assert_eq!(
+        Tree::read_spans(&[], 0, 4),
+        Vec::<RangeInclusive<u64>>::new()
+    );
+}

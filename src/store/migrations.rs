@@ -49,6 +49,11 @@ pub(super) fn sqlite() -> Migrator {
             "journal",
             include_str!("../../migrations/sqlite/0008_journal.sql"),
         ),
+        (
+            9,
+            "branch_index",
+            include_str!("../../migrations/sqlite/0009_branch_index.sql"),
+        ),
     ])
 }
 
@@ -85,6 +90,11 @@ pub(super) fn postgres() -> Migrator {
             "chat_databases",
             include_str!("../../migrations/postgres/0006_chat_databases.sql"),
         ),
+        (
+            7,
+            "branch_index",
+            include_str!("../../migrations/postgres/0007_branch_index.sql"),
+        ),
     ])
 }
 
@@ -98,7 +108,9 @@ fn migrator(files: &[(i64, &'static str, &'static str)]) -> Migrator {
                     Cow::Borrowed(*name),
                     MigrationType::Simple,
                     AssertSqlSafe(*sql).into_sql_str(),
-                    false,
+                    // What cannot run in a transaction (PostgreSQL's
+                    // CREATE INDEX CONCURRENTLY) says so, in one statement.
+                    sql.contains(" CONCURRENTLY "),
                 )
             })
             .collect(),

@@ -255,6 +255,21 @@ pub trait Store: Send + Sync + 'static {
     /// history is rebuilt from, along the path its branches make.
     async fn transcript(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError>;
 
+    /// The `chat.branch` envelopes of the chat, in order: its tree, read by
+    /// an index of their own (a chat that never branched reads nothing).
+    async fn branches(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError>;
+
+    /// The chat's envelopes whose seqs lie in `ranges` (ascending and
+    /// disjoint: a path of its tree), in seq order, without reading out
+    /// those between them; stops once they hold `max_bytes` (the one that
+    /// crosses the budget included: the first is always read).
+    async fn load_ranges(
+        &self,
+        chat_id: Uuid,
+        ranges: &[std::ops::RangeInclusive<u64>],
+        max_bytes: usize,
+    ) -> Result<Vec<StoredEnvelope>, StoreError>;
+
     /// Whether an envelope of the chat carries this `client_msg_id`.
     async fn has_client_msg_id(&self, chat_id: Uuid, id: &str) -> Result<bool, StoreError>;
 

@@ -13,6 +13,10 @@ use crate::session::tree::{Point, Tree};
 /// Most envelopes a fork copies.
 pub const MAX_FORK: usize = 20_000;
 
+/// Envelopes of other versions a read of a path goes through rather than
+/// start a new read after them (`Tree::read_spans`).
+const READ_GAP: u64 = 256;
+
 /// A chat's tree as a client reads it (`GET /v1/chats/{id}/branches`).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Branches {
@@ -245,8 +249,7 @@ impl Registry {
             ));
         }
         self.inner.ctx.quotas.message(user)?;
-        let transcript = store.transcript(chat_id).await?;
-        let tree = Tree::of_log(&transcript, last);
+        let tree = Tree::of_log(&store.branches(chat_id).await?, last);
         let leaf = at.unwrap_or_else(|| tree.pointer());
         let ends = leaf > 0
             && tree.is_regular(leaf)
@@ -261,14 +264,15 @@ impl Registry {
             )));
         }
         let mut events = Vec::new();
-        for range in tree.path(leaf) {
-            let mut after = range.start() - 1;
-            while after < *range.end() {
-                let want = (range.end() - after).min(1000) as u32;
+        let path = tree.path(leaf);
+        for span in Tree::read_spans(&path, 0, READ_GAP) {
+            let mut after = span.start() - 1;
+            while after < *span.end() {
+                let want = (span.end() - after).min(1000) as u32;
                 let page = store.load_after(chat_id, after, want).await?;
                 let Some(tail) = page.last() else { break };
                 after = tail.seq;
-                for row in page.iter().filter(|r| range.contains(&r.seq)) {
+                for row in page.iter().filter(|r| Tree::within(&path, r.seq)) {
                     if matches!(
                         row.kind.as_str(),
                         "chat.print"
@@ -327,34 +331,29 @@ impl Registry {
         const MAX_BYTES: usize = 4 << 20;
         let (_, last) = self.chat(chat_id, user).await?;
         let store = &self.inner.ctx.store;
-        let transcript = store.transcript(chat_id).await?;
-        let tree = Tree::of_log(&transcript, last);
+        let tree = Tree::of_log(&store.branches(chat_id).await?, last);
         let leaf = leaf.unwrap_or_else(|| tree.pointer());
         if leaf != 0 && !tree.is_regular(leaf) {
             return Err(SessionError::MessageNotFound(format!(
                 "seq {leaf} is not an envelope of the conversation"
             )));
         }
-        let (mut out, mut bytes, mut at) = (Vec::new(), 0, after);
-        'ranges: for range in tree.path(leaf) {
-            let mut from = (range.start() - 1).max(after);
-            while from < *range.end() {
-                if out.len() >= limit as usize || bytes >= MAX_BYTES {
-                    break 'ranges;
-                }
-                let want = (range.end() - from).min(u64::from(limit) - out.len() as u64) as u32;
-                let (page, _) = store
-                    .load_bounded(chat_id, from, want, MAX_BYTES - bytes)
-                    .await?;
-                let Some(tail) = page.last() else { break };
-                from = tail.seq;
-                for e in page.into_iter().filter(|e| range.contains(&e.seq)) {
-                    bytes += e.json.len();
-                    at = e.seq;
-                    out.push(e.json);
-                }
+        // The page: the path's ranges past `after`, cut at `limit` envelopes
+        // (every seq of a range is an envelope of the log).
+        let mut want = Vec::new();
+        let mut room = u64::from(limit);
+        for r in tree.path(leaf).into_iter().filter(|r| *r.end() > after) {
+            let start = (*r.start()).max(after + 1);
+            let end = (*r.end()).min(start + room - 1);
+            want.push(start..=end);
+            room -= end - start + 1;
+            if room == 0 {
+                break;
             }
         }
+        let rows = store.load_ranges(chat_id, &want, MAX_BYTES).await?;
+        let at = rows.last().map_or(after, |e| e.seq);
+        let out = rows.into_iter().map(|e| e.json).collect();
         Ok((leaf, out, (at < leaf).then_some(at)))
     }
 
@@ -364,8 +363,7 @@ impl Registry {
     /// `NotFound` unless the chat is the user's; the store's errors.
     pub async fn branches(&self, chat_id: Uuid, user: &str) -> Result<Branches, SessionError> {
         let (_, last) = self.chat(chat_id, user).await?;
-        let transcript = self.inner.ctx.store.transcript(chat_id).await?;
-        let tree = Tree::of_log(&transcript, last);
+        let tree = Tree::of_log(&self.inner.ctx.store.branches(chat_id).await?, last);
         Ok(Branches {
             chat_id,
             last_seq: last,

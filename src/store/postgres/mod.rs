@@ -248,6 +248,55 @@ impl Store for PgStore {
         .collect()
     }
 
+    async fn branches(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError> {
+        sqlx::query(
+            "SELECT seq, type, payload FROM envelopes
+             WHERE chat_id = $1 AND type = 'chat.branch' ORDER BY seq",
+        )
+        .bind(chat_id)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(envelope_from_row)
+        .collect()
+    }
+
+    async fn load_ranges(
+        &self,
+        chat_id: Uuid,
+        ranges: &[std::ops::RangeInclusive<u64>],
+        max_bytes: usize,
+    ) -> Result<Vec<StoredEnvelope>, StoreError> {
+        use futures_util::TryStreamExt;
+        /// Seqs one query asks for by key.
+        const SEQS_PER_QUERY: usize = 1000;
+        let seqs: Vec<i64> = ranges
+            .iter()
+            .flat_map(|r| r.clone())
+            .map(|s| s.min(i64::MAX as u64) as i64)
+            .collect();
+        let (mut out, mut bytes) = (Vec::new(), 0usize);
+        for chunk in seqs.chunks(SEQS_PER_QUERY) {
+            // Each seq found by the primary key: nothing between is read.
+            let mut rows = sqlx::query(
+                "SELECT seq, type, payload FROM envelopes
+                 WHERE chat_id = $1 AND seq = ANY($2::bigint[]) ORDER BY seq",
+            )
+            .bind(chat_id)
+            .bind(chunk)
+            .fetch(&self.pool);
+            while let Some(row) = rows.try_next().await? {
+                let env = envelope_from_row(&row)?;
+                bytes += env.json.len();
+                out.push(env);
+                if bytes >= max_bytes {
+                    return Ok(out);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     async fn has_client_msg_id(&self, chat_id: Uuid, id: &str) -> Result<bool, StoreError> {
         let row = sqlx::query(
             "SELECT 1 FROM envelopes WHERE chat_id = $1 AND client_msg_id = $2 LIMIT 1",

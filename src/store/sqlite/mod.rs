@@ -10,6 +10,7 @@
 mod checkpoint;
 mod databases;
 mod journal;
+mod reads;
 mod write;
 
 use std::path::Path;
@@ -29,6 +30,7 @@ use super::{
     AppendBatch, ChatDatabaseRecord, ChatRecord, ChatState, ConnectionRecord, Store, StoreError,
     StoredEnvelope, Tidy, now_ms,
 };
+use reads::{clamp, envelope_from_row};
 
 /// The SQLite store. Cheap to clone (a pool handle and the journal's tail);
 /// one process owns the file.
@@ -144,20 +146,6 @@ fn chat_from_row(row: &SqliteRow) -> Result<ChatRecord, StoreError> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
-}
-
-fn envelope_from_row(row: &SqliteRow) -> Result<StoredEnvelope, StoreError> {
-    let seq: i64 = row.try_get("seq")?;
-    Ok(StoredEnvelope {
-        seq: seq as u64,
-        kind: row.try_get("type")?,
-        json: row.try_get("payload")?,
-    })
-}
-
-/// A seq as SQLite's signed integer.
-fn clamp(seq: u64) -> i64 {
-    seq.min(i64::MAX as u64) as i64
 }
 
 #[async_trait]
@@ -321,26 +309,30 @@ impl Store for SqliteStore {
     }
 
     async fn transcript(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError> {
-        let (tail, below) = self.tail().read(&chat_id, 0, |e| {
-            matches!(
-                e.kind,
-                "chat.text" | "chat.tool_call" | "chat.tool_response" | "chat.branch"
-            )
+        let tail = self
+            .tail()
+            .read(&chat_id, 0, |e| reads::in_transcript(e.kind));
+        reads::transcript(&self.pool, chat_id, tail).await
+    }
+
+    async fn branches(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError> {
+        let tail = self.tail().read(&chat_id, 0, |e| e.kind == "chat.branch");
+        reads::branches(&self.pool, chat_id, tail).await
+    }
+
+    async fn load_ranges(
+        &self,
+        chat_id: Uuid,
+        ranges: &[std::ops::RangeInclusive<u64>],
+        max_bytes: usize,
+    ) -> Result<Vec<StoredEnvelope>, StoreError> {
+        let Some(first) = ranges.first() else {
+            return Ok(Vec::new());
+        };
+        let tail = self.tail().read(&chat_id, first.start() - 1, |e| {
+            ranges.iter().any(|r| r.contains(&e.seq))
         });
-        let mut rows: Vec<StoredEnvelope> = sqlx::query(
-            "SELECT seq, type, payload FROM envelopes
-             WHERE chat_id = ? AND seq < ?
-               AND type IN ('chat.text', 'chat.tool_call', 'chat.tool_response', 'chat.branch') ORDER BY seq",
-        )
-        .bind(chat_id.to_string())
-        .bind(below.map_or(i64::MAX, clamp))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(envelope_from_row)
-        .collect::<Result<_, _>>()?;
-        rows.extend(tail);
-        Ok(rows)
+        reads::ranges(&self.pool, chat_id, ranges, tail, max_bytes).await
     }
 
     async fn has_client_msg_id(&self, chat_id: Uuid, id: &str) -> Result<bool, StoreError> {

@@ -202,6 +202,70 @@ async fn append_load_and_reopen_on(open: Opener) {
     );
     assert!(store.last_tool_call(b.id, "c-2").await.unwrap().is_none());
     assert_eq!(store.transcript(b.id).await.unwrap().len(), 3);
+    // The tree's rows: in the transcript, and alone.
+    let d = store.create_chat(&chat("dora")).await.unwrap();
+    let kinds = [
+        "chat.text",
+        "chat.print",
+        "chat.branch",
+        "chat.text",
+        "chat.branch",
+    ];
+    let envelopes = (1..)
+        .zip(kinds)
+        .map(|(s, k)| env(s, k, None, None))
+        .collect();
+    store
+        .append(&[AppendBatch {
+            chat_id: d.id,
+            envelopes,
+            state: None,
+            conversation_state: None,
+            fence: None,
+        }])
+        .await
+        .unwrap();
+    let seqs =
+        |rows: Vec<crate::store::StoredEnvelope>| rows.iter().map(|e| e.seq).collect::<Vec<_>>();
+    assert_eq!(seqs(store.transcript(d.id).await.unwrap()), [1, 3, 4, 5]);
+    assert_eq!(seqs(store.branches(d.id).await.unwrap()), [3, 5]);
+    assert!(store.branches(a.id).await.unwrap().is_empty());
+    // A path's ranges, read without what lies between them (d's rows may
+    // still be in SQLite's journal, a's are in the table).
+    assert_eq!(
+        seqs(
+            store
+                .load_ranges(d.id, &[1..=1, 3..=5], 1 << 20)
+                .await
+                .unwrap()
+        ),
+        [1, 3, 4, 5]
+    );
+    let ranges = [1..=3, 10..=10, 100..=200, 6400..=6500];
+    let got = seqs(store.load_ranges(a.id, &ranges, 1 << 20).await.unwrap());
+    let want: Vec<u64> = ranges.iter().flat_map(|r| r.clone()).collect();
+    assert_eq!(got, want);
+    // More ranges than one query filters by.
+    let many: Vec<_> = (0..150).map(|i| 1 + 40 * i..=2 + 40 * i).collect();
+    let got = seqs(store.load_ranges(a.id, &many, 1 << 20).await.unwrap());
+    assert_eq!(got, many.iter().flat_map(|r| r.clone()).collect::<Vec<_>>());
+    // A byte budget: the row that crosses it is the last.
+    let one = store.load_after(a.id, 0, 1).await.unwrap()[0].json.len();
+    assert_eq!(
+        store
+            .load_ranges(a.id, &ranges, 2 * one + 1)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    assert!(
+        store
+            .load_ranges(a.id, &[], 1 << 20)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // A duplicate seq fails the whole transaction: nothing of it is stored.
     let err = store

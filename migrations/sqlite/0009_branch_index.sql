@@ -1,0 +1,4 @@
+-- A chat's tree (src/session/tree.rs) is read from its chat.branch envelopes
+-- alone: found by this index without reading the rest of the chat's log.
+-- Partial, so no other envelope pays for it on append.
+CREATE INDEX envelopes_branch ON envelopes (chat_id, seq) WHERE type = 'chat.branch';
