@@ -99,6 +99,26 @@ export function applyEnvelope(s, m) {
 }
 
 /**
+ * The state after several envelopes in seq order (a replay): the same as
+ * applying each, but a log with branches is folded once, along the path
+ * its last branch leaves, not again at each of them.
+ * @param {ChatState} s
+ * @param {any[]} envelopes
+ * @returns {ChatState}
+ */
+export function applyEnvelopes(s, envelopes) {
+  const fresh = envelopes.filter((m, i) => m.seq > s.lastSeq && (i === 0 || m.seq > envelopes[i - 1].seq));
+  if (!fresh.some((m) => m.type === 'chat.branch')) return fresh.reduce(applyEnvelope, s);
+  let log = s.log;
+  const branches = new Map(s.branches);
+  for (const m of fresh) {
+    log = { m, prev: log };
+    if (m.type === 'chat.branch') branches.set(m.seq, m.at);
+  }
+  return refold({ ...s, log, branches, lastSeq: fresh[fresh.length - 1].seq });
+}
+
+/**
  * One regular envelope of the active path.
  * @param {ChatState} s  with `lastSeq` (the tree's end: `m`'s, or the log's when folded again)
  * @param {any} m
@@ -106,7 +126,7 @@ export function applyEnvelope(s, m) {
  */
 function step(s, m) {
   const next = { ...s };
-  const versions = treeOf(s.branches, s.lastSeq).versions(m.seq);
+  const versions = s.branches.size ? treeOf(s.branches, s.lastSeq).versions(m.seq) : null;
   if (versions) next.nextVersions = versions;
   /** A message opened here takes the versions that begin before it. */
   const opened = (/** @type {Message} */ msg) => {
@@ -153,11 +173,16 @@ function step(s, m) {
         ? replaceLast({ ...streamingAgent, text: streamingAgent.text + m.content })
         : [...s.messages, opened({ seq: m.seq, role: 'agent', agent: m.agent, text: m.content, streaming: true })];
       break;
-    case 'chat.turn_discarded':
+    case 'chat.turn_discarded': {
       // A model turn a restart cut off: its fragments go, and the turn is
-      // asked again (a new select_speaker and fragments follow).
-      next.messages = s.messages.filter((msg) => !(msg.role === 'agent' && msg.agent === m.agent && msg.seq > m.from_seq));
+      // asked again (a new select_speaker and fragments follow). The
+      // versions its message began wait for the turn asked again.
+      const gone = (/** @type {Message} */ msg) => msg.role === 'agent' && msg.agent === m.agent && msg.seq > m.from_seq;
+      next.messages = s.messages.filter((msg) => !gone(msg));
+      const began = s.messages.find((msg) => gone(msg) && msg.versions);
+      if (began) next.nextVersions = began.versions ?? null;
       break;
+    }
     case 'chat.tool_call':
       if (s.toolCalls.some((c) => c.corr === m.corr)) {
         // A component's new state (artifact_patch).
@@ -195,6 +220,9 @@ function step(s, m) {
       break;
     case 'chat.run_complete':
       next.run = 'idle';
+      // Versions no message of the run began (it ended before one opened)
+      // are not carried to the next question.
+      next.nextVersions = null;
       next.lastRunEnd = m.reason;
       // Nothing of a finished run waits any more.
       next.toolCalls = s.toolCalls.map((c) => (c.awaiting ? { ...c, awaiting: false } : c));

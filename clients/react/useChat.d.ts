@@ -81,3 +81,5 @@ export interface UseChat extends ChatState {
 export declare function useChat(client: AgentwireClient, chatId: string | null): UseChat;
 export declare function initialChatState(): ChatState;
 export declare function applyEnvelope(state: ChatState, envelope: Envelope): ChatState;
+/** As `applyEnvelope` on each, but a replay with branches is folded once. */
+export declare function applyEnvelopes(state: ChatState, envelopes: Envelope[]): ChatState;

@@ -9,13 +9,14 @@
  */
 import { useCallback, useEffect, useReducer, useState } from 'react';
 
-import { applyEnvelope, initialChatState } from './chatState.js';
+import { applyEnvelope, applyEnvelopes, initialChatState } from './chatState.js';
 
-export { applyEnvelope, initialChatState } from './chatState.js';
+export { applyEnvelope, applyEnvelopes, initialChatState } from './chatState.js';
 
 /** @param {import('./chatState.js').ChatState} state @param {any} action */
 function reducer(state, action) {
   if (action.reset) return initialChatState();
+  if (Array.isArray(action.foldAll)) return applyEnvelopes(state, action.foldAll);
   if (action.connectionError) {
     const e = action.connectionError;
     return { ...state, errors: [...state.errors, { code: e.error_code, message: e.message }] };
@@ -40,7 +41,9 @@ export function useChat(client, chatId) {
     // what it delivered so far; any other is replayed from its first seq.
     const known = client.chats.get(chatId);
     const chat = known ?? client.openChat(chatId, { fromStart: true });
-    chat.log.forEach(dispatch);
+    // The log so far, folded at once (an envelope carries `replay: true`,
+    // so the action's key is another).
+    dispatch({ foldAll: chat.log.slice() });
     const offEnvelope = chat.on('envelope', dispatch);
     const offError = chat.on('error', (/** @type {any} */ e) => dispatch({ connectionError: e }));
     const offReset = chat.on('reset', () => dispatch({ reset: true }));

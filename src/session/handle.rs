@@ -149,6 +149,9 @@ pub(super) enum Op {
         context: Option<String>,
         model: Option<String>,
         events: Vec<crate::protocol::EventKind>,
+        /// The places among `events` of texts marked `partial`.
+        #[serde(default)]
+        partial: Vec<usize>,
     },
 }
 

@@ -108,9 +108,7 @@ fn migrator(files: &[(i64, &'static str, &'static str)]) -> Migrator {
                     Cow::Borrowed(*name),
                     MigrationType::Simple,
                     AssertSqlSafe(*sql).into_sql_str(),
-                    // What cannot run in a transaction (PostgreSQL's
-                    // CREATE INDEX CONCURRENTLY) says so, in one statement.
-                    sql.contains(" CONCURRENTLY "),
+                    false,
                 )
             })
             .collect(),

@@ -260,9 +260,10 @@ pub trait Store: Send + Sync + 'static {
     async fn branches(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError>;
 
     /// The chat's envelopes whose seqs lie in `ranges` (ascending and
-    /// disjoint: a path of its tree), in seq order, without reading out
-    /// those between them; stops once they hold `max_bytes` (the one that
-    /// crosses the budget included: the first is always read).
+    /// disjoint: a path of its tree, a page's worth — PostgreSQL asks for
+    /// each seq by key), in seq order, without reading out those between
+    /// them; stops once they hold `max_bytes` (the one that crosses the
+    /// budget included: the first is always read).
     async fn load_ranges(
         &self,
         chat_id: Uuid,

@@ -369,8 +369,9 @@ fn a_response_answering_two_waits_goes_on_past_both_on_a_rejoin() {
 }
 
 /// A chat's second run, a regenerate (its `chat.branch` first: no event
-/// of its own on any wire) cut off by a cancel (its words kept as a
-/// `partial` text), after a first run that answered.
+/// of its own on any wire) cut off by a cancel (its words kept as a text,
+/// which the server marks `partial`; the wires show it as any text), after
+/// a first run that answered.
 fn regenerated() -> Vec<Envelope> {
     let kinds = [
         json!({"type": "chat.text", "agent": "user", "content": "hi"}),
@@ -395,9 +396,7 @@ fn regenerated() -> Vec<Envelope> {
         .map(|(i, kind)| {
             let kind = serde_json::from_value(kind).expect("a valid envelope");
             let ts = "2026-11-27T00:00:00.000Z".into();
-            let mut env = Envelope::new(kind, uuid::Uuid::nil(), i as u64 + 1, ts);
-            env.partial = i == 10;
-            env
+            Envelope::new(kind, uuid::Uuid::nil(), i as u64 + 1, ts)
         })
         .collect()
 }

@@ -157,6 +157,13 @@ impl Model {
             .collect()
     }
 
+    /// The ends of the branches: nodes nothing follows.
+    fn leaves(&self) -> Vec<usize> {
+        (1..self.nodes.len())
+            .filter(|&n| self.children(n).is_empty())
+            .collect()
+    }
+
     /// Nodes that begin one of several versions.
     fn versions(&self) -> Vec<usize> {
         (1..self.nodes.len())
@@ -201,6 +208,31 @@ impl Model {
 
 fn seq(m: &Value) -> u64 {
     m["seq"].as_u64().unwrap()
+}
+
+/// The path to `leaf` (default: the active one) through `GET …/path`, in
+/// pages of `page`.
+async fn read_path(server: &Server, chat: Uuid, leaf: Option<u64>, page: u64) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let mut uri = format!("/v1/chats/{chat}/path?limit={page}&after={after}");
+        if let Some(leaf) = leaf {
+            uri.push_str(&format!("&leaf={leaf}"));
+        }
+        let (status, body) = http_json(server, "GET", &uri, "").await;
+        assert_eq!(status, 200, "{body}");
+        let events = body["events"].as_array().unwrap();
+        assert!(events.len() as u64 <= page);
+        out.extend(events.iter().cloned());
+        match body["next_after"].as_u64() {
+            Some(next) => {
+                assert_eq!(events.len() as u64, page, "a page before the last is full");
+                after = next;
+            }
+            None => return out,
+        }
+    }
 }
 
 fn words(n: usize) -> String {
@@ -304,7 +336,9 @@ async fn run(server: &Server, steps: &[Step], salt: u64) {
                 assert_eq!(queued[0]["mode"], mode, "{}", ctx(i));
                 let reason = &slow.last().unwrap()["reason"];
                 let partial = slow.iter().rfind(|m| m["type"] == "chat.text").unwrap();
-                if mode == "interrupt" && reason == "cancelled" {
+                // 25 words 20 ms apart: the message comes long before the end.
+                if mode == "interrupt" {
+                    assert_eq!(reason, "cancelled", "{}", ctx(i));
                     let full = model.answer(cut);
                     let got = model.nodes[cut].text.clone();
                     assert_eq!(partial["partial"], true, "{}", ctx(i));
@@ -315,6 +349,7 @@ async fn run(server: &Server, steps: &[Step], salt: u64) {
                     );
                 } else {
                     assert_eq!(reason, "completed", "{}", ctx(i));
+                    assert!(partial.get("partial").is_none(), "{partial}: {}", ctx(i));
                     assert_eq!(model.nodes[cut].text, model.answer(cut), "{}", ctx(i));
                 }
                 // The message, taken when the slow run ended, and its run.
@@ -343,6 +378,15 @@ async fn run(server: &Server, steps: &[Step], salt: u64) {
                 let copy = &copy[..copy.len() - 1];
                 assert_gap_free(&seqs(copy));
                 assert_eq!(turns(copy), model.turns(at), "{}", ctx(i));
+                // Marked as the source's are (a cut answer stays partial).
+                let source = read_path(server, chat, Some(model.nodes[at].end), 1000).await;
+                let marks = |log: &[Value]| -> Vec<(Value, Value)> {
+                    log.iter()
+                        .filter(|m| m["type"] == "chat.text")
+                        .map(|m| (m["content"].clone(), m["partial"].clone()))
+                        .collect()
+                };
+                assert_eq!(marks(copy), marks(&source), "{}", ctx(i));
                 // Its model is sent that history, and what the fork adds.
                 said += 1;
                 let text = format!("m{said}");
@@ -364,6 +408,30 @@ async fn run(server: &Server, steps: &[Step], salt: u64) {
         let (pointer, points) = model.branches();
         assert_eq!(b["pointer"], pointer, "{}", ctx(i));
         assert_eq!(b["points"], points, "{}", ctx(i));
+        // Every branch read whole (`GET …/path?leaf=`, in pages of a random
+        // size): exactly the envelopes of the model's path, and its turns.
+        rng = rng
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let page = 1 + (rng >> 33) % 40;
+        for leaf in model.leaves() {
+            let end = model.nodes[leaf].end;
+            let read = read_path(server, chat, Some(end), page).await;
+            let want: Vec<u64> = model
+                .path(leaf)
+                .into_iter()
+                .flat_map(|n| model.nodes[n].start..=model.nodes[n].end)
+                .collect();
+            assert_eq!(
+                read.iter().map(seq).collect::<Vec<_>>(),
+                want,
+                "leaf {end}, pages of {page}: {}",
+                ctx(i)
+            );
+            assert_eq!(turns(&read), model.turns(leaf), "leaf {end}: {}", ctx(i));
+        }
+        let active = read_path(server, chat, None, page).await;
+        assert_eq!(turns(&active), model.turns(model.pointer), "{}", ctx(i));
         // A replay from a random seq: exactly what follows it.
         let last = b["last_seq"].as_u64().unwrap();
         rng = rng

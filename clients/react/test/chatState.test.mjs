@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { applyEnvelope, initialChatState } from '../chatState.js';
+import { applyEnvelope, applyEnvelopes, initialChatState } from '../chatState.js';
 
 const fold = (envelopes) => envelopes.reduce(applyEnvelope, initialChatState());
 
@@ -84,6 +84,13 @@ test('a chat that branched shows its active path, with the versions where there 
   assert.equal(applyEnvelope(state, log[3]), state);
   // The same log folded in one go gives the same state.
   assert.deepEqual(shown(fold([...log, toFirst, ...more])), shown(state));
+  // A replay folded at once (each branch's path not folded on the way).
+  const replayed = applyEnvelopes(initialChatState(), [...log, toFirst, ...more]);
+  assert.deepEqual(shown(replayed), shown(state));
+  assert.equal(replayed.lastSeq, state.lastSeq);
+  // Part of it live, then a replay that overlaps it.
+  const overlapping = applyEnvelopes(fold(log.slice(0, 9)), [...log.slice(5), toFirst, ...more]);
+  assert.deepEqual(shown(overlapping), shown(state));
 });
 
 test('a message sent during a run waits, shown queued; an interrupted answer is marked partial', () => {
@@ -110,4 +117,21 @@ test('a message sent during a run waits, shown queued; an interrupted answer is 
     ['user', 'stop', false, false],
   ]);
   assert.equal(state.run, 'running');
+});
+
+test("a regenerate that ends before it says anything leaves no versions for the next question", () => {
+  let seq = 0;
+  const e = (type, fields = {}) => ({ type, chat_id: 'c', seq: ++seq, ts: '2026-11-27T10:00:00.000Z', ...fields });
+  const state = fold([
+    e('chat.text', { agent: 'user', content: 'a', starts_run: true }),
+    e('chat.select_speaker', { agent: 'demo' }),
+    e('chat.text', { agent: 'demo', content: 'A' }),
+    e('chat.run_complete', { reason: 'completed' }), // 4
+    e('chat.branch', { at: 1, reason: 'regenerate' }),
+    e('chat.select_speaker', { agent: 'demo' }), // 6: the second version starts
+    e('chat.error', { error_code: 'PROVIDER_ERROR', message: 'down' }),
+    e('chat.run_complete', { reason: 'error' }),
+    e('chat.text', { agent: 'user', content: 'b', starts_run: true }),
+  ]);
+  assert.deepEqual(state.messages.map((m) => [m.text, m.versions ?? null]), [['a', null], ['b', null]]);
 });

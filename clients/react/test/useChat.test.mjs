@@ -45,7 +45,7 @@ function mount(agent = 'demo') {
     seen.push(state);
     return state;
   });
-  return { hook, seen };
+  return { hook, seen, chat };
 }
 
 test('a streamed answer', async () => {
@@ -116,7 +116,7 @@ test('a group: one message per member turn, each under its name', async () => {
 });
 
 test('edit, regenerate, switch versions; a message typed during a run interrupts it', async () => {
-  const { hook } = mount();
+  const { hook, chat } = mount();
   const now = () => hook.result.current;
   const shown = () => now().messages.map((m) => [m.role, m.text, m.versions ? `${m.versions.index + 1}/${m.versions.all.length}` : '']);
   await act(async () => now().send('first'));
@@ -141,5 +141,13 @@ test('edit, regenerate, switch versions; a message typed during a run interrupts
   assert.match(cut.text, /^w1( w\d+)* ?$/);
   assert.deepEqual(now().queued, []);
   assert.equal(now().messages.at(-2).text, 'enough');
+  // Opened by another client: the whole log replayed, folded at once, shows the same.
+  const view = (state) => state.messages.map((m) => [m.role, m.text, m.versions ? `${m.versions.index + 1}/${m.versions.all.length}` : '', m.partial ?? false]);
+  const mine = view(now());
+  const other = new AgentwireClient(client.url, { storage: null, WebSocket: NodeWebSocket });
+  const later = renderHook(() => useChat(other, chat.id));
+  await wait(() => assert.deepEqual(view(later.result.current), mine));
+  later.unmount();
+  other.close();
   hook.unmount();
 });

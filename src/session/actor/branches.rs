@@ -224,7 +224,7 @@ impl Actor {
         &mut self,
         user: String,
         (agent, context, model): (String, Option<String>, Option<String>),
-        events: Vec<EventKind>,
+        (events, partial): (Vec<EventKind>, Vec<usize>),
     ) -> Result<(), SessionError> {
         if self.chat.is_some() {
             return Err(SessionError::IllegalTransition(
@@ -260,7 +260,11 @@ impl Actor {
         self.chat = Some(stored);
         if !events.is_empty() {
             let events = events.into_iter().map(|k| (k, None)).collect();
-            self.append(events, None).await?;
+            let marks = super::Marks {
+                partial,
+                ..super::Marks::default()
+            };
+            self.append_with(events, None, None, marks).await?;
         }
         Ok(())
     }
@@ -279,7 +283,10 @@ impl Actor {
         if at == tree.pointer() {
             return Ok(());
         }
-        let most = self.ctx.max_branches_per_chat * SWITCHES_PER_BRANCH;
+        let most = self
+            .ctx
+            .max_branches_per_chat
+            .saturating_mul(SWITCHES_PER_BRANCH);
         if tree.switch_count() >= most {
             return Err(SessionError::BranchLimit(format!(
                 "the chat was switched {most} times, the most it may be ({SWITCHES_PER_BRANCH} times max_branches_per_chat)"

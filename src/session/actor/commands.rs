@@ -168,7 +168,11 @@ impl Actor {
                 context,
                 model,
                 events,
-            } => self.fork(user, (agent, context, model), events).await,
+                partial,
+            } => {
+                self.fork(user, (agent, context, model), (events, partial))
+                    .await
+            }
         }
     }
 

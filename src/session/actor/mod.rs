@@ -396,9 +396,8 @@ impl Actor {
                     env.queued = Some(marks.queued.remove(0));
                 }
                 env.starts_run = std::mem::take(&mut marks.starts_run);
-            } else if matches!(env.kind, EventKind::Text { .. }) {
-                env.partial = std::mem::take(&mut marks.partial);
             }
+            env.partial = marks.partial.contains(&i);
             if env.kind.carries_run_usage() {
                 env.run_usage = marks.run_usage.take();
             }

@@ -355,12 +355,17 @@ impl Actor {
                 .map(|at| events.truncate(at))
                 .is_some();
         let marks = Marks {
-            partial: self.close_printed(&mut events),
+            partial: self.close_printed(&mut events).into_iter().collect(),
             ..Marks::default()
         };
         if !events.is_empty()
             && let Err(e) = self.append_marked(events, marks).await
         {
+            // Its prints were not logged: a partial text would hold words
+            // no client saw. The run ends with what the log has.
+            if let Some(run) = &mut self.run {
+                run.printed = None;
+            }
             self.deliver_transient_error(&e);
             self.cancel_run(RunEndReason::Error);
         }
@@ -372,40 +377,9 @@ impl Actor {
         }
     }
 
-    /// Follows what the open model turn prints: a run that ends (its
-    /// `chat.usage_summary` or `chat.run_complete`) in the middle of one —
-    /// cancelled, interrupted, timed out — keeps what it had said as the
-    /// speaker's `chat.text`, marked `partial`, so clients and the next
-    /// run's model see the same answer. Whether it added one.
-    fn close_printed(&mut self, events: &mut Vec<(EventKind, Option<String>)>) -> bool {
-        let Some(run) = &mut self.run else {
-            return false;
-        };
-        let mut at = None;
-        for (i, (kind, _)) in events.iter().enumerate() {
-            match kind {
-                EventKind::Print { agent, content, .. } => match &mut run.printed {
-                    Some((by, text)) if by == agent => text.push_str(content),
-                    printed => *printed = Some((agent.clone(), content.clone())),
-                },
-                EventKind::Text { .. } => run.printed = None,
-                EventKind::UsageSummary { .. } | EventKind::RunComplete { .. } => {
-                    if run.printed.is_some() {
-                        at = Some(i);
-                    }
-                    break;
-                }
-                _ => {}
-            }
-        }
-        let Some(at) = at else {
-            return false;
-        };
-        let Some((agent, content)) = run.printed.take() else {
-            return false;
-        };
-        events.insert(at, (EventKind::Text { agent, content }, None));
-        true
+    /// [`super::waiting::close_printed`] on the run's turn.
+    fn close_printed(&mut self, events: &mut Vec<(EventKind, Option<String>)>) -> Option<usize> {
+        super::waiting::close_printed(&mut self.run.as_mut()?.printed, events)
     }
 
     pub(super) async fn on_run_request(&mut self, msg: RunMsg) {

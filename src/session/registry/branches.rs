@@ -263,7 +263,7 @@ impl Registry {
                 "seq {leaf} does not end an answer (a chat.run_complete of the chat)"
             )));
         }
-        let mut events = Vec::new();
+        let (mut events, mut partial) = (Vec::new(), Vec::new());
         let path = tree.path(leaf);
         for span in Tree::read_spans(&path, 0, READ_GAP) {
             let mut after = span.start() - 1;
@@ -288,6 +288,9 @@ impl Registry {
                             let why = format!("envelope {} cannot be read: {e}", row.seq);
                             crate::store::StoreError::Remote(why.into())
                         })?;
+                    if env.partial {
+                        partial.push(events.len());
+                    }
                     events.push(env.kind);
                     if events.len() > MAX_FORK {
                         return Err(SessionError::BranchLimit(format!(
@@ -303,6 +306,7 @@ impl Registry {
             context: source.context.clone(),
             model: source.model.clone(),
             events,
+            partial,
         };
         self.call_op(into, op, Origin::Local { attempt: 0 }).await?;
         let (chat, last) = self.chat(into, user).await?;

@@ -329,9 +329,11 @@ impl Store for SqliteStore {
         let Some(first) = ranges.first() else {
             return Ok(Vec::new());
         };
-        let tail = self.tail().read(&chat_id, first.start() - 1, |e| {
-            ranges.iter().any(|r| r.contains(&e.seq))
-        });
+        let tail = self
+            .tail()
+            .read(&chat_id, first.start().saturating_sub(1), |e| {
+                ranges.iter().any(|r| r.contains(&e.seq))
+            });
         reads::ranges(&self.pool, chat_id, ranges, tail, max_bytes).await
     }
 
