@@ -46,6 +46,11 @@ fn run() -> Vec<Envelope> {
                "completion_tokens": 3}),
         json!({"type": "chat.run_complete", "reason": "completed"}),
     ];
+    log_of(kinds)
+}
+
+/// A chat's log of these envelopes, seqs from 1.
+fn log_of(kinds: impl IntoIterator<Item = Value>) -> Vec<Envelope> {
     kinds
         .into_iter()
         .enumerate()
@@ -390,15 +395,7 @@ fn regenerated() -> Vec<Envelope> {
                "completion_tokens": 2}),
         json!({"type": "chat.run_complete", "reason": "cancelled"}),
     ];
-    kinds
-        .into_iter()
-        .enumerate()
-        .map(|(i, kind)| {
-            let kind = serde_json::from_value(kind).expect("a valid envelope");
-            let ts = "2026-11-27T00:00:00.000Z".into();
-            Envelope::new(kind, uuid::Uuid::nil(), i as u64 + 1, ts)
-        })
-        .collect()
+    log_of(kinds)
 }
 
 #[test]

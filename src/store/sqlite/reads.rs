@@ -39,42 +39,52 @@ pub(super) fn in_transcript(kind: &str) -> bool {
 pub(super) async fn transcript(
     pool: &SqlitePool,
     chat_id: Uuid,
-    (tail, below): (Vec<StoredEnvelope>, Option<u64>),
+    tail: (Vec<StoredEnvelope>, Option<u64>),
 ) -> Result<Vec<StoredEnvelope>, StoreError> {
-    let mut rows: Vec<StoredEnvelope> = sqlx::query(
+    below_tail(
+        pool,
         "SELECT seq, type, payload FROM envelopes
          WHERE chat_id = ? AND seq < ?
            AND type IN ('chat.text', 'chat.tool_call', 'chat.tool_response', 'chat.branch') ORDER BY seq",
+        chat_id,
+        tail,
     )
-    .bind(chat_id.to_string())
-    .bind(below.map_or(i64::MAX, clamp))
-    .fetch_all(pool)
-    .await?
-    .iter()
-    .map(envelope_from_row)
-    .collect::<Result<_, _>>()?;
-    rows.extend(tail);
-    Ok(rows)
+    .await
 }
 
 pub(super) async fn branches(
     pool: &SqlitePool,
     chat_id: Uuid,
-    (tail, below): (Vec<StoredEnvelope>, Option<u64>),
+    tail: (Vec<StoredEnvelope>, Option<u64>),
 ) -> Result<Vec<StoredEnvelope>, StoreError> {
-    let mut rows: Vec<StoredEnvelope> = sqlx::query(
+    below_tail(
+        pool,
         // Without the hint the planner walks the chat's whole log by its
         // primary key (no statistics say the branches are few).
         "SELECT seq, type, payload FROM envelopes INDEXED BY envelopes_branch
          WHERE chat_id = ? AND seq < ? AND type = 'chat.branch' ORDER BY seq",
+        chat_id,
+        tail,
     )
-    .bind(chat_id.to_string())
-    .bind(below.map_or(i64::MAX, clamp))
-    .fetch_all(pool)
-    .await?
-    .iter()
-    .map(envelope_from_row)
-    .collect::<Result<_, _>>()?;
+    .await
+}
+
+/// The rows `sql` (binding the chat and the seq below which the table
+/// holds everything) finds, then the tail's.
+async fn below_tail(
+    pool: &SqlitePool,
+    sql: &'static str,
+    chat_id: Uuid,
+    (tail, below): (Vec<StoredEnvelope>, Option<u64>),
+) -> Result<Vec<StoredEnvelope>, StoreError> {
+    let mut rows: Vec<StoredEnvelope> = sqlx::query(sql)
+        .bind(chat_id.to_string())
+        .bind(below.map_or(i64::MAX, clamp))
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(envelope_from_row)
+        .collect::<Result<_, _>>()?;
     rows.extend(tail);
     Ok(rows)
 }
