@@ -193,6 +193,21 @@ async fn regenerate(
 ) -> Result<Prepared, ApiError> {
     let (chat_id, _) = conversation_chat(user, Some(&body.id));
     let registry = &state.registry;
+    let caller = crate::session::Caller::bearing(user, bearer);
+    // `regenerate({messageId})` of a user's message: the client sends the
+    // history up to it, and asks for a new answer to it (by its place among
+    // the user's messages, as an edit names it: its id is the client's).
+    if body.message_id.is_some() && body.messages.last().is_some_and(|m| m["role"] == "user") {
+        let nth = body.messages.iter().filter(|m| m["role"] == "user").count() - 1;
+        let target = Some(crate::session::MessageRef::Nth(nth));
+        return branching(
+            state,
+            user,
+            chat_id,
+            registry.regenerate_ref(chat_id, caller, target, None),
+        )
+        .await;
+    }
     // One of this server's assistant ids: the run it names.
     let run = body
         .message_id
@@ -200,7 +215,6 @@ async fn regenerate(
         .and_then(|id| id.split_once(':'))
         .filter(|(chat, _)| *chat == chat_id.to_string())
         .and_then(|(_, seq)| seq.parse::<u64>().ok());
-    let caller = crate::session::Caller::bearing(user, bearer);
     branching(
         state,
         user,

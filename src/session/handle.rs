@@ -133,6 +133,10 @@ pub(super) enum Op {
     Regenerate {
         user: String,
         seq: Option<u64>,
+        /// Instead of `seq`: the `n`-th (0: the first) user's message that
+        /// started a run on the active path (the AI SDK names it so).
+        #[serde(default)]
+        nth: Option<usize>,
         model: Option<String>,
         extras: RunExtras,
     },
@@ -209,6 +213,10 @@ pub struct RunExtras {
     /// logged in the commit that starts it.
     #[serde(skip)]
     pub branch: Option<BranchStart>,
+    /// A continued run that a regenerate began with another model: that
+    /// model (its `chat.branch` says which).
+    #[serde(skip)]
+    pub model: Option<String>,
 }
 
 /// A user's message that started a run, named by its seq, or by its place

@@ -137,6 +137,22 @@ test('regenerate() writes an answer again; the old one stays a version in the lo
   assert.equal(textOf(chat.lastMessage), 'You said: three');
 });
 
+test("regenerate() of a user's message answers that message again", async () => {
+  const chat = newChat();
+  await chat.sendMessage({ text: 'one' });
+  await chat.sendMessage({ text: 'two' });
+  const before = (await (await fetch(`${base}/v1/chats/${chat.id}`)).json()).last_seq;
+  // The AI SDK keeps the messages up to that user's message and asks again.
+  await chat.regenerate({ messageId: chat.messages[0].id });
+  assert.equal(chat.status, 'ready', String(chat.error));
+  assert.deepEqual(chat.messages.map((m) => [m.role, textOf(m)]), [['user', 'one'], ['assistant', 'You said: one']]);
+  // On the server: a regenerate of the first message, not of the last answer.
+  const log = await (await fetch(`${base}/v1/chats/${chat.id}/events?after=${before}&limit=100`)).json();
+  const branch = log.events.find((e) => e.type === 'chat.branch');
+  assert.equal(branch.reason, 'regenerate');
+  assert.equal(branch.at, 1, 'the answer to `one`, the first message');
+});
+
 test('sendMessage with a messageId edits that message; the conversation goes on from it', async () => {
   const chat = newChat();
   await chat.sendMessage({ text: 'one' });

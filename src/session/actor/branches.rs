@@ -171,12 +171,17 @@ impl Actor {
     pub(super) async fn regenerate(
         &mut self,
         user: &str,
-        seq: Option<u64>,
+        seq: Option<MessageRef>,
         model: Option<String>,
         extras: RunExtras,
     ) -> Result<(), SessionError> {
         self.may_branch(user)?;
         let (tree, transcript) = self.tree().await?;
+        let seq = match seq {
+            Some(MessageRef::Nth(n)) => Some(self.nth_message(&tree, &transcript, n).await?),
+            Some(MessageRef::Seq(seq)) => Some(seq),
+            None => None,
+        };
         let at = match seq {
             Some(seq) => {
                 if !self.starts_a_run(&tree, &transcript, seq).await? {

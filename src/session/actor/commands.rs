@@ -5,7 +5,7 @@ use tokio::time::Instant;
 
 use super::{Actor, MAX_SUBSCRIBERS, Role, reply_of, reply_of_ref};
 use crate::protocol::{ConversationState, Envelope, EventKind, RunEndReason, limits};
-use crate::session::handle::{Command, Op, Origin, RunExtras};
+use crate::session::handle::{Command, MessageRef, Op, Origin, RunExtras};
 use crate::session::{Outbound, Replay, SessionError, Subscriber};
 use crate::store::{ChatRecord, ChatState, StoreError};
 
@@ -158,9 +158,16 @@ impl Actor {
             Op::Regenerate {
                 user,
                 seq,
+                nth,
                 model,
                 extras,
-            } => self.regenerate(&user, seq, model, extras).await,
+            } => {
+                let seq = match nth {
+                    Some(n) => Some(MessageRef::Nth(n)),
+                    None => seq.map(MessageRef::Seq),
+                };
+                self.regenerate(&user, seq, model, extras).await
+            }
             Op::Switch { user, to } => self.switch(&user, to).await,
             Op::Fork {
                 user,

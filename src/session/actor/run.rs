@@ -57,6 +57,7 @@ impl Actor {
             .branch
             .as_ref()
             .and_then(|b| b.model.clone())
+            .or_else(|| extras.model.clone())
             .or_else(|| chat.model.clone());
         // This request's context, else the one kept with the chat.
         let context = match extras.context {

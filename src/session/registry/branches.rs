@@ -66,6 +66,22 @@ impl Registry {
         seq: Option<u64>,
         model: Option<&str>,
     ) -> Result<(), SessionError> {
+        self.regenerate_ref(chat_id, caller, seq.map(MessageRef::Seq), model)
+            .await
+    }
+
+    /// [`Self::regenerate`] of the user's message `target` names (by seq, or
+    /// by its place among those that started a run on the active path).
+    ///
+    /// # Errors
+    /// As [`Self::regenerate`].
+    pub async fn regenerate_ref(
+        &self,
+        chat_id: Uuid,
+        caller: Caller<'_>,
+        target: Option<MessageRef>,
+        model: Option<&str>,
+    ) -> Result<(), SessionError> {
         let model = match model {
             Some(name) => Some(
                 self.inner
@@ -80,9 +96,15 @@ impl Registry {
             None => None,
         };
         self.inner.ctx.quotas.message(caller.user)?;
+        let (seq, nth) = match target {
+            Some(MessageRef::Seq(seq)) => (Some(seq), None),
+            Some(MessageRef::Nth(n)) => (None, Some(n)),
+            None => (None, None),
+        };
         let op = Op::Regenerate {
             user: caller.user.to_owned(),
             seq,
+            nth,
             model,
             extras: caller.extras(),
         };

@@ -47,6 +47,7 @@ impl<'a> Caller<'a> {
             resumed: None,
             client_tools: self.client_tools.to_vec(),
             branch: None,
+            model: None,
         }
     }
 }

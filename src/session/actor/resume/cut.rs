@@ -79,6 +79,8 @@ pub(super) struct Cut {
     frontend: Vec<String>,
     /// The `context_type` its user's message was sent with.
     context_type: Option<String>,
+    /// The model a regenerate that began it chose.
+    model: Option<String>,
     /// What it had used, per speaker (its last `run_usage`).
     usage: BTreeMap<String, Usage>,
 }
@@ -87,6 +89,8 @@ pub(super) struct Cut {
 pub(super) struct Carried {
     /// The `context_type` its user's message was sent with.
     pub context_type: Option<String>,
+    /// The model a regenerate that began it chose.
+    pub model: Option<String>,
     /// What it had used, per speaker.
     pub used: BTreeMap<String, Usage>,
 }
@@ -193,6 +197,7 @@ impl Cut {
     pub(super) fn carried(&self) -> Carried {
         Carried {
             context_type: self.context_type.clone(),
+            model: self.model.clone(),
             used: self.usage.clone(),
         }
     }
@@ -402,11 +407,12 @@ impl Cut {
             | EventKind::State { .. }
             | EventKind::ToolProgress { .. }
             | EventKind::RunComplete { .. }
-            // A regenerate's branch leads its run; the path it made is the
-            // log's, read again when the run goes on. A message sent during
-            // the run waits in the chat's queue (`restore_queue`).
-            | EventKind::Branch { .. }
+            // A message sent during the run waits in the chat's queue
+            // (`restore_queue`).
             | EventKind::Queued { .. } => {}
+            // A regenerate's branch leads its run, with the model it chose;
+            // the path it made is the log's, read again when the run goes on.
+            EventKind::Branch { model, .. } => self.model = model,
         }
     }
 }

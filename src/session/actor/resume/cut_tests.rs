@@ -663,3 +663,37 @@ fn a_cut_run_carries_its_context_type_and_last_usage() {
     assert_eq!((bot.prompt_tokens, bot.completion_tokens), (9, 1));
     assert_eq!(carried.used.len(), 1);
 }
+
+#[test]
+fn a_cut_regenerate_carries_the_model_it_chose() {
+    let branch = |model: Option<&str>| EventKind::Branch {
+        at: 1,
+        reason: crate::protocol::BranchReason::Regenerate,
+        model: model.map(str::to_owned),
+    };
+    let cut_with = |model: Option<&str>| {
+        cut(vec![
+            user("hi"),
+            speaker(),
+            text("hello"),
+            end(),
+            branch(model),
+            speaker(),
+            print("hel"),
+        ])
+        .carried()
+        .model
+    };
+    assert_eq!(cut_with(Some("qwen")).as_deref(), Some("qwen"));
+    assert_eq!(cut_with(None), None);
+    // A run after one that a regenerate began keeps nothing of it.
+    let later = cut(vec![
+        branch(Some("qwen")),
+        speaker(),
+        text("a"),
+        end(),
+        user("next"),
+        speaker(),
+    ]);
+    assert_eq!(later.carried().model, None);
+}

@@ -317,6 +317,7 @@ impl Actor {
             workflow,
             client_tools,
             context_type: carried.context_type,
+            model: carried.model,
             ..RunExtras::default()
         };
         if let Err(e) = Box::pin(self.start_run(None, extras)).await {
