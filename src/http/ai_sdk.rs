@@ -194,19 +194,13 @@ async fn regenerate(
     let (chat_id, _) = conversation_chat(user, Some(&body.id));
     let registry = &state.registry;
     let caller = crate::session::Caller::bearing(user, bearer);
-    // `regenerate({messageId})` of a user's message: the client sends the
-    // history up to it, and asks for a new answer to it (by its place among
-    // the user's messages, as an edit names it: its id is the client's).
+    // `regenerate({messageId})` of a user's message (its id is the client's):
+    // a new answer to it, named by its place among the user's messages.
+    let users = body.messages.iter().filter(|m| m["role"] == "user").count();
     if body.message_id.is_some() && body.messages.last().is_some_and(|m| m["role"] == "user") {
-        let nth = body.messages.iter().filter(|m| m["role"] == "user").count() - 1;
-        let target = Some(crate::session::MessageRef::Nth(nth));
-        return branching(
-            state,
-            user,
-            chat_id,
-            registry.regenerate_ref(chat_id, caller, target, None),
-        )
-        .await;
+        let target = Some(crate::session::MessageRef::Nth(users - 1));
+        let asked = registry.regenerate_ref(chat_id, caller, target, None);
+        return branching(state, user, chat_id, asked).await;
     }
     // One of this server's assistant ids: the run it names.
     let run = body
@@ -215,13 +209,8 @@ async fn regenerate(
         .and_then(|id| id.split_once(':'))
         .filter(|(chat, _)| *chat == chat_id.to_string())
         .and_then(|(_, seq)| seq.parse::<u64>().ok());
-    branching(
-        state,
-        user,
-        chat_id,
-        registry.regenerate_run(chat_id, caller, run),
-    )
-    .await
+    let asked = registry.regenerate_run(chat_id, caller, run);
+    branching(state, user, chat_id, asked).await
 }
 
 /// `sendMessage({text, messageId})`: the user's message the client edited
