@@ -73,11 +73,15 @@ class ChatView {
     this.question = 0; // the user's message the current run answers
     this.inRun = false; // between a run's first turn and its end
     this.unsub = chat.on('envelope', (m) => this.take(m));
+    // A replay with branches is drawn once, at its end (not again at each).
+    this.deferred = false;
+    this.unsubResumed = chat.on('resumed', () => this.caughtUp());
     this.unsubErr = chat.on('error', (e) => this.add(el('li', { cls: 'note error', text: `${e.error_code}: ${e.message}` })));
   }
 
   close() {
     this.unsub();
+    this.unsubResumed();
     this.unsubErr();
   }
 
@@ -85,8 +89,21 @@ class ChatView {
   take(m) {
     this.envelopes.push(m);
     this.tree.push(m);
+    if (m.replay && (this.deferred || m.type === 'chat.branch')) {
+      this.deferred = true;
+      return;
+    }
+    // (The redraw holds this one too.)
+    if (this.deferred) return this.caughtUp();
     if (m.type === 'chat.branch') this.redraw();
     else this.show(m);
+  }
+
+  /** The replay is over: what it deferred is drawn, once. */
+  caughtUp() {
+    if (!this.deferred) return;
+    this.deferred = false;
+    this.redraw();
   }
 
   /** A regular envelope on the active path, after its versions' switcher
