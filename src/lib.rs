@@ -157,6 +157,7 @@ pub async fn run(
         tracker: tracker.clone(),
         node: node.clone(),
         continue_runs: config.continue_runs,
+        title_model: config.title_model.clone(),
         continue_delay: config.continue_delay,
     }));
     if let Some(node) = node {

@@ -43,6 +43,8 @@ pub struct Agent {
     pub template: Option<Arc<Template>>,
     /// A group chat: its members take turns instead of this agent speaking.
     pub group: Option<Arc<Group>>,
+    /// Its model is a real one (not `scripted`): it may title its chats.
+    pub titles: bool,
 }
 
 /// A group chat's members and rules, checked.
@@ -157,6 +159,11 @@ impl Agent {
             return Err("run_timeout_seconds: must be at least 1".into());
         }
         let template = file.template.map(Template::from_spec).transpose()?;
+        let titles = template.is_none()
+            && file
+                .model
+                .as_ref()
+                .is_some_and(|m| m.provider != ProviderKind::Scripted);
 
         if let Some(empty) = file.context_prompts.keys().find(|k| k.is_empty()) {
             return Err(format!(
@@ -207,6 +214,7 @@ impl Agent {
             http: http.clone(),
             template: template.map(Arc::new),
             group: None,
+            titles,
         })
     }
 

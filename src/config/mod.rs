@@ -92,6 +92,9 @@ pub struct Config {
     /// Tests only: how long a continued run waits before it starts.
     pub continue_delay: Duration,
     pub default_agent: String,
+    /// The model that titles chats (`None`: the chat's own; `Some("none")`:
+    /// their first words).
+    pub title_model: Option<String>,
     pub log_format: LogFormat,
     /// Models chats may switch to (file only).
     pub models: Vec<ModelConfig>,
@@ -347,6 +350,7 @@ impl Settings {
             continue_runs: pick!(continue_runs_after_restart).unwrap_or(true),
             continue_delay: Duration::from_millis(self.test_continue_delay_ms.unwrap_or(0)),
             default_agent,
+            title_model: pick!(title_model).filter(|m| !m.is_empty()),
             log_format: pick!(log_format).unwrap_or_default(),
             models: validate_models(file.models.clone())?,
             cors_origins: validate_origins(pick!(cors_origins).unwrap_or_default())?,

@@ -112,6 +112,10 @@ pub struct Settings {
     /// The agent of the SSE routes when the request names none [default: demo].
     #[arg(long, env = "AGENTWIRE_DEFAULT_AGENT", global = true)]
     pub default_agent: Option<String>,
+    /// The model (of `[[models]]`) that titles chats after their first
+    /// exchange; `none`: their first words [default: the chat's own model].
+    #[arg(long, env = "AGENTWIRE_TITLE_MODEL", global = true)]
+    pub title_model: Option<String>,
     /// text or json [default: text].
     #[arg(long, env = "AGENTWIRE_LOG_FORMAT", global = true)]
     pub log_format: Option<LogFormat>,
@@ -222,6 +226,7 @@ pub(super) struct FileSettings {
     pub(super) shutdown_grace_seconds: Option<u64>,
     pub(super) continue_runs_after_restart: Option<bool>,
     pub(super) default_agent: Option<String>,
+    pub(super) title_model: Option<String>,
     pub(super) log_format: Option<LogFormat>,
     pub(super) cors_origins: Option<Vec<String>>,
     pub(super) allowed_hosts: Option<Vec<String>>,

@@ -60,37 +60,7 @@ pub struct AgentList {
     pub agents: Vec<AgentInfo>,
 }
 
-/// A chat.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ChatView {
-    pub id: Uuid,
-    pub agent: String,
-    /// `idle` or `running`.
-    pub state: String,
-    pub archived: bool,
-    /// A template conversation's state (seed 004 §4: `pending`, `active`,
-    /// `awaiting_widget`, `awaiting_user`, `paused`, `completed`,
-    /// `terminated`, `archived`); absent for other chats.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub conversation_state: Option<String>,
-    /// The model the chat switched to; `null`: the agent's own.
-    pub model: Option<String>,
-    /// RFC 3339, UTC.
-    pub created_at: String,
-    /// RFC 3339, UTC.
-    pub updated_at: String,
-    /// The chat's last seq (single-chat answers only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_seq: Option<u64>,
-}
-
-/// `GET /v1/chats`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ChatList {
-    pub chats: Vec<ChatView>,
-    /// Pass as `cursor` for the next page; `null` on the last one.
-    pub next_cursor: Option<String>,
-}
+pub use super::listing::ChatView;
 
 /// `POST /v1/chats`.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -2,33 +2,35 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
 use uuid::Uuid;
 
 use super::api::{
-    Accepted, AgentInfo, AgentList, ChatList, ChatModels, ChatView, CreateChat, ErrorBody,
-    MemberInfo, ModelInfo, ModelSet, SendMessage, SetModel,
+    Accepted, AgentInfo, AgentList, ChatModels, ChatView, CreateChat, ErrorBody, MemberInfo,
+    ModelInfo, ModelSet, SendMessage, SetModel,
 };
 use super::auth::AuthUser;
 use super::error::ApiError;
+use super::listing;
 use super::state::AppState;
 use crate::protocol::limits;
 use crate::session::{Caller, SessionError};
-use crate::store::{ChatRecord, ChatState};
-
-/// Most chats in one page.
-const MAX_PAGE: u32 = 100;
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/agents", get(list_agents))
-        .route("/v1/chats", get(list_chats).post(create_chat))
-        .route("/v1/chats/{id}", get(get_chat).delete(archive_chat))
+        .route("/v1/chats", get(listing::list_chats).post(create_chat))
+        .route(
+            "/v1/chats/{id}",
+            get(get_chat)
+                .delete(archive_chat)
+                .patch(listing::update_chat),
+        )
+        .route("/v1/chats/{id}/export", get(listing::export_chat))
         .route("/v1/chats/{id}/messages", post(send_message))
         .route("/v1/chats/{id}/model", get(list_models).post(set_model))
 }
@@ -62,29 +64,7 @@ fn too_deep() -> ApiError {
     SessionError::TooLarge(format!("the body nests deeper than {max} levels")).into()
 }
 
-fn rfc3339(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-pub(super) fn chat_view(chat: &ChatRecord, last_seq: Option<u64>) -> ChatView {
-    ChatView {
-        id: chat.id,
-        agent: chat.agent.clone(),
-        state: match chat.state {
-            ChatState::Idle => "idle",
-            ChatState::Running => "running",
-        }
-        .to_owned(),
-        archived: chat.archived,
-        conversation_state: chat.conversation_state.clone(),
-        model: chat.model.clone(),
-        created_at: rfc3339(chat.created_at),
-        updated_at: rfc3339(chat.updated_at),
-        last_seq,
-    }
-}
+pub(super) use super::listing::chat_view;
 
 /// The agents, as tiles (seed 004).
 #[utoipa::path(get, path = "/v1/agents", tag = "rest",
@@ -143,46 +123,6 @@ pub(super) async fn create_chat(
         .await?;
     let (chat, last_seq) = state.registry.chat(id, &auth.user).await?;
     Ok((StatusCode::CREATED, Json(chat_view(&chat, Some(last_seq)))).into_response())
-}
-
-#[derive(Deserialize, utoipa::IntoParams)]
-pub(super) struct ListQuery {
-    /// The `next_cursor` of the previous page.
-    #[serde(default)]
-    cursor: Option<String>,
-    /// Chats per page, 1 to 100 [default: 20].
-    #[serde(default)]
-    limit: Option<u32>,
-}
-
-fn parse_cursor(cursor: &str) -> Option<(i64, Uuid)> {
-    let (at, id) = cursor.split_once('.')?;
-    Some((at.parse().ok()?, Uuid::parse_str(id).ok()?))
-}
-
-/// The caller's chats, newest first.
-#[utoipa::path(get, path = "/v1/chats", tag = "rest", params(ListQuery),
-    responses((status = 200, body = ChatList), (status = 400, body = ErrorBody)))]
-pub(super) async fn list_chats(
-    State(state): State<AppState>,
-    AuthUser { user, .. }: AuthUser,
-    Query(q): Query<ListQuery>,
-) -> Result<Json<ChatList>, ApiError> {
-    let limit = q.limit.unwrap_or(20).clamp(1, MAX_PAGE);
-    let before = match q.cursor.as_deref() {
-        None | Some("") => None,
-        Some(c) => {
-            Some(parse_cursor(c).ok_or_else(|| ApiError::BadRequest(format!("bad cursor `{c}`")))?)
-        }
-    };
-    let chats = state.registry.list(&user, before, limit).await?;
-    let next_cursor = (chats.len() as u32 == limit)
-        .then(|| chats.last().map(|c| format!("{}.{}", c.created_at, c.id)))
-        .flatten();
-    Ok(Json(ChatList {
-        chats: chats.iter().map(|c| chat_view(c, None)).collect(),
-        next_cursor,
-    }))
 }
 
 /// One chat, with its last seq.

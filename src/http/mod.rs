@@ -15,6 +15,7 @@ mod chats;
 mod connections;
 mod error;
 mod guard;
+mod listing;
 mod openai;
 mod openapi;
 mod ops;

@@ -7,7 +7,7 @@ use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder}
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    ag_ui, ai_sdk, answers, api, branches, chats, connections, openai, ops, sse, workflows,
+    ag_ui, ai_sdk, answers, api, branches, chats, connections, listing, openai, ops, sse, workflows,
 };
 
 /// The API description.
@@ -19,8 +19,10 @@ use super::{
         ops::metrics,
         chats::list_agents,
         chats::create_chat,
-        chats::list_chats,
+        listing::list_chats,
         chats::get_chat,
+        listing::update_chat,
+        listing::export_chat,
         chats::archive_chat,
         chats::send_message,
         chats::list_models,

@@ -67,6 +67,15 @@ pub fn has_control_chars(s: &str) -> bool {
     s.chars().any(char::is_control)
 }
 
+/// `text` as one line: control characters and runs of whitespace become
+/// one space.
+pub fn one_line(text: &str) -> String {
+    text.split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

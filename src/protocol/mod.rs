@@ -15,5 +15,6 @@ pub use error_code::ErrorCode;
 pub use inbound::{ClientFrame, InboundError, parse_client_frame};
 pub use outbound::{
     AgentUsage, BranchReason, ConversationState, Display, Envelope, EventKind, MultitaskStrategy,
-    RunEndReason, connection_error, mark_replay, now_ts, pong, resume_boundary,
+    RunEndReason, TitleSource, TitleUsage, connection_error, mark_replay, now_ts, pong,
+    resume_boundary,
 };

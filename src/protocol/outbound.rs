@@ -122,6 +122,30 @@ pub enum BranchReason {
     Switch,
 }
 
+/// Who gave a chat its title (`chat.title`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TitleSource {
+    /// Made by a model from the first exchange.
+    Model,
+    /// The first words of the first exchange (no model, or it failed).
+    Words,
+    /// The user renamed the chat.
+    User,
+    /// The chat's template names it.
+    Template,
+    /// The workflow the chat began with names it.
+    Workflow,
+}
+
+/// The tokens a title took (`chat.title` made by a model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TitleUsage {
+    pub total_tokens: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
 /// The body of a chat-scoped envelope: its `type` and its own fields.
 ///
 /// Serialized with the fields at top level (contract §1: no `data` wrapper).
@@ -284,6 +308,15 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
     },
+    /// The chat's title, new or changed: the list shows the last one.
+    #[serde(rename = "chat.title")]
+    Title {
+        title: String,
+        source: TitleSource,
+        /// A model's title: the tokens it took (counted with the chat's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<TitleUsage>,
+    },
     /// An error of the run (persisted) or of one connection's message (not).
     #[serde(rename = "chat.error")]
     Error {
@@ -316,6 +349,7 @@ impl EventKind {
             Self::RunComplete { .. } => "chat.run_complete",
             Self::Branch { .. } => "chat.branch",
             Self::Queued { .. } => "chat.queued",
+            Self::Title { .. } => "chat.title",
             Self::Error { .. } => "chat.error",
         }
     }

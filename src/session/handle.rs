@@ -110,6 +110,20 @@ pub(super) enum Op {
     Archive {
         user: String,
     },
+    /// `PATCH /v1/chats/{id}`: rename, pin, archive or restore.
+    Update {
+        user: String,
+        title: Option<String>,
+        pinned: Option<bool>,
+        archived: Option<bool>,
+    },
+    /// A title made for the chat (by its own actor, after a run).
+    Title {
+        user: String,
+        title: String,
+        source: crate::protocol::TitleSource,
+        usage: Option<crate::protocol::TitleUsage>,
+    },
     /// Run a workflow (in `extras`).
     Workflow {
         user: String,
@@ -173,6 +187,8 @@ impl Op {
             | Self::Pause { user }
             | Self::ResumeRun { user }
             | Self::Archive { user }
+            | Self::Update { user, .. }
+            | Self::Title { user, .. }
             | Self::SetModel { user, .. }
             | Self::Edit { user, .. }
             | Self::Regenerate { user, .. }

@@ -68,6 +68,8 @@ pub struct SessionContext {
     /// Tests only: how long a continued run waits before it starts (it
     /// waits on its requests again only then).
     pub continue_delay: Duration,
+    /// The model that titles chats (`title_model`).
+    pub title_model: Option<String>,
 }
 
 /// Why a request to a chat failed. Each maps to a contract error code.

@@ -33,6 +33,7 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
         node: None,
         continue_runs: false,
         continue_delay: Duration::ZERO,
+        title_model: None,
     }))
 }
 

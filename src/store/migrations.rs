@@ -54,6 +54,11 @@ pub(super) fn sqlite() -> Migrator {
             "branch_index",
             include_str!("../../migrations/sqlite/0009_branch_index.sql"),
         ),
+        (
+            10,
+            "chat_list",
+            include_str!("../../migrations/sqlite/0010_chat_list.sql"),
+        ),
     ])
 }
 
@@ -94,6 +99,11 @@ pub(super) fn postgres() -> Migrator {
             7,
             "branch_index",
             include_str!("../../migrations/postgres/0007_branch_index.sql"),
+        ),
+        (
+            8,
+            "chat_list",
+            include_str!("../../migrations/postgres/0008_chat_list.sql"),
         ),
     ])
 }

@@ -11,6 +11,7 @@ mod cluster;
 mod migrations;
 mod postgres;
 mod seal;
+pub mod search;
 mod sqlite;
 mod writer;
 
@@ -75,6 +76,78 @@ pub struct ChatRecord {
     pub created_at: i64,
     /// Unix milliseconds.
     pub updated_at: i64,
+    /// What the list of one's chats shows of it.
+    pub listing: Listing,
+}
+
+/// A chat as the list shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Listing {
+    /// The last `chat.title`'s title.
+    pub title: Option<String>,
+    /// Pinned chats come first.
+    pub pinned: bool,
+    /// The last `chat.text`'s first words.
+    pub preview: Option<String>,
+    /// When the last `chat.text` was logged (the chat's creation before
+    /// any), Unix milliseconds.
+    pub active_at: i64,
+}
+
+/// One chat a search found.
+#[derive(Debug, Clone)]
+pub struct SearchHit {
+    pub chat: ChatRecord,
+    /// The envelope that matched best (the chat's `chat.title` for a title hit).
+    pub seq: u64,
+    /// The chat's current title matched.
+    pub title: bool,
+    /// The store's relevance: higher is better.
+    pub score: f64,
+    /// The matched text, whole (cut to [`search::INDEXED_CHARS`]).
+    pub body: String,
+}
+
+/// Orders hits best first (a title hit before any other, then by score,
+/// then the latest activity) and keeps each chat's best.
+pub fn rank(mut hits: Vec<SearchHit>, limit: usize) -> Vec<SearchHit> {
+    hits.sort_by(|a, b| {
+        b.title
+            .cmp(&a.title)
+            .then(b.score.total_cmp(&a.score))
+            .then(b.chat.listing.active_at.cmp(&a.chat.listing.active_at))
+    });
+    let mut seen = std::collections::HashSet::new();
+    hits.retain(|h| seen.insert(h.chat.id));
+    hits.truncate(limit);
+    hits
+}
+
+/// Where a page of the list stops: the last chat's place in its order
+/// (pinned first, then the latest activity, then the id, all descending).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListCursor {
+    pub pinned: bool,
+    pub active_at: i64,
+    pub id: Uuid,
+}
+
+impl ListCursor {
+    /// The cursor after `chat`.
+    pub fn after(chat: &ChatRecord) -> Self {
+        Self {
+            pinned: chat.listing.pinned,
+            active_at: chat.listing.active_at,
+            id: chat.id,
+        }
+    }
+}
+
+/// A change to a chat's place in the list; `None` leaves a field.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChatFlags {
+    pub pinned: Option<bool>,
+    pub archived: Option<bool>,
 }
 
 /// One envelope to append.
@@ -188,17 +261,31 @@ pub trait Store: Send + Sync + 'static {
     /// someone else; the caller checks).
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError>;
 
-    /// Marks the chat archived.
-    async fn archive_chat(&self, id: Uuid) -> Result<(), StoreError>;
+    /// Pins or unpins, archives or restores the chat.
+    async fn set_chat_flags(&self, id: Uuid, flags: ChatFlags) -> Result<(), StoreError>;
 
-    /// Up to `limit` chats of `owner`, newest first, strictly before the
-    /// `(created_at, id)` cursor if one is given.
+    /// Up to `limit` chats of `owner` that are `archived` or not, pinned
+    /// first, then by latest activity, strictly after `after` if given.
     async fn list_chats(
         &self,
         owner: &str,
-        before: Option<(i64, Uuid)>,
+        archived: bool,
+        after: Option<ListCursor>,
         limit: u32,
     ) -> Result<Vec<ChatRecord>, StoreError>;
+
+    /// `owner`'s chats (`archived` or not) whose current title or texts
+    /// hold every term, each chat's best hit, best first
+    /// ([`rank`]), at most `limit`. The stores stop looking after
+    /// about `budget` and rank what they found.
+    async fn search_chats(
+        &self,
+        owner: &str,
+        terms: &search::Terms,
+        archived: bool,
+        limit: u32,
+        budget: std::time::Duration,
+    ) -> Result<Vec<SearchHit>, StoreError>;
 
     /// Sets (or clears) the chat's model.
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError>;

@@ -55,6 +55,7 @@ pub async fn run(url: &str, rows: u64, batches: &[usize]) -> anyhow::Result<Valu
                 conversation_state: None,
                 created_at: now,
                 updated_at: now,
+                listing: Default::default(),
             })
             .await?;
         let started = Instant::now();

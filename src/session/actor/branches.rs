@@ -255,6 +255,7 @@ impl Actor {
             conversation_state: None,
             created_at: now,
             updated_at: now,
+            listing: Default::default(),
         };
         let stored = self.ctx.store.create_chat(&record).await?;
         if stored != record {

@@ -147,6 +147,21 @@ impl Actor {
             Op::ResumeRun { user } => self.resume_run(&user).await,
             Op::SetModel { user, model } => self.set_model(&user, model).await,
             Op::Archive { user } => self.archive(&user).await,
+            Op::Update {
+                user,
+                title,
+                pinned,
+                archived,
+            } => {
+                let flags = crate::store::ChatFlags { pinned, archived };
+                self.update(&user, title, flags).await
+            }
+            Op::Title {
+                user,
+                title,
+                source,
+                usage,
+            } => self.set_title(&user, title, source, usage).await,
             Op::Workflow { user, extras } => self.workflow(&user, extras).await,
             Op::Edit {
                 user,
@@ -286,6 +301,7 @@ impl Actor {
             conversation_state: None,
             created_at: now,
             updated_at: now,
+            listing: Default::default(),
         };
         let stored = self.ctx.store.create_chat(&record).await?;
         if stored.owner != user {
@@ -335,7 +351,11 @@ impl Actor {
         self.owned(user)?;
         // A template conversation is archived once it has ended (seed 004 §4).
         self.transition(ConversationState::Archived).await?;
-        self.ctx.store.archive_chat(self.chat_id).await?;
+        let flags = crate::store::ChatFlags {
+            archived: Some(true),
+            ..Default::default()
+        };
+        self.ctx.store.set_chat_flags(self.chat_id, flags).await?;
         if let Some(chat) = &mut self.chat {
             chat.archived = true;
         }

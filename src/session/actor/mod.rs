@@ -26,6 +26,7 @@ mod queue;
 mod requests;
 mod resume;
 mod run;
+mod titles;
 mod waiting;
 
 use std::collections::{HashMap, HashSet};
@@ -101,6 +102,7 @@ pub(super) fn spawn(s: Spawn) {
             queue: Queue::new(),
             idle_since: Instant::now(),
             draining: false,
+            titling: false,
         };
         let may_sleep = actor.run().await;
         Box::pin(actor.release()).await;
@@ -144,6 +146,8 @@ struct ActiveRun {
     /// What the open model turn has printed (speaker, text) and not yet
     /// closed with its `chat.text`: kept, marked `partial`, if the run stops.
     printed: Option<(String, String)>,
+    /// The title of the workflow the run invokes (the chat's, if untitled).
+    named: Option<String>,
 }
 
 /// An answer that came, just after a restart, for a request the continued
@@ -204,6 +208,8 @@ struct Actor {
     /// Shutting down with a continuable run: it runs until its next model
     /// turn or request to a person, then is left for the next start.
     draining: bool,
+    /// A title is being made (`titles.rs`): the actor stays for it.
+    titling: bool,
 }
 
 /// The next run message, or never when no run is in flight.
@@ -344,6 +350,7 @@ impl Actor {
             && self.components.is_empty()
             && self.held.is_empty()
             && self.queue.is_empty()
+            && !self.titling
             && (self.role == Role::Single || self.subscribers.all_gone())
     }
 

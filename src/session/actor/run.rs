@@ -80,6 +80,7 @@ impl Actor {
             }),
             None => None,
         };
+        let workflow_title = workflow.as_ref().map(|w| w.workflow.title.clone());
         // The model sees the active path only (or the one the run branches
         // to): never a version the user left.
         let transcript = self.ctx.store.transcript(self.chat_id).await?;
@@ -130,6 +131,7 @@ impl Actor {
             rx,
             state_written: false,
             printed: None,
+            named: workflow_title,
             rewaits: extras
                 .resumed
                 .as_ref()
@@ -313,12 +315,14 @@ impl Actor {
             // the next run before the run's task has gone (and before the
             // actor hears it went: it now reads commands between a run's
             // batches), so the chat must not still count it in progress.
+            let named = self.run.as_ref().and_then(|r| r.named.clone());
             if self.run.take().is_some() {
                 self.inputs.clear();
                 self.components.clear();
                 self.refuse_held(true, SessionError::RequestNotFound);
             }
             self.conversation_ended(reason).await;
+            self.title_after_run(named);
             Box::pin(self.run_taken(next)).await;
         }
         Ok(())

@@ -7,6 +7,9 @@ use super::Registry;
 use crate::session::SessionError;
 use crate::store::ChatRecord;
 
+/// About how long a search looks before it ranks what it found.
+pub const SEARCH_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Registry {
     /// The chat, if it is `user`'s, with its last seq.
     ///
@@ -77,17 +80,40 @@ impl Registry {
             .collect())
     }
 
-    /// A page of `user`'s chats, newest first, after the cursor.
+    /// A page of `user`'s chats (archived ones, or the others), pinned
+    /// first, then by latest activity, after the cursor.
     ///
     /// # Errors
     /// The store could not be read.
     pub async fn list(
         &self,
         user: &str,
-        before: Option<(i64, Uuid)>,
+        archived: bool,
+        after: Option<crate::store::ListCursor>,
         limit: u32,
     ) -> Result<Vec<ChatRecord>, SessionError> {
-        Ok(self.inner.ctx.store.list_chats(user, before, limit).await?)
+        let store = &self.inner.ctx.store;
+        Ok(store.list_chats(user, archived, after, limit).await?)
+    }
+
+    /// `user`'s chats whose current title or texts hold every term, best
+    /// first, at most `limit`; what the store found in about
+    /// [`SEARCH_BUDGET`].
+    ///
+    /// # Errors
+    /// The store could not be read.
+    pub async fn search(
+        &self,
+        user: &str,
+        terms: &crate::store::search::Terms,
+        archived: bool,
+        limit: u32,
+    ) -> Result<Vec<crate::store::SearchHit>, SessionError> {
+        let store = &self.inner.ctx.store;
+        let hits = store
+            .search_chats(user, terms, archived, limit, SEARCH_BUDGET)
+            .await?;
+        Ok(hits)
     }
 
     /// Up to `limit` envelopes of `user`'s chat after `after`, as stored, about

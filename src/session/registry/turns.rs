@@ -234,4 +234,27 @@ impl Registry {
             .await?;
         Ok(model.name.clone())
     }
+
+    /// Renames, pins, archives or restores `user`'s chat (`None` leaves a
+    /// field). The title is logged (`chat.title`), so every client sees it.
+    ///
+    /// # Errors
+    /// `NotFound` unless the chat is the user's; an archive its template
+    /// forbids; the store's errors.
+    pub async fn update(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        title: Option<String>,
+        flags: crate::store::ChatFlags,
+    ) -> Result<(), SessionError> {
+        let op = Op::Update {
+            user: user.to_owned(),
+            title,
+            pinned: flags.pinned,
+            archived: flags.archived,
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
 }

@@ -5,8 +5,9 @@
 //! by PostgreSQL as it runs — one round trip, where a transaction took five
 //! (`BEGIN`, the fence check, the insert, the notify, `COMMIT`) and the
 //! writer, busy with them all the time, bounded the paced latency
-//! (`bench/notes.md`). A commit that also changes a chat's state, or holds
-//! more rows than one insert takes, runs as a transaction.
+//! (`bench/notes.md`). A commit that also changes a chat's state, logs a
+//! text or a title (indexed for search, and shown in the list: `listing`),
+//! or holds more rows than one insert takes, runs as a transaction.
 
 use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgPool, Postgres};
@@ -51,7 +52,8 @@ pub(super) async fn append(pool: &PgPool, batches: &[AppendBatch]) -> Result<(),
     let rows = rows(batches);
     let changes_state = batches
         .iter()
-        .any(|b| b.state.is_some() || b.conversation_state.is_some());
+        .any(|b| b.state.is_some() || b.conversation_state.is_some())
+        || super::listing::touches(batches);
     if changes_state || rows.len() > ROWS_PER_INSERT {
         return in_transaction(pool, batches).await;
     }
@@ -151,6 +153,7 @@ async fn in_transaction(pool: &PgPool, batches: &[AppendBatch]) -> Result<(), St
             .execute(&mut *tx)
             .await?;
     }
+    super::listing::index(&mut tx, batches).await?;
     let now = super::super::now_ms();
     for b in batches {
         if let Some(state) = b.state {

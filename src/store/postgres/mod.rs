@@ -7,6 +7,7 @@
 
 mod append;
 mod databases;
+mod listing;
 pub(super) mod notice;
 
 use std::time::Duration;
@@ -16,9 +17,10 @@ use sqlx::Row;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use uuid::Uuid;
 
+use super::search::Terms;
 use super::{
-    AppendBatch, ChatDatabaseRecord, ChatRecord, ChatState, ConnectionRecord, Store, StoreError,
-    StoredEnvelope, now_ms,
+    AppendBatch, ChatDatabaseRecord, ChatFlags, ChatRecord, ChatState, ConnectionRecord,
+    ListCursor, SearchHit, Store, StoreError, StoredEnvelope, now_ms, rank,
 };
 
 /// The PostgreSQL store. Cheap to clone (a pool handle).
@@ -60,21 +62,7 @@ impl PgStore {
     }
 }
 
-fn chat_from_row(row: &PgRow) -> Result<ChatRecord, StoreError> {
-    let state: String = row.try_get("state")?;
-    Ok(ChatRecord {
-        id: row.try_get("id")?,
-        owner: row.try_get("owner")?,
-        agent: row.try_get("agent")?,
-        state: ChatState::parse(&state),
-        context: row.try_get("context")?,
-        model: row.try_get("model")?,
-        archived: row.try_get("archived")?,
-        conversation_state: row.try_get("conversation_state")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
+use listing::chat_from_row;
 
 fn envelope_from_row(row: &PgRow) -> Result<StoredEnvelope, StoreError> {
     let seq: i64 = row.try_get("seq")?;
@@ -94,8 +82,8 @@ impl Store for PgStore {
 
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError> {
         sqlx::query(
-            "INSERT INTO chats (id, owner, agent, state, context, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO chats (id, owner, agent, state, context, created_at, updated_at, active_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $6, $6) ON CONFLICT (id) DO NOTHING",
         )
         .bind(chat.id)
         .bind(&chat.owner)
@@ -110,43 +98,32 @@ impl Store for PgStore {
             .ok_or_else(|| sqlx::Error::RowNotFound.into())
     }
 
-    async fn archive_chat(&self, id: Uuid) -> Result<(), StoreError> {
-        sqlx::query("UPDATE chats SET archived = TRUE, updated_at = $1 WHERE id = $2")
-            .bind(now_ms())
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    async fn set_chat_flags(&self, id: Uuid, flags: ChatFlags) -> Result<(), StoreError> {
+        listing::set_flags(&self.pool, id, flags).await
     }
 
     async fn list_chats(
         &self,
         owner: &str,
-        before: Option<(i64, Uuid)>,
+        archived: bool,
+        after: Option<ListCursor>,
         limit: u32,
     ) -> Result<Vec<ChatRecord>, StoreError> {
-        let rows = match before {
-            None => sqlx::query(
-                "SELECT * FROM chats WHERE owner = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
-            )
-            .bind(owner)
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await?,
-            Some((at, id)) => {
-                sqlx::query(
-                    "SELECT * FROM chats WHERE owner = $1 AND (created_at, id) < ($2, $3)
-                     ORDER BY created_at DESC, id DESC LIMIT $4",
-                )
-                .bind(owner)
-                .bind(at)
-                .bind(id)
-                .bind(i64::from(limit))
-                .fetch_all(&self.pool)
-                .await?
-            }
-        };
-        rows.iter().map(chat_from_row).collect()
+        listing::list(&self.pool, owner, archived, after, limit).await
+    }
+
+    async fn search_chats(
+        &self,
+        owner: &str,
+        terms: &Terms,
+        archived: bool,
+        limit: u32,
+        budget: Duration,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        let hits = listing::search(&self.pool, owner, terms, archived, budget).await?;
+        let mut hits = rank(hits, limit as usize);
+        listing::bodies(&self.pool, &mut hits).await?;
+        Ok(hits)
     }
 
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError> {

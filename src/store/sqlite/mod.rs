@@ -10,6 +10,7 @@
 mod checkpoint;
 mod databases;
 mod journal;
+mod listing;
 mod reads;
 mod write;
 
@@ -21,14 +22,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::Row;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use uuid::Uuid;
 
+use super::search::Terms;
 use super::{
-    AppendBatch, ChatDatabaseRecord, ChatRecord, ChatState, ConnectionRecord, Store, StoreError,
-    StoredEnvelope, Tidy, now_ms,
+    AppendBatch, ChatDatabaseRecord, ChatFlags, ChatRecord, ChatState, ConnectionRecord,
+    ListCursor, SearchHit, Store, StoreError, StoredEnvelope, Tidy, now_ms, rank,
 };
 use reads::{clamp, envelope_from_row};
 
@@ -131,22 +132,7 @@ impl SqliteStore {
     }
 }
 
-fn chat_from_row(row: &SqliteRow) -> Result<ChatRecord, StoreError> {
-    let id: String = row.try_get("id")?;
-    let state: String = row.try_get("state")?;
-    Ok(ChatRecord {
-        id: Uuid::parse_str(&id).map_err(|e| sqlx::Error::Decode(e.into()))?,
-        owner: row.try_get("owner")?,
-        agent: row.try_get("agent")?,
-        state: ChatState::parse(&state),
-        context: row.try_get("context")?,
-        model: row.try_get("model")?,
-        archived: row.try_get::<i64, _>("archived")? != 0,
-        conversation_state: row.try_get("conversation_state")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
+use listing::chat_from_row;
 
 #[async_trait]
 impl Store for SqliteStore {
@@ -172,39 +158,30 @@ impl Store for SqliteStore {
             .ok_or_else(|| sqlx::Error::RowNotFound.into())
     }
 
-    async fn archive_chat(&self, id: Uuid) -> Result<(), StoreError> {
-        sqlx::query("UPDATE chats SET archived = 1, updated_at = ? WHERE id = ?")
-            .bind(now_ms())
-            .bind(id.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    async fn set_chat_flags(&self, id: Uuid, flags: ChatFlags) -> Result<(), StoreError> {
+        listing::set_flags(&self.pool, id, flags).await
     }
 
     async fn list_chats(
         &self,
         owner: &str,
-        before: Option<(i64, Uuid)>,
+        archived: bool,
+        after: Option<ListCursor>,
         limit: u32,
     ) -> Result<Vec<ChatRecord>, StoreError> {
-        // Keyset pagination on (created_at, id), newest first.
-        let (at, id) = before.map_or((i64::MAX, String::new()), |(at, id)| (at, id.to_string()));
-        sqlx::query(
-            "SELECT * FROM chats WHERE owner = ?
-               AND (created_at < ? OR (created_at = ? AND (? = '' OR id < ?)))
-             ORDER BY created_at DESC, id DESC LIMIT ?",
-        )
-        .bind(owner)
-        .bind(at)
-        .bind(at)
-        .bind(&id)
-        .bind(&id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(chat_from_row)
-        .collect()
+        listing::list(&self.pool, owner, archived, after, limit).await
+    }
+
+    async fn search_chats(
+        &self,
+        owner: &str,
+        terms: &Terms,
+        archived: bool,
+        limit: u32,
+        budget: Duration,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        let hits = listing::search(&self.pool, owner, terms, archived, budget).await?;
+        Ok(rank(hits, limit as usize))
     }
 
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError> {

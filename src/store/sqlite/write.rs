@@ -98,8 +98,8 @@ fn insert_chats<'a>(
     chats: impl Iterator<Item = &'a ChatRecord>,
 ) -> rusqlite::Result<()> {
     let mut insert = tx.prepare_cached(
-        "INSERT INTO chats (id, owner, agent, state, context, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO chats (id, owner, agent, state, context, created_at, updated_at, active_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?6) ON CONFLICT (id) DO NOTHING",
     )?;
     for chat in chats {
         insert.execute(params![
@@ -278,6 +278,7 @@ pub(super) fn append<'a>(
                 .execute([below])?;
         }
         for (b, batch) in batches.iter().enumerate() {
+            super::listing::index(&tx, &ids[b], batch)?;
             if let Some(state) = batch.state {
                 tx.prepare_cached("UPDATE chats SET state = ?1, updated_at = ?2 WHERE id = ?3")?
                     .execute(params![state.as_str(), now_ms, ids[b]])?;
@@ -342,6 +343,7 @@ mod tests {
             conversation_state: None,
             created_at: 1,
             updated_at: 1,
+            listing: Default::default(),
         }
     }
 

@@ -55,6 +55,7 @@ macro_rules! conformance {
     };
 }
 
+mod listing;
 mod paced;
 
 fn chat(owner: &str) -> ChatRecord {
@@ -69,6 +70,7 @@ fn chat(owner: &str) -> ChatRecord {
         conversation_state: None,
         created_at: chrono::Utc::now().timestamp_millis(),
         updated_at: chrono::Utc::now().timestamp_millis(),
+        listing: Default::default(),
     }
 }
 
@@ -306,7 +308,11 @@ async fn append_load_and_reopen_on(open: Opener) {
 
     // Models and archiving.
     store.set_chat_model(b.id, Some("qwen")).await.unwrap();
-    store.archive_chat(b.id).await.unwrap();
+    let archive = ChatFlags {
+        archived: Some(true),
+        ..Default::default()
+    };
+    store.set_chat_flags(b.id, archive).await.unwrap();
     let b_now = store.chat(b.id).await.unwrap().unwrap();
     assert_eq!(
         (b_now.model.as_deref(), b_now.archived),
@@ -335,9 +341,9 @@ async fn list_chats_on(open: Opener) {
     }
     store.create_chat(&chat("dave")).await.unwrap();
     ids.sort_by(|x, y| y.cmp(x));
-    let first = store.list_chats("carol", None, 2).await.unwrap();
-    let cursor = first.last().map(|c| (c.created_at, c.id));
-    let rest = store.list_chats("carol", cursor, 10).await.unwrap();
+    let first = store.list_chats("carol", false, None, 2).await.unwrap();
+    let cursor = first.last().map(ListCursor::after);
+    let rest = store.list_chats("carol", false, cursor, 10).await.unwrap();
     let got: Vec<(i64, Uuid)> = first
         .iter()
         .chain(&rest)

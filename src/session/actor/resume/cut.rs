@@ -407,6 +407,8 @@ impl Cut {
             | EventKind::State { .. }
             | EventKind::ToolProgress { .. }
             | EventKind::RunComplete { .. }
+            // The chat's name, not the run's.
+            | EventKind::Title { .. }
             // A message sent during the run waits in the chat's queue
             // (`restore_queue`).
             | EventKind::Queued { .. } => {}

@@ -1,0 +1,35 @@
+-- The list of one's chats (GET /v1/chats): a title (the chat's last
+-- chat.title), pinned first, the last message's first words and when it was
+-- said. `title` and `preview` are set by the append that logs the envelope
+-- they come from, so they never disagree with the log.
+ALTER TABLE chats ADD COLUMN title TEXT;
+ALTER TABLE chats ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE chats ADD COLUMN preview TEXT;
+ALTER TABLE chats ADD COLUMN active_at INTEGER NOT NULL DEFAULT 0;
+UPDATE chats SET active_at = updated_at;
+CREATE INDEX chats_owner_list ON chats (owner, archived, pinned DESC, active_at DESC, id DESC);
+
+-- Search (GET /v1/chats?q=): every chat.text (the user's and the agents'
+-- words) and chat.title of the log, indexed by the append that logs it, in
+-- the same transaction. Nothing is ever deleted from it: a title hit counts
+-- only while it is the chat's title. Built here from the log as it stands.
+CREATE VIRTUAL TABLE chat_search USING fts5(
+    body,
+    chat_id UNINDEXED,
+    seq UNINDEXED,
+    kind UNINDEXED,
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+INSERT INTO chat_search (body, chat_id, seq, kind)
+    SELECT substr(json_extract(payload, '$.content'), 1, 100000), chat_id, seq, 'text'
+    FROM envelopes WHERE type = 'chat.text'
+    UNION ALL
+    SELECT substr(json_extract(payload, '$.content'), 1, 100000), chat_id, seq, 'text'
+    FROM journal WHERE type = 'chat.text';
+UPDATE chats SET preview = (
+    SELECT substr(json_extract(t.payload, '$.content'), 1, 160) FROM (
+        SELECT seq, payload FROM envelopes WHERE chat_id = chats.id AND type = 'chat.text'
+        UNION ALL
+        SELECT seq, payload FROM journal WHERE chat_id = chats.id AND type = 'chat.text'
+    ) AS t ORDER BY t.seq DESC LIMIT 1
+);

@@ -1,0 +1,178 @@
+//! SQLite's chat list and search: the chats' rows, a page of one's chats,
+//! the FTS5 index (`chat_search`, written by the log's appends) and its
+//! queries.
+
+use std::time::{Duration, Instant};
+
+use futures_util::TryStreamExt;
+use rusqlite::{Transaction, params};
+use sqlx::Row;
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+use uuid::Uuid;
+
+use crate::store::search::{BatchMeta, Terms, searchable};
+use crate::store::{
+    AppendBatch, ChatFlags, ChatRecord, ChatState, ListCursor, Listing, SearchHit, StoreError,
+    now_ms,
+};
+
+/// The most matching texts one search reads before it ranks them.
+const CANDIDATES: usize = 2000;
+
+pub(super) fn chat_from_row(row: &SqliteRow) -> Result<ChatRecord, StoreError> {
+    let id: String = row.try_get("id")?;
+    let state: String = row.try_get("state")?;
+    Ok(ChatRecord {
+        id: Uuid::parse_str(&id).map_err(|e| sqlx::Error::Decode(e.into()))?,
+        owner: row.try_get("owner")?,
+        agent: row.try_get("agent")?,
+        state: ChatState::parse(&state),
+        context: row.try_get("context")?,
+        model: row.try_get("model")?,
+        archived: row.try_get::<i64, _>("archived")? != 0,
+        conversation_state: row.try_get("conversation_state")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        listing: Listing {
+            title: row.try_get("title")?,
+            pinned: row.try_get::<i64, _>("pinned")? != 0,
+            preview: row.try_get("preview")?,
+            active_at: row.try_get("active_at")?,
+        },
+    })
+}
+
+/// Indexes what `batch` (of chat `chat`) logs, and sets its chat's title
+/// and last words: in the transaction that appends it.
+pub(super) fn index(tx: &Transaction<'_>, chat: &str, batch: &AppendBatch) -> rusqlite::Result<()> {
+    for e in &batch.envelopes {
+        if let Some((kind, body)) = searchable(e.kind, &e.json) {
+            tx.prepare_cached(
+                "INSERT INTO chat_search (body, chat_id, seq, kind) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![body, chat, e.seq as i64, kind])?;
+        }
+    }
+    let rows = batch.envelopes.iter().map(|e| (e.kind, &*e.json, e.ts_ms));
+    let Some(meta) = BatchMeta::of(rows) else {
+        return Ok(());
+    };
+    if let Some(title) = meta.title {
+        tx.prepare_cached("UPDATE chats SET title = ?1 WHERE id = ?2")?
+            .execute(params![title, chat])?;
+    }
+    if let Some((preview, at)) = meta.preview {
+        tx.prepare_cached("UPDATE chats SET preview = ?1, active_at = ?2 WHERE id = ?3")?
+            .execute(params![preview, at, chat])?;
+    }
+    Ok(())
+}
+
+pub(super) async fn set_flags(
+    pool: &SqlitePool,
+    id: Uuid,
+    flags: ChatFlags,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE chats SET pinned = COALESCE(?, pinned), archived = COALESCE(?, archived),
+                          updated_at = ? WHERE id = ?",
+    )
+    .bind(flags.pinned.map(i64::from))
+    .bind(flags.archived.map(i64::from))
+    .bind(now_ms())
+    .bind(id.to_string())
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn list(
+    pool: &SqlitePool,
+    owner: &str,
+    archived: bool,
+    after: Option<ListCursor>,
+    limit: u32,
+) -> Result<Vec<ChatRecord>, StoreError> {
+    // Keyset pagination on (pinned, active_at, id), all descending.
+    let (pinned, at, id) = after.map_or((2, i64::MAX, String::new()), |c| {
+        (i64::from(c.pinned), c.active_at, c.id.to_string())
+    });
+    sqlx::query(
+        "SELECT * FROM chats WHERE owner = ? AND archived = ?
+           AND (pinned, active_at, id) < (?, ?, ?)
+         ORDER BY pinned DESC, active_at DESC, id DESC LIMIT ?",
+    )
+    .bind(owner)
+    .bind(i64::from(archived))
+    .bind(pinned)
+    .bind(at)
+    .bind(if after.is_some() { id } else { "~".into() })
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?
+    .iter()
+    .map(chat_from_row)
+    .collect()
+}
+
+pub(super) async fn search(
+    pool: &SqlitePool,
+    owner: &str,
+    terms: &Terms,
+    archived: bool,
+    budget: Duration,
+) -> Result<Vec<SearchHit>, StoreError> {
+    let deadline = Instant::now() + budget;
+    let mut conn = pool.acquire().await?;
+    // Past the budget SQLite stops the statement: what was found is ranked.
+    conn.lock_handle()
+        .await?
+        .set_progress_handler(1000, move || Instant::now() < deadline);
+    let mut hits = Vec::new();
+    let found = {
+        let mut rows = sqlx::query(
+            "SELECT c.*, s.seq AS hit_seq, s.kind AS hit_kind, s.body AS hit_body,
+                    bm25(chat_search) AS hit_score
+             FROM chat_search s JOIN chats c ON c.id = s.chat_id
+             WHERE chat_search MATCH ? AND c.owner = ? AND c.archived = ?
+               AND (s.kind = 'text' OR s.body = c.title)",
+        )
+        .bind(terms.fts5())
+        .bind(owner)
+        .bind(i64::from(archived))
+        .fetch(&mut *conn);
+        loop {
+            match rows.try_next().await {
+                Ok(Some(row)) => {
+                    hits.push(hit_from_row(&row)?);
+                    if hits.len() == CANDIDATES || Instant::now() >= deadline {
+                        break Ok(());
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        }
+    };
+    conn.lock_handle().await?.remove_progress_handler();
+    match found {
+        Ok(()) => Ok(hits),
+        // Interrupted at the budget: rank what was found.
+        Err(_) if Instant::now() >= deadline => Ok(hits),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn hit_from_row(row: &SqliteRow) -> Result<SearchHit, StoreError> {
+    let seq: i64 = row.try_get("hit_seq")?;
+    let kind: String = row.try_get("hit_kind")?;
+    let score: f64 = row.try_get("hit_score")?;
+    Ok(SearchHit {
+        chat: chat_from_row(row)?,
+        seq: seq as u64,
+        title: kind == "title",
+        // bm25: lower is better.
+        score: -score,
+        body: row.try_get("hit_body")?,
+    })
+}
