@@ -446,7 +446,7 @@ pub(super) async fn rejoin(
 }
 
 /// An envelope of the transcript as an AG-UI message.
-fn message(env: &crate::protocol::Envelope) -> Option<Value> {
+pub(super) fn message(env: &crate::protocol::Envelope) -> Option<Value> {
     use crate::protocol::EventKind;
     let id = format!("msg-{}", env.seq);
     Some(match &env.kind {

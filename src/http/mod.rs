@@ -15,6 +15,7 @@ mod chats;
 mod connections;
 mod error;
 mod guard;
+mod history;
 mod listing;
 mod openai;
 mod openapi;
@@ -110,6 +111,7 @@ pub fn router(state: AppState) -> Router {
         .merge(sse::router())
         .merge(ai_sdk::router())
         .merge(ag_ui::router())
+        .merge(history::router())
         .merge(openai::router())
         .merge(workflows::router())
         .merge(web::router())

@@ -7,7 +7,8 @@ use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder}
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    ag_ui, ai_sdk, answers, api, branches, chats, connections, listing, openai, ops, sse, workflows,
+    ag_ui, ai_sdk, answers, api, branches, chats, connections, history, listing, openai, ops, sse,
+    workflows,
 };
 
 /// The API description.
@@ -54,6 +55,8 @@ use super::{
         sse::threads::thread_set_model,
         ai_sdk::chat,
         ai_sdk::resume,
+        history::ai_sdk,
+        history::ag_ui,
         ag_ui::run,
         ag_ui::rejoin,
         openai::models,

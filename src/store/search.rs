@@ -226,9 +226,9 @@ mod tests {
     fn a_snippet_marks_the_hits_around_the_first() {
         let text = "one two three four five six seven eight nine ten eleven twelve \
                     Borrowing thirteen fourteen fifteen sixteen seventeen eighteen \
-                    nineteen twenty twentyone";
+                    nineteen twenty twentyone twentytwo twentythree twentyfour";
         let s = snippet(text, &terms("borrow"));
-        assert_eq!(s[0].text, "…");
+        assert!(s[0].text.starts_with('…'), "{s:?}");
         let hits: Vec<&str> = s
             .iter()
             .filter(|x| x.hit)

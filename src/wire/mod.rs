@@ -31,6 +31,7 @@ mod hitl;
 mod sse;
 pub mod template_ws;
 mod threads;
+mod ui_messages;
 
 pub use ag_ui::AgUi;
 pub use ai_sdk::AiSdk;
@@ -38,6 +39,7 @@ pub use dialect::Dialect;
 pub use event_id::{At, EventId};
 pub use framer::{Event, Framer, Shows};
 pub use sse::{Encoder, Out, answer_text, as_text, text_parts};
+pub use ui_messages::{RunOnPath, runs, ui_messages};
 
 #[cfg(test)]
 mod test_log;

@@ -8,6 +8,7 @@ mod bad_input;
 mod bench;
 mod branches;
 mod branches_prop;
+mod chat_list;
 mod cluster;
 mod connections;
 mod continued;

@@ -255,7 +255,11 @@ impl Actor {
             conversation_state: None,
             created_at: now,
             updated_at: now,
-            listing: Default::default(),
+            // As the store writes it: active since its creation.
+            listing: crate::store::Listing {
+                active_at: now,
+                ..Default::default()
+            },
         };
         let stored = self.ctx.store.create_chat(&record).await?;
         if stored != record {

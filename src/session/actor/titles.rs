@@ -69,16 +69,21 @@ impl Actor {
                 source,
                 usage,
             };
-            // The actor waits for it (it is not idle while titling).
+            // The actor waits for it (it is not idle while titling), and
+            // so does this task: the actor drops a command nobody waits on.
             if let Some(tx) = me.upgrade() {
-                let (reply, _answer) = oneshot::channel();
+                let (reply, answer) = oneshot::channel();
                 let origin = Origin::Local { attempt: 0 };
                 let cmd = Command::Op {
                     op: Box::new(op),
                     origin,
                     reply,
                 };
-                let _ = tx.send(Box::new(cmd)).await;
+                if tx.send(Box::new(cmd)).await.is_ok()
+                    && let Ok(Err(e)) = answer.await
+                {
+                    tracing::warn!(error = %e, "cannot log the chat's title");
+                }
             }
         });
     }
