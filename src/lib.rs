@@ -158,6 +158,7 @@ pub async fn run(
         node: node.clone(),
         continue_runs: config.continue_runs,
         title_model: config.title_model.clone(),
+        auto_titles: config.auto_titles,
         continue_delay: config.continue_delay,
     }));
     if let Some(node) = node {

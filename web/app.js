@@ -87,6 +87,8 @@ class ChatView {
 
   /** The next envelope of the log. */
   take(m) {
+    // A new or changed title: the list shows it (not part of the conversation).
+    if (m.type === 'chat.title' && !m.replay) chatsChanged();
     this.envelopes.push(m);
     this.tree.push(m);
     if (m.replay && (this.deferred || m.type === 'chat.branch')) {
@@ -607,17 +609,79 @@ $('cancel').onclick = () => current && current.chat.cancel();
 
 // ----- agents and chats -----------------------------------------------------------
 
+// One's chats: pinned first, then the latest; a search by title and words;
+// rename, pin, archive (and restore) and export in each row.
+const listing = { q: '', archived: false, timer: 0 };
+
 async function loadChats() {
-  const { chats } = await api('/v1/chats?limit=50');
-  $('chats').replaceChildren(
-    ...chats.map((c) => {
-      const li = el('li', { text: `${c.agent} · ${new Date(c.created_at).toLocaleString()}`, attrs: { 'data-id': c.id } });
-      li.onclick = () => open(c.id, c.agent);
-      if (current && current.chat.id === c.id) li.classList.add('current');
-      return li;
-    }),
-  );
+  const q = listing.q.trim() ? `&q=${encodeURIComponent(listing.q)}` : '';
+  const { chats } = await api(`/v1/chats?limit=50&archived=${listing.archived}${q}`);
+  $('chats').replaceChildren(...chats.map(chatRow));
+  if (!chats.length) $('chats').append(el('li', { cls: 'note', text: q ? 'nothing found' : 'no chats yet' }));
 }
+
+/** Reads the list again soon (a title came, a chat changed). */
+function chatsChanged(after = 150) {
+  clearTimeout(listing.timer);
+  listing.timer = setTimeout(() => loadChats().catch((e) => console.error(e)), after);
+}
+
+function chatRow(c) {
+  const title = el('span', { cls: 'title', text: `${c.pinned ? '📌 ' : ''}${c.title ?? 'New chat'}` });
+  // A search's snippet: plain-text pieces, the matching words marked.
+  const detail = c.match
+    ? el('span', { cls: 'snippet' }, ...c.match.snippet.map((s) => el(s.hit ? 'mark' : 'span', { text: s.text })))
+    : el('span', { cls: 'snippet', text: c.preview ?? '' });
+  const when = el('small', { text: `${c.agent} · ${new Date(c.last_activity_at).toLocaleString()}` });
+  const act = (label, run) => {
+    const b = el('button', { text: label, attrs: { type: 'button', 'data-act': label.toLowerCase() } });
+    b.onclick = async (e) => {
+      e.stopPropagation();
+      try {
+        await run();
+      } catch (err) {
+        alert(err.message);
+      }
+      chatsChanged(0);
+    };
+    return b;
+  };
+  const patch = (body) => api(`/v1/chats/${c.id}`, { method: 'PATCH', body: JSON.stringify(body) });
+  const actions = el('span', { cls: 'actions' },
+    act('Rename', async () => {
+      const name = prompt('Rename the chat', c.title ?? '');
+      if (name && name.trim()) await patch({ title: name });
+    }),
+    act(c.pinned ? 'Unpin' : 'Pin', () => patch({ pinned: !c.pinned })),
+    act(c.archived ? 'Restore' : 'Archive', () => patch({ archived: !c.archived })),
+    act('Export', () => exportChat(c)));
+  const li = el('li', { attrs: { 'data-id': c.id } }, title, detail, when, actions);
+  li.onclick = () => open(c.id, c.agent);
+  if (current && current.chat.id === c.id) li.classList.add('current');
+  return li;
+}
+
+/** The conversation as Markdown, downloaded (fetched with the token). */
+async function exportChat(c) {
+  const headers = token ? { authorization: `Bearer ${token}` } : {};
+  const r = await fetch(`/v1/chats/${c.id}/export?format=markdown`, { headers });
+  if (!r.ok) throw new Error(`export: HTTP ${r.status}`);
+  const url = URL.createObjectURL(await r.blob());
+  const a = el('a', { attrs: { href: url, download: `chat-${c.id}.md` } });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+$('chat-search').oninput = (e) => {
+  listing.q = e.target.value;
+  chatsChanged(200);
+};
+$('chat-archived').onchange = (e) => {
+  listing.archived = e.target.checked;
+  chatsChanged(0);
+};
 
 async function loadAgents() {
   const { agents } = await api('/v1/agents');

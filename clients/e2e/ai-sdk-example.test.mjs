@@ -97,3 +97,44 @@ test('a reload mid-stream resumes the answer, every word once', async () => {
   assert.equal((await assistant(page).textContent()).trim(), words);
   await page.close();
 });
+
+test('a reload shows the whole conversation once; the list titles, searches and renames it', async () => {
+  const page = await open();
+  await say(page, 'hello');
+  await assistant(page).filter({ hasText: 'You said: hello' }).waitFor({ timeout: 20000 });
+  await say(page, 'ask: Your name?');
+  await page.locator('form.tool').waitFor();
+  await type(page.locator('form.tool input'), 'Ada');
+  await page.locator('form.tool button').click();
+  await assistant(page).filter({ hasText: 'You answered: Ada' }).waitFor({ timeout: 20000 });
+  // The first run titled the chat (its first words: the demo has no model).
+  const mine = page.locator(`nav li.current`);
+  await mine.locator('.title', { hasText: 'hello' }).waitFor({ timeout: 20000 });
+
+  await page.reload();
+  await assistant(page).filter({ hasText: 'You answered: Ada' }).waitFor({ timeout: 20000 });
+  const shown = await page.locator('.msg').evaluateAll((ms) => ms.map((m) => [m.className, m.textContent.trim()]));
+  assert.deepEqual(shown.map(([c]) => c), ['msg user', 'msg assistant', 'msg user', 'msg assistant'], JSON.stringify(shown));
+  assert.equal(shown[1][1], 'You said: hello');
+  assert.equal(page.url().includes('chat='), true);
+
+  // Rename (a person types in the prompt), then find it by its new title and by its words.
+  page.once('dialog', (d) => d.accept('Greetings <img src=x onerror=alert(1)>'));
+  await mine.getByRole('button', { name: 'Rename' }).click();
+  await mine.locator('.title', { hasText: 'Greetings <img' }).waitFor({ timeout: 20000 });
+  assert.equal(await page.locator('nav img').count(), 0, 'a title is text');
+  await type(page.getByRole('searchbox', { name: 'Search chats' }), 'greet');
+  await page.locator('nav li mark', { hasText: 'Greetings' }).waitFor({ timeout: 20000 });
+  await type(page.getByRole('searchbox', { name: 'Search chats' }), 'your name');
+  await page.locator('nav li mark', { hasText: 'Your' }).first().waitFor({ timeout: 20000 });
+  // Pin, archive and restore: the list follows.
+  await type(page.getByRole('searchbox', { name: 'Search chats' }), ' ');
+  await mine.getByRole('button', { name: 'Pin' }).click();
+  await mine.locator('.title', { hasText: '📌' }).waitFor();
+  await mine.getByRole('button', { name: 'Archive' }).click();
+  await page.locator('nav li.current').waitFor({ state: 'detached' });
+  await page.getByRole('checkbox', { name: 'Archived' }).check();
+  await page.locator('nav li.current').getByRole('button', { name: 'Restore' }).click();
+  await page.locator('nav li.current').waitFor({ state: 'detached' });
+  await page.close();
+});

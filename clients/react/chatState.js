@@ -54,13 +54,14 @@ import { Tree } from '../js/tree.js';
  * @property {Map<number, number>} branches  Each `chat.branch`'s seq → its `at` (the tree).
  * @property {{m: any, prev: any} | null} log  Every envelope folded, newest first (a chain, so a fold step copies nothing).
  * @property {{all: number[], index: number} | null} nextVersions  Versions the next message begins.
+ * @property {string | null} title  The chat's title (its last `chat.title`, whatever the path).
  */
 
 /** @returns {ChatState} */
 export function initialChatState() {
   return {
     messages: [], toolCalls: [], inputRequests: [], run: 'idle', lastRunEnd: null, usage: [], errors: [], queued: [],
-    lastSeq: 0, branches: new Map(), log: null, nextVersions: null,
+    lastSeq: 0, branches: new Map(), log: null, nextVersions: null, title: null,
   };
 }
 
@@ -80,7 +81,8 @@ function refold(/** @type {ChatState} */ s) {
     if (!path.has(m.seq)) continue;
     out = step({ ...out, lastSeq: s.lastSeq }, m);
   }
-  return { ...out, log: s.log };
+  // The title is the chat's, not the path's.
+  return { ...out, log: s.log, title: s.title };
 }
 
 /**
@@ -92,6 +94,7 @@ function refold(/** @type {ChatState} */ s) {
 export function applyEnvelope(s, m) {
   if (m.seq <= s.lastSeq) return s;
   const log = { m, prev: s.log };
+  if (m.type === 'chat.title') return { ...s, log, lastSeq: m.seq, title: m.title };
   if (m.type === 'chat.branch') {
     return refold({ ...s, log, lastSeq: m.seq, branches: new Map(s.branches).set(m.seq, m.at) });
   }
@@ -110,12 +113,14 @@ export function applyEnvelopes(s, envelopes) {
   const fresh = envelopes.filter((m, i) => m.seq > s.lastSeq && (i === 0 || m.seq > envelopes[i - 1].seq));
   if (!fresh.some((m) => m.type === 'chat.branch')) return fresh.reduce(applyEnvelope, s);
   let log = s.log;
+  let title = s.title;
   const branches = new Map(s.branches);
   for (const m of fresh) {
     log = { m, prev: log };
     if (m.type === 'chat.branch') branches.set(m.seq, m.at);
+    if (m.type === 'chat.title') title = m.title;
   }
-  return refold({ ...s, log, branches, lastSeq: fresh[fresh.length - 1].seq });
+  return refold({ ...s, log, branches, title, lastSeq: fresh[fresh.length - 1].seq });
 }
 
 /**

@@ -95,6 +95,8 @@ pub struct Config {
     /// The model that titles chats (`None`: the chat's own; `Some("none")`:
     /// their first words).
     pub title_model: Option<String>,
+    /// Title chats after their first run.
+    pub auto_titles: bool,
     pub log_format: LogFormat,
     /// Models chats may switch to (file only).
     pub models: Vec<ModelConfig>,
@@ -351,6 +353,7 @@ impl Settings {
             continue_delay: Duration::from_millis(self.test_continue_delay_ms.unwrap_or(0)),
             default_agent,
             title_model: pick!(title_model).filter(|m| !m.is_empty()),
+            auto_titles: pick!(auto_titles).unwrap_or(true),
             log_format: pick!(log_format).unwrap_or_default(),
             models: validate_models(file.models.clone())?,
             cors_origins: validate_origins(pick!(cors_origins).unwrap_or_default())?,

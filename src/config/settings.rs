@@ -116,6 +116,10 @@ pub struct Settings {
     /// exchange; `none`: their first words [default: the chat's own model].
     #[arg(long, env = "AGENTWIRE_TITLE_MODEL", global = true)]
     pub title_model: Option<String>,
+    /// Title chats after their first run (`false`: only renames title them)
+    /// [default: true].
+    #[arg(long, env = "AGENTWIRE_AUTO_TITLES", global = true)]
+    pub auto_titles: Option<bool>,
     /// text or json [default: text].
     #[arg(long, env = "AGENTWIRE_LOG_FORMAT", global = true)]
     pub log_format: Option<LogFormat>,
@@ -227,6 +231,7 @@ pub(super) struct FileSettings {
     pub(super) continue_runs_after_restart: Option<bool>,
     pub(super) default_agent: Option<String>,
     pub(super) title_model: Option<String>,
+    pub(super) auto_titles: Option<bool>,
     pub(super) log_format: Option<LogFormat>,
     pub(super) cors_origins: Option<Vec<String>>,
     pub(super) allowed_hosts: Option<Vec<String>>,

@@ -70,6 +70,8 @@ pub struct SessionContext {
     pub continue_delay: Duration,
     /// The model that titles chats (`title_model`).
     pub title_model: Option<String>,
+    /// Chats are titled after their first run (`auto_titles`).
+    pub auto_titles: bool,
 }
 
 /// Why a request to a chat failed. Each maps to a contract error code.

@@ -34,6 +34,7 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
         continue_runs: false,
         continue_delay: Duration::ZERO,
         title_model: None,
+        auto_titles: true,
     }))
 }
 

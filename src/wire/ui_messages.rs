@@ -7,7 +7,11 @@
 //! A run is the log from the end of the previous run to its own
 //! `chat.run_complete` (its `start` the seq its stream's `messageId` names,
 //! `<chat>:<start>`). Its user's words are a user message `<chat>:u<seq>`
-//! before the answer; words sent while it ran (`steer`) come after it.
+//! before the answer; words sent while it ran (`steer`) come after it; an
+//! answer to an input request is its tool part's output only. A run still
+//! in flight has its user's words only: its answer is what the transport's
+//! resume (`GET …/stream`) replays, from the run's start, so it is never
+//! shown twice.
 
 use std::collections::{HashMap, HashSet};
 
@@ -25,11 +29,16 @@ pub struct RunOnPath {
 }
 
 /// The path's envelopes cut into runs: each ends with its
-/// `chat.run_complete` (the last may still be in flight).
+/// `chat.run_complete` (the last may still be in flight), and a
+/// `chat.branch` begins one (a regenerate's run, an edit's, or the next
+/// run after a switch: each stream names its message from there).
 pub fn runs(path: Vec<Envelope>) -> Vec<Vec<Envelope>> {
     let mut out = Vec::new();
     let mut run = Vec::new();
     for env in path {
+        if matches!(env.kind, EventKind::Branch { .. }) && !run.is_empty() {
+            out.push(std::mem::take(&mut run));
+        }
         let ends = matches!(env.kind, EventKind::RunComplete { .. });
         run.push(env);
         if ends {
@@ -58,8 +67,14 @@ pub fn ui_messages(chat_id: &str, runs: &[RunOnPath], declared: &HashSet<String>
         });
         let (mut before, mut after) = (Vec::new(), Vec::new());
         for (i, e) in run.envelopes.iter().enumerate() {
+            // What answers an input request is its tool part's output.
+            let answers = run
+                .envelopes
+                .get(i + 1)
+                .is_some_and(|n| matches!(n.kind, EventKind::InputAck { .. }));
             if let EventKind::Text { agent, content } = &e.kind
                 && agent == "user"
+                && !answers
             {
                 let m = json!({"id": format!("{chat_id}:u{}", e.seq), "role": "user",
                                "parts": [{"type": "text", "text": content}]});
@@ -71,7 +86,14 @@ pub fn ui_messages(chat_id: &str, runs: &[RunOnPath], declared: &HashSet<String>
             }
         }
         out.extend(before);
-        out.extend(answer(chat_id, run, declared));
+        // A run in flight: the transport's resume brings its answer whole.
+        if run
+            .envelopes
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::RunComplete { .. }))
+        {
+            out.extend(answer(chat_id, run, declared));
+        }
         out.extend(after);
     }
     out

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::auth::{jwt_server, token};
+use crate::auth::token;
 use crate::mock_llm::{MockServer, Reply};
 use crate::support::*;
 use crate::vendors::{OpenAiWire, Wire};
@@ -52,7 +52,11 @@ async fn patch(server: &Server, chat: Uuid, body: Value) -> (u16, Value) {
 
 #[tokio::test]
 async fn chats_are_titled_listed_searched_and_exported() {
-    let server = Server::start().await;
+    let titled_server = || Opts {
+        settings: titles(),
+        ..Default::default()
+    };
+    let server = Server::start_with(titled_server()).await;
     let mut client = server.client().await;
     let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
     client
@@ -223,14 +227,22 @@ async fn chats_are_titled_listed_searched_and_exported() {
 
     // A restart keeps the list and the index.
     let dir = server.stop().await;
-    let server = Server::start_in(dir, Opts::default()).await;
+    let server = Server::start_in(dir, titled_server()).await;
     assert_eq!(ids(&list(&server, "?q=weekend").await), [b.to_string()]);
     assert_eq!(list(&server, "").await[0]["id"], a.to_string());
 }
 
 #[tokio::test]
 async fn a_user_never_lists_searches_renames_or_exports_anothers_chat() {
-    let server = jwt_server().await;
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            auth: Some(agentwire::config::AuthMode::Jwt),
+            jwt_secret: Some(crate::auth::SECRET.into()),
+            ..titles()
+        },
+        ..Default::default()
+    })
+    .await;
     let (alice, bob) = (
         token("alice", 600, crate::auth::SECRET),
         token("bob", 600, crate::auth::SECRET),
@@ -286,6 +298,24 @@ async fn a_user_never_lists_searches_renames_or_exports_anothers_chat() {
     assert_eq!(mine["chats"][0]["title"], "my secret pancake recipe");
 }
 
+/// Titles by the chat's own model (the default, which the test servers
+/// turn off).
+fn own_model() -> agentwire::config::Settings {
+    agentwire::config::Settings {
+        title_model: Some(String::new()),
+        ..titles()
+    }
+}
+
+/// The default: chats titled after their first run (the test servers turn
+/// it off).
+fn titles() -> agentwire::config::Settings {
+    agentwire::config::Settings {
+        auto_titles: Some(true),
+        ..Default::default()
+    }
+}
+
 /// An agent on a local OpenAI-compatible server.
 fn agent(llm: &MockServer) -> String {
     format!(
@@ -305,7 +335,7 @@ async fn a_model_titles_the_chat_after_its_first_run_and_its_usage_is_counted() 
     .await;
     let server = Server::start_with(Opts {
         agents: vec![("real.yaml".into(), agent(&llm))],
-        ..Default::default()
+        settings: own_model(),
     })
     .await;
     let mut client = server.client().await;
@@ -350,7 +380,7 @@ async fn a_failing_title_model_falls_back_to_the_first_words_once() {
     .await;
     let server = Server::start_with(Opts {
         agents: vec![("real.yaml".into(), agent(&llm))],
-        ..Default::default()
+        settings: own_model(),
     })
     .await;
     let mut client = server.client().await;

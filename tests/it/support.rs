@@ -129,6 +129,12 @@ impl Server {
             std::fs::write(path, yaml).unwrap();
         }
         settings.shutdown_grace_seconds.get_or_insert(5);
+        // A title is one more envelope after a chat's first run (and, by a
+        // model, one more request to a test's scripted model server): only
+        // the tests of titles ask for them (`title_model: Some("")`: the
+        // chat's own model, the default).
+        settings.auto_titles.get_or_insert(false);
+        settings.title_model.get_or_insert_with(|| "none".into());
         let config = settings.resolve().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -473,6 +479,9 @@ pub async fn spawn_agentwire_with(
         .arg(agents)
         .args(extra)
         .env("RUST_LOG", "error")
+        // As `Server`: no titles unless a test asks.
+        .env("AGENTWIRE_AUTO_TITLES", "false")
+        .env("AGENTWIRE_TITLE_MODEL", "none")
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
     configure(&mut command);

@@ -597,3 +597,39 @@ async fn in_jwt_mode_a_workflow_may_be_limited_to_users_or_a_claim() {
     let (status, _) = http_get(server.addr, "/v1/workflows", &[]).await;
     assert_eq!(status, 401);
 }
+
+#[tokio::test]
+async fn a_chat_that_begins_with_a_workflow_is_titled_after_it() {
+    let settings = agentwire::config::Settings {
+        auto_titles: Some(true),
+        ..Default::default()
+    };
+    let server = server_with("http://127.0.0.1:9", settings).await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    let (status, _) = http_json(
+        &server,
+        "POST",
+        "/v1/chats",
+        &json!({"agent": "demo", "chat_id": chat}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 201);
+    c.resume(chat, 0).await;
+    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    let body = json!({"parameters": {"times": 1}});
+    assert_eq!(invoke(&server, chat, "count", body, None).await.0, 202);
+    c.until_complete(chat).await;
+    // In the commit of the run's end, just after it.
+    let title = c.recv().await;
+    assert_eq!(
+        (&title["type"], &title["title"], &title["source"]),
+        (&json!("chat.title"), &json!("Count"), &json!("workflow"))
+    );
+    // Titled once: a later run leaves it.
+    c.say(chat, "hello").await;
+    let later = c.until_complete(chat).await;
+    assert!(of_type(&later, "chat.title").is_empty());
+    let (_, view) = http_json(&server, "GET", &format!("/v1/chats/{chat}"), "").await;
+    assert_eq!(view["title"], "Count");
+}

@@ -135,3 +135,25 @@ test("a regenerate that ends before it says anything leaves no versions for the 
   ]);
   assert.deepEqual(state.messages.map((m) => [m.text, m.versions ?? null]), [['a', null], ['b', null]]);
 });
+
+test("the chat's title is its last chat.title, whatever version the path shows", () => {
+  let seq = 0;
+  const e = (type, fields = {}) => ({ type, chat_id: 'c', seq: ++seq, ts: '2026-11-27T10:00:00.000Z', ...fields });
+  const log = [
+    e('chat.text', { agent: 'user', content: 'one' }),
+    e('chat.text', { agent: 'demo', content: 'You said: one' }),
+    e('chat.run_complete', { reason: 'completed' }),
+    e('chat.title', { title: 'one', source: 'words' }), // 4: after the first run
+    e('chat.branch', { at: 0, reason: 'edit' }), // 5: the path leaves the title behind
+    e('chat.text', { agent: 'user', content: 'uno' }),
+  ];
+  const live = log.reduce(applyEnvelope, initialChatState());
+  assert.equal(live.title, 'one');
+  assert.deepEqual(live.messages.map((m) => m.text), ['uno']);
+  const replayed = applyEnvelopes(initialChatState(), log);
+  assert.equal(replayed.title, 'one');
+  assert.deepEqual(replayed.messages.map((m) => m.text), ['uno']);
+  const renamed = applyEnvelope(replayed, e('chat.title', { title: 'Numbers', source: 'user' }));
+  assert.equal(renamed.title, 'Numbers');
+  assert.deepEqual(renamed.messages, replayed.messages, 'a title is no message');
+});

@@ -1,6 +1,7 @@
-// A chat on the AI SDK's useChat against agentwire: streamed answers, tool
-// calls, approvals, input requests and UI tools, and a resume after a reload
-// (the chat's id stays in the address, so a reload picks the run up again).
+// A chat on the AI SDK's useChat against agentwire: the conversation loaded
+// whole on mount, streamed answers, tool calls, approvals, input requests and
+// UI tools, a resume after a reload (the chat's id stays in the address), and
+// the list of one's chats beside it: titles, search, rename, pin, archive.
 import { useChat } from '@ai-sdk/react';
 import {
   DefaultChatTransport,
@@ -8,7 +9,7 @@ import {
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
 } from 'ai';
-import { useMemo, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 
 const params = new URLSearchParams(location.search);
@@ -20,11 +21,24 @@ if (!params.has('chat')) {
   history.replaceState(null, '', `?${params}`);
 }
 
+const api = async (path, init = {}) => {
+  const r = await fetch(`${server}${path}`, { ...init, headers: { 'content-type': 'application/json', ...init.headers } });
+  if (!r.ok) throw new Error(`${path}: ${r.status}`);
+  return r.json();
+};
+// The conversation so far: the active path as UIMessages.
+const loadMessages = (id) => api(`/v1/ai-sdk/chat/${encodeURIComponent(id)}/messages`);
+
 function makeTransport(kind) {
   return kind === 'ws'
     ? new WebSocketChatTransport({ url: `${server.replace(/^http/, 'ws')}/v1/ai-sdk/ws`, body: { agent } })
     : new DefaultChatTransport({ api: `${server}/v1/ai-sdk/chat`, body: { agent } });
 }
+
+const openChat = (id) => {
+  params.set('chat', id);
+  location.search = `?${params}`;
+};
 
 // A tool part: `tool-<name>` for a tool of the agent's file, `dynamic-tool`
 // for one known only when called (an MCP server's).
@@ -66,22 +80,93 @@ function Tool({ part, addToolApprovalResponse, addToolOutput }) {
   );
 }
 
-function Chat() {
+// One's chats: pinned first, then the latest; a search by title and words.
+function Sidebar({ refresh }) {
+  const [chats, setChats] = useState([]);
+  const [query, setQuery] = useState('');
+  const [archived, setArchived] = useState(false);
+  const [error, setError] = useState(null);
+  const load = useCallback(async () => {
+    try {
+      const q = query.trim() ? `&q=${encodeURIComponent(query)}` : '';
+      setChats((await api(`/v1/chats?limit=50&archived=${archived}${q}`)).chats);
+      setError(null);
+    } catch (e) {
+      setError(e.message);
+    }
+  }, [query, archived]);
+  useEffect(() => { load(); }, [load, refresh]);
+  const change = async (id, body) => {
+    await api(`/v1/chats/${id}`, { method: 'PATCH', body: JSON.stringify(body) });
+    load();
+  };
+  const rename = (c) => {
+    const title = prompt('Rename the chat', c.title ?? '');
+    if (title?.trim()) change(c.id, { title });
+  };
+  return (
+    <nav aria-label="Chats">
+      <button onClick={() => openChat(crypto.randomUUID())}>New chat</button>
+      <input type="search" aria-label="Search chats" placeholder="Search" value={query} onChange={(e) => setQuery(e.target.value)} />
+      <label><input type="checkbox" checked={archived} onChange={(e) => setArchived(e.target.checked)} /> Archived</label>
+      {error && <p role="alert">{error}</p>}
+      <ul>
+        {chats.map((c) => (
+          <li key={c.id} className={c.id === chatId ? 'current' : ''} data-chat={c.id}>
+            <a href={`?${new URLSearchParams({ ...Object.fromEntries(params), chat: c.id })}`} className="title">
+              {c.pinned ? '📌 ' : ''}{c.title ?? 'New chat'}
+            </a>
+            <div className="preview">
+              {c.match
+                ? c.match.snippet.map((s, i) => (s.hit ? <mark key={i}>{s.text}</mark> : <span key={i}>{s.text}</span>))
+                : c.preview}
+            </div>
+            <button onClick={() => rename(c)}>Rename</button>
+            <button onClick={() => change(c.id, { pinned: !c.pinned })}>{c.pinned ? 'Unpin' : 'Pin'}</button>
+            <button onClick={() => change(c.id, { archived: !c.archived })}>{c.archived ? 'Restore' : 'Archive'}</button>
+          </li>
+        ))}
+      </ul>
+    </nav>
+  );
+}
+
+function Chat({ initial, onSettled }) {
   const [kind, setKind] = useState(params.get('transport') ?? 'http');
   const transport = useMemo(() => makeTransport(kind), [kind]);
-  const { messages, sendMessage, status, error, stop, addToolApprovalResponse, addToolOutput } = useChat({
+  const { messages, setMessages, sendMessage, status, error, stop, resumeStream, addToolApprovalResponse, addToolOutput } = useChat({
     id: chatId,
+    messages: initial,
     transport,
-    resume: true,
     // An answer given in the page (an approval, an input, a component's
     // result) goes to the server at once.
     sendAutomaticallyWhen: (options) =>
       lastAssistantMessageIsCompleteWithApprovalResponses(options) ||
       lastAssistantMessageIsCompleteWithToolCalls(options),
   });
+  const shown = useRef(messages);
+  shown.current = messages;
+  // After a reload: the run in flight, replayed from its start. Nothing in
+  // flight any more (it ended while the page loaded): the messages again.
+  useEffect(() => {
+    let gone = false;
+    (async () => {
+      const before = shown.current.length;
+      await resumeStream();
+      if (!gone && shown.current.length === before) setMessages(await loadMessages(chatId));
+    })();
+    return () => { gone = true; };
+  }, []);
+  // A finished turn may have titled the chat: the list reads it again.
+  useEffect(() => {
+    if (status !== 'ready') return undefined;
+    onSettled();
+    const later = setTimeout(onSettled, 1500);
+    return () => clearTimeout(later);
+  }, [status]);
   const [text, setText] = useState('');
   return (
-    <>
+    <main>
       <p>
         Chat <code>{chatId}</code> on {server} ({status}) —{' '}
         <select value={kind} onChange={(e) => setKind(e.target.value)}>
@@ -104,8 +189,20 @@ function Chat() {
         <button disabled={status === 'streaming' || status === 'submitted'}>Send</button>
         {status === 'streaming' && <button type="button" onClick={stop}>Stop</button>}
       </form>
-    </>
+    </main>
   );
 }
 
-createRoot(document.getElementById('root')).render(<Chat />);
+function App({ initial }) {
+  const [refresh, setRefresh] = useState(0);
+  const settled = useCallback(() => setRefresh((n) => n + 1), []);
+  return (
+    <div className="app">
+      <Sidebar refresh={refresh} />
+      <Chat initial={initial} onSettled={settled} />
+    </div>
+  );
+}
+
+const initial = await loadMessages(chatId).catch(() => []);
+createRoot(document.getElementById('root')).render(<App initial={initial} />);

@@ -148,6 +148,9 @@ struct ActiveRun {
     printed: Option<(String, String)>,
     /// The title of the workflow the run invokes (the chat's, if untitled).
     named: Option<String>,
+    /// The run's first words (its user's, else its first answer's): an
+    /// untitled chat's title when no model makes one.
+    said: Option<String>,
 }
 
 /// An answer that came, just after a restart, for a request the continued

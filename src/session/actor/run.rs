@@ -132,6 +132,7 @@ impl Actor {
             state_written: false,
             printed: None,
             named: workflow_title,
+            said: user_text.as_ref().map(|(text, _)| text.clone()),
             rewaits: extras
                 .resumed
                 .as_ref()
@@ -280,10 +281,18 @@ impl Actor {
             _ => None,
         });
         let completes = ended.is_some();
+        self.note_said(&events);
+        // An untitled chat's title without a model goes in the commit of
+        // the run's end, just after it (a model's comes later).
+        let mut events = events;
+        let titled = if completes {
+            self.title_at_end(&mut events)
+        } else {
+            None
+        };
         let starts = self.run.as_ref().is_some_and(|r| !r.state_written);
         // A run's end takes the next waiting message along (the chat stays
         // running: its run starts once this is committed).
-        let mut events = events;
         let next = if completes {
             self.take_next(&mut events, &mut marks)
         } else {
@@ -310,19 +319,23 @@ impl Actor {
             run.state_written |= starts;
             run.used_unlogged &= !usage_logged;
         }
+        if let (Some(title), Some(chat)) = (titled.clone(), &mut self.chat) {
+            chat.listing.title = Some(title);
+        }
         if let Some(reason) = ended {
             // Over once its end is logged: a client that read it may start
             // the next run before the run's task has gone (and before the
             // actor hears it went: it now reads commands between a run's
             // batches), so the chat must not still count it in progress.
-            let named = self.run.as_ref().and_then(|r| r.named.clone());
             if self.run.take().is_some() {
                 self.inputs.clear();
                 self.components.clear();
                 self.refuse_held(true, SessionError::RequestNotFound);
             }
             self.conversation_ended(reason).await;
-            self.title_after_run(named);
+            if titled.is_none() {
+                self.title_after_run();
+            }
             Box::pin(self.run_taken(next)).await;
         }
         Ok(())

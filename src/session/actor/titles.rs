@@ -1,9 +1,10 @@
 //! A chat's title and its place in the list. An untitled chat is titled
-//! once a run of it ends: by its template or workflow if it names one, else
-//! by a model (`title_model`, else the chat's own) from the first exchange,
-//! else from its first words. The title is made in the background, with a
-//! timeout, once per run end at most (a failure falls back to the first
-//! words, so a chat is never asked twice), and logged as `chat.title`.
+//! once a run of it ends, as a `chat.title`: by its workflow or template if
+//! it names one, or from the run's first words when no model makes titles —
+//! both logged in the commit of the run's end, just after it —; else by a
+//! model (`title_model`, else the chat's own) from the first exchange, in
+//! the background, with a timeout, once (a failure falls back to the first
+//! words, so a chat is never asked twice).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,19 +39,87 @@ conversation below: at most six words, in the language of the conversation, with
 quotes or a final period. Reply with the title only.";
 
 impl Actor {
-    /// After a run ends: titles an untitled chat in the background.
-    /// `named`: the title of the workflow the run invoked.
-    pub(super) fn title_after_run(&mut self, named: Option<String>) {
-        let Some(chat) = &self.chat else { return };
-        if chat.listing.title.is_some() || self.titling || self.role == Role::Follower {
+    /// Keeps the run's first words while the chat is untitled.
+    pub(super) fn note_said(&mut self, events: &[(EventKind, Option<String>)]) {
+        let untitled = self
+            .chat
+            .as_ref()
+            .is_some_and(|c| c.listing.title.is_none());
+        let Some(run) = self.run.as_mut().filter(|r| untitled && r.said.is_none()) else {
+            return;
+        };
+        run.said = events.iter().find_map(|(k, _)| match k {
+            EventKind::Text { content, .. } if !content.trim().is_empty() => Some(content.clone()),
+            _ => None,
+        });
+    }
+
+    /// Whether this untitled chat gets a title now: not while one is made,
+    /// not on a follower.
+    fn untitled(&self) -> bool {
+        self.ctx.auto_titles
+            && self
+                .chat
+                .as_ref()
+                .is_some_and(|c| c.listing.title.is_none())
+            && !self.titling
+            && self.role != Role::Follower
+    }
+
+    /// At a run's end (`events` holds its `chat.run_complete`): the title an
+    /// untitled chat gets without a model — its workflow's or template's,
+    /// else the run's first words — put just after the run's end, in the
+    /// same commit. `None` when a model makes it (after the commit) or there
+    /// is nothing to make it from.
+    pub(super) fn title_at_end(
+        &mut self,
+        events: &mut Vec<(EventKind, Option<String>)>,
+    ) -> Option<String> {
+        if !self.untitled() {
+            return None;
+        }
+        let chat = self.chat.as_ref()?;
+        let template = self
+            .ctx
+            .agents
+            .get(&chat.agent)
+            .and_then(|a| a.template.as_ref()?.title.clone());
+        let run = self.run.as_ref();
+        let named = run.and_then(|r| r.named.clone());
+        let (title, source) = match (named, template) {
+            (Some(t), _) => (t, TitleSource::Workflow),
+            (None, Some(t)) => (t, TitleSource::Template),
+            (None, None) if self.title_provider().is_none() => {
+                (words(run?.said.as_deref()?), TitleSource::Words)
+            }
+            _ => return None,
+        };
+        let title = cut(&one_line(&title), MAX_TITLE_CHARS);
+        if title.is_empty() {
+            return None;
+        }
+        let end = events
+            .iter()
+            .position(|(k, _)| matches!(k, EventKind::RunComplete { .. }))?;
+        let event = EventKind::Title {
+            title: title.clone(),
+            source,
+            usage: None,
+        };
+        events.insert(end + 1, (event, None));
+        Some(title)
+    }
+
+    /// After a run ends: an untitled chat that a model titles gets its
+    /// title in the background.
+    pub(super) fn title_after_run(&mut self) {
+        if !self.untitled() {
             return;
         }
-        let agent = self.ctx.agents.get(&chat.agent);
-        let named = named.map(|t| (t, TitleSource::Workflow)).or_else(|| {
-            let template = agent.as_ref()?.template.as_ref()?;
-            Some((template.title.clone()?, TitleSource::Template))
-        });
-        let provider = self.title_provider();
+        let Some(provider) = self.title_provider() else {
+            return;
+        };
+        let Some(chat) = &self.chat else { return };
         let (me, owner, store, chat_id) = (
             self.me.clone(),
             chat.owner.clone(),
@@ -59,10 +128,7 @@ impl Actor {
         );
         self.titling = true;
         self.ctx.tracker.spawn(async move {
-            let (title, source, usage) = match named {
-                Some((title, source)) => (cut(&one_line(&title), MAX_TITLE_CHARS), source, None),
-                None => make(store, chat_id, provider).await,
-            };
+            let (title, source, usage) = make(store, chat_id, provider).await;
             let op = Op::Title {
                 user: owner,
                 title,
@@ -173,12 +239,12 @@ impl Actor {
     }
 }
 
-/// A title for the chat's first exchange: by `provider` if given and it
-/// answers in time, else from the first words.
+/// A title for the chat's first exchange by `provider`, or from the first
+/// words if it fails or does not answer in time.
 async fn make(
     store: Arc<dyn Store>,
     chat_id: uuid::Uuid,
-    provider: Option<Arc<dyn Provider>>,
+    provider: Arc<dyn Provider>,
 ) -> (String, TitleSource, Option<TitleUsage>) {
     let (asked, answered) = match store.transcript(chat_id).await {
         Ok(log) => first_exchange(&log),
@@ -187,7 +253,7 @@ async fn make(
             (String::new(), String::new())
         }
     };
-    if let Some(provider) = provider {
+    {
         let prompt = format!(
             "User: {}\n\nAssistant: {}",
             cut(&asked, SHOWN_CHARS),

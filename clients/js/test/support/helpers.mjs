@@ -28,7 +28,12 @@ export async function startServer(dir, port, extra = []) {
     '--database-url', `sqlite://${join(dir, 'data', 'agentwire.db')}`,
     '--agents', join(dir, 'agents'),
     ...extra,
-  ], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, RUST_LOG: 'error' } });
+  ], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    // A model's title would be one more request to a test's scripted model
+    // server: titles are the first words unless a test asks (`extra`).
+    env: { AGENTWIRE_TITLE_MODEL: 'none', ...process.env, RUST_LOG: 'error' },
+  });
   for (let i = 0; i < 200; i++) {
     try {
       const r = await fetch(`http://127.0.0.1:${port}/healthz`);
