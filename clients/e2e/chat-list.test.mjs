@@ -5,7 +5,6 @@
 //
 // Needs AGENTWIRE_BIN (the built binary) and /usr/bin/chromium.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 
 import { freePort, startServer, tempDir } from '../js/test/support/helpers.mjs';
@@ -80,12 +79,16 @@ test('chats are titled, searched, renamed, pinned, archived and exported from th
   await row(page, 'Weekend').waitFor();
   await row(page, 'Weekend').hover();
 
-  // Export: the conversation as Markdown, downloaded.
-  const [download] = await Promise.all([
-    page.waitForEvent('download'),
+  // Export: the conversation as Markdown, fetched with the page's
+  // credentials and handed to the browser as a download.
+  const [exported] = await Promise.all([
+    page.waitForResponse((r) => r.url().includes('/export?format=markdown')),
     row(page, 'Weekend').locator('button[data-act="export"]').click(),
   ]);
-  const text = readFileSync(await download.path(), 'utf8');
+  assert.equal(exported.status(), 200);
+  assert.match(exported.headers()['content-disposition'], /^attachment; filename="chat-[0-9a-f-]+\.md"$/);
+  // (What the browser saved: the same request again, from here.)
+  const text = await (await fetch(exported.url())).text();
   assert.ok(text.startsWith('# <b>Weekend</b> in Lyon\n'), text);
   assert.ok(text.includes('Plan a trip to Lyon in May'));
   await row(page, 'Weekend').hover();

@@ -425,11 +425,10 @@ pub(super) async fn rejoin(
     // thread up to the run's own first envelope (its user's words).
     let mut prelude = Vec::new();
     if seen.is_none_or(|id| matches!(id.at, At::Opening(rest) if rest > 0)) {
-        let history = state
-            .registry
-            .history(chat_id, &user, run_start + 1)
-            .await?;
-        let messages: Vec<Value> = history.iter().filter_map(message).collect();
+        let history = state.registry.history(chat_id, &user, u64::MAX).await?;
+        let messages: Vec<Value> = before_run(&history, run_start)
+            .filter_map(message)
+            .collect();
         let opening = vec![
             Out {
                 event: None,
@@ -443,6 +442,23 @@ pub(super) async fn rejoin(
         framer.opening(opening, from, &mut prelude);
     }
     Ok(respond(chat_id, prelude, feed, framer))
+}
+
+/// The thread before the run that starts at `start`, with the run's own
+/// user's words (a title may sit between the last run's end and them).
+fn before_run(
+    history: &[crate::protocol::Envelope],
+    start: u64,
+) -> impl Iterator<Item = &crate::protocol::Envelope> {
+    use crate::protocol::EventKind;
+    let user = |e: &crate::protocol::Envelope| matches!(&e.kind, EventKind::Text { agent, .. } if agent == "user");
+    let answered = history
+        .iter()
+        .find(|e| e.seq >= start && !user(e) && !matches!(e.kind, EventKind::Branch { .. }))
+        .map_or(u64::MAX, |e| e.seq);
+    history
+        .iter()
+        .filter(move |e| e.seq < start || (e.seq < answered && user(e)))
 }
 
 /// An envelope of the transcript as an AG-UI message.

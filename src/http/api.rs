@@ -60,8 +60,6 @@ pub struct AgentList {
     pub agents: Vec<AgentInfo>,
 }
 
-pub use super::listing::ChatView;
-
 /// `POST /v1/chats`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

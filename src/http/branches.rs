@@ -105,7 +105,7 @@ pub struct Fork {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Forked {
     /// The new chat, as `GET /v1/chats/{id}` shows it.
-    pub chat: super::api::ChatView,
+    pub chat: super::views::ChatView,
     pub forked_from: ForkedFrom,
 }
 
@@ -308,7 +308,7 @@ pub(super) async fn fork(
     let into = body.chat_id.unwrap_or_else(Uuid::new_v4);
     let (chat, last, seq) = state.registry.fork(id, &user, body.at, into).await?;
     let forked = Forked {
-        chat: super::chats::chat_view(&chat, Some(last)),
+        chat: super::views::chat_view(&chat, Some(last)),
         forked_from: ForkedFrom { chat_id: id, seq },
     };
     Ok((StatusCode::CREATED, Json(forked)).into_response())

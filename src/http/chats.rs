@@ -9,13 +9,13 @@ use axum::routing::{get, post};
 use uuid::Uuid;
 
 use super::api::{
-    Accepted, AgentInfo, AgentList, ChatModels, ChatView, CreateChat, ErrorBody, MemberInfo,
-    ModelInfo, ModelSet, SendMessage, SetModel,
+    Accepted, AgentInfo, AgentList, ChatModels, CreateChat, ErrorBody, MemberInfo, ModelInfo,
+    ModelSet, SendMessage, SetModel,
 };
 use super::auth::AuthUser;
 use super::error::ApiError;
-use super::listing;
 use super::state::AppState;
+use super::views::ChatView;
 use crate::protocol::limits;
 use crate::session::{Caller, SessionError};
 
@@ -23,14 +23,8 @@ use crate::session::{Caller, SessionError};
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/agents", get(list_agents))
-        .route("/v1/chats", get(listing::list_chats).post(create_chat))
-        .route(
-            "/v1/chats/{id}",
-            get(get_chat)
-                .delete(archive_chat)
-                .patch(listing::update_chat),
-        )
-        .route("/v1/chats/{id}/export", get(listing::export_chat))
+        .route("/v1/chats", post(create_chat))
+        .route("/v1/chats/{id}", get(get_chat).delete(archive_chat))
         .route("/v1/chats/{id}/messages", post(send_message))
         .route("/v1/chats/{id}/model", get(list_models).post(set_model))
 }
@@ -64,7 +58,7 @@ fn too_deep() -> ApiError {
     SessionError::TooLarge(format!("the body nests deeper than {max} levels")).into()
 }
 
-pub(super) use super::listing::chat_view;
+pub(super) use super::views::chat_view;
 
 /// The agents, as tiles (seed 004).
 #[utoipa::path(get, path = "/v1/agents", tag = "rest",

@@ -25,6 +25,7 @@ mod serve;
 mod sse;
 mod state;
 mod template_ws;
+mod views;
 mod web;
 mod workflows;
 mod ws;
@@ -81,7 +82,13 @@ fn cors(origins: &[String]) -> CorsLayer {
     };
     CorsLayer::new()
         .allow_origin(allow)
-        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PATCH,
+            Method::DELETE,
+            Method::OPTIONS,
+        ])
         .allow_headers([
             header::AUTHORIZATION,
             header::CONTENT_TYPE,
@@ -105,6 +112,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/ai-sdk/ws", get(ai_sdk_ws::upgrade))
         .route("/openapi.json", get(openapi::document))
         .merge(chats::router())
+        .merge(listing::router())
         .merge(answers::router())
         .merge(branches::router())
         .merge(connections::router())

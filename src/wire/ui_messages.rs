@@ -29,14 +29,16 @@ pub struct RunOnPath {
 }
 
 /// The path's envelopes cut into runs: each ends with its
-/// `chat.run_complete` (the last may still be in flight), and a
-/// `chat.branch` begins one (a regenerate's run, an edit's, or the next
-/// run after a switch: each stream names its message from there).
+/// `chat.run_complete` (the last may still be in flight), and where the
+/// path jumps (a branch point) or a `chat.branch` is, one begins: a
+/// regenerate's run, an edit's, the next run after a switch — each stream
+/// names its message from there.
 pub fn runs(path: Vec<Envelope>) -> Vec<Vec<Envelope>> {
     let mut out = Vec::new();
-    let mut run = Vec::new();
+    let mut run: Vec<Envelope> = Vec::new();
     for env in path {
-        if matches!(env.kind, EventKind::Branch { .. }) && !run.is_empty() {
+        let jumps = run.last().is_some_and(|last| last.seq + 1 != env.seq);
+        if jumps || (matches!(env.kind, EventKind::Branch { .. }) && !run.is_empty()) {
             out.push(std::mem::take(&mut run));
         }
         let ends = matches!(env.kind, EventKind::RunComplete { .. });
@@ -367,6 +369,46 @@ mod tests {
             "a reply not streamed"
         );
         assert_eq!(m[1]["metadata"], json!({"agentwire": {"seq": 5}}));
+    }
+
+    #[test]
+    fn a_run_begins_where_the_path_jumps() {
+        // The first answer regenerated: the path leaves 2..=5 for 6..=8.
+        let path = vec![text(1, "user", "one"), text(7, "demo", "again"), done(8)];
+        let cut = runs(path);
+        let seqs: Vec<Vec<u64>> = cut
+            .iter()
+            .map(|r| r.iter().map(|e| e.seq).collect())
+            .collect();
+        assert_eq!(seqs, [vec![1], vec![7, 8]]);
+        let runs: Vec<RunOnPath> = cut
+            .into_iter()
+            .zip([1, 6])
+            .map(|(envelopes, start)| RunOnPath { start, envelopes })
+            .collect();
+        let m = ui_messages("c", &runs, &HashSet::new());
+        let ids: Vec<&str> = m.iter().map(|m| m["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["c:u1", "c:6"]);
+    }
+
+    #[test]
+    fn a_run_in_flight_is_left_to_the_resume_and_an_answer_is_no_message() {
+        let request = EventKind::InputAck {
+            corr: "r".into(),
+            request_id: "r".into(),
+        };
+        let path = vec![
+            text(1, "user", "ask: name?"),
+            text(2, "user", "Ada"),
+            env(3, request),
+        ];
+        let runs = vec![RunOnPath {
+            start: 1,
+            envelopes: path,
+        }];
+        let m = ui_messages("c", &runs, &HashSet::new());
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(m[0]["id"], "c:u1");
     }
 
     #[test]

@@ -502,6 +502,52 @@ async fn every_json_answer_matches_the_document() {
     assert_eq!(s, 404, "{b}");
     check(&doc, "/v1/ag-ui/{thread}/stream", "get", s, &b);
 
+    // The chat list (issue 35): rename and pin, a search, the export's
+    // errors, the conversation as each library loads it.
+    let renamed = json!({"title": "Renamed", "pinned": true}).to_string();
+    let (s, b) = req("PATCH", format!("/v1/chats/{id}"), renamed).await;
+    check(&doc, "/v1/chats/{id}", "patch", s, &b);
+    let (s, b) = req("PATCH", format!("/v1/chats/{id}"), "{}".into()).await;
+    check(&doc, "/v1/chats/{id}", "patch", s, &b);
+    let (s, b) = req(
+        "PATCH",
+        format!("/v1/chats/{missing}"),
+        json!({"pinned": true}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}", "patch", s, &b);
+    let (s, b) = req("GET", "/v1/chats?q=renamed".into(), String::new()).await;
+    check(&doc, "/v1/chats", "get", s, &b);
+    let found: Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(found["chats"][0]["match"]["field"], "title");
+    let (s, b) = req(
+        "GET",
+        format!("/v1/chats/{id}/export?format=xml"),
+        String::new(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/export", "get", s, &b);
+    let (s, b) = req("GET", format!("/v1/chats/{missing}/export"), String::new()).await;
+    check(&doc, "/v1/chats/{id}/export", "get", s, &b);
+    let (s, _) = req("GET", format!("/v1/chats/{id}/export"), String::new()).await;
+    assert_eq!(s, 200);
+    assert!(doc["paths"]["/v1/chats/{id}/export"]["get"]["responses"]["200"]["content"]["text/markdown"].is_object());
+    let (s, b) = req(
+        "GET",
+        format!("/v1/ai-sdk/chat/{id}/messages"),
+        String::new(),
+    )
+    .await;
+    check(&doc, "/v1/ai-sdk/chat/{id}/messages", "get", s, &b);
+    assert!(
+        serde_json::from_str::<Value>(&b)
+            .unwrap()
+            .as_array()
+            .is_some_and(|m| !m.is_empty())
+    );
+    let (s, b) = req("GET", format!("/v1/ag-ui/{id}/messages"), String::new()).await;
+    check(&doc, "/v1/ag-ui/{id}/messages", "get", s, &b);
+
     // Every operation of the document was exercised here, but for the streams
     // (tests/it/sse.rs) and the passthrough (tests/it/passthrough.rs).
     let mut documented: Vec<String> = doc["paths"]
@@ -522,13 +568,16 @@ async fn every_json_answer_matches_the_document() {
         "get /chat/{thread_id}/model",
         "get /healthz",
         "get /metrics",
+        "get /v1/ag-ui/{id}/messages",
         "get /v1/ag-ui/{thread}/stream",
         "get /v1/agents",
+        "get /v1/ai-sdk/chat/{id}/messages",
         "get /v1/ai-sdk/chat/{id}/stream",
         "get /v1/chats",
         "get /v1/chats/{id}",
         "get /v1/chats/{id}/branches",
         "get /v1/chats/{id}/events",
+        "get /v1/chats/{id}/export",
         "get /v1/chats/{id}/model",
         "get /v1/chats/{id}/path",
         "get /v1/chats/{id}/state",
@@ -539,6 +588,7 @@ async fn every_json_answer_matches_the_document() {
         "get /v1/workflows",
         "get /v1/workflows/categories",
         "get /v1/workflows/{id}",
+        "patch /v1/chats/{id}",
         "post /api/chat/send",
         "post /chat",
         "post /chat/{thread_id}/message",

@@ -151,7 +151,8 @@ test('a cancelled interrupt cancels the run', async () => {
   assert.deepEqual(finished.outcome, { type: 'cancelled' });
   assert.equal(agent.pendingInterrupts.length, 0);
   const chat = await (await fetch(`${base}/v1/chats/${agent.threadId}/events?after=0&limit=1000`)).json();
-  assert.equal(chat.events.at(-1).reason, 'cancelled');
+  // The run's end (the chat's first run: its title follows it).
+  assert.equal(chat.events.findLast((e) => e.type === 'chat.run_complete').reason, 'cancelled');
 });
 
 test("the model's reasoning is a reasoning message, verified", async () => {
@@ -342,3 +343,25 @@ async function until(check) {
   }
   throw new Error('timed out');
 }
+
+test("a thread's messages load whole into a new HttpAgent, which goes on from them", async () => {
+  const threadId = crypto.randomUUID();
+  const { agent } = agentOn(threadId);
+  await say(agent, 'one');
+  await say(agent, 'progress: 2');
+  await say(agent, 'two');
+  const r = await fetch(`${base}/v1/ag-ui/${threadId}/messages`);
+  assert.equal(r.status, 200);
+  const loaded = await r.json();
+  // What the client holds: the same turns, calls and results, in order.
+  const shape = (ms) => ms.map((m) => [m.role, m.content ?? null, (m.toolCalls ?? []).map((c) => c.function.name).join()])
+    .filter(([role, content, calls]) => role !== 'assistant' || content || calls);
+  assert.deepEqual(shape(loaded), shape(agent.messages));
+  // A reload: a new agent from them, the thread goes on (no fork: the same path).
+  const again = new HttpAgent({ url: `${base}/v1/ag-ui`, threadId, initialMessages: loaded });
+  await say(again, 'three');
+  assert.equal(lastAssistant(again), 'You said: three');
+  const b = await (await fetch(`${base}/v1/chats/${threadId}/branches`)).json();
+  assert.equal(b.points.length, 0, 'no version was made');
+  assert.deepEqual(await (await fetch(`${base}/v1/ag-ui/${crypto.randomUUID()}/messages`)).json(), []);
+});

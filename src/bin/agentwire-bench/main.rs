@@ -10,6 +10,7 @@ mod branched;
 mod paced;
 mod report;
 mod scenarios;
+mod search;
 mod storage;
 mod summary;
 mod wire;
@@ -161,6 +162,21 @@ enum Scenario {
         #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000")]
         batches: Vec<usize>,
     },
+    /// Search over CHATS chats of MESSAGES texts (USERS users), seeded
+    /// through the store; and what the index adds to the write path.
+    Search {
+        /// sqlite://FILE or postgres://… (an empty database)
+        #[arg(long)]
+        database_url: String,
+        #[arg(long, default_value_t = 100_000)]
+        chats: u64,
+        #[arg(long, default_value_t = 50)]
+        messages: u64,
+        #[arg(long, default_value_t = 1_000)]
+        users: u64,
+        #[arg(long, default_value_t = 400)]
+        queries: usize,
+    },
     /// Turns JSON lines (files or stdin) into the Markdown of docs/benchmarks.md.
     Report {
         /// Files of JSON lines; none: stdin.
@@ -294,6 +310,32 @@ async fn main() -> anyhow::Result<()> {
             report::emit(
                 "storage",
                 json!({"server": backend, "rows": rows, "batches": batches}),
+                f,
+            );
+            return Ok(());
+        }
+        Scenario::Search {
+            database_url,
+            chats,
+            messages,
+            users,
+            queries,
+        } => {
+            let p = search::Params {
+                chats,
+                messages,
+                users,
+                queries,
+            };
+            let f = search::run(&database_url, &p).await?;
+            let backend = database_url
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            report::emit(
+                "search",
+                json!({"server": backend, "chats": chats, "messages": messages, "users": users, "queries": queries}),
                 f,
             );
             return Ok(());

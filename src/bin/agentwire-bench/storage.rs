@@ -27,7 +27,7 @@ fn envelope(chat: Uuid, seq: u64) -> NewEnvelope {
     }
 }
 
-async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+pub async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     Ok(match url.strip_prefix("sqlite://") {
         Some(path) => Arc::new(SqliteStore::open(std::path::Path::new(path)).await?),
         None => Arc::new(PgStore::open(url, 4).await?),
