@@ -611,11 +611,14 @@ $('cancel').onclick = () => current && current.chat.cancel();
 
 // One's chats: pinned first, then the latest; a search by title and words;
 // rename, pin, archive (and restore) and export in each row.
-const listing = { q: '', archived: false, timer: 0 };
+const listing = { q: '', archived: false, timer: 0, asked: 0 };
 
 async function loadChats() {
   const q = listing.q.trim() ? `&q=${encodeURIComponent(listing.q)}` : '';
+  // Only the latest question's answer is shown (an older one may come later).
+  const asked = ++listing.asked;
   const { chats } = await api(`/v1/chats?limit=50&archived=${listing.archived}${q}`);
+  if (asked !== listing.asked) return;
   $('chats').replaceChildren(...chats.map(chatRow));
   if (!chats.length) $('chats').append(el('li', { cls: 'note', text: q ? 'nothing found' : 'no chats yet' }));
 }

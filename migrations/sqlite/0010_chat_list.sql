@@ -3,6 +3,7 @@
 -- said. `title` and `preview` are set by the append that logs the envelope
 -- they come from, so they never disagree with the log.
 ALTER TABLE chats ADD COLUMN title TEXT;
+ALTER TABLE chats ADD COLUMN title_seq INTEGER;          -- the chat.title it comes from
 ALTER TABLE chats ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE chats ADD COLUMN preview TEXT;
 ALTER TABLE chats ADD COLUMN active_at INTEGER NOT NULL DEFAULT 0;
@@ -12,7 +13,8 @@ CREATE INDEX chats_owner_list ON chats (owner, archived, pinned DESC, active_at 
 -- Search (GET /v1/chats?q=): every chat.text (the user's and the agents'
 -- words) and chat.title of the log, indexed by the append that logs it, in
 -- the same transaction. Nothing is ever deleted from it: a title hit counts
--- only while it is the chat's title. Built here from the log as it stands.
+-- only while it is the chat's title (`title_seq`). Built here from the log
+-- as it stands.
 CREATE VIRTUAL TABLE chat_search USING fts5(
     body,
     chat_id UNINDEXED,

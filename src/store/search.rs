@@ -45,24 +45,38 @@ pub fn searchable(kind: &str, json: &str) -> Option<(&'static str, String)> {
     };
     let fields: Fields = serde_json::from_str(json).ok()?;
     let body = fields.content.or(fields.title)?;
-    Some((kind, cut(&body, INDEXED_CHARS)))
+    Some((kind, cut(&without_nul(&body), INDEXED_CHARS)))
+}
+
+/// `text` without NUL characters (PostgreSQL refuses them in a text
+/// value; the log keeps them, escaped in its JSON).
+pub fn without_nul(text: &str) -> String {
+    text.replace('\0', " ")
+}
+
+/// The words the index keeps of `text`, as PostgreSQL is given them: the
+/// same runs of letters and digits FTS5's tokenizer keeps, lowercased, so
+/// both stores split `bob@example.com` or `docs.rs/tokio` alike.
+pub fn index_words(text: &str) -> String {
+    let words: Vec<String> = words(text).map(|(_, w)| w.to_lowercase()).collect();
+    words.join(" ")
 }
 
 /// A batch's change to its chat's row in the list.
 #[derive(Debug, Default, PartialEq)]
 pub struct BatchMeta {
-    /// The last `chat.title`'s title.
-    pub title: Option<String>,
+    /// The last `chat.title`'s title, and its seq.
+    pub title: Option<(String, u64)>,
     /// The last `chat.text`'s first words, and when it was logged.
     pub preview: Option<(String, i64)>,
 }
 
 impl BatchMeta {
-    /// What a batch of envelopes (`(kind, json, ts_ms)`) changes in the
-    /// list, if anything.
-    pub fn of<'a>(envelopes: impl Iterator<Item = (&'a str, &'a str, i64)>) -> Option<Self> {
+    /// What a batch of envelopes (`(kind, json, ts_ms, seq)`) changes in
+    /// the list, if anything.
+    pub fn of<'a>(envelopes: impl Iterator<Item = (&'a str, &'a str, i64, u64)>) -> Option<Self> {
         let mut meta = Self::default();
-        for (kind, json, ts_ms) in envelopes {
+        for (kind, json, ts_ms, seq) in envelopes {
             match kind {
                 "chat.text" | "chat.title" => {}
                 _ => continue,
@@ -71,7 +85,7 @@ impl BatchMeta {
                 continue;
             };
             if let Some(title) = fields.title.filter(|_| kind == "chat.title") {
-                meta.title = Some(title);
+                meta.title = Some((without_nul(&title), seq));
             }
             if let Some(text) = fields.content.filter(|_| kind == "chat.text") {
                 meta.preview = Some((preview(&text), ts_ms));
@@ -84,7 +98,10 @@ impl BatchMeta {
 /// The first words of `text` as a list shows them: whitespace folded, at
 /// most [`PREVIEW_CHARS`] characters.
 pub fn preview(text: &str) -> String {
-    let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let folded = without_nul(text)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     if folded.chars().count() <= PREVIEW_CHARS {
         return folded;
     }
@@ -245,6 +262,18 @@ mod tests {
         let s = snippet("<img src=x onerror=alert(1)>", &terms("zzz"));
         assert!(s.iter().all(|x| !x.hit));
         assert_eq!(snippet("", &terms("a")), Vec::new());
+    }
+
+    #[test]
+    fn what_postgresql_refuses_or_splits_otherwise_is_made_plain() {
+        assert_eq!(without_nul("a\0b"), "a b");
+        assert_eq!(
+            index_words("Mail bob@Example.com, see https://docs.rs/tokio!"),
+            "mail bob example com see https docs rs tokio"
+        );
+        let json = serde_json::json!({"content": "x\u{0}y"}).to_string();
+        assert_eq!(searchable("chat.text", &json).unwrap().1, "x y");
+        assert_eq!(preview("x\0y"), "x y");
     }
 
     #[test]

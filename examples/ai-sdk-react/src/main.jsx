@@ -86,16 +86,26 @@ function Sidebar({ refresh }) {
   const [query, setQuery] = useState('');
   const [archived, setArchived] = useState(false);
   const [error, setError] = useState(null);
+  const asked = useRef(0);
   const load = useCallback(async () => {
+    // Only the latest question's answer is shown (an older one may come later).
+    const mine = ++asked.current;
     try {
       const q = query.trim() ? `&q=${encodeURIComponent(query)}` : '';
-      setChats((await api(`/v1/chats?limit=50&archived=${archived}${q}`)).chats);
-      setError(null);
+      const { chats: found } = await api(`/v1/chats?limit=50&archived=${archived}${q}`);
+      if (mine === asked.current) {
+        setChats(found);
+        setError(null);
+      }
     } catch (e) {
-      setError(e.message);
+      if (mine === asked.current) setError(e.message);
     }
   }, [query, archived]);
-  useEffect(() => { load(); }, [load, refresh]);
+  // Typing: asked once the keys pause.
+  useEffect(() => {
+    const later = setTimeout(load, 150);
+    return () => clearTimeout(later);
+  }, [load, refresh]);
   const change = async (id, body) => {
     await api(`/v1/chats/${id}`, { method: 'PATCH', body: JSON.stringify(body) });
     load();

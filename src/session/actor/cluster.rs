@@ -146,8 +146,10 @@ impl Actor {
         }
         self.inputs.clear();
         self.components.clear();
-        // The new owner restores what waits from the log.
+        // The new owner restores what waits from the log (and titles the
+        // chat: a title being made here is dropped when it comes back).
         self.queue.clear();
+        self.titling = false;
         self.refuse_held(true, |_| SessionError::Moved);
         let holder = match &self.ctx.node {
             Some(node) => node.cluster().holder(self.chat_id).await.ok().flatten(),

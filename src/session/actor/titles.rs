@@ -188,8 +188,8 @@ impl Actor {
     ) -> Result<(), SessionError> {
         let titled = self.owned(user)?.listing.title.is_some();
         if source != TitleSource::User {
-            self.titling = false;
-            if titled {
+            // Made here before this node lost the chat: the owner titles it.
+            if !std::mem::take(&mut self.titling) || titled {
                 return Ok(());
             }
         }

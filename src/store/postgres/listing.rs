@@ -9,7 +9,7 @@ use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
-use crate::store::search::{BatchMeta, Terms, searchable};
+use crate::store::search::{BatchMeta, Terms, index_words, searchable};
 use crate::store::{
     AppendBatch, ChatFlags, ChatRecord, ChatState, ListCursor, Listing, SearchHit, StoreError,
     now_ms,
@@ -62,7 +62,7 @@ pub(super) async fn index(
                 chats.push(b.chat_id);
                 seqs.push(e.seq as i64);
                 kinds.push(kind);
-                bodies.push(body);
+                bodies.push(index_words(&body));
             }
         }
     }
@@ -81,20 +81,25 @@ pub(super) async fn index(
     .execute(&mut *tx)
     .await?;
     for b in batches {
-        let rows = b.envelopes.iter().map(|e| (e.kind, &*e.json, e.ts_ms));
+        let rows = b
+            .envelopes
+            .iter()
+            .map(|e| (e.kind, &*e.json, e.ts_ms, e.seq));
         let Some(meta) = BatchMeta::of(rows) else {
             continue;
         };
         let (preview, at) = meta.preview.unzip();
+        let (title, title_seq) = meta.title.unzip();
         sqlx::query(
-            "UPDATE chats SET title = COALESCE($1, title), preview = COALESCE($2, preview),
-                              active_at = COALESCE($3, active_at)
+            "UPDATE chats SET title = COALESCE($1, title), title_seq = COALESCE($5, title_seq),
+                              preview = COALESCE($2, preview), active_at = COALESCE($3, active_at)
              WHERE id = $4",
         )
-        .bind(meta.title)
+        .bind(title)
         .bind(preview)
         .bind(at)
         .bind(b.chat_id)
+        .bind(title_seq.map(|s| s as i64))
         .execute(&mut *tx)
         .await?;
     }
@@ -171,31 +176,46 @@ pub(super) async fn search(
         .bind(timeout.to_string())
         .execute(&mut *tx)
         .await?;
+    // The chats' current titles first (few), then their texts (as the
+    // index finds them), so a large history cannot crowd out a title.
+    let queries = [
+        "SELECT c.*, s.seq AS hit_seq, s.kind AS hit_kind, ts_rank(s.tsv, q) AS hit_score
+         FROM to_tsquery('simple', $1) AS q, chat_search s JOIN chats c ON c.id = s.chat_id
+         WHERE s.tsv @@ q AND c.owner = $2 AND c.archived = $3
+           AND s.kind = 'title' AND s.seq = c.title_seq",
+        "SELECT c.*, s.seq AS hit_seq, s.kind AS hit_kind, ts_rank(s.tsv, q) AS hit_score
+         FROM to_tsquery('simple', $1) AS q, chat_search s JOIN chats c ON c.id = s.chat_id
+         WHERE s.tsv @@ q AND c.owner = $2 AND c.archived = $3 AND s.kind = 'text'",
+    ];
     let mut hits = Vec::new();
-    let found = {
-        let mut rows = sqlx::query(
-            "SELECT c.*, s.seq AS hit_seq, s.kind AS hit_kind, ts_rank(s.tsv, q) AS hit_score
-             FROM to_tsquery('simple', $1) AS q, chat_search s JOIN chats c ON c.id = s.chat_id
-             WHERE s.tsv @@ q AND c.owner = $2 AND c.archived = $3
-               AND (s.kind = 'text' OR s.tsv = to_tsvector('simple', COALESCE(c.title, '')))",
-        )
-        .bind(terms.tsquery())
-        .bind(owner)
-        .bind(archived)
-        .fetch(&mut *tx);
+    let mut found = Ok(());
+    'all: for sql in queries {
+        let mut rows = sqlx::query(sql)
+            .bind(terms.tsquery())
+            .bind(owner)
+            .bind(archived)
+            .fetch(&mut *tx);
+        let mut taken = 0;
         loop {
             match rows.try_next().await {
                 Ok(Some(row)) => {
                     hits.push(hit_from_row(&row)?);
-                    if hits.len() == CANDIDATES || Instant::now() >= deadline {
-                        break Ok(());
+                    taken += 1;
+                    if taken == CANDIDATES || Instant::now() >= deadline {
+                        break;
                     }
                 }
-                Ok(None) => break Ok(()),
-                Err(e) => break Err(e),
+                Ok(None) => break,
+                Err(e) => {
+                    found = Err(e);
+                    break 'all;
+                }
             }
         }
-    };
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
     drop(tx);
     match found {
         Ok(()) => Ok(hits),

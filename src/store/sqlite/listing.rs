@@ -53,13 +53,16 @@ pub(super) fn index(tx: &Transaction<'_>, chat: &str, batch: &AppendBatch) -> ru
             .execute(params![body, chat, e.seq as i64, kind])?;
         }
     }
-    let rows = batch.envelopes.iter().map(|e| (e.kind, &*e.json, e.ts_ms));
+    let rows = batch
+        .envelopes
+        .iter()
+        .map(|e| (e.kind, &*e.json, e.ts_ms, e.seq));
     let Some(meta) = BatchMeta::of(rows) else {
         return Ok(());
     };
-    if let Some(title) = meta.title {
-        tx.prepare_cached("UPDATE chats SET title = ?1 WHERE id = ?2")?
-            .execute(params![title, chat])?;
+    if let Some((title, seq)) = meta.title {
+        tx.prepare_cached("UPDATE chats SET title = ?1, title_seq = ?2 WHERE id = ?3")?
+            .execute(params![title, seq as i64, chat])?;
     }
     if let Some((preview, at)) = meta.preview {
         tx.prepare_cached("UPDATE chats SET preview = ?1, active_at = ?2 WHERE id = ?3")?
@@ -125,42 +128,54 @@ pub(super) async fn search(
     let deadline = Instant::now() + budget;
     let mut conn = pool.acquire().await?;
     // Past the budget SQLite stops the statement: what was found is ranked.
+    // The handler stays with the connection, so the connection is not given
+    // back to the pool (a search dropped midway could not remove it).
+    conn.close_on_drop();
     conn.lock_handle()
         .await?
         .set_progress_handler(1000, move || Instant::now() < deadline);
+    // The chats' current titles first (few), then their texts, newest
+    // first, so a large history cannot crowd out either.
+    let queries = [
+        "SELECT c.*, s.seq AS hit_seq, s.kind AS hit_kind, s.body AS hit_body,
+                bm25(chat_search) AS hit_score
+         FROM chat_search s JOIN chats c ON c.id = s.chat_id
+         WHERE chat_search MATCH ? AND c.owner = ? AND c.archived = ?
+           AND s.kind = 'title' AND s.seq = c.title_seq",
+        "SELECT c.*, s.seq AS hit_seq, s.kind AS hit_kind, s.body AS hit_body,
+                bm25(chat_search) AS hit_score
+         FROM chat_search s JOIN chats c ON c.id = s.chat_id
+         WHERE chat_search MATCH ? AND c.owner = ? AND c.archived = ? AND s.kind = 'text'
+         ORDER BY s.rowid DESC",
+    ];
     let mut hits = Vec::new();
-    let found = {
-        let mut rows = sqlx::query(
-            "SELECT c.*, s.seq AS hit_seq, s.kind AS hit_kind, s.body AS hit_body,
-                    bm25(chat_search) AS hit_score
-             FROM chat_search s JOIN chats c ON c.id = s.chat_id
-             WHERE chat_search MATCH ? AND c.owner = ? AND c.archived = ?
-               AND (s.kind = 'text' OR s.body = c.title)",
-        )
-        .bind(terms.fts5())
-        .bind(owner)
-        .bind(i64::from(archived))
-        .fetch(&mut *conn);
+    for sql in queries {
+        let mut rows = sqlx::query(sql)
+            .bind(terms.fts5())
+            .bind(owner)
+            .bind(i64::from(archived))
+            .fetch(&mut *conn);
+        let mut taken = 0;
         loop {
             match rows.try_next().await {
                 Ok(Some(row)) => {
                     hits.push(hit_from_row(&row)?);
-                    if hits.len() == CANDIDATES || Instant::now() >= deadline {
-                        break Ok(());
+                    taken += 1;
+                    if taken == CANDIDATES || Instant::now() >= deadline {
+                        break;
                     }
                 }
-                Ok(None) => break Ok(()),
-                Err(e) => break Err(e),
+                Ok(None) => break,
+                // Interrupted at the budget: rank what was found.
+                Err(_) if Instant::now() >= deadline => return Ok(hits),
+                Err(e) => return Err(e.into()),
             }
         }
-    };
-    conn.lock_handle().await?.remove_progress_handler();
-    match found {
-        Ok(()) => Ok(hits),
-        // Interrupted at the budget: rank what was found.
-        Err(_) if Instant::now() >= deadline => Ok(hits),
-        Err(e) => Err(e.into()),
+        if Instant::now() >= deadline {
+            break;
+        }
     }
+    Ok(hits)
 }
 
 fn hit_from_row(row: &SqliteRow) -> Result<SearchHit, StoreError> {
