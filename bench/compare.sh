@@ -153,6 +153,17 @@ kill "$sio_pid"
 echo "== the storage ceiling: SQLite"
 bench storage --database-url "sqlite://$work/ceiling.db" --rows "$rows" --batches 1,10,100,1000
 
+# Search (issue 35): 100,000 chats of 50 texts seeded through the store, then
+# queries and the index's cost on the write path. Its lines go to
+# bench/search.jsonl (the report's tables do not read them; bench/notes.md
+# quotes them). SEARCH_CHATS=0 skips it (it takes minutes per store).
+search_chats=${SEARCH_CHATS:-100000}
+: > bench/search.jsonl
+if [ "$search_chats" -gt 0 ]; then
+  echo "== search: SQLite"
+  "$bin/agentwire-bench" search --database-url "sqlite://$work/search.db" --chats "$search_chats" >> bench/search.jsonl
+fi
+
 # PostgreSQL, when its server binaries are installed: a throwaway server with
 # fsync on (as a real deployment), agentwire on it, then its storage ceiling.
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2> /dev/null | tail -n 1 || true)
@@ -177,6 +188,11 @@ if [ -n "$pg_bin" ] && [ "$(id -u)" = 0 ]; then
   bench after-burst --url ws://127.0.0.1:18083/v1/ws --pid "$aw_pid" --label agentwire-postgres --runs 5
   kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
   bench storage --database-url "postgres://postgres@127.0.0.1:15432/ceiling" --rows "$rows" --batches 1,10,100,1000
+  if [ "$search_chats" -gt 0 ]; then
+    echo "== search: PostgreSQL"
+    runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15432 -U postgres search
+    "$bin/agentwire-bench" search --database-url "postgres://postgres@127.0.0.1:15432/search" --chats "$search_chats" >> bench/search.jsonl
+  fi
 fi
 
 echo "== docs/benchmarks.md"

@@ -12,22 +12,26 @@ CREATE INDEX chats_owner_list ON chats (owner, archived, pinned DESC, active_at 
 
 -- Search (GET /v1/chats?q=): every chat.text (the user's and the agents'
 -- words) and chat.title of the log, indexed by the append that logs it, in
--- the same transaction. Nothing is ever deleted from it: a title hit counts
+-- the same transaction. `owner` holds one token, `o` and the owner's bytes
+-- in hex, so a search intersects the user's rows inside the index. Nothing is ever deleted from it: a title hit counts
 -- only while it is the chat's title (`title_seq`). Built here from the log
 -- as it stands.
 CREATE VIRTUAL TABLE chat_search USING fts5(
     body,
+    owner,
     chat_id UNINDEXED,
     seq UNINDEXED,
     kind UNINDEXED,
     tokenize = 'unicode61 remove_diacritics 2'
 );
-INSERT INTO chat_search (body, chat_id, seq, kind)
-    SELECT substr(json_extract(payload, '$.content'), 1, 100000), chat_id, seq, 'text'
-    FROM envelopes WHERE type = 'chat.text'
-    UNION ALL
-    SELECT substr(json_extract(payload, '$.content'), 1, 100000), chat_id, seq, 'text'
-    FROM journal WHERE type = 'chat.text';
+INSERT INTO chat_search (body, owner, chat_id, seq, kind)
+    SELECT substr(json_extract(t.payload, '$.content'), 1, 100000), 'o' || hex(c.owner),
+           t.chat_id, t.seq, 'text'
+    FROM (
+        SELECT chat_id, seq, payload FROM envelopes WHERE type = 'chat.text'
+        UNION ALL
+        SELECT chat_id, seq, payload FROM journal WHERE type = 'chat.text'
+    ) AS t JOIN chats c ON c.id = t.chat_id;
 UPDATE chats SET preview = (
     SELECT substr(json_extract(t.payload, '$.content'), 1, 160) FROM (
         SELECT seq, payload FROM envelopes WHERE chat_id = chats.id AND type = 'chat.text'

@@ -147,9 +147,13 @@ impl Terms {
         Ok((!terms.is_empty()).then_some(Self(terms)))
     }
 
-    /// As an FTS5 query: every word, as a prefix (`"word"* AND …`).
-    pub fn fts5(&self) -> String {
-        let quoted: Vec<String> = self.0.iter().map(|t| format!("\"{t}\"*")).collect();
+    /// As an FTS5 query of column `column` only: every word, as a prefix.
+    pub fn fts5_in(&self, column: &str) -> String {
+        let quoted: Vec<String> = self
+            .0
+            .iter()
+            .map(|t| format!("{column} : \"{t}\"*"))
+            .collect();
         quoted.join(" AND ")
     }
 
@@ -233,10 +237,14 @@ mod tests {
         assert!(Terms::parse(&"a".repeat(MAX_QUERY_BYTES + 1)).is_err());
         assert_eq!(terms("a b c d e f g h i j").0.len(), MAX_TERMS);
         assert_eq!(
-            terms("ünïcode Straße").fts5(),
-            "\"ünïcode\"* AND \"straße\"*"
+            terms("ünïcode Straße").fts5_in("b"),
+            "b : \"ünïcode\"* AND b : \"straße\"*"
         );
         assert_eq!(terms("tea cup").tsquery(), "tea:* & cup:*");
+        assert_eq!(
+            terms("tea cup").fts5_in("body"),
+            "body : \"tea\"* AND body : \"cup\"*"
+        );
     }
 
     #[test]

@@ -48,7 +48,8 @@ pub(super) fn index(tx: &Transaction<'_>, chat: &str, batch: &AppendBatch) -> ru
     for e in &batch.envelopes {
         if let Some((kind, body)) = searchable(e.kind, &e.json) {
             tx.prepare_cached(
-                "INSERT INTO chat_search (body, chat_id, seq, kind) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO chat_search (body, owner, chat_id, seq, kind)
+                 SELECT ?1, 'o' || hex(owner), ?2, ?3, ?4 FROM chats WHERE id = ?2",
             )?
             .execute(params![body, chat, e.seq as i64, kind])?;
         }
@@ -148,10 +149,14 @@ pub(super) async fn search(
          WHERE chat_search MATCH ? AND c.owner = ? AND c.archived = ? AND s.kind = 'text'
          ORDER BY s.rowid DESC",
     ];
+    // The owner's token and every word, each in its column: the index
+    // intersects them (the owner is checked again on the chat's row).
+    let token: String = owner.bytes().map(|b| format!("{b:02X}")).collect();
+    let matching = format!("owner : \"o{token}\" AND {}", terms.fts5_in("body"));
     let mut hits = Vec::new();
     for sql in queries {
         let mut rows = sqlx::query(sql)
-            .bind(terms.fts5())
+            .bind(&matching)
             .bind(owner)
             .bind(i64::from(archived))
             .fetch(&mut *conn);
