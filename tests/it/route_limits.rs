@@ -59,6 +59,7 @@ impl Caller {
         let url = format!("{}{path}", self.base);
         let mut req = match method {
             "GET" => self.client.get(url),
+            "PATCH" => self.client.patch(url),
             _ => self.client.post(url),
         }
         .bearer_auth(&self.bearer);
@@ -503,5 +504,123 @@ async fn a_burst_past_the_rate_is_refused_on_the_ai_sdk_and_ag_ui_routes() {
         ] {
             assert_eq!(alice.send("GET", &path, None).await.0, 204, "{path}");
         }
+    }
+}
+
+/// The chat list's routes (issue 35): the list and its search, a chat's
+/// rename/pin/archive, its export, and the conversation as the AI SDK and
+/// AG-UI load it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chat_lists_routes_refuse_oversize_bodies_other_users_and_bursts() {
+    let (server, _files) = jwt_server(Some(3)).await;
+    let (alice, bob) = (Caller::new(&server, "alice"), Caller::new(&server, "bob"));
+    let chat = uuid::Uuid::new_v4();
+    let (status, _) = alice
+        .post(
+            "/v1/chats",
+            json!({"agent": "demo", "chat_id": chat, "message": "pancakes"}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let big = json!({"title": "x".repeat(MAX + 1)}).to_string();
+    let before = alice
+        .send("GET", &format!("/v1/chats/{chat}"), None)
+        .await
+        .1;
+
+    // The one route that reads a body: over the limit, 413, nothing logged
+    // nor changed; the reads ignore a body.
+    let (status, err) = alice
+        .send("PATCH", &format!("/v1/chats/{chat}"), Some(big.clone()))
+        .await;
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (413, &json!("SCHEMA_VALIDATION_FAILED")),
+        "{err}"
+    );
+    let after = alice
+        .send("GET", &format!("/v1/chats/{chat}"), None)
+        .await
+        .1;
+    assert_eq!(
+        (&before["last_seq"], &before["title"]),
+        (&after["last_seq"], &after["title"])
+    );
+    let reads = [
+        "/v1/chats".to_owned(),
+        format!("/v1/chats/{chat}/export?format=json"),
+        format!("/v1/ai-sdk/chat/{chat}/messages"),
+        format!("/v1/ag-ui/{chat}/messages"),
+    ];
+    for path in &reads {
+        let (status, body) = alice.send("GET", path, Some(big.clone())).await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+
+    // Another user's token: Alice's chat is not Bob's to list, find, change,
+    // export or load.
+    let (_, listed) = bob.send("GET", "/v1/chats", None).await;
+    assert_eq!(listed["chats"], json!([]));
+    let (_, found) = bob.send("GET", "/v1/chats?q=pancakes", None).await;
+    assert_eq!(found["chats"], json!([]));
+    for (method, path, body) in [
+        (
+            "PATCH",
+            format!("/v1/chats/{chat}"),
+            Some(json!({"title": "mine"}).to_string()),
+        ),
+        ("GET", format!("/v1/chats/{chat}/export"), None),
+    ] {
+        let (status, err) = bob.send(method, &path, body).await;
+        assert_eq!(
+            (status, &err["error"]["code"]),
+            (404, &json!("RESUME_FAILED")),
+            "{method} {path}: {err}"
+        );
+    }
+    for path in [
+        format!("/v1/ai-sdk/chat/{chat}/messages"),
+        format!("/v1/ag-ui/{chat}/messages"),
+    ] {
+        assert_eq!(
+            bob.send("GET", &path, None).await,
+            (200, json!([])),
+            "{path}"
+        );
+    }
+    let (_, mine) = alice.send("GET", "/v1/chats?q=pancakes", None).await;
+    assert_eq!(mine["chats"][0]["id"], chat.to_string(), "{mine}");
+
+    // A burst past the rate: renames and searches count as turns (the chat's
+    // first message and the search above took two of three).
+    let (status, err) = alice
+        .send(
+            "PATCH",
+            &format!("/v1/chats/{chat}"),
+            Some(json!({"title": "Pancakes"}).to_string()),
+        )
+        .await;
+    assert_eq!(status, 200, "{err}");
+    let limited = |(status, err): (u16, Value)| {
+        assert_eq!(
+            (status, &err["error"]["code"]),
+            (429, &json!("RATE_LIMIT_EXCEEDED")),
+            "{err}"
+        );
+    };
+    limited(
+        alice
+            .send(
+                "PATCH",
+                &format!("/v1/chats/{chat}"),
+                Some(json!({"pinned": true}).to_string()),
+            )
+            .await,
+    );
+    limited(alice.send("GET", "/v1/chats?q=pancakes", None).await);
+    // The other reads are not rate limited.
+    for path in &reads {
+        let (status, body) = alice.send("GET", path, None).await;
+        assert_eq!(status, 200, "{path}: {body}");
     }
 }

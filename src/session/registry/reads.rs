@@ -109,6 +109,9 @@ impl Registry {
         archived: bool,
         limit: u32,
     ) -> Result<Vec<crate::store::SearchHit>, SessionError> {
+        // Up to the budget of store time each: counted as a turn, so one
+        // user's searches cannot keep the store busy for the others.
+        self.inner.ctx.quotas.message(user)?;
         let store = &self.inner.ctx.store;
         let hits = store
             .search_chats(user, terms, archived, limit, SEARCH_BUDGET)

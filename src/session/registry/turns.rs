@@ -248,6 +248,8 @@ impl Registry {
         title: Option<String>,
         flags: crate::store::ChatFlags,
     ) -> Result<(), SessionError> {
+        // A write of the chat (a rename is logged): counted as a turn.
+        self.inner.ctx.quotas.message(user)?;
         let op = Op::Update {
             user: user.to_owned(),
             title,
