@@ -130,7 +130,18 @@ async fn every_sse_wire_resumes_exactly_after_any_of_its_events() {
     let wires = DIALECTS.len() + 2;
     let llm = MockServer::start((0..wires).flat_map(|_| turns()).collect()).await;
     let tool = MockServer::start((0..wires).flat_map(|_| tool_replies()).collect()).await;
-    let server = crate::providers::server_with(agent(&llm, &tool)).await;
+    // Titled as chats are by default (the first words, in the commit of the
+    // run's end): a rejoin after the run's last event is not shown the title
+    // as part of the run, and the `chat` dialect's shows it next.
+    crate::providers::set_key();
+    let server = Server::start_with(Opts {
+        agents: vec![("real.yaml".into(), agent(&llm, &tool))],
+        settings: agentwire::config::Settings {
+            auto_titles: Some(true),
+            ..Default::default()
+        },
+    })
+    .await;
 
     // The dialects: one stream, the steps answered where they say.
     let mut a_chat = None;

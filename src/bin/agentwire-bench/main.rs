@@ -187,6 +187,15 @@ enum Scenario {
     },
 }
 
+/// The store a `--database-url` names: `sqlite` or `postgres`.
+fn backend(database_url: &str) -> String {
+    database_url
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     agentwire::raise_fd_limit();
@@ -302,11 +311,7 @@ async fn main() -> anyhow::Result<()> {
             batches,
         } => {
             let f = storage::run(&database_url, rows, &batches).await?;
-            let backend = database_url
-                .split(':')
-                .next()
-                .unwrap_or_default()
-                .to_owned();
+            let backend = backend(&database_url);
             report::emit(
                 "storage",
                 json!({"server": backend, "rows": rows, "batches": batches}),
@@ -328,11 +333,7 @@ async fn main() -> anyhow::Result<()> {
                 queries,
             };
             let f = search::run(&database_url, &p).await?;
-            let backend = database_url
-                .split(':')
-                .next()
-                .unwrap_or_default()
-                .to_owned();
+            let backend = backend(&database_url);
             report::emit(
                 "search",
                 json!({"server": backend, "chats": chats, "messages": messages, "users": users, "queries": queries}),
