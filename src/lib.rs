@@ -84,6 +84,28 @@ pub fn raise_fd_limit() -> (u64, u64) {
     }
 }
 
+/// `agentwire reindex`: rebuilds the search index and the chats' list
+/// columns from the log ([`Store::reindex`]) on the configured database.
+///
+/// # Errors
+/// The database cannot be opened (on SQLite: a server holds the file), or
+/// the rebuild fails (it then changed nothing).
+pub async fn reindex(config: &Config) -> anyhow::Result<store::Reindexed> {
+    let store: Arc<dyn Store> = match &config.database {
+        Database::Sqlite(path) => Arc::new(
+            SqliteStore::open(path)
+                .await
+                .with_context(|| format!("opening {}", path.display()))?,
+        ),
+        Database::Postgres { url, .. } => Arc::new(
+            PgStore::open(url, 2)
+                .await
+                .context("opening the PostgreSQL database (database_url)")?,
+        ),
+    };
+    store.reindex().await.context("rebuilding the search index")
+}
+
 /// Runs the server on `listener` until `shutdown` resolves, then shuts down
 /// gracefully: stop accepting, close sockets with 1001, let runs log their
 /// `interrupted` completion, flush the log.

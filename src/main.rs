@@ -60,6 +60,17 @@ async fn serve() -> anyhow::Result<()> {
                 })?;
             agentwire::run(config, listener, shutdown_signal()).await
         }
+        Command::Reindex => {
+            let started = std::time::Instant::now();
+            let done = agentwire::reindex(&config).await?;
+            println!(
+                "reindexed {} chat(s) ({} texts and titles) in {:.1} s",
+                done.chats,
+                done.rows,
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
     }
 }
 

@@ -26,6 +26,11 @@ pub struct Cli {
 pub enum Command {
     /// Run the server (the default when no subcommand is given).
     Serve,
+    /// Rebuild the search index and every chat's title, preview and last
+    /// activity from the log, then exit. SQLite: with the server stopped
+    /// (the file is refused while a server holds it). PostgreSQL: any time;
+    /// appends that index wait until the rebuild commits.
+    Reindex,
 }
 
 /// Log output format.

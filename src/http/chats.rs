@@ -2,7 +2,7 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
@@ -131,15 +131,32 @@ pub(super) async fn get_chat(
     Ok(Json(chat_view(&chat, Some(last_seq))))
 }
 
-/// Archives a chat: history kept, new turns refused.
-#[utoipa::path(delete, path = "/v1/chats/{id}", tag = "rest", params(("id" = Uuid, Path)),
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+pub(super) struct DeleteQuery {
+    /// `true` deletes the chat for good instead of archiving it: its log,
+    /// its place in the list and in search, its run if one is going (ended
+    /// unlogged); connections following it get a `chat.error`
+    /// `RESUME_FAILED`, and the id finds no chat after [default: false].
+    #[serde(default)]
+    purge: Option<bool>,
+}
+
+/// Archives a chat (history kept, new turns refused), or with `purge=true`
+/// deletes it for good.
+#[utoipa::path(delete, path = "/v1/chats/{id}", tag = "rest", params(("id" = Uuid, Path), DeleteQuery),
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub(super) async fn archive_chat(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,
     Path(id): Path<String>,
+    Query(q): Query<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
-    state.registry.archive(chat_id(&id)?, &user).await?;
+    let id = chat_id(&id)?;
+    if q.purge == Some(true) {
+        state.registry.purge(id, &user).await?;
+    } else {
+        state.registry.archive(id, &user).await?;
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 

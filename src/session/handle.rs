@@ -110,6 +110,10 @@ pub(super) enum Op {
     Archive {
         user: String,
     },
+    /// Delete the chat for good.
+    Purge {
+        user: String,
+    },
     /// `PATCH /v1/chats/{id}`: rename, pin, archive or restore.
     Update {
         user: String,
@@ -187,6 +191,7 @@ impl Op {
             | Self::Pause { user }
             | Self::ResumeRun { user }
             | Self::Archive { user }
+            | Self::Purge { user }
             | Self::Update { user, .. }
             | Self::Title { user, .. }
             | Self::SetModel { user, .. }
@@ -317,4 +322,7 @@ pub(super) struct Signal {
     /// Set when this node's lock was lost for a while: an owner checks that
     /// the lease is still its own.
     pub(super) check_lease: std::sync::atomic::AtomicBool,
+    /// Set when a node announced the chat deleted: the actor looks, and
+    /// lets its subscribers go.
+    pub(super) gone: std::sync::atomic::AtomicBool,
 }

@@ -10,6 +10,7 @@
 mod cluster;
 mod migrations;
 mod postgres;
+mod rebuild;
 mod seal;
 pub mod search;
 mod sqlite;
@@ -245,6 +246,15 @@ pub enum Tidy {
     Later,
 }
 
+/// What [`Store::reindex`] rebuilt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reindexed {
+    /// Chats whose title, preview and last activity were set again.
+    pub chats: u64,
+    /// Rows of the search index written (texts and titles).
+    pub rows: u64,
+}
+
 /// The session log: chats and their envelopes.
 ///
 /// Implementations must make [`Store::append`] atomic across all the batches
@@ -286,6 +296,16 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
         budget: std::time::Duration,
     ) -> Result<Vec<SearchHit>, StoreError>;
+
+    /// Deletes the chat and all of it: its log, its search rows, its
+    /// template answers, its database link and its row (a lease is left to
+    /// its holder). The chat's actor calls it, with nothing of the chat in
+    /// flight. `false`: there was no such chat.
+    async fn purge_chat(&self, id: Uuid) -> Result<bool, StoreError>;
+
+    /// Rebuilds the search index and every chat's title, preview and last
+    /// activity from the log, as the appends would have written them.
+    async fn reindex(&self) -> Result<Reindexed, StoreError>;
 
     /// Sets (or clears) the chat's model.
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError>;

@@ -14,6 +14,7 @@ mod connections;
 mod continued;
 mod crash;
 mod database_chat;
+mod delete;
 mod demo;
 mod deploy;
 mod fanout;

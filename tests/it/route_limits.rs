@@ -60,6 +60,7 @@ impl Caller {
         let mut req = match method {
             "GET" => self.client.get(url),
             "PATCH" => self.client.patch(url),
+            "DELETE" => self.client.delete(url),
             _ => self.client.post(url),
         }
         .bearer_auth(&self.bearer);
@@ -580,6 +581,7 @@ async fn the_chat_lists_routes_refuse_oversize_bodies_other_users_and_bursts() {
             Some(json!({"title": "mine"}).to_string()),
         ),
         ("GET", format!("/v1/chats/{chat}/export"), None),
+        ("DELETE", format!("/v1/chats/{chat}?purge=true"), None),
     ] {
         let (status, err) = bob.send(method, &path, body).await;
         assert_eq!(

@@ -36,6 +36,10 @@ impl Actor {
     /// Woken by the node: another node committed, the owner died, or this
     /// node's lock came back after a loss.
     pub(super) async fn on_wake(&mut self) {
+        self.check_gone().await;
+        if self.purged {
+            return;
+        }
         if let Role::Owner { epoch } = self.role {
             let check = self.signal.check_lease.swap(false, Ordering::AcqRel);
             // Another node wrote where this one would have: the chat moved.

@@ -4,7 +4,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::{Actor, MAX_SUBSCRIBERS, Role, reply_of, reply_of_ref};
-use crate::protocol::{ConversationState, Envelope, EventKind, RunEndReason, limits};
+use crate::protocol::{ConversationState, Envelope, ErrorCode, EventKind, RunEndReason, limits};
 use crate::session::handle::{Command, MessageRef, Op, Origin, RunExtras};
 use crate::session::{Outbound, Replay, SessionError, Subscriber};
 use crate::store::{ChatRecord, ChatState, StoreError};
@@ -147,6 +147,7 @@ impl Actor {
             Op::ResumeRun { user } => self.resume_run(&user).await,
             Op::SetModel { user, model } => self.set_model(&user, model).await,
             Op::Archive { user } => self.archive(&user).await,
+            Op::Purge { user } => self.purge(&user).await,
             Op::Update {
                 user,
                 title,
@@ -224,6 +225,25 @@ impl Actor {
             .as_ref()
             .filter(|c| c.owner == user)
             .ok_or(SessionError::NotFound)
+    }
+
+    /// Sends a non-persisted error to every subscriber (the log could not take it).
+    /// Not for a lost lease: the chat's new owner carries on, and this node
+    /// follows it.
+    pub(super) fn deliver_transient_error(&mut self, e: &StoreError) {
+        if let StoreError::Fenced(_) = e {
+            return;
+        }
+        let frame = crate::protocol::connection_error(
+            Some(self.chat_id),
+            ErrorCode::PersistenceError,
+            &format!("the chat log could not be written: {e}"),
+            None,
+            true,
+        );
+        for sub in self.subscribers.lock().iter() {
+            sub.try_send(Outbound::Frame(frame.clone()));
+        }
     }
 
     /// Subscribes a connection. With `replay_after`, the connection first gets

@@ -22,6 +22,7 @@ mod cluster;
 mod commands;
 mod conversation;
 mod history;
+mod purge;
 mod queue;
 mod requests;
 mod resume;
@@ -39,11 +40,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::SessionContext;
 use super::handle::{Command, Op, Reply, Signal};
 use super::subscriber::Fanout;
-use super::{Outbound, SessionContext};
 use crate::link::{ComponentOutcome, InputOutcome, RunControl, RunMsg};
-use crate::protocol::{Envelope, ErrorCode, EventKind, now_ts};
+use crate::protocol::{Envelope, EventKind, now_ts};
 use crate::store::{AppendBatch, ChatRecord, ChatState, Fence, NewEnvelope, StoreError};
 
 /// Run requests buffered between the run and the actor.
@@ -103,6 +104,7 @@ pub(super) fn spawn(s: Spawn) {
             idle_since: Instant::now(),
             draining: false,
             titling: false,
+            purged: false,
         };
         let may_sleep = actor.run().await;
         Box::pin(actor.release()).await;
@@ -213,6 +215,8 @@ struct Actor {
     draining: bool,
     /// A title is being made (`titles.rs`): the actor stays for it.
     titling: bool,
+    /// The chat was deleted (`purge.rs`): the actor stops.
+    purged: bool,
 }
 
 /// The next run message, or never when no run is in flight.
@@ -290,6 +294,10 @@ impl Actor {
                     self.rx.close();
                     return self.role == Role::Single && !shutting_down && !orphaned;
                 }
+            }
+            if self.purged {
+                self.rx.close();
+                return false;
             }
             if (shutting_down || orphaned) && self.run.is_none() {
                 break;
@@ -456,25 +464,6 @@ impl Actor {
             }
         }
         Ok(())
-    }
-
-    /// Sends a non-persisted error to every subscriber (the log could not take it).
-    /// Not for a lost lease: the chat's new owner carries on, and this node
-    /// follows it.
-    fn deliver_transient_error(&mut self, e: &StoreError) {
-        if let StoreError::Fenced(_) = e {
-            return;
-        }
-        let frame = crate::protocol::connection_error(
-            Some(self.chat_id),
-            ErrorCode::PersistenceError,
-            &format!("the chat log could not be written: {e}"),
-            None,
-            true,
-        );
-        for sub in self.subscribers.lock().iter() {
-            sub.try_send(Outbound::Frame(frame.clone()));
-        }
     }
 }
 

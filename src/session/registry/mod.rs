@@ -134,6 +134,10 @@ impl Registry {
     pub(super) fn on_commit(&self, chat_id: Uuid, seq: u64) {
         let chats = self.inner.chats.lock().expect("registry lock");
         if let Some(s) = chats.get(&chat_id).and_then(Entry::signal) {
+            // Seq 0, which no commit announces: the chat was deleted.
+            if seq == 0 {
+                s.gone.store(true, Ordering::Release);
+            }
             s.seen.fetch_max(seq, Ordering::AcqRel);
             s.wake.notify_one();
         }
@@ -362,18 +366,6 @@ impl Registry {
             reply,
         })
         .await
-    }
-
-    /// Archives the chat (its log stays; new turns are refused).
-    ///
-    /// # Errors
-    /// `NotFound` for a chat that is not the user's.
-    pub async fn archive(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
-        let op = Op::Archive {
-            user: user.to_owned(),
-        };
-        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
-            .await
     }
 
     /// The agents the server knows.

@@ -1,6 +1,7 @@
 //! The registry's commands inside a chat: a user turn, the answers to a
-//! run's requests, cancel/pause/resume, and the chat's model. Each is checked
-//! here (sizes, per-user rates) and then handed to the chat's actor.
+//! run's requests, cancel/pause/resume, the chat's model, archiving and
+//! deleting it. Each is checked here (sizes, per-user rates) and then
+//! handed to the chat's actor.
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -10,6 +11,31 @@ use crate::session::SessionError;
 use crate::session::handle::{Op, Origin, RunExtras, WorkflowCall};
 
 impl Registry {
+    /// Archives the chat (its log stays; new turns are refused).
+    ///
+    /// # Errors
+    /// `NotFound` for a chat that is not the user's.
+    pub async fn archive(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
+        let op = Op::Archive {
+            user: user.to_owned(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
+    /// Deletes the chat for good: its run stopped, its log and index rows
+    /// gone, its followers told (`chat.error` `RESUME_FAILED`).
+    ///
+    /// # Errors
+    /// `NotFound` for a chat that is not the user's.
+    pub async fn purge(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
+        let op = Op::Purge {
+            user: user.to_owned(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
     /// Counts one costly action of `user`'s outside a chat's actor (binding
     /// a database: a connection and a schema read) against their turn rate.
     ///

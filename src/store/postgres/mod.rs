@@ -8,6 +8,7 @@
 mod append;
 mod databases;
 mod listing;
+mod maintain;
 pub(super) mod notice;
 
 use std::time::Duration;
@@ -20,7 +21,7 @@ use uuid::Uuid;
 use super::search::Terms;
 use super::{
     AppendBatch, ChatDatabaseRecord, ChatFlags, ChatRecord, ChatState, ConnectionRecord,
-    ListCursor, SearchHit, Store, StoreError, StoredEnvelope, now_ms, rank,
+    ListCursor, Reindexed, SearchHit, Store, StoreError, StoredEnvelope, now_ms, rank,
 };
 
 /// The PostgreSQL store. Cheap to clone (a pool handle).
@@ -124,6 +125,14 @@ impl Store for PgStore {
         let mut hits = rank(hits, limit as usize);
         listing::bodies(&self.pool, &mut hits).await?;
         Ok(hits)
+    }
+
+    async fn purge_chat(&self, id: Uuid) -> Result<bool, StoreError> {
+        maintain::purge(&self.pool, id).await
+    }
+
+    async fn reindex(&self) -> Result<Reindexed, StoreError> {
+        maintain::reindex(&self.pool).await
     }
 
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError> {

@@ -45,6 +45,12 @@ pub(crate) fn announcements(batches: &[AppendBatch]) -> Vec<String> {
     payloads
 }
 
+/// The line announcing that `chat` was deleted: seq 0, which no commit
+/// announces (a log starts at 1).
+pub(crate) fn purged(chat: Uuid) -> String {
+    format!("{chat} 0 0")
+}
+
 /// Reads an announcement back, line by line: a line that is not one is
 /// skipped (and logged), so the others still wake their chats.
 pub(crate) fn parse(payload: &str) -> Vec<LogNotice> {

@@ -381,6 +381,15 @@ impl Tail {
         }
     }
 
+    /// Forgets everything of `chat` (its rows were deleted with it).
+    pub fn forget(&mut self, chat: &Uuid) {
+        if let Some(p) = self.chats.remove(chat) {
+            self.firsts.remove(&(p.first_id, *chat));
+            self.bytes -= p.bytes;
+        }
+        self.known_last.remove(chat);
+    }
+
     /// The chat's journaled rows after `after` that match `keep`, and the
     /// lowest journaled seq (the table holds everything of the chat below it).
     pub fn read(

@@ -11,6 +11,7 @@ mod checkpoint;
 mod databases;
 mod journal;
 mod listing;
+mod maintain;
 mod reads;
 mod write;
 
@@ -29,7 +30,7 @@ use uuid::Uuid;
 use super::search::Terms;
 use super::{
     AppendBatch, ChatDatabaseRecord, ChatFlags, ChatRecord, ChatState, ConnectionRecord,
-    ListCursor, SearchHit, Store, StoreError, StoredEnvelope, Tidy, now_ms, rank,
+    ListCursor, Reindexed, SearchHit, Store, StoreError, StoredEnvelope, Tidy, now_ms, rank,
 };
 use reads::{clamp, envelope_from_row};
 
@@ -182,6 +183,27 @@ impl Store for SqliteStore {
     ) -> Result<Vec<SearchHit>, StoreError> {
         let hits = listing::search(&self.pool, owner, terms, archived, budget).await?;
         Ok(rank(hits, limit as usize))
+    }
+
+    async fn purge_chat(&self, id: Uuid) -> Result<bool, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            // The writer's lock first, as a commit takes it: no commit plans
+            // against the tail between the delete and the tail's forgetting.
+            let mut conn = store.writer();
+            let purged = maintain::purge(&mut conn, &id)?;
+            store.tail().forget(&id);
+            Ok(purged)
+        })
+        .await
+        .map_err(|e| StoreError::Io(Arc::new(std::io::Error::other(e))))?
+    }
+
+    async fn reindex(&self) -> Result<Reindexed, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || Ok(maintain::reindex(&mut store.writer())?))
+            .await
+            .map_err(|e| StoreError::Io(Arc::new(std::io::Error::other(e))))?
     }
 
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError> {

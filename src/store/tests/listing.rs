@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::*;
 use crate::store::search::Terms;
 
-fn said(seq: u64, agent: &str, content: &str, ts_ms: i64) -> NewEnvelope {
+pub(super) fn said(seq: u64, agent: &str, content: &str, ts_ms: i64) -> NewEnvelope {
     let json =
         serde_json::json!({"type": "chat.text", "seq": seq, "agent": agent, "content": content});
     NewEnvelope {
@@ -15,7 +15,7 @@ fn said(seq: u64, agent: &str, content: &str, ts_ms: i64) -> NewEnvelope {
     }
 }
 
-fn titled(seq: u64, title: &str) -> NewEnvelope {
+pub(super) fn titled(seq: u64, title: &str) -> NewEnvelope {
     let json =
         serde_json::json!({"type": "chat.title", "seq": seq, "title": title, "source": "user"});
     NewEnvelope {
@@ -24,7 +24,7 @@ fn titled(seq: u64, title: &str) -> NewEnvelope {
     }
 }
 
-async fn append(store: &Arc<dyn Store>, chat_id: Uuid, envelopes: Vec<NewEnvelope>) {
+pub(super) async fn append(store: &Arc<dyn Store>, chat_id: Uuid, envelopes: Vec<NewEnvelope>) {
     let batch = AppendBatch {
         chat_id,
         envelopes,
@@ -35,7 +35,12 @@ async fn append(store: &Arc<dyn Store>, chat_id: Uuid, envelopes: Vec<NewEnvelop
     store.append(&[batch]).await.unwrap();
 }
 
-async fn search(store: &Arc<dyn Store>, owner: &str, q: &str, archived: bool) -> Vec<SearchHit> {
+pub(super) async fn search(
+    store: &Arc<dyn Store>,
+    owner: &str,
+    q: &str,
+    archived: bool,
+) -> Vec<SearchHit> {
     let terms = Terms::parse(q).unwrap().unwrap();
     let budget = Duration::from_secs(5);
     store
@@ -44,7 +49,7 @@ async fn search(store: &Arc<dyn Store>, owner: &str, q: &str, archived: bool) ->
         .unwrap()
 }
 
-async fn listed(store: &Arc<dyn Store>, owner: &str, archived: bool) -> Vec<Uuid> {
+pub(super) async fn listed(store: &Arc<dyn Store>, owner: &str, archived: bool) -> Vec<Uuid> {
     let chats = store.list_chats(owner, archived, None, 100).await.unwrap();
     chats.iter().map(|c| c.id).collect()
 }

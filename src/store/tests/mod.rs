@@ -57,6 +57,7 @@ macro_rules! conformance {
 
 mod listing;
 mod paced;
+mod purge;
 
 fn chat(owner: &str) -> ChatRecord {
     ChatRecord {

@@ -1,0 +1,115 @@
+//! What changes the database besides the appends: a chat purged, and the
+//! search index rebuilt from the log.
+
+use sqlx::Row;
+use sqlx::postgres::PgPool;
+use uuid::Uuid;
+
+use super::listing;
+use super::notice::{LOG_CHANNEL, purged};
+use crate::store::rebuild::{INDEXED_KINDS, Logged, as_logged};
+use crate::store::{Reindexed, StoreError};
+
+/// Envelopes read per step of a rebuild.
+const PAGE: i64 = 5_000;
+
+/// Deletes every row of `chat` in one transaction — its envelopes, search
+/// rows, answers, database link and row — and announces it on the log
+/// channel, so the nodes following the chat close it. `false`: no such
+/// chat. The lease is left to its holder, which releases it as it stops.
+pub(super) async fn purge(pool: &PgPool, chat: Uuid) -> Result<bool, StoreError> {
+    let mut tx = pool.begin().await?;
+    let found = sqlx::query("SELECT 1 FROM chats WHERE id = $1 FOR UPDATE")
+        .bind(chat)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if found.is_none() {
+        return Ok(false);
+    }
+    for sql in [
+        "DELETE FROM chat_search WHERE chat_id = $1",
+        "DELETE FROM envelopes WHERE chat_id = $1",
+        "DELETE FROM template_answers WHERE chat_id = $1",
+        "DELETE FROM chat_databases WHERE chat_id = $1",
+        "DELETE FROM chats WHERE id = $1",
+    ] {
+        sqlx::query(sql).bind(chat).execute(&mut *tx).await?;
+    }
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(LOG_CHANNEL)
+        .bind(purged(chat))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Empties the index and the chats' list columns, then indexes every
+/// `chat.text` and `chat.title` of the log with the code an append runs, in
+/// pages, in one transaction: a rebuild cut short changes nothing, and
+/// searches read the old index until it commits. Appends that index wait
+/// for it (the index is locked), so nothing written meanwhile is lost.
+pub(super) async fn reindex(pool: &PgPool) -> Result<Reindexed, StoreError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("LOCK TABLE chat_search IN EXCLUSIVE MODE")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM chat_search")
+        .execute(&mut *tx)
+        .await?;
+    let chats = sqlx::query(
+        "UPDATE chats SET title = NULL, title_seq = NULL, preview = NULL, active_at = created_at",
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let kinds: Vec<&str> = INDEXED_KINDS.to_vec();
+    let (mut after, mut rows) = ((Uuid::nil(), -1_i64), 0_u64);
+    loop {
+        let page = sqlx::query(
+            "SELECT chat_id, seq, type, ts, payload FROM envelopes
+             WHERE (chat_id, seq) > ($1, $2) AND type = ANY($3)
+             ORDER BY chat_id, seq LIMIT $4",
+        )
+        .bind(after.0)
+        .bind(after.1)
+        .bind(&kinds)
+        .bind(PAGE)
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(last) = page.last() else { break };
+        after = (last.try_get("chat_id")?, last.try_get("seq")?);
+        let full = page.len() as i64 == PAGE;
+        // Grouped by chat, in seq order: a chat cut by the page's end is
+        // finished by the next page, as a later append would.
+        let mut batches: Vec<(Uuid, Vec<Logged>)> = Vec::new();
+        for row in &page {
+            let chat: Uuid = row.try_get("chat_id")?;
+            let seq: i64 = row.try_get("seq")?;
+            let logged = (
+                seq as u64,
+                row.try_get("type")?,
+                row.try_get("ts")?,
+                row.try_get("payload")?,
+            );
+            match batches.last_mut() {
+                Some((c, rows)) if *c == chat => rows.push(logged),
+                _ => batches.push((chat, vec![logged])),
+            }
+        }
+        let batches: Vec<_> = batches
+            .into_iter()
+            .map(|(chat, logged)| as_logged(chat, logged))
+            .collect();
+        rows += batches
+            .iter()
+            .map(|b| b.envelopes.len() as u64)
+            .sum::<u64>();
+        listing::index(&mut tx, &batches).await?;
+        if !full {
+            break;
+        }
+    }
+    tx.commit().await?;
+    Ok(Reindexed { chats, rows })
+}
