@@ -579,6 +579,17 @@ function show(chat, agent) {
   for (const li of $('chats').children) li.classList.toggle('current', li.dataset.id === chat.id);
 }
 
+/** Leaves the chat on screen (it was deleted): the page is as at its start. */
+function leave() {
+  current.view.close();
+  client.closeChat(current.chat.id);
+  current = null;
+  $('log').replaceChildren();
+  $('run').textContent = '';
+  $('empty').hidden = false;
+  $('composer').hidden = true;
+}
+
 function open(chatId, agent) {
   // A fresh replay from the start, into an empty log.
   client.closeChat(chatId);
@@ -610,7 +621,7 @@ $('cancel').onclick = () => current && current.chat.cancel();
 // ----- agents and chats -----------------------------------------------------------
 
 // One's chats: pinned first, then the latest; a search by title and words;
-// rename, pin, archive (and restore) and export in each row.
+// rename, pin, archive (and restore), export and delete in each row.
 const listing = { q: '', archived: false, timer: 0, asked: 0 };
 
 async function loadChats() {
@@ -657,7 +668,12 @@ function chatRow(c) {
     }),
     act(c.pinned ? 'Unpin' : 'Pin', () => patch({ pinned: !c.pinned })),
     act(c.archived ? 'Restore' : 'Archive', () => patch({ archived: !c.archived })),
-    act('Export', () => exportChat(c)));
+    act('Export', () => exportChat(c)),
+    act('Delete', async () => {
+      if (!confirm(`Delete “${c.title ?? 'New chat'}” for good? Its messages cannot be brought back.`)) return;
+      await api(`/v1/chats/${c.id}?purge=true`, { method: 'DELETE' });
+      if (current && current.chat.id === c.id) leave();
+    }));
   const li = el('li', { attrs: { 'data-id': c.id } }, title, detail, when, actions);
   li.onclick = () => open(c.id, c.agent);
   if (current && current.chat.id === c.id) li.classList.add('current');

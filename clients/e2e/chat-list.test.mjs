@@ -1,7 +1,7 @@
 // The page's list of chats in a real headless Chromium: titles that come
 // after the first answer, a search typed key by key with the matching words
 // marked, rename (a title an attacker would write stays text), pin, archive
-// and restore, and the export downloaded.
+// and restore, the export downloaded, and delete behind a confirm.
 //
 // Needs AGENTWIRE_BIN (the built binary) and /usr/bin/chromium.
 import assert from 'node:assert/strict';
@@ -27,7 +27,7 @@ after(async () => {
 
 const row = (page, title) => page.locator('#chats li', { has: page.locator('.title', { hasText: title }) });
 
-test('chats are titled, searched, renamed, pinned, archived and exported from the list', async () => {
+test('chats are titled, searched, renamed, pinned, archived, exported and deleted from the list', async () => {
   const page = await newChat(browser, port, 'chat-list');
   const leaks = [];
   page.on('request', (r) => { if (!r.url().startsWith(`http://127.0.0.1:${port}/`) && !r.url().startsWith('blob:')) leaks.push(r.url()); });
@@ -97,6 +97,35 @@ test('chats are titled, searched, renamed, pinned, archived and exported from th
   await page.locator('#chat-archived').uncheck();
   await row(page, 'Weekend').waitFor();
   await page.shot('list');
+
+  // Delete, behind a confirm: dismissed, nothing happens; accepted, the
+  // chat is gone from the list and from search.
+  await row(page, 'Weekend').hover();
+  await row(page, 'Weekend').locator('button[data-act="delete"]').click();
+  await page.waitForTimeout(300);
+  assert.equal(await row(page, 'Weekend').count(), 1, 'a dismissed confirm deletes nothing');
+  page.removeAllListeners('dialog');
+  const asked = [];
+  page.once('dialog', (d) => { asked.push(d.message()); d.accept(); });
+  await row(page, 'Weekend').hover();
+  await row(page, 'Weekend').locator('button[data-act="delete"]').click();
+  await row(page, 'Weekend').waitFor({ state: 'detached' });
+  assert.match(asked[0], /^Delete “<b>Weekend<\/b> in Lyon” for good\?/);
+  await type(page.locator('#chat-search'), 'lyon');
+  await page.locator('#chats li.note', { hasText: 'nothing found' }).waitFor();
+  await page.locator('#chat-search').fill('');
+  await page.locator('#chat-search').dispatchEvent('input');
+
+  // The chat on screen, deleted: the page goes back to its start.
+  const open = page.locator('#chats li.current');
+  await open.waitFor();
+  page.once('dialog', (d) => d.accept());
+  await open.hover();
+  await open.locator('button[data-act="delete"]').click();
+  await page.locator('#chats li.note', { hasText: 'no chats yet' }).waitFor();
+  await page.locator('#empty').waitFor();
+  assert.equal(await page.locator('#log li').count(), 0);
+  assert.equal(await page.locator('#composer').isHidden(), true);
   assert.deepEqual(leaks, [], 'nothing leaves the page');
   await page.close();
 });
