@@ -28,8 +28,9 @@ pub enum Command {
     Serve,
     /// Rebuild the search index and every chat's title, preview and last
     /// activity from the log, then exit. SQLite: with the server stopped
-    /// (the file is refused while a server holds it). PostgreSQL: any time;
-    /// appends that index wait until the rebuild commits.
+    /// (the file is refused while a server holds it). PostgreSQL: at a
+    /// quiet time or with the nodes stopped (commits that log a text wait
+    /// until the rebuild commits).
     Reindex,
 }
 

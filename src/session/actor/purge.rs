@@ -16,16 +16,9 @@ impl Actor {
     /// finds no chat.
     pub(super) async fn purge(&mut self, user: &str) -> Result<(), SessionError> {
         self.owned(user)?;
-        if let Some(run) = self.run.take() {
-            // Its channel goes with it: the run's next message finds no
-            // actor and the run ends, logging nothing.
-            run.control.cancel(RunEndReason::Cancelled);
-        }
-        self.inputs.clear();
-        self.components.clear();
-        self.refuse_held(true, SessionError::RequestNotFound);
-        self.queue.clear();
-        self.paused = false;
+        // First the store (nothing of the chat is in flight: this actor
+        // waits for each of its appends): a purge that fails leaves the
+        // chat as it was, its run going on.
         self.ctx.store.purge_chat(self.chat_id).await?;
         tracing::info!("chat deleted");
         self.gone();
@@ -44,23 +37,44 @@ impl Actor {
             false,
         );
         for sub in self.subscribers.lock().drain(..) {
-            sub.try_send(Outbound::Frame(frame.clone()));
+            // A queue too full to take it: the connection is closed (1013),
+            // and its resume finds no chat.
+            if !sub.try_send(Outbound::Frame(frame.clone())) {
+                sub.closer.close(1013, "too slow");
+            }
         }
+        if let Some(run) = self.run.take() {
+            // Its channel goes with it: the run's next message finds no
+            // actor and the run ends, logging nothing.
+            run.control.cancel(RunEndReason::Cancelled);
+        }
+        self.inputs.clear();
+        self.components.clear();
+        self.refuse_held(true, SessionError::RequestNotFound);
+        self.queue.clear();
+        self.paused = false;
         self.chat = None;
         self.titling = false;
         self.purged = true;
     }
 
-    /// On several nodes: another node announced the chat deleted. If the
-    /// store agrees (the id may have been taken again since), the chat's
+    /// On several nodes: another node announced the chat deleted (or
+    /// announcements were lost). If the store no longer holds the chat this
+    /// actor knew — none, or another made under the same id since — its
     /// followers here are let go.
     pub(super) async fn check_gone(&mut self) {
         if !self.signal.gone.swap(false, Ordering::AcqRel) {
             return;
         }
-        if let Ok(None) = self.ctx.store.chat(self.chat_id).await {
-            self.run = None;
-            self.gone();
+        let Some(known) = &self.chat else {
+            return;
+        };
+        let known = (known.owner.clone(), known.created_at);
+        match self.ctx.store.chat(self.chat_id).await {
+            Ok(Some(c)) if (c.owner.clone(), c.created_at) == known => {}
+            Ok(_) => self.gone(),
+            // Looked at again at the next wake.
+            Err(_) => self.signal.gone.store(true, Ordering::Release),
         }
     }
 }

@@ -173,6 +173,8 @@ impl Registry {
         let chats = self.inner.chats.lock().expect("registry lock");
         for s in chats.values().filter_map(Entry::signal) {
             if s.following.load(Ordering::Acquire) {
+                // A lost notice may have announced a deletion.
+                s.gone.store(true, Ordering::Release);
                 s.wake.notify_one();
             }
         }

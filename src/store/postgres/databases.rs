@@ -99,8 +99,12 @@ pub(super) async fn put_chat_database(
     db_schema: &str,
 ) -> Result<(), StoreError> {
     sqlx::query(
+        // Only while the chat exists (its row share-locked, so a purge
+        // waits for this or this sees the purge): a binding whose schema
+        // read outlasted the chat's purge is dropped, not left for a chat
+        // reusing the id.
         "INSERT INTO chat_databases (chat_id, connection_id, db_schema, sql_result)
-         VALUES ($1, $2, $3, NULL)
+         SELECT $1, $2, $3, NULL FROM chats WHERE id = $1 FOR SHARE
          ON CONFLICT (chat_id) DO UPDATE SET connection_id = excluded.connection_id,
              db_schema = excluded.db_schema, sql_result = NULL",
     )

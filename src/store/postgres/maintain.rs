@@ -47,11 +47,16 @@ pub(super) async fn purge(pool: &PgPool, chat: Uuid) -> Result<bool, StoreError>
 /// Empties the index and the chats' list columns, then indexes every
 /// `chat.text` and `chat.title` of the log with the code an append runs, in
 /// pages, in one transaction: a rebuild cut short changes nothing, and
-/// searches read the old index until it commits. Appends that index wait
-/// for it (the index is locked), so nothing written meanwhile is lost.
+/// searches read the old index until it commits. Every commit that logs a
+/// text or changes a chat's row waits for it (both tables are locked), so
+/// nothing written meanwhile is lost — and the nodes' streams stall while
+/// it runs: a maintenance step, for a quiet time or stopped nodes.
 pub(super) async fn reindex(pool: &PgPool) -> Result<Reindexed, StoreError> {
     let mut tx = pool.begin().await?;
-    sqlx::query("LOCK TABLE chat_search IN EXCLUSIVE MODE")
+    // Both tables before anything else, in one statement: a purge or an
+    // append that holds a chat's row finishes first (nothing waits on the
+    // other's half). Reads go on; the writes to either wait.
+    sqlx::query("LOCK TABLE chats, chat_search IN EXCLUSIVE MODE")
         .execute(&mut *tx)
         .await?;
     sqlx::query("DELETE FROM chat_search")

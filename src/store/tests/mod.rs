@@ -574,7 +574,7 @@ async fn connections_on(open: Opener) {
 conformance!(a_chat_keeps_its_database, chat_database_on);
 async fn chat_database_on(open: Opener) {
     let store = open().await;
-    let chat = Uuid::new_v4();
+    let chat = store.create_chat(&chat("frank")).await.unwrap().id;
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
     assert_eq!(store.chat_database(chat).await.unwrap(), None);
     assert!(

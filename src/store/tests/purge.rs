@@ -23,6 +23,11 @@ async fn purge_on(open: Opener) {
     let gone = talked(&store, "carol", &words, "Breakfast").await;
     let kept = talked(&store, "carol", &words, "Brunch").await;
     store.put_answer(gone, "q1", r#""a""#).await.unwrap();
+    let db = Uuid::new_v4();
+    store
+        .put_chat_database(gone, db, "CREATE TABLE t (x)")
+        .await
+        .unwrap();
     assert_eq!(search(&store, "carol", "pancakes", false).await.len(), 2);
 
     assert!(store.purge_chat(gone).await.unwrap());
@@ -31,6 +36,14 @@ async fn purge_on(open: Opener) {
     assert_eq!(store.load_after(gone, 0, 100).await.unwrap(), vec![]);
     assert_eq!(store.last(gone).await.unwrap(), None);
     assert_eq!(store.answer(gone, "q1").await.unwrap(), None);
+    assert_eq!(store.chat_database(gone).await.unwrap(), None);
+    // A binding that comes after (its schema read outlasted the purge) is
+    // dropped, not left for a chat that takes the id again.
+    store
+        .put_chat_database(gone, db, "CREATE TABLE t (x)")
+        .await
+        .unwrap();
+    assert_eq!(store.chat_database(gone).await.unwrap(), None);
     assert_eq!(listed(&store, "carol", false).await, [kept]);
     let hits = search(&store, "carol", "pancakes", false).await;
     assert_eq!(hits.iter().map(|h| h.chat.id).collect::<Vec<_>>(), [kept]);
