@@ -5,12 +5,14 @@
 //! file (`listen`), the environment (`AGENTWIRE_LISTEN`) and on the command
 //! line (`--listen`), so an error can name the key whatever layer set it.
 
+mod files;
 mod settings;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use files::FileLimits;
 use settings::FileSettings;
 pub use settings::{AuthMode, Cli, Command, LogFormat, ModelConfig, Settings};
 
@@ -117,6 +119,8 @@ pub struct Config {
     pub http_body_timeout: Duration,
     /// Rate limits and quotas; `None`: no limit.
     pub limits: Limits,
+    /// What files users may upload.
+    pub files: FileLimits,
     /// Encrypts users' database passwords; `None`: passwords are refused.
     pub master_key: Option<MasterKey>,
     /// The folder SQLite connections may name files in; `None`: none may.
@@ -335,7 +339,14 @@ impl Settings {
             }
         }
 
+        let files = FileLimits::resolve(
+            pick!(max_file_bytes),
+            pick!(max_user_file_bytes),
+            pick!(file_media_types),
+        )
+        .map_err(|(key, why)| bad(key, why))?;
         Ok(Config {
+            files,
             listen,
             database,
             agents_dir,

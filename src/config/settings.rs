@@ -205,6 +205,23 @@ pub struct Settings {
         value_delimiter = ','
     )]
     pub connection_hosts: Option<Vec<String>>,
+    /// Largest file a user may upload, in bytes [default: 52428800].
+    #[arg(long, env = "AGENTWIRE_MAX_FILE_BYTES", global = true)]
+    pub max_file_bytes: Option<u64>,
+    /// Bytes of files one user may keep (each content once) [default:
+    /// 1073741824].
+    #[arg(long, env = "AGENTWIRE_MAX_USER_FILE_BYTES", global = true)]
+    pub max_user_file_bytes: Option<u64>,
+    /// Media types a file may have, as sniffed from its content, comma
+    /// separated [default: images (PNG, JPEG, GIF, WebP), PDF, and text:
+    /// plain, CSV, Markdown, JSON].
+    #[arg(
+        long,
+        env = "AGENTWIRE_FILE_MEDIA_TYPES",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub file_media_types: Option<Vec<String>>,
     /// Tests only (no file key): milliseconds a run continued after a
     /// restart waits before it starts, so a test can answer one of its
     /// requests before it waits on it again.
@@ -255,6 +272,9 @@ pub(super) struct FileSettings {
     pub(super) master_key: Option<String>,
     pub(super) connection_files_dir: Option<PathBuf>,
     pub(super) connection_hosts: Option<Vec<String>>,
+    pub(super) max_file_bytes: Option<u64>,
+    pub(super) max_user_file_bytes: Option<u64>,
+    pub(super) file_media_types: Option<Vec<String>>,
     #[serde(default)]
     pub(super) models: Vec<ModelConfig>,
 }

@@ -31,9 +31,16 @@ pub enum ApiError {
     /// 404 `CONNECTION_NOT_FOUND`.
     #[error("{0}")]
     ConnectionNotFound(String),
+    /// A file that does not exist, or is not the caller's: 404
+    /// `FILE_NOT_FOUND`.
+    #[error("{0}")]
+    FileNotFound(String),
     /// A password sealed under another master key: 409 `MASTER_KEY_MISMATCH`.
     #[error("{0}")]
     MasterKey(String),
+    /// The client did not send its body in time: 408.
+    #[error("{0}")]
+    Timeout(String),
     /// A server we forward to could not be used.
     #[error("{0}")]
     Upstream(String),
@@ -63,9 +70,15 @@ impl IntoResponse for ApiError {
                 ErrorCode::ConnectionNotFound,
                 m.clone(),
             ),
+            Self::FileNotFound(m) => (StatusCode::NOT_FOUND, ErrorCode::FileNotFound, m.clone()),
             Self::MasterKey(m) => (
                 StatusCode::CONFLICT,
                 ErrorCode::MasterKeyMismatch,
+                m.clone(),
+            ),
+            Self::Timeout(m) => (
+                StatusCode::REQUEST_TIMEOUT,
+                ErrorCode::SchemaValidationFailed,
                 m.clone(),
             ),
             Self::Upstream(m) => (

@@ -32,7 +32,11 @@ use crate::protocol::ErrorCode;
 /// The middleware: refuses with 415 (a body that is not JSON), 403, 408 (a
 /// body not sent within `http_body_timeout_seconds`) or 413.
 pub(super) async fn check(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let has_body = match json_body(request.headers(), request.method()) {
+    // An upload is streamed by its handler (its own size and time limits).
+    let file = super::files::streams_body(request.method(), request.uri().path());
+    let has_body = match json_body(request.headers(), request.method())
+        .or_else(|e| if file { Ok(false) } else { Err(e) })
+    {
         Ok(has_body) => has_body,
         Err(e) => return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, &e),
     };
@@ -61,7 +65,7 @@ pub(super) async fn check(State(state): State<AppState>, request: Request, next:
             .auth
             .authenticate(super::auth::bearer(&parts).as_deref())
             .is_err();
-    if !has_body || unauthenticated {
+    if !has_body || unauthenticated || file {
         return next.run(Request::from_parts(parts, body)).await;
     }
     // The body, read whole within the timeout: a client that trickles it in

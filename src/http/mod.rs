@@ -13,7 +13,9 @@ mod auth;
 mod branches;
 mod chats;
 mod connections;
+mod download;
 mod error;
+mod files;
 mod guard;
 mod history;
 mod listing;
@@ -122,6 +124,7 @@ pub fn router(state: AppState) -> Router {
         .merge(history::router())
         .merge(openai::router())
         .merge(workflows::router())
+        .merge(files::router())
         .merge(web::router())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(guard)

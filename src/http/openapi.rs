@@ -7,8 +7,8 @@ use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder}
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    ag_ui, ai_sdk, answers, api, branches, chats, connections, history, listing, openai, ops, sse,
-    workflows,
+    ag_ui, ai_sdk, answers, api, branches, chats, connections, download, files, history, listing,
+    openai, ops, sse, workflows,
 };
 
 /// The API description.
@@ -66,6 +66,8 @@ use super::{
         workflows::categories,
         workflows::one,
         workflows::invoke,
+        files::upload,
+        download::download,
     ),
     components(schemas(api::ErrorBody, api::ErrorDetail)),
     modifiers(&Limits),
@@ -79,6 +81,7 @@ use super::{
         (name = "ag-ui", description = "AG-UI 1.0 runs (HttpAgent), with a durable rejoin"),
         (name = "ai-sdk", description = "The Vercel AI SDK's chat transport (UI message stream), resumable from the log"),
         (name = "openai", description = "OpenAI-compatible passthrough"),
+        (name = "files", description = "Files users upload and tools hand back"),
         (name = "ops", description = "Operations"),
     )
 )]

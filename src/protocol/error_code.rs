@@ -34,6 +34,8 @@ pub enum ErrorCode {
     MessageNotFound,
     /// An edit, regenerate or switch past the chat's branch limits.
     BranchLimitExceeded,
+    /// No file of that id is the caller's.
+    FileNotFound,
 }
 
 impl ErrorCode {
@@ -57,6 +59,7 @@ impl ErrorCode {
             Self::RequestKindMismatch => "REQUEST_KIND_MISMATCH",
             Self::MessageNotFound => "MESSAGE_NOT_FOUND",
             Self::BranchLimitExceeded => "BRANCH_LIMIT_EXCEEDED",
+            Self::FileNotFound => "FILE_NOT_FOUND",
         }
     }
 }

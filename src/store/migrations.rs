@@ -59,6 +59,11 @@ pub(super) fn sqlite() -> Migrator {
             "chat_list",
             include_str!("../../migrations/sqlite/0010_chat_list.sql"),
         ),
+        (
+            11,
+            "files",
+            include_str!("../../migrations/sqlite/0011_files.sql"),
+        ),
     ])
 }
 
@@ -104,6 +109,11 @@ pub(super) fn postgres() -> Migrator {
             8,
             "chat_list",
             include_str!("../../migrations/postgres/0008_chat_list.sql"),
+        ),
+        (
+            9,
+            "files",
+            include_str!("../../migrations/postgres/0009_files.sql"),
         ),
     ])
 }

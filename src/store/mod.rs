@@ -8,6 +8,8 @@
 //! Depends on nothing else in the crate: envelopes arrive already serialized.
 
 mod cluster;
+mod error;
+pub mod files;
 mod migrations;
 mod postgres;
 mod rebuild;
@@ -22,6 +24,7 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 pub use cluster::{Lease, NodeMessage, PgCluster};
+pub use error::StoreError;
 pub use postgres::PgStore;
 pub use postgres::notice::LogNotice;
 pub use seal::SealError;
@@ -197,44 +200,6 @@ pub struct StoredEnvelope {
     pub json: String,
 }
 
-/// Failures of the store. Cheap to clone, so one commit's failure can be
-/// reported to every writer whose envelopes were in it.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
-    #[error("database error: {0}")]
-    Database(Arc<sqlx::Error>),
-    /// From the embedded store's writing connection.
-    #[error("database error: {0}")]
-    Sqlite(Arc<rusqlite::Error>),
-    #[error("migration failed: {0}")]
-    Migration(Arc<sqlx::migrate::MigrateError>),
-    #[error("cannot prepare the database file: {0}")]
-    Io(Arc<std::io::Error>),
-    #[error("the log writer has stopped")]
-    WriterGone,
-    /// These chats' leases moved to another node: this node may no longer
-    /// append to them. Nothing of the transaction was committed.
-    #[error("this node no longer owns the chat")]
-    Fenced(Arc<[Uuid]>),
-    #[error("a command from another node could not be read: {0}")]
-    Seal(#[from] SealError),
-    /// The answer of a request handled on another node, as that node reported it.
-    #[error("{0}")]
-    Remote(Arc<str>),
-}
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        Self::Sqlite(Arc::new(e))
-    }
-}
-
-impl From<sqlx::Error> for StoreError {
-    fn from(e: sqlx::Error) -> Self {
-        Self::Database(Arc::new(e))
-    }
-}
-
 /// What is left after [`Store::tidy`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tidy {
@@ -306,6 +271,16 @@ pub trait Store: Send + Sync + 'static {
     /// Rebuilds the search index and every chat's title, preview and last
     /// activity from the log, as the appends would have written them.
     async fn reindex(&self) -> Result<Reindexed, StoreError>;
+
+    /// Where file contents live.
+    fn blobs(&self) -> &dyn files::Blobs;
+
+    /// Records a file (its blob sealed) in its chat, if the chat still
+    /// exists and is the file's owner's; `false` otherwise (nothing stored).
+    async fn put_file(&self, file: &files::FileRecord) -> Result<bool, StoreError>;
+
+    /// The file with that id.
+    async fn file(&self, id: Uuid) -> Result<Option<files::FileRecord>, StoreError>;
 
     /// Sets (or clears) the chat's model.
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError>;

@@ -18,6 +18,7 @@ mod delete;
 mod demo;
 mod deploy;
 mod fanout;
+mod files;
 mod first_run;
 mod fuzz;
 mod group;

@@ -548,6 +548,25 @@ async fn every_json_answer_matches_the_document() {
     let (s, b) = req("GET", format!("/v1/ag-ui/{id}/messages"), String::new()).await;
     check(&doc, "/v1/ag-ui/{id}/messages", "get", s, &b);
 
+    // Files: a JSON file (this helper's content type), uploaded and read back.
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{id}/files?name=a.json"),
+        r#"{"a":1}"#.into(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/files", "post", s, &b);
+    let file: Value = serde_json::from_str(&b).unwrap();
+    let (s, b) = req("POST", format!("/v1/chats/{missing}/files"), "{}".into()).await;
+    check(&doc, "/v1/chats/{id}/files", "post", s, &b);
+    let (s, b) = req("GET", format!("/v1/files/{missing}"), String::new()).await;
+    check(&doc, "/v1/files/{id}", "get", s, &b);
+    let path = format!("/v1/files/{}", file["id"].as_str().unwrap());
+    assert_eq!(
+        req("GET", path, String::new()).await,
+        (200, r#"{"a":1}"#.into())
+    );
+
     // Every operation of the document was exercised here, but for the streams
     // (tests/it/sse.rs) and the passthrough (tests/it/passthrough.rs).
     let mut documented: Vec<String> = doc["paths"]
@@ -583,6 +602,7 @@ async fn every_json_answer_matches_the_document() {
         "get /v1/chats/{id}/state",
         "get /v1/connections",
         "get /v1/connections/{id}",
+        "get /v1/files/{id}",
         "get /v1/models",
         "get /v1/system-prompts/{agent}/enhanced",
         "get /v1/workflows",
@@ -603,6 +623,7 @@ async fn every_json_answer_matches_the_document() {
         "post /v1/chats/{id}/cancel",
         "post /v1/chats/{id}/components/{corr}",
         "post /v1/chats/{id}/connection",
+        "post /v1/chats/{id}/files",
         "post /v1/chats/{id}/fork",
         "post /v1/chats/{id}/inputs/{request_id}",
         "post /v1/chats/{id}/messages",

@@ -14,17 +14,35 @@ use crate::store::{Reindexed, StoreError};
 const PAGE: i64 = 5_000;
 
 /// Deletes every row of `chat` in one transaction — its envelopes, search
-/// rows, answers, database link and row — and announces it on the log
+/// rows, files (and the contents no other file of the owner holds),
+/// answers, database link and row — and announces it on the log
 /// channel, so the nodes following the chat close it. `false`: no such
 /// chat. The lease is left to its holder, which releases it as it stops.
 pub(super) async fn purge(pool: &PgPool, chat: Uuid) -> Result<bool, StoreError> {
     let mut tx = pool.begin().await?;
-    let found = sqlx::query("SELECT 1 FROM chats WHERE id = $1 FOR UPDATE")
+    let found = sqlx::query("SELECT owner FROM chats WHERE id = $1 FOR UPDATE")
         .bind(chat)
         .fetch_optional(&mut *tx)
         .await?;
-    if found.is_none() {
+    let Some(found) = found else {
         return Ok(false);
+    };
+    let owner: String = found.try_get("owner")?;
+    // The chat's files, and the contents no other file of the owner holds.
+    for sql in [
+        "DELETE FROM blob_chunks WHERE owner = $1 AND blob IN (
+             SELECT sha256 FROM files WHERE chat_id = $2 EXCEPT
+             SELECT sha256 FROM files WHERE owner = $1 AND chat_id <> $2)",
+        "DELETE FROM blobs WHERE owner = $1 AND sha256 IN (
+             SELECT sha256 FROM files WHERE chat_id = $2 EXCEPT
+             SELECT sha256 FROM files WHERE owner = $1 AND chat_id <> $2)",
+        "DELETE FROM files WHERE chat_id = $2 AND $1::text IS NOT NULL",
+    ] {
+        sqlx::query(sql)
+            .bind(&owner)
+            .bind(chat)
+            .execute(&mut *tx)
+            .await?;
     }
     for sql in [
         "DELETE FROM chat_search WHERE chat_id = $1",

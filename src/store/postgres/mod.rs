@@ -7,6 +7,7 @@
 
 mod append;
 mod databases;
+mod files;
 mod listing;
 mod maintain;
 pub(super) mod notice;
@@ -28,6 +29,7 @@ use super::{
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    blobs: files::PgBlobs,
     url: String,
     pool_size: u32,
 }
@@ -48,6 +50,7 @@ impl PgStore {
             .await
             .map_err(|e| StoreError::Migration(e.into()))?;
         Ok(Self {
+            blobs: files::PgBlobs { pool: pool.clone() },
             pool,
             url: url.to_owned(),
             pool_size,
@@ -133,6 +136,18 @@ impl Store for PgStore {
 
     async fn reindex(&self) -> Result<Reindexed, StoreError> {
         maintain::reindex(&self.pool).await
+    }
+
+    fn blobs(&self) -> &dyn super::files::Blobs {
+        &self.blobs
+    }
+
+    async fn put_file(&self, file: &super::files::FileRecord) -> Result<bool, StoreError> {
+        files::put_file(&self.pool, file).await
+    }
+
+    async fn file(&self, id: Uuid) -> Result<Option<super::files::FileRecord>, StoreError> {
+        files::file(&self.pool, id).await
     }
 
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError> {

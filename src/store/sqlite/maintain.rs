@@ -10,21 +10,34 @@ use crate::store::rebuild::{INDEXED_KINDS, Logged, as_logged};
 
 /// Deletes every row of `chat` in one transaction: its journaled and
 /// folded envelopes, its search rows (found through its owner's token, as
-/// `chat_id` is not indexed), its answers, its database link and its row.
+/// `chat_id` is not indexed), its files and the contents no other file of
+/// the owner holds, its answers, its database link and its row.
 /// `false`: no such chat. The caller forgets the chat's tail.
 pub(super) fn purge(conn: &mut Connection, chat: &Uuid) -> rusqlite::Result<bool> {
     let id = chat.to_string();
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let owner: Option<String> = tx
+    let owner: Option<(String, String)> = tx
         .query_row(
-            "SELECT 'o' || hex(owner) FROM chats WHERE id = ?1",
+            "SELECT owner, 'o' || hex(owner) FROM chats WHERE id = ?1",
             [&id],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;
-    let Some(owner) = owner else {
+    let Some((user, owner)) = owner else {
         return Ok(false);
     };
+    // The chat's files, and the contents no other file of the owner holds.
+    for sql in [
+        "DELETE FROM blob_chunks WHERE owner = ?1 AND blob IN (
+             SELECT sha256 FROM files WHERE chat_id = ?2 EXCEPT
+             SELECT sha256 FROM files WHERE owner = ?1 AND chat_id <> ?2)",
+        "DELETE FROM blobs WHERE owner = ?1 AND sha256 IN (
+             SELECT sha256 FROM files WHERE chat_id = ?2 EXCEPT
+             SELECT sha256 FROM files WHERE owner = ?1 AND chat_id <> ?2)",
+        "DELETE FROM files WHERE chat_id = ?2 AND ?1 IS NOT NULL",
+    ] {
+        tx.execute(sql, params![user, id])?;
+    }
     tx.execute(
         "DELETE FROM chat_search WHERE rowid IN (
              SELECT rowid FROM chat_search WHERE chat_search MATCH ?1 AND chat_id = ?2)",

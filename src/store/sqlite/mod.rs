@@ -9,6 +9,7 @@
 
 mod checkpoint;
 mod databases;
+mod files;
 mod journal;
 mod listing;
 mod maintain;
@@ -33,12 +34,14 @@ use super::{
     ListCursor, Reindexed, SearchHit, Store, StoreError, StoredEnvelope, Tidy, now_ms, rank,
 };
 use reads::{clamp, envelope_from_row};
+use write::blocking;
 
 /// The SQLite store. Cheap to clone (a pool handle and the journal's tail);
 /// one process owns the file.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    blobs: files::SqliteBlobs,
     tail: Arc<Mutex<journal::Tail>>,
     /// The connection appends commit on (one at a time: each plans against
     /// the tail the last one left).
@@ -77,6 +80,7 @@ impl SqliteStore {
         let writer = write::open(path)?;
         let checkpointer = checkpoint::Checkpointer::spawn(path)?;
         Ok(Self {
+            blobs: files::SqliteBlobs { pool: pool.clone() },
             pool,
             tail: Arc::new(Mutex::new(journal::Tail::new(1))),
             writer: Arc::new(Mutex::new(writer)),
@@ -187,7 +191,7 @@ impl Store for SqliteStore {
 
     async fn purge_chat(&self, id: Uuid) -> Result<bool, StoreError> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || {
+        blocking(move || {
             // The writer's lock first, as a commit takes it: no commit plans
             // against the tail between the delete and the tail's forgetting.
             let mut conn = store.writer();
@@ -196,14 +200,23 @@ impl Store for SqliteStore {
             Ok(purged)
         })
         .await
-        .map_err(|e| StoreError::Io(Arc::new(std::io::Error::other(e))))?
     }
 
     async fn reindex(&self) -> Result<Reindexed, StoreError> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || Ok(maintain::reindex(&mut store.writer())?))
-            .await
-            .map_err(|e| StoreError::Io(Arc::new(std::io::Error::other(e))))?
+        blocking(move || Ok(maintain::reindex(&mut store.writer())?)).await
+    }
+
+    fn blobs(&self) -> &dyn super::files::Blobs {
+        &self.blobs
+    }
+
+    async fn put_file(&self, file: &super::files::FileRecord) -> Result<bool, StoreError> {
+        files::put_file(&self.pool, file).await
+    }
+
+    async fn file(&self, id: Uuid) -> Result<Option<super::files::FileRecord>, StoreError> {
+        files::file(&self.pool, id).await
     }
 
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError> {
@@ -228,16 +241,12 @@ impl Store for SqliteStore {
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
         let (store, batches) = (self.clone(), batches.to_vec());
-        tokio::task::spawn_blocking(move || store.commit(&batches).map(drop))
-            .await
-            .map_err(|e| StoreError::Io(Arc::new(std::io::Error::other(e))))?
+        blocking(move || store.commit(&batches).map(drop)).await
     }
 
     async fn tidy(&self) -> Result<Tidy, StoreError> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.commit(&[]))
-            .await
-            .map_err(|e| StoreError::Io(Arc::new(std::io::Error::other(e))))?
+        blocking(move || store.commit(&[])).await
     }
 
     async fn load_after(

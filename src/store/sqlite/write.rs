@@ -114,6 +114,15 @@ fn insert_chats<'a>(
     Ok(())
 }
 
+/// Runs `f` on a blocking thread (the writer's connection is `rusqlite`'s).
+pub(super) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Io(Arc::new(std::io::Error::other(e))))?
+}
+
 /// Takes the exclusive lock on `<file>-owner` (created 0600 beside it), held
 /// while the returned file is open. The journal's tail lives in the owner's
 /// memory, so a second process appending, or recovering the journal under a

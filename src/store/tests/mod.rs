@@ -55,6 +55,7 @@ macro_rules! conformance {
     };
 }
 
+mod files;
 mod listing;
 mod paced;
 mod purge;

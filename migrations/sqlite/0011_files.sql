@@ -1,0 +1,35 @@
+-- Files users upload and tools hand back (issue 36). A file is a record —
+-- who owns it, the chat it came in, its name and sniffed media type — over a
+-- blob: the content, stored once per owner by its SHA-256, in chunks, so an
+-- upload or a download never holds a whole file in memory.
+CREATE TABLE files (
+    id          TEXT PRIMARY KEY,
+    owner       TEXT NOT NULL,
+    chat_id     TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    media_type  TEXT NOT NULL,
+    size        INTEGER NOT NULL,
+    sha256      TEXT NOT NULL,          -- hex: the blob
+    created_at  INTEGER NOT NULL        -- unix ms
+);
+CREATE INDEX files_chat ON files (chat_id);
+CREATE INDEX files_blob ON files (owner, sha256);
+
+-- One row per stored content of an owner.
+CREATE TABLE blobs (
+    owner   TEXT NOT NULL,
+    sha256  TEXT NOT NULL,
+    size    INTEGER NOT NULL,
+    PRIMARY KEY (owner, sha256)
+);
+
+-- A blob's bytes, `idx` from 0. While an upload is written its chunks are
+-- staged under `blob = 'upload:<id>'`, then renamed to the digest (or
+-- dropped, when the owner has that content already).
+CREATE TABLE blob_chunks (
+    owner  TEXT NOT NULL,
+    blob   TEXT NOT NULL,
+    idx    INTEGER NOT NULL,
+    data   BLOB NOT NULL,
+    PRIMARY KEY (owner, blob, idx)
+) WITHOUT ROWID;

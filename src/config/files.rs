@@ -1,0 +1,79 @@
+//! What files users may upload (issue 36): sizes and media types.
+
+/// The media types allowed when none are configured: what every vendor's
+/// model reads (images, PDF) and text. Never HTML or SVG by default: both
+/// can carry script.
+const DEFAULT_MEDIA_TYPES: [&str; 9] = [
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "application/pdf",
+    "text/plain",
+    "text/csv",
+    "text/markdown",
+    "application/json",
+];
+
+/// Limits on uploaded files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileLimits {
+    /// The largest file, in bytes (`max_file_bytes`).
+    pub max_file_bytes: u64,
+    /// The bytes one user may keep, each content once (`max_user_file_bytes`).
+    pub max_user_bytes: u64,
+    /// The media types a file may have, sniffed (`file_media_types`), lower case.
+    pub media_types: Vec<String>,
+}
+
+impl FileLimits {
+    /// From the configured values.
+    ///
+    /// # Errors
+    /// The key and why, for a value out of range or a malformed type.
+    pub(super) fn resolve(
+        max_file_bytes: Option<u64>,
+        max_user_bytes: Option<u64>,
+        media_types: Option<Vec<String>>,
+    ) -> Result<Self, (&'static str, String)> {
+        let max_file_bytes = max_file_bytes.unwrap_or(50 << 20);
+        if !(1..=(4_u64 << 30)).contains(&max_file_bytes) {
+            return Err(("max_file_bytes", "must be between 1 and 4294967296".into()));
+        }
+        let max_user_bytes = max_user_bytes.unwrap_or(1 << 30);
+        if max_user_bytes < max_file_bytes {
+            return Err((
+                "max_user_file_bytes",
+                "must be at least max_file_bytes".into(),
+            ));
+        }
+        let media_types = match media_types {
+            None => DEFAULT_MEDIA_TYPES
+                .iter()
+                .map(|t| (*t).to_owned())
+                .collect(),
+            Some(types) => types
+                .iter()
+                .map(|t| t.trim().to_ascii_lowercase())
+                .filter(|t| !t.is_empty())
+                .map(|t| match t.split_once('/') {
+                    Some((a, b)) if !a.is_empty() && !b.is_empty() && !b.contains('/') => Ok(t),
+                    _ => Err((
+                        "file_media_types",
+                        format!("`{t}` is not a media type (type/subtype)"),
+                    )),
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(Self {
+            max_file_bytes,
+            max_user_bytes,
+            media_types,
+        })
+    }
+
+    /// Whether files of media type `t` may be kept.
+    pub fn allows(&self, t: &str) -> bool {
+        self.media_types.iter().any(|m| m == t)
+    }
+}

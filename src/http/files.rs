@@ -1,0 +1,361 @@
+//! Files in and out (issue 36). `POST /v1/chats/{id}/files` takes one file
+//! as the raw request body, with its `Content-Type` and `?name=`, streamed
+//! chunk by chunk into the store (hashed on the way, its media type sniffed
+//! from its first bytes); `GET /v1/files/{id}` serves it to its owner, with
+//! ranges, as a download that never runs in the page's origin.
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::{get, post};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::api::ErrorBody;
+use super::auth::AuthUser;
+use super::chats::chat_id;
+use super::error::ApiError;
+use super::state::AppState;
+use crate::session::SessionError;
+use crate::store::files::{CHUNK_BYTES, FileRecord};
+
+/// The most characters of a file's name.
+const MAX_NAME_CHARS: usize = 255;
+
+/// The routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        // The body is streamed by the handler, within its own limits.
+        .route(
+            "/v1/chats/{id}/files",
+            post(upload).layer(DefaultBodyLimit::disable()),
+        )
+        .route("/v1/files/{id}", get(super::download::download))
+}
+
+/// Whether a request's body is a file the handler streams (the guard
+/// neither asks it to be JSON nor reads it whole).
+pub(super) fn streams_body(method: &axum::http::Method, path: &str) -> bool {
+    method == axum::http::Method::POST
+        && path
+            .strip_prefix("/v1/chats/")
+            .and_then(|rest| rest.strip_suffix("/files"))
+            .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(super) struct UploadQuery {
+    /// The file's name, as the user sees it [default: `file`]. Path
+    /// separators and control characters are replaced; at most 255
+    /// characters.
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// A stored file.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FileView {
+    pub id: Uuid,
+    pub chat_id: Uuid,
+    pub name: String,
+    /// Sniffed from the content: the declared `Content-Type` only tells
+    /// text kinds apart.
+    pub media_type: String,
+    pub size: u64,
+    /// The content's SHA-256, lowercase hex.
+    pub sha256: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+}
+
+fn file_view(f: &FileRecord) -> FileView {
+    FileView {
+        id: f.id,
+        chat_id: f.chat_id,
+        name: f.name.clone(),
+        media_type: f.media_type.clone(),
+        size: f.size,
+        sha256: f.sha256.clone(),
+        created_at: super::views::rfc3339(f.created_at),
+    }
+}
+
+/// Uploads a file to one of the caller's chats: the raw body is the file.
+#[utoipa::path(post, path = "/v1/chats/{id}/files", tag = "files",
+    params(("id" = Uuid, Path), UploadQuery),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream",
+        description = "The file's bytes, with its Content-Type"),
+    responses((status = 201, body = FileView), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 408, body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub(super) async fn upload(
+    State(state): State<AppState>,
+    AuthUser { user, .. }: AuthUser,
+    Path(id): Path<String>,
+    Query(q): Query<UploadQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let chat_id = chat_id(&id)?;
+    state.registry.chat(chat_id, &user).await?;
+    state.registry.charge(&user)?;
+    let limits = &state.config.files;
+    let declared = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        });
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(length) = length {
+        check_size(length, limits.max_file_bytes)?;
+    }
+
+    let upload = Uuid::new_v4();
+    let stored = receive(&state, &user, upload, declared.as_deref(), body).await;
+    let (size, sha256, media_type) = match stored {
+        Ok(done) => done,
+        Err(e) => {
+            discard(&state, &user, upload).await;
+            return Err(e);
+        }
+    };
+    // The quota counts each content once: the same file again is free.
+    let blobs = state.store.blobs();
+    let counted = async {
+        if blobs.has(&user, &sha256).await? {
+            return Ok(0);
+        }
+        Ok::<_, crate::store::StoreError>(size + blobs.owner_bytes(&user).await?)
+    };
+    let total = match counted.await {
+        Ok(total) => total,
+        Err(e) => {
+            discard(&state, &user, upload).await;
+            return Err(SessionError::from(e).into());
+        }
+    };
+    if let Err(e) = check_quota(total, 0, limits.max_user_bytes) {
+        discard(&state, &user, upload).await;
+        return Err(e);
+    }
+    blobs
+        .seal(&user, upload, &sha256, size)
+        .await
+        .map_err(SessionError::from)?;
+    let file = FileRecord {
+        id: Uuid::new_v4(),
+        owner: user,
+        chat_id,
+        name: clean_name(q.name.as_deref()),
+        media_type,
+        size,
+        sha256,
+        created_at: chrono::Utc::now().timestamp_millis(),
+    };
+    if !state
+        .store
+        .put_file(&file)
+        .await
+        .map_err(SessionError::from)?
+    {
+        // The chat went (deleted) while the file came.
+        return Err(SessionError::NotFound.into());
+    }
+    Ok((StatusCode::CREATED, Json(file_view(&file))).into_response())
+}
+
+/// Streams the body into staged chunks: its size, digest and media type.
+async fn receive(
+    state: &AppState,
+    user: &str,
+    upload: Uuid,
+    declared: Option<&str>,
+    body: Body,
+) -> Result<(u64, String, String), ApiError> {
+    let limits = &state.config.files;
+    let wait = state.config.http_body_timeout;
+    let mut stream = body.into_data_stream();
+    let (mut hasher, mut size, mut idx) = (Sha256::new(), 0_u64, 0_u32);
+    let mut chunk: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
+    let mut media_type: Option<String> = None;
+    loop {
+        // Each piece within the body timeout: a trickling client is let go.
+        let piece = match tokio::time::timeout(wait, stream.next()).await {
+            Err(_) => {
+                return Err(ApiError::Timeout(
+                    "the file was not sent in time (http_body_timeout_seconds)".into(),
+                ));
+            }
+            Ok(None) => None,
+            Ok(Some(Err(_))) => {
+                return Err(ApiError::BadRequest("the file could not be read".into()));
+            }
+            Ok(Some(Ok(bytes))) => Some(bytes),
+        };
+        let done = piece.is_none();
+        if let Some(bytes) = piece {
+            size += bytes.len() as u64;
+            check_size(size, limits.max_file_bytes)?;
+            hasher.update(&bytes);
+            chunk.extend_from_slice(&bytes);
+        }
+        while chunk.len() >= CHUNK_BYTES || (done && !chunk.is_empty()) {
+            let rest = chunk.split_off(chunk.len().min(CHUNK_BYTES));
+            if media_type.is_none() {
+                media_type = Some(allowed(&chunk, declared, limits)?);
+            }
+            state
+                .store
+                .blobs()
+                .stage_chunk(user, upload, idx, &chunk)
+                .await
+                .map_err(SessionError::from)?;
+            idx += 1;
+            chunk = rest;
+            chunk.reserve(CHUNK_BYTES.saturating_sub(chunk.capacity()));
+        }
+        if done {
+            break;
+        }
+    }
+    let media_type = match media_type {
+        Some(t) => t,
+        None => allowed(&[], declared, limits)?,
+    };
+    Ok((size, hex::encode(hasher.finalize()), media_type))
+}
+
+async fn discard(state: &AppState, user: &str, upload: Uuid) {
+    if let Err(e) = state.store.blobs().discard(user, upload).await {
+        tracing::warn!(error = %e, "cannot drop a refused upload's chunks");
+    }
+}
+
+fn check_size(size: u64, max: u64) -> Result<(), ApiError> {
+    if size > max {
+        return Err(SessionError::TooLarge(format!(
+            "the file is over {max} bytes (max_file_bytes)"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn check_quota(used: u64, more: u64, max: u64) -> Result<(), ApiError> {
+    if used.saturating_add(more) > max {
+        return Err(SessionError::TooLarge(format!(
+            "your files would be over {max} bytes (max_user_file_bytes)"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The sniffed media type of a file starting with `head`, if allowed.
+fn allowed(
+    head: &[u8],
+    declared: Option<&str>,
+    limits: &crate::config::FileLimits,
+) -> Result<String, ApiError> {
+    let t = sniff(head, declared);
+    if limits.allows(&t) {
+        Ok(t)
+    } else {
+        Err(ApiError::BadRequest(format!(
+            "files of type {t} are not accepted (file_media_types)"
+        )))
+    }
+}
+
+/// What a file starting with `head` is: its magic bytes' type (HTML and
+/// XML are known by their start, and refused unless configured); else, for
+/// UTF-8 text without NULs, the declared text kind (`text/csv`,
+/// `text/markdown`, `application/json`) or `text/plain` — never what the
+/// client declared beyond those (an SVG declared as such is text); else
+/// `application/octet-stream`.
+pub(super) fn sniff(head: &[u8], declared: Option<&str>) -> String {
+    if let Some(kind) = infer::get(head) {
+        return kind.mime_type().to_owned();
+    }
+    let text = match std::str::from_utf8(head) {
+        Ok(_) => true,
+        // A character cut by the end of the head.
+        Err(e) => e.error_len().is_none(),
+    };
+    if !text || head.contains(&0) {
+        return "application/octet-stream".into();
+    }
+    match declared {
+        Some(t @ ("text/csv" | "text/markdown" | "application/json")) => t.to_owned(),
+        _ => "text/plain".into(),
+    }
+}
+
+/// A name safe to show and to put in `Content-Disposition`.
+fn clean_name(name: Option<&str>) -> String {
+    let cleaned: String = name
+        .unwrap_or("")
+        .chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '/' | '\\' | '"') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .take(MAX_NAME_CHARS)
+        .collect();
+    let cleaned = cleaned.trim();
+    if cleaned.is_empty() || cleaned == "." || cleaned == ".." {
+        "file".into()
+    } else {
+        cleaned.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_never_a_type_a_browser_runs() {
+        // HTML is known by its start (and refused unless configured).
+        let html = b"<html><script>alert(1)</script></html>";
+        assert_eq!(sniff(html, Some("text/plain")), "text/html");
+        assert_eq!(
+            sniff(b"<svg onload=alert(1)>", Some("image/svg+xml")),
+            "text/plain"
+        );
+        assert_eq!(sniff(b"a,b\n1,2\n", Some("text/csv")), "text/csv");
+        assert_eq!(
+            sniff(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", Some("text/plain")),
+            "image/png"
+        );
+        assert_eq!(sniff(b"%PDF-1.7\n", None), "application/pdf");
+        assert_eq!(sniff(&[0, 1, 2, 255], None), "application/octet-stream");
+        // A multi-byte character cut by the end of the head is still text.
+        assert_eq!(sniff("héllo".as_bytes()[..2].as_ref(), None), "text/plain");
+    }
+
+    #[test]
+    fn names_are_cleaned() {
+        assert_eq!(clean_name(Some("../../etc/passwd")), ".._.._etc_passwd");
+        assert_eq!(clean_name(Some("a\"b\r\n.txt")), "a_b__.txt");
+        assert_eq!(clean_name(Some("  ")), "file");
+        assert_eq!(clean_name(None), "file");
+        assert_eq!(clean_name(Some(&"x".repeat(300))).len(), 255);
+    }
+}

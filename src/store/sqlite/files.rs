@@ -1,0 +1,160 @@
+//! SQLite's files and blobs (`migrations/sqlite/0011_files.sql`): each
+//! chunk its own short transaction on the pool, so an upload never holds
+//! the write lock the log's commits need for longer than one chunk.
+
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+use uuid::Uuid;
+
+use crate::store::StoreError;
+use crate::store::files::{Blobs, FileRecord, staged};
+
+/// The contents of files, in the log's own database.
+#[derive(Debug, Clone)]
+pub(super) struct SqliteBlobs {
+    pub(super) pool: SqlitePool,
+}
+
+#[async_trait]
+impl Blobs for SqliteBlobs {
+    async fn stage_chunk(
+        &self,
+        owner: &str,
+        upload: Uuid,
+        idx: u32,
+        data: &[u8],
+    ) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO blob_chunks (owner, blob, idx, data) VALUES (?, ?, ?, ?)")
+            .bind(owner)
+            .bind(staged(upload))
+            .bind(i64::from(idx))
+            .bind(data)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn seal(
+        &self,
+        owner: &str,
+        upload: Uuid,
+        sha256: &str,
+        size: u64,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let new = sqlx::query(
+            "INSERT INTO blobs (owner, sha256, size) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        )
+        .bind(owner)
+        .bind(sha256)
+        .bind(size as i64)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        let sql = if new {
+            "UPDATE blob_chunks SET blob = ?3 WHERE owner = ?1 AND blob = ?2"
+        } else {
+            "DELETE FROM blob_chunks WHERE owner = ?1 AND blob = ?2 AND ?3 IS NOT NULL"
+        };
+        sqlx::query(sql)
+            .bind(owner)
+            .bind(staged(upload))
+            .bind(sha256)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(new)
+    }
+
+    async fn discard(&self, owner: &str, upload: Uuid) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM blob_chunks WHERE owner = ? AND blob = ?")
+            .bind(owner)
+            .bind(staged(upload))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn chunk(
+        &self,
+        owner: &str,
+        sha256: &str,
+        idx: u32,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let row =
+            sqlx::query("SELECT data FROM blob_chunks WHERE owner = ? AND blob = ? AND idx = ?")
+                .bind(owner)
+                .bind(sha256)
+                .bind(i64::from(idx))
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|r| r.try_get("data")).transpose()?)
+    }
+
+    async fn has(&self, owner: &str, sha256: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT 1 FROM blobs WHERE owner = ? AND sha256 = ?")
+            .bind(owner)
+            .bind(sha256)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.is_some())
+    }
+
+    async fn owner_bytes(&self, owner: &str) -> Result<u64, StoreError> {
+        let total: Option<i64> = sqlx::query("SELECT SUM(size) FROM blobs WHERE owner = ?")
+            .bind(owner)
+            .fetch_one(&self.pool)
+            .await?
+            .try_get(0)?;
+        Ok(total.unwrap_or(0).max(0) as u64)
+    }
+}
+
+/// Records `file` if its chat exists and is its owner's.
+pub(super) async fn put_file(pool: &SqlitePool, file: &FileRecord) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "INSERT INTO files (id, owner, chat_id, name, media_type, size, sha256, created_at)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
+         WHERE EXISTS (SELECT 1 FROM chats WHERE id = ?3 AND owner = ?2)",
+    )
+    .bind(file.id.to_string())
+    .bind(&file.owner)
+    .bind(file.chat_id.to_string())
+    .bind(&file.name)
+    .bind(&file.media_type)
+    .bind(file.size as i64)
+    .bind(&file.sha256)
+    .bind(file.created_at)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub(super) async fn file(pool: &SqlitePool, id: Uuid) -> Result<Option<FileRecord>, StoreError> {
+    sqlx::query("SELECT * FROM files WHERE id = ?")
+        .bind(id.to_string())
+        .fetch_optional(pool)
+        .await?
+        .map(|r| file_from_row(&r))
+        .transpose()
+}
+
+fn file_from_row(row: &SqliteRow) -> Result<FileRecord, StoreError> {
+    let uuid = |col: &str| -> Result<Uuid, StoreError> {
+        let text: String = row.try_get(col)?;
+        Ok(Uuid::parse_str(&text).map_err(|e| sqlx::Error::Decode(e.into()))?)
+    };
+    let size: i64 = row.try_get("size")?;
+    Ok(FileRecord {
+        id: uuid("id")?,
+        owner: row.try_get("owner")?,
+        chat_id: uuid("chat_id")?,
+        name: row.try_get("name")?,
+        media_type: row.try_get("media_type")?,
+        size: size.max(0) as u64,
+        sha256: row.try_get("sha256")?,
+        created_at: row.try_get("created_at")?,
+    })
+}

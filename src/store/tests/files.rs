@@ -1,0 +1,121 @@
+//! Files and their blobs, on both stores: chunks staged then sealed under
+//! their digest, one content once per owner, ownership, and a purge that
+//! takes a chat's files and the contents nothing else holds.
+
+use super::*;
+use crate::store::files::{CHUNK_BYTES, FileRecord};
+
+fn record(owner: &str, chat_id: Uuid, sha256: &str, size: u64) -> FileRecord {
+    FileRecord {
+        id: Uuid::new_v4(),
+        owner: owner.into(),
+        chat_id,
+        name: "report.pdf".into(),
+        media_type: "application/pdf".into(),
+        size,
+        sha256: sha256.into(),
+        created_at: 1000,
+    }
+}
+
+/// Stages `parts` as an upload of `owner` and seals it as `sha`.
+async fn stored(store: &Arc<dyn Store>, owner: &str, sha: &str, parts: &[Vec<u8>]) -> bool {
+    let upload = Uuid::new_v4();
+    for (i, p) in parts.iter().enumerate() {
+        store
+            .blobs()
+            .stage_chunk(owner, upload, i as u32, p)
+            .await
+            .unwrap();
+    }
+    let size = parts.iter().map(|p| p.len() as u64).sum();
+    store.blobs().seal(owner, upload, sha, size).await.unwrap()
+}
+
+conformance!(
+    files_are_stored_once_per_owner_and_go_with_their_chat,
+    files_on
+);
+async fn files_on(open: Opener) {
+    let store = open().await;
+    let parts = vec![
+        vec![1_u8; CHUNK_BYTES],
+        vec![2_u8; CHUNK_BYTES],
+        vec![3_u8; 10],
+    ];
+    let size = (2 * CHUNK_BYTES + 10) as u64;
+    assert!(stored(&store, "gina", "aa", &parts).await, "new");
+    assert!(
+        !stored(&store, "gina", "aa", &parts).await,
+        "the same content again"
+    );
+    assert_eq!(
+        store.blobs().owner_bytes("gina").await.unwrap(),
+        size,
+        "once"
+    );
+    for (i, p) in parts.iter().enumerate() {
+        let got = store.blobs().chunk("gina", "aa", i as u32).await.unwrap();
+        assert_eq!(got.as_ref(), Some(p));
+    }
+    assert_eq!(store.blobs().chunk("gina", "aa", 3).await.unwrap(), None);
+    assert_eq!(
+        store.blobs().chunk("hank", "aa", 0).await.unwrap(),
+        None,
+        "gina's"
+    );
+    assert_eq!(store.blobs().owner_bytes("hank").await.unwrap(), 0);
+    // A refused upload leaves nothing.
+    let upload = Uuid::new_v4();
+    store
+        .blobs()
+        .stage_chunk("gina", upload, 0, b"partial")
+        .await
+        .unwrap();
+    store.blobs().discard("gina", upload).await.unwrap();
+    assert_eq!(store.blobs().owner_bytes("gina").await.unwrap(), size);
+
+    // A file is recorded only in a chat of its owner's.
+    let a = store.create_chat(&chat("gina")).await.unwrap().id;
+    let b = store.create_chat(&chat("gina")).await.unwrap().id;
+    let in_a = record("gina", a, "aa", size);
+    assert!(store.put_file(&in_a).await.unwrap());
+    assert_eq!(store.file(in_a.id).await.unwrap(), Some(in_a.clone()));
+    assert!(
+        !store
+            .put_file(&record("hank", a, "aa", size))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .put_file(&record("gina", Uuid::new_v4(), "aa", size))
+            .await
+            .unwrap()
+    );
+    let in_b = record("gina", b, "aa", size);
+    assert!(store.put_file(&in_b).await.unwrap());
+    assert!(stored(&store, "gina", "bb", &[b"only in a".to_vec()]).await);
+    let only_a = record("gina", a, "bb", 9);
+    assert!(store.put_file(&only_a).await.unwrap());
+
+    // A purge takes the chat's files, and the contents nothing else holds.
+    assert!(store.purge_chat(a).await.unwrap());
+    assert_eq!(store.file(in_a.id).await.unwrap(), None);
+    assert_eq!(store.file(only_a.id).await.unwrap(), None);
+    assert_eq!(store.blobs().chunk("gina", "bb", 0).await.unwrap(), None);
+    assert_eq!(store.file(in_b.id).await.unwrap(), Some(in_b.clone()));
+    assert!(
+        store
+            .blobs()
+            .chunk("gina", "aa", 2)
+            .await
+            .unwrap()
+            .is_some(),
+        "b holds it"
+    );
+    assert_eq!(store.blobs().owner_bytes("gina").await.unwrap(), size);
+    assert!(store.purge_chat(b).await.unwrap());
+    assert_eq!(store.blobs().chunk("gina", "aa", 0).await.unwrap(), None);
+    assert_eq!(store.blobs().owner_bytes("gina").await.unwrap(), 0);
+}
