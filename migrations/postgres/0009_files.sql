@@ -15,17 +15,20 @@ CREATE TABLE files (
 CREATE INDEX files_chat ON files (chat_id);
 CREATE INDEX files_blob ON files (owner, sha256);
 
--- One row per stored content of an owner.
+-- One row per stored content of an owner; `chunks` names its chunks (the
+-- upload that brought it: chunks are never renamed, so sealing a large file
+-- does not rewrite it).
 CREATE TABLE blobs (
     owner   TEXT NOT NULL,
     sha256  TEXT NOT NULL,
+    chunks  TEXT NOT NULL,
     size    BIGINT NOT NULL,
     PRIMARY KEY (owner, sha256)
 );
 
--- A blob's bytes, `idx` from 0. While an upload is written its chunks are
--- staged under `blob = 'upload:<id>'`, then renamed to the digest (or
--- dropped, when the owner has that content already).
+-- A blob's bytes, `idx` from 0, under `blob = 'upload:<id>'`: staged while
+-- the upload is written, then the blob's (or dropped, when the owner has that
+-- content already).
 CREATE TABLE blob_chunks (
     owner  TEXT NOT NULL,
     blob   TEXT NOT NULL,

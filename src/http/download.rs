@@ -133,9 +133,13 @@ fn read_range(
                     return Some((Err(std::io::Error::other(e)), (idx, range.end..range.end)));
                 }
             };
-            let from = usize::try_from(range.start - at)
-                .unwrap_or(0)
-                .min(data.len());
+            // A chunk shorter than its place says (a damaged blob) ends the
+            // download rather than shifting the bytes.
+            let Some(offset) = range.start.checked_sub(at) else {
+                let bad = std::io::Error::other("the file's content is damaged");
+                return Some((Err(bad), (idx, range.end..range.end)));
+            };
+            let from = usize::try_from(offset).unwrap_or(0).min(data.len());
             let to = usize::try_from(range.end - at)
                 .unwrap_or(usize::MAX)
                 .min(data.len());

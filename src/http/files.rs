@@ -124,37 +124,33 @@ pub(super) async fn upload(
     }
 
     let upload = Uuid::new_v4();
-    let stored = receive(&state, &user, upload, declared.as_deref(), body).await;
-    let (size, sha256, media_type) = match stored {
-        Ok(done) => done,
-        Err(e) => {
-            discard(&state, &user, upload).await;
-            return Err(e);
-        }
+    // Whatever ends this request before the seal — a refusal, an error, the
+    // client going away (the handler is dropped) — drops what it staged.
+    let mut staged = Staged {
+        store: state.store.clone(),
+        owner: user.clone(),
+        upload,
+        armed: true,
     };
+    let (size, sha256, media_type) =
+        receive(&state, &user, upload, declared.as_deref(), body).await?;
     // The quota counts each content once: the same file again is free.
     let blobs = state.store.blobs();
-    let counted = async {
-        if blobs.has(&user, &sha256).await? {
-            return Ok(0);
-        }
-        Ok::<_, crate::store::StoreError>(size + blobs.owner_bytes(&user).await?)
+    let total = if blobs
+        .has(&user, &sha256)
+        .await
+        .map_err(SessionError::from)?
+    {
+        0
+    } else {
+        size + blobs.owner_bytes(&user).await.map_err(SessionError::from)?
     };
-    let total = match counted.await {
-        Ok(total) => total,
-        Err(e) => {
-            discard(&state, &user, upload).await;
-            return Err(SessionError::from(e).into());
-        }
-    };
-    if let Err(e) = check_quota(total, 0, limits.max_user_bytes) {
-        discard(&state, &user, upload).await;
-        return Err(e);
-    }
+    check_quota(total, 0, limits.max_user_bytes)?;
     blobs
         .seal(&user, upload, &sha256, size)
         .await
         .map_err(SessionError::from)?;
+    staged.armed = false;
     let file = FileRecord {
         id: Uuid::new_v4(),
         owner: user,
@@ -238,9 +234,25 @@ async fn receive(
     Ok((size, hex::encode(hasher.finalize()), media_type))
 }
 
-async fn discard(state: &AppState, user: &str, upload: Uuid) {
-    if let Err(e) = state.store.blobs().discard(user, upload).await {
-        tracing::warn!(error = %e, "cannot drop a refused upload's chunks");
+/// An upload's staged chunks, dropped with this unless disarmed (sealed).
+struct Staged {
+    store: std::sync::Arc<dyn crate::store::Store>,
+    owner: String,
+    upload: Uuid,
+    armed: bool,
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (store, owner, upload) = (self.store.clone(), self.owner.clone(), self.upload);
+        tokio::spawn(async move {
+            if let Err(e) = store.blobs().discard(&owner, upload).await {
+                tracing::warn!(error = %e, "cannot drop an unfinished upload's chunks");
+            }
+        });
     }
 }
 
@@ -310,7 +322,12 @@ fn clean_name(name: Option<&str>) -> String {
         .unwrap_or("")
         .chars()
         .map(|c| {
-            if c.is_control() || matches!(c, '/' | '\\' | '"') {
+            // Controls, path separators, quotes, and the invisible marks
+            // that reorder or hide text (U+202E shows `gpj.exe` as `exe.jpg`).
+            if c.is_control()
+                || matches!(c, '/' | '\\' | '"')
+                || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+            {
                 '_'
             } else {
                 c
@@ -355,6 +372,7 @@ mod tests {
         assert_eq!(clean_name(Some("../../etc/passwd")), ".._.._etc_passwd");
         assert_eq!(clean_name(Some("a\"b\r\n.txt")), "a_b__.txt");
         assert_eq!(clean_name(Some("  ")), "file");
+        assert_eq!(clean_name(Some("a\u{202E}gpj.exe")), "a_gpj.exe");
         assert_eq!(clean_name(None), "file");
         assert_eq!(clean_name(Some(&"x".repeat(300))).len(), 255);
     }

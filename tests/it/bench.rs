@@ -148,6 +148,12 @@ async fn every_scenario_runs_at_toy_size_and_reports() {
     assert!(i["figures"]["server_rss_kib"]["after"].as_u64().unwrap() > 0);
     lines.push(i);
 
+    let f = run("files", &["--mib", "2", "--repeats", "2"]).await;
+    assert!(f["figures"]["upload_mib_s"].as_f64().unwrap() > 0.0);
+    assert!(f["figures"]["download_mib_s"].as_f64().unwrap() > 0.0);
+    assert!(f["figures"]["rss_peak_during_upload_mib"].as_f64().unwrap() > 0.0);
+    lines.push(f);
+
     let m = run(
         "mixed",
         &["--connections", "20", "--seconds", "1", "--n", "20"],

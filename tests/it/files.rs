@@ -300,3 +300,111 @@ async fn uploads_count_against_the_turn_rate_and_a_cross_origin_page_cannot_uplo
     let (status, body) = http_request(open.addr, "POST", &path, &own, "hello").await;
     assert_eq!(status, 201, "{body}");
 }
+
+/// Two nodes on one PostgreSQL: a file uploaded through one is served by
+/// the other (the blobs are the database's, not a node's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_uploaded_on_one_node_is_served_by_another() {
+    if on_postgres() {
+        return; // A cluster test: run once, in the default pass.
+    }
+    let Some(pg) = agentwire::testing::postgres() else {
+        return;
+    };
+    let url = pg.fresh_database().await;
+    let agents = tempfile::tempdir().unwrap();
+    let (_a, a) = spawn_agentwire(&url, agents.path(), &[]).await;
+    let (_b, b) = spawn_agentwire(&url, agents.path(), &[]).await;
+    let http = agentwire::llm::http_client();
+    let chat = Uuid::new_v4();
+    let made = http
+        .post(format!("http://{a}/v1/chats"))
+        .json(&json!({"agent": "demo", "chat_id": chat}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), 201);
+    let bytes = png(700_000);
+    let up = http
+        .post(format!("http://{a}/v1/chats/{chat}/files?name=cat.png"))
+        .header("content-type", "image/png")
+        .body(bytes.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(up.status(), 201);
+    let file: Value = up.json().await.unwrap();
+    let id = file["id"].as_str().unwrap();
+    let down = http
+        .get(format!("http://{b}/v1/files/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(down.status(), 200);
+    assert_eq!(down.bytes().await.unwrap().to_vec(), bytes);
+    let part = http
+        .get(format!("http://{b}/v1/files/{id}"))
+        .header("range", "bytes=524287-524288")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(part.status(), 206);
+    assert_eq!(
+        part.bytes().await.unwrap().to_vec(),
+        bytes[524_287..=524_288]
+    );
+}
+
+/// Staged chunks of `dir`'s database (rows of uploads not sealed).
+async fn staged_chunks(dir: &std::path::Path) -> i64 {
+    let url = database_url(dir).await;
+    let sql = "SELECT COUNT(*) FROM blob_chunks WHERE blob NOT IN (SELECT chunks FROM blobs)";
+    if on_postgres() {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        let n: i64 = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+        pool.close().await;
+        n
+    } else {
+        let path = url.strip_prefix("sqlite://").unwrap().to_owned();
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn an_upload_cut_off_by_its_client_leaves_nothing_staged() {
+    use tokio::io::AsyncWriteExt;
+    let server = Server::start().await;
+    let chat = Uuid::new_v4();
+    let made = json!({"agent": "demo", "chat_id": chat}).to_string();
+    assert_eq!(http_json(&server, "POST", "/v1/chats", &made).await.0, 201);
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/chats/{chat}/files?name=big.png HTTP/1.1\r\nHost: {}\r\n\
+         Content-Type: image/png\r\nContent-Length: 3000000\r\n\r\n",
+        server.addr
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&png(1_200_000)).await.unwrap();
+    stream.flush().await.unwrap();
+    // Two chunks are staged by now (or soon): then the client goes.
+    let mut seen = 0;
+    for _ in 0..200 {
+        seen = staged_chunks(server.dir.path()).await;
+        if seen >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(seen >= 2, "the upload was being stored: {seen}");
+    drop(stream);
+    let mut left = seen;
+    for _ in 0..250 {
+        left = staged_chunks(server.dir.path()).await;
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(left, 0, "what the cut upload staged is dropped");
+}

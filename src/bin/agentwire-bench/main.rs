@@ -7,6 +7,7 @@
 
 mod after_burst;
 mod branched;
+mod files;
 mod paced;
 mod report;
 mod scenarios;
@@ -152,6 +153,16 @@ enum Scenario {
         #[arg(long, default_value_t = 200)]
         n: u64,
     },
+    /// A file of MIB MiB uploaded and downloaded REPEATS times: throughput
+    /// and the server's memory during an upload.
+    Files {
+        #[command(flatten)]
+        server: Server,
+        #[arg(long, default_value_t = 50)]
+        mib: u64,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+    },
     /// The store alone: ROWS envelopes appended in batches of each size.
     Storage {
         /// sqlite://FILE or postgres://…
@@ -206,7 +217,8 @@ async fn main() -> anyhow::Result<()> {
     | Scenario::Resume { server, .. }
     | Scenario::Branched { server, .. }
     | Scenario::Fanout { server, .. }
-    | Scenario::Mixed { server, .. } = &mut cli.scenario
+    | Scenario::Mixed { server, .. }
+    | Scenario::Files { server, .. } = &mut cli.scenario
     {
         server.quiet = cli.quiet;
     }
@@ -304,6 +316,14 @@ async fn main() -> anyhow::Result<()> {
                 json!({"connections": connections, "seconds": seconds, "n": n}),
                 f,
             )
+        }
+        Scenario::Files {
+            server,
+            mib,
+            repeats,
+        } => {
+            let f = files::run(&server.target(), mib, repeats).await?;
+            ("files", server, json!({"mib": mib, "repeats": repeats}), f)
         }
         Scenario::Storage {
             database_url,

@@ -40,28 +40,25 @@ impl Blobs for PgBlobs {
         sha256: &str,
         size: u64,
     ) -> Result<bool, StoreError> {
+        // The staged chunks become the blob's as they are (a large file is
+        // not rewritten); the same content again: they are dropped.
         let mut tx = self.pool.begin().await?;
-        let new = sqlx::query(
-            "INSERT INTO blobs (owner, sha256, size) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-        )
+        let new = sqlx::query("INSERT INTO blobs (owner, sha256, size, chunks) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
         .bind(owner)
         .bind(sha256)
         .bind(size as i64)
+        .bind(staged(upload))
         .execute(&mut *tx)
         .await?
         .rows_affected()
             == 1;
-        let sql = if new {
-            "UPDATE blob_chunks SET blob = $3 WHERE owner = $1 AND blob = $2"
-        } else {
-            "DELETE FROM blob_chunks WHERE owner = $1 AND blob = $2 AND $3::text IS NOT NULL"
-        };
-        sqlx::query(sql)
-            .bind(owner)
-            .bind(staged(upload))
-            .bind(sha256)
-            .execute(&mut *tx)
-            .await?;
+        if !new {
+            sqlx::query("DELETE FROM blob_chunks WHERE owner = $1 AND blob = $2")
+                .bind(owner)
+                .bind(staged(upload))
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(new)
     }
@@ -82,7 +79,8 @@ impl Blobs for PgBlobs {
         idx: u32,
     ) -> Result<Option<Vec<u8>>, StoreError> {
         let row =
-            sqlx::query("SELECT data FROM blob_chunks WHERE owner = $1 AND blob = $2 AND idx = $3")
+            sqlx::query("SELECT c.data FROM blobs b JOIN blob_chunks c ON c.owner = b.owner AND c.blob = b.chunks
+             WHERE b.owner = $1 AND b.sha256 = $2 AND c.idx = $3")
                 .bind(owner)
                 .bind(sha256)
                 .bind(i32::try_from(idx).unwrap_or(i32::MAX))

@@ -1,6 +1,7 @@
 //! SQLite's files and blobs (`migrations/sqlite/0011_files.sql`): each
-//! chunk its own short transaction on the pool, so an upload never holds
-//! the write lock the log's commits need for longer than one chunk.
+//! chunk its own short transaction on the pool, and a seal one row, so an
+//! upload never holds the write lock the log's commits need for longer
+//! than one chunk.
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -42,28 +43,25 @@ impl Blobs for SqliteBlobs {
         sha256: &str,
         size: u64,
     ) -> Result<bool, StoreError> {
+        // The staged chunks become the blob's as they are (a large file is
+        // not rewritten); the same content again: they are dropped.
         let mut tx = self.pool.begin().await?;
-        let new = sqlx::query(
-            "INSERT INTO blobs (owner, sha256, size) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-        )
+        let new = sqlx::query("INSERT INTO blobs (owner, sha256, size, chunks) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING")
         .bind(owner)
         .bind(sha256)
         .bind(size as i64)
+        .bind(staged(upload))
         .execute(&mut *tx)
         .await?
         .rows_affected()
             == 1;
-        let sql = if new {
-            "UPDATE blob_chunks SET blob = ?3 WHERE owner = ?1 AND blob = ?2"
-        } else {
-            "DELETE FROM blob_chunks WHERE owner = ?1 AND blob = ?2 AND ?3 IS NOT NULL"
-        };
-        sqlx::query(sql)
-            .bind(owner)
-            .bind(staged(upload))
-            .bind(sha256)
-            .execute(&mut *tx)
-            .await?;
+        if !new {
+            sqlx::query("DELETE FROM blob_chunks WHERE owner = ? AND blob = ?")
+                .bind(owner)
+                .bind(staged(upload))
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(new)
     }
@@ -84,7 +82,8 @@ impl Blobs for SqliteBlobs {
         idx: u32,
     ) -> Result<Option<Vec<u8>>, StoreError> {
         let row =
-            sqlx::query("SELECT data FROM blob_chunks WHERE owner = ? AND blob = ? AND idx = ?")
+            sqlx::query("SELECT c.data FROM blobs b JOIN blob_chunks c ON c.owner = b.owner AND c.blob = b.chunks
+             WHERE b.owner = ? AND b.sha256 = ? AND c.idx = ?")
                 .bind(owner)
                 .bind(sha256)
                 .bind(i64::from(idx))

@@ -29,8 +29,9 @@ pub(super) fn purge(conn: &mut Connection, chat: &Uuid) -> rusqlite::Result<bool
     // The chat's files, and the contents no other file of the owner holds.
     for sql in [
         "DELETE FROM blob_chunks WHERE owner = ?1 AND blob IN (
-             SELECT sha256 FROM files WHERE chat_id = ?2 EXCEPT
-             SELECT sha256 FROM files WHERE owner = ?1 AND chat_id <> ?2)",
+             SELECT chunks FROM blobs WHERE owner = ?1 AND sha256 IN (
+                 SELECT sha256 FROM files WHERE chat_id = ?2 EXCEPT
+                 SELECT sha256 FROM files WHERE owner = ?1 AND chat_id <> ?2))",
         "DELETE FROM blobs WHERE owner = ?1 AND sha256 IN (
              SELECT sha256 FROM files WHERE chat_id = ?2 EXCEPT
              SELECT sha256 FROM files WHERE owner = ?1 AND chat_id <> ?2)",
