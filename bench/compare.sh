@@ -164,6 +164,15 @@ if [ "$search_chats" -gt 0 ]; then
   "$bin/agentwire-bench" search --database-url "sqlite://$work/search.db" --chats "$search_chats" >> bench/search.jsonl
 fi
 
+# Files (issue 36): a 50 MiB file up and down three times, on a server of its
+# own (the limit raised past the file), into bench/files.jsonl (quoted by
+# bench/notes.md).
+echo "== files: SQLite"
+: > bench/files.jsonl
+start_agentwire 18084 "sqlite://$work/files.db" --max-file-bytes 104857600
+"$bin/agentwire-bench" files --url ws://127.0.0.1:18084/v1/ws --pid "$aw_pid" --label agentwire --quiet >> bench/files.jsonl
+kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
+
 # PostgreSQL, when its server binaries are installed: a throwaway server with
 # fsync on (as a real deployment), agentwire on it, then its storage ceiling.
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2> /dev/null | tail -n 1 || true)
@@ -188,6 +197,11 @@ if [ -n "$pg_bin" ] && [ "$(id -u)" = 0 ]; then
   bench after-burst --url ws://127.0.0.1:18083/v1/ws --pid "$aw_pid" --label agentwire-postgres --runs 5
   kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
   bench storage --database-url "postgres://postgres@127.0.0.1:15432/ceiling" --rows "$rows" --batches 1,10,100,1000
+  echo "== files: PostgreSQL"
+  runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15432 -U postgres files
+  start_agentwire 18085 "postgres://postgres@127.0.0.1:15432/files" --max-file-bytes 104857600
+  "$bin/agentwire-bench" files --url ws://127.0.0.1:18085/v1/ws --pid "$aw_pid" --label agentwire-postgres --quiet >> bench/files.jsonl
+  kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
   if [ "$search_chats" -gt 0 ]; then
     echo "== search: PostgreSQL"
     runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15432 -U postgres search
