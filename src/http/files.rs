@@ -124,8 +124,9 @@ pub(super) async fn upload(
     }
 
     let upload = Uuid::new_v4();
-    // Whatever ends this request before the seal — a refusal, an error, the
-    // client going away (the handler is dropped) — drops what it staged.
+    // Whatever ends this request before the file is recorded — a refusal,
+    // an error, the client going away (the handler is dropped) — drops what
+    // it staged.
     let mut staged = Staged {
         store: state.store.clone(),
         owner: user.clone(),
@@ -146,11 +147,6 @@ pub(super) async fn upload(
         size + blobs.owner_bytes(&user).await.map_err(SessionError::from)?
     };
     check_quota(total, 0, limits.max_user_bytes)?;
-    blobs
-        .seal(&user, upload, &sha256, size)
-        .await
-        .map_err(SessionError::from)?;
-    staged.armed = false;
     let file = FileRecord {
         id: Uuid::new_v4(),
         owner: user,
@@ -161,15 +157,12 @@ pub(super) async fn upload(
         sha256,
         created_at: chrono::Utc::now().timestamp_millis(),
     };
-    if !state
-        .store
-        .put_file(&file)
-        .await
-        .map_err(SessionError::from)?
-    {
+    let recorded = state.store.put_file(&file, upload).await;
+    if !recorded.map_err(SessionError::from)? {
         // The chat went (deleted) while the file came.
         return Err(SessionError::NotFound.into());
     }
+    staged.armed = false;
     Ok((StatusCode::CREATED, Json(file_view(&file))).into_response())
 }
 
@@ -234,7 +227,7 @@ async fn receive(
     Ok((size, hex::encode(hasher.finalize()), media_type))
 }
 
-/// An upload's staged chunks, dropped with this unless disarmed (sealed).
+/// An upload's staged chunks, dropped with this unless disarmed (recorded).
 struct Staged {
     store: std::sync::Arc<dyn crate::store::Store>,
     owner: String,

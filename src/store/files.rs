@@ -36,7 +36,7 @@ pub struct FileRecord {
 #[async_trait]
 pub trait Blobs: Send + Sync {
     /// Stores chunk `idx` (from 0) of `owner`'s upload `upload`, staged
-    /// until [`Blobs::seal`].
+    /// until the file is recorded ([`Store::put_file`](super::Store::put_file)).
     async fn stage_chunk(
         &self,
         owner: &str,
@@ -44,17 +44,6 @@ pub trait Blobs: Send + Sync {
         idx: u32,
         data: &[u8],
     ) -> Result<(), StoreError>;
-
-    /// Makes the staged upload `owner`'s blob `sha256` of `size` bytes; if
-    /// the owner has that content already, the staged chunks are dropped.
-    /// `true`: the blob is new.
-    async fn seal(
-        &self,
-        owner: &str,
-        upload: Uuid,
-        sha256: &str,
-        size: u64,
-    ) -> Result<bool, StoreError>;
 
     /// Drops what an upload staged (it failed or was refused).
     async fn discard(&self, owner: &str, upload: Uuid) -> Result<(), StoreError>;

@@ -275,9 +275,13 @@ pub trait Store: Send + Sync + 'static {
     /// Where file contents live.
     fn blobs(&self) -> &dyn files::Blobs;
 
-    /// Records a file (its blob sealed) in its chat, if the chat still
-    /// exists and is the file's owner's; `false` otherwise (nothing stored).
-    async fn put_file(&self, file: &files::FileRecord) -> Result<bool, StoreError>;
+    /// Records a file in its chat, with what `upload` staged as its blob
+    /// (dropped if the owner has that content already), in one transaction,
+    /// if the chat still exists and is the file's owner's; `false`
+    /// otherwise, and nothing changed (the staged chunks stay, for the
+    /// caller to drop). A purge running meanwhile never leaves the file
+    /// without its content.
+    async fn put_file(&self, file: &files::FileRecord, upload: Uuid) -> Result<bool, StoreError>;
 
     /// The file with that id.
     async fn file(&self, id: Uuid) -> Result<Option<files::FileRecord>, StoreError>;

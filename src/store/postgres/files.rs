@@ -33,36 +33,6 @@ impl Blobs for PgBlobs {
         Ok(())
     }
 
-    async fn seal(
-        &self,
-        owner: &str,
-        upload: Uuid,
-        sha256: &str,
-        size: u64,
-    ) -> Result<bool, StoreError> {
-        // The staged chunks become the blob's as they are (a large file is
-        // not rewritten); the same content again: they are dropped.
-        let mut tx = self.pool.begin().await?;
-        let new = sqlx::query("INSERT INTO blobs (owner, sha256, size, chunks) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
-        .bind(owner)
-        .bind(sha256)
-        .bind(size as i64)
-        .bind(staged(upload))
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
-        if !new {
-            sqlx::query("DELETE FROM blob_chunks WHERE owner = $1 AND blob = $2")
-                .bind(owner)
-                .bind(staged(upload))
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(new)
-    }
-
     async fn discard(&self, owner: &str, upload: Uuid) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM blob_chunks WHERE owner = $1 AND blob = $2")
             .bind(owner)
@@ -109,9 +79,18 @@ impl Blobs for PgBlobs {
     }
 }
 
-/// Records `file` if its chat exists and is its owner's.
-pub(super) async fn put_file(pool: &PgPool, file: &FileRecord) -> Result<bool, StoreError> {
-    let done = sqlx::query(
+/// Records `file` if its chat exists and is its owner's (share-locked, so a
+/// purge waits or is seen), with `upload`'s chunks as its blob, or the
+/// blob the owner has (its row locked: a purge that would drop it waits for
+/// this, and then sees the file; one that dropped it first leaves this to
+/// insert it again, with its own chunks).
+pub(super) async fn put_file(
+    pool: &PgPool,
+    file: &FileRecord,
+    upload: Uuid,
+) -> Result<bool, StoreError> {
+    let mut tx = pool.begin().await?;
+    let recorded = sqlx::query(
         "INSERT INTO files (id, owner, chat_id, name, media_type, size, sha256, created_at)
          SELECT $1, $2, $3, $4, $5, $6, $7, $8
          FROM chats WHERE id = $3 AND owner = $2 FOR SHARE",
@@ -124,9 +103,33 @@ pub(super) async fn put_file(pool: &PgPool, file: &FileRecord) -> Result<bool, S
     .bind(file.size as i64)
     .bind(&file.sha256)
     .bind(file.created_at)
-    .execute(pool)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if !recorded {
+        return Ok(false);
+    }
+    let new: bool = sqlx::query_scalar(
+        "INSERT INTO blobs (owner, sha256, size, chunks) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (owner, sha256) DO UPDATE SET size = blobs.size
+         RETURNING (xmax = 0)",
+    )
+    .bind(&file.owner)
+    .bind(&file.sha256)
+    .bind(file.size as i64)
+    .bind(staged(upload))
+    .fetch_one(&mut *tx)
     .await?;
-    Ok(done.rows_affected() == 1)
+    if !new {
+        sqlx::query("DELETE FROM blob_chunks WHERE owner = $1 AND blob = $2")
+            .bind(&file.owner)
+            .bind(staged(upload))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(true)
 }
 
 pub(super) async fn file(pool: &PgPool, id: Uuid) -> Result<Option<FileRecord>, StoreError> {

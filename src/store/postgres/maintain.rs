@@ -28,7 +28,17 @@ pub(super) async fn purge(pool: &PgPool, chat: Uuid) -> Result<bool, StoreError>
         return Ok(false);
     };
     let owner: String = found.try_get("owner")?;
-    // The chat's files, and the contents no other file of the owner holds.
+    // The chat's files, and the contents no other file of the owner holds:
+    // their rows locked first, so an upload recording one of them
+    // meanwhile commits before the statements below look (and is seen).
+    sqlx::query(
+        "SELECT 1 FROM blobs WHERE owner = $1 AND sha256 IN (
+             SELECT sha256 FROM files WHERE chat_id = $2) FOR UPDATE",
+    )
+    .bind(&owner)
+    .bind(chat)
+    .execute(&mut *tx)
+    .await?;
     for sql in [
         "DELETE FROM blob_chunks WHERE owner = $1 AND blob IN (
              SELECT chunks FROM blobs WHERE owner = $1 AND sha256 IN (

@@ -142,8 +142,12 @@ impl Store for PgStore {
         &self.blobs
     }
 
-    async fn put_file(&self, file: &super::files::FileRecord) -> Result<bool, StoreError> {
-        files::put_file(&self.pool, file).await
+    async fn put_file(
+        &self,
+        file: &super::files::FileRecord,
+        upload: Uuid,
+    ) -> Result<bool, StoreError> {
+        files::put_file(&self.pool, file, upload).await
     }
 
     async fn file(&self, id: Uuid) -> Result<Option<super::files::FileRecord>, StoreError> {

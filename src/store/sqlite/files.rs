@@ -1,7 +1,7 @@
 //! SQLite's files and blobs (`migrations/sqlite/0011_files.sql`): each
-//! chunk its own short transaction on the pool, and a seal one row, so an
-//! upload never holds the write lock the log's commits need for longer
-//! than one chunk.
+//! chunk its own short transaction on the pool, and the file's record a
+//! few rows, so an upload never holds the write lock the log's commits need
+//! for longer than one chunk.
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -34,36 +34,6 @@ impl Blobs for SqliteBlobs {
             .execute(&self.pool)
             .await?;
         Ok(())
-    }
-
-    async fn seal(
-        &self,
-        owner: &str,
-        upload: Uuid,
-        sha256: &str,
-        size: u64,
-    ) -> Result<bool, StoreError> {
-        // The staged chunks become the blob's as they are (a large file is
-        // not rewritten); the same content again: they are dropped.
-        let mut tx = self.pool.begin().await?;
-        let new = sqlx::query("INSERT INTO blobs (owner, sha256, size, chunks) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING")
-        .bind(owner)
-        .bind(sha256)
-        .bind(size as i64)
-        .bind(staged(upload))
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
-        if !new {
-            sqlx::query("DELETE FROM blob_chunks WHERE owner = ? AND blob = ?")
-                .bind(owner)
-                .bind(staged(upload))
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(new)
     }
 
     async fn discard(&self, owner: &str, upload: Uuid) -> Result<(), StoreError> {
@@ -111,9 +81,16 @@ impl Blobs for SqliteBlobs {
     }
 }
 
-/// Records `file` if its chat exists and is its owner's.
-pub(super) async fn put_file(pool: &SqlitePool, file: &FileRecord) -> Result<bool, StoreError> {
-    let done = sqlx::query(
+/// Records `file` if its chat exists and is its owner's, with `upload`'s
+/// chunks as its blob (never renamed, so a large file is not rewritten; the
+/// same content again: dropped). One transaction, on SQLite's one writer.
+pub(super) async fn put_file(
+    pool: &SqlitePool,
+    file: &FileRecord,
+    upload: Uuid,
+) -> Result<bool, StoreError> {
+    let mut tx = pool.begin().await?;
+    let recorded = sqlx::query(
         "INSERT INTO files (id, owner, chat_id, name, media_type, size, sha256, created_at)
          SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
          WHERE EXISTS (SELECT 1 FROM chats WHERE id = ?3 AND owner = ?2)",
@@ -126,9 +103,34 @@ pub(super) async fn put_file(pool: &SqlitePool, file: &FileRecord) -> Result<boo
     .bind(file.size as i64)
     .bind(&file.sha256)
     .bind(file.created_at)
-    .execute(pool)
-    .await?;
-    Ok(done.rows_affected() == 1)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if !recorded {
+        return Ok(false);
+    }
+    let new = sqlx::query(
+        "INSERT INTO blobs (owner, sha256, size, chunks) VALUES (?, ?, ?, ?)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&file.owner)
+    .bind(&file.sha256)
+    .bind(file.size as i64)
+    .bind(staged(upload))
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if !new {
+        sqlx::query("DELETE FROM blob_chunks WHERE owner = ? AND blob = ?")
+            .bind(&file.owner)
+            .bind(staged(upload))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(true)
 }
 
 pub(super) async fn file(pool: &SqlitePool, id: Uuid) -> Result<Option<FileRecord>, StoreError> {

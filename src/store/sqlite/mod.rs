@@ -192,9 +192,7 @@ impl Store for SqliteStore {
     async fn purge_chat(&self, id: Uuid) -> Result<bool, StoreError> {
         let store = self.clone();
         blocking(move || {
-            // The writer's lock first, as a commit takes it: no commit plans
-            // against the tail between the delete and the tail's forgetting.
-            let mut conn = store.writer();
+            let mut conn = store.writer(); // Held, as a commit: none plans on a stale tail.
             let purged = maintain::purge(&mut conn, &id)?;
             store.tail().forget(&id);
             Ok(purged)
@@ -211,8 +209,12 @@ impl Store for SqliteStore {
         &self.blobs
     }
 
-    async fn put_file(&self, file: &super::files::FileRecord) -> Result<bool, StoreError> {
-        files::put_file(&self.pool, file).await
+    async fn put_file(
+        &self,
+        file: &super::files::FileRecord,
+        upload: Uuid,
+    ) -> Result<bool, StoreError> {
+        files::put_file(&self.pool, file, upload).await
     }
 
     async fn file(&self, id: Uuid) -> Result<Option<super::files::FileRecord>, StoreError> {

@@ -18,18 +18,23 @@ fn record(owner: &str, chat_id: Uuid, sha256: &str, size: u64) -> FileRecord {
     }
 }
 
-/// Stages `parts` as an upload of `owner` and seals it as `sha`.
-async fn stored(store: &Arc<dyn Store>, owner: &str, sha: &str, parts: &[Vec<u8>]) -> bool {
+/// Stages `parts` as an upload of `owner` and records it as `sha` in
+/// `chat`: whether it was recorded.
+async fn stored(store: &Arc<dyn Store>, file: &FileRecord, parts: &[Vec<u8>]) -> bool {
     let upload = Uuid::new_v4();
     for (i, p) in parts.iter().enumerate() {
+        let owner = &file.owner;
         store
             .blobs()
             .stage_chunk(owner, upload, i as u32, p)
             .await
             .unwrap();
     }
-    let size = parts.iter().map(|p| p.len() as u64).sum();
-    store.blobs().seal(owner, upload, sha, size).await.unwrap()
+    let recorded = store.put_file(file, upload).await.unwrap();
+    if !recorded {
+        store.blobs().discard(&file.owner, upload).await.unwrap();
+    }
+    recorded
 }
 
 conformance!(
@@ -44,9 +49,14 @@ async fn files_on(open: Opener) {
         vec![3_u8; 10],
     ];
     let size = (2 * CHUNK_BYTES + 10) as u64;
-    assert!(stored(&store, "gina", "aa", &parts).await, "new");
+    let a = store.create_chat(&chat("gina")).await.unwrap().id;
+    let b = store.create_chat(&chat("gina")).await.unwrap().id;
+    let in_a = record("gina", a, "aa", size);
+    assert!(stored(&store, &in_a, &parts).await);
+    assert_eq!(store.file(in_a.id).await.unwrap(), Some(in_a.clone()));
+    let in_b = record("gina", b, "aa", size);
     assert!(
-        !stored(&store, "gina", "aa", &parts).await,
+        stored(&store, &in_b, &parts).await,
         "the same content again"
     );
     assert_eq!(
@@ -54,6 +64,7 @@ async fn files_on(open: Opener) {
         size,
         "once"
     );
+    assert!(store.blobs().has("gina", "aa").await.unwrap());
     for (i, p) in parts.iter().enumerate() {
         let got = store.blobs().chunk("gina", "aa", i as u32).await.unwrap();
         assert_eq!(got.as_ref(), Some(p));
@@ -64,46 +75,25 @@ async fn files_on(open: Opener) {
         None,
         "gina's"
     );
+    assert!(!store.blobs().has("hank", "aa").await.unwrap());
     assert_eq!(store.blobs().owner_bytes("hank").await.unwrap(), 0);
-    // A refused upload leaves nothing.
-    let upload = Uuid::new_v4();
-    store
-        .blobs()
-        .stage_chunk("gina", upload, 0, b"partial")
-        .await
-        .unwrap();
-    store.blobs().discard("gina", upload).await.unwrap();
-    assert_eq!(store.blobs().owner_bytes("gina").await.unwrap(), size);
 
-    // A file is recorded only in a chat of its owner's.
-    let a = store.create_chat(&chat("gina")).await.unwrap().id;
-    let b = store.create_chat(&chat("gina")).await.unwrap().id;
-    let in_a = record("gina", a, "aa", size);
-    assert!(store.put_file(&in_a).await.unwrap());
-    assert_eq!(store.file(in_a.id).await.unwrap(), Some(in_a.clone()));
-    assert!(
-        !store
-            .put_file(&record("hank", a, "aa", size))
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .put_file(&record("gina", Uuid::new_v4(), "aa", size))
-            .await
-            .unwrap()
-    );
-    let in_b = record("gina", b, "aa", size);
-    assert!(store.put_file(&in_b).await.unwrap());
-    assert!(stored(&store, "gina", "bb", &[b"only in a".to_vec()]).await);
+    // A file is recorded only in a chat of its owner's; else nothing is.
+    assert!(!stored(&store, &record("hank", a, "cc", 3), &[b"abc".to_vec()]).await);
+    let nowhere = record("gina", Uuid::new_v4(), "cc", 3);
+    assert!(!stored(&store, &nowhere, &[b"abc".to_vec()]).await);
+    assert!(!store.blobs().has("gina", "cc").await.unwrap());
+    assert_eq!(store.file(nowhere.id).await.unwrap(), None);
     let only_a = record("gina", a, "bb", 9);
-    assert!(store.put_file(&only_a).await.unwrap());
+    assert!(stored(&store, &only_a, &[b"only in a".to_vec()]).await);
+    assert_eq!(store.blobs().owner_bytes("gina").await.unwrap(), size + 9);
 
     // A purge takes the chat's files, and the contents nothing else holds.
     assert!(store.purge_chat(a).await.unwrap());
     assert_eq!(store.file(in_a.id).await.unwrap(), None);
     assert_eq!(store.file(only_a.id).await.unwrap(), None);
     assert_eq!(store.blobs().chunk("gina", "bb", 0).await.unwrap(), None);
+    assert!(!store.blobs().has("gina", "bb").await.unwrap());
     assert_eq!(store.file(in_b.id).await.unwrap(), Some(in_b.clone()));
     assert!(
         store
