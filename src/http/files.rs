@@ -102,7 +102,10 @@ pub(super) async fn upload(
     body: Body,
 ) -> Result<Response, ApiError> {
     let chat_id = chat_id(&id)?;
-    state.registry.chat(chat_id, &user).await?;
+    let (chat, _) = state.registry.chat(chat_id, &user).await?;
+    if chat.archived {
+        return Err(SessionError::Archived.into());
+    }
     state.registry.charge(&user)?;
     let limits = &state.config.files;
     let declared = headers

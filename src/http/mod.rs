@@ -97,7 +97,11 @@ fn cors(origins: &[String]) -> CorsLayer {
             header::ACCEPT,
             HeaderName::from_static("last-event-id"),
         ])
-        .expose_headers([HeaderName::from_static("x-conversation-id")])
+        .expose_headers([
+            HeaderName::from_static("x-conversation-id"),
+            header::CONTENT_DISPOSITION,
+            header::CONTENT_RANGE,
+        ])
         .max_age(std::time::Duration::from_secs(600))
 }
 

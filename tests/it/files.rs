@@ -246,6 +246,21 @@ async fn limits_are_refused_with_nothing_stored_and_only_the_owner_reaches_a_fil
     let r = gina.download(&json!("not-an-id"), None).await;
     assert_eq!(r.status(), 404);
 
+    // An archived chat takes no file.
+    let archived = gina.chat().await;
+    let gone = gina
+        .http
+        .delete(format!("{}/v1/chats/{archived}", gina.base))
+        .bearer_auth(&gina.bearer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 204);
+    let (status, err) = gina
+        .upload(archived, "a.txt", "text/plain", b"hi".to_vec())
+        .await;
+    assert_eq!(status, 409, "{err}");
+
     // Deleting the chat deletes its files.
     let purge = gina
         .http

@@ -185,7 +185,8 @@ pub(super) fn create_private(path: &Path) -> std::io::Result<()> {
 
 /// Opens the writing connection on the store's (migrated) file and moves what
 /// a previous owner left in the journal into `envelopes` (rows it had already
-/// folded are there and are skipped), so the tail starts empty.
+/// folded are there and are skipped), so the tail starts empty; drops what
+/// its unfinished uploads staged.
 pub(super) fn open(path: &Path) -> rusqlite::Result<Connection> {
     let mut conn = Connection::open(path)?;
     conn.busy_handler(Some(retry_soon))?;
@@ -204,9 +205,18 @@ pub(super) fn open(path: &Path) -> rusqlite::Result<Connection> {
         [],
     )?;
     let left = tx.execute("DELETE FROM journal", [])?;
+    // Uploads a previous owner did not finish (no upload runs before this
+    // process owns the file): their staged chunks.
+    let staged = tx.execute(
+        "DELETE FROM blob_chunks WHERE blob NOT IN (SELECT chunks FROM blobs)",
+        [],
+    )?;
     tx.commit()?;
     if left > 0 {
         tracing::info!(rows = left, moved, "journal recovered into the log");
+    }
+    if staged > 0 {
+        tracing::info!(chunks = staged, "unfinished uploads dropped");
     }
     Ok(conn)
 }

@@ -109,3 +109,35 @@ async fn files_on(open: Opener) {
     assert_eq!(store.blobs().chunk("gina", "aa", 0).await.unwrap(), None);
     assert_eq!(store.blobs().owner_bytes("gina").await.unwrap(), 0);
 }
+
+/// SQLite: one process owns the file, so what an upload had staged when its
+/// server died is dropped when the next one opens it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_drops_a_dead_servers_unfinished_uploads_at_opening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    let kept = store.create_chat(&chat("gina")).await.unwrap().id;
+    assert!(stored(&store, &record("gina", kept, "aa", 3), &[b"abc".to_vec()]).await);
+    let cut = Uuid::new_v4();
+    store
+        .blobs()
+        .stage_chunk("gina", cut, 0, b"half a file")
+        .await
+        .unwrap();
+    drop(store);
+    let count = |path: &std::path::Path| -> i64 {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.query_row("SELECT COUNT(*) FROM blob_chunks", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(count(&path), 2);
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    assert_eq!(
+        count(&path),
+        1,
+        "the staged chunk is gone, the file's is kept"
+    );
+    let got = store.blobs().chunk("gina", "aa", 0).await.unwrap();
+    assert_eq!(got.as_deref(), Some(&b"abc"[..]));
+}
