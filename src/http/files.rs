@@ -149,7 +149,7 @@ pub(super) async fn upload(
     } else {
         size + blobs.owner_bytes(&user).await.map_err(SessionError::from)?
     };
-    check_quota(total, 0, limits.max_user_bytes)?;
+    check_quota(total, limits.max_user_bytes)?;
     let file = FileRecord {
         id: Uuid::new_v4(),
         owner: user,
@@ -262,8 +262,8 @@ fn check_size(size: u64, max: u64) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn check_quota(used: u64, more: u64, max: u64) -> Result<(), ApiError> {
-    if used.saturating_add(more) > max {
+fn check_quota(total: u64, max: u64) -> Result<(), ApiError> {
+    if total > max {
         return Err(SessionError::TooLarge(format!(
             "your files would be over {max} bytes (max_user_file_bytes)"
         ))

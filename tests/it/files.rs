@@ -125,6 +125,22 @@ async fn a_file_is_uploaded_sniffed_and_served_back_whole_or_by_range() {
     assert_eq!(header(&r, "accept-ranges"), "bytes");
     assert_eq!(r.bytes().await.unwrap().to_vec(), bytes);
 
+    // A read ignores a body, even one over every limit.
+    let big = gina
+        .http
+        .get(format!(
+            "{}/v1/files/{}",
+            gina.base,
+            file["id"].as_str().unwrap()
+        ))
+        .bearer_auth(&gina.bearer)
+        .body(vec![b'x'; 2 << 20])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big.status(), 200);
+    assert_eq!(big.bytes().await.unwrap().len(), bytes.len());
+
     let r = gina
         .download(&file["id"], Some("bytes=524280-524300"))
         .await;
