@@ -269,6 +269,7 @@ pub fn provider(model: &ModelSpec, http: &reqwest::Client) -> Result<Arc<dyn Pro
                 .ok_or("name: this provider needs a model name")?,
             model.base_url.clone(),
             model.api_key_env.clone(),
+            model.inputs.as_deref(),
             http,
         )?,
     })

@@ -233,6 +233,10 @@ pub struct ModelSpec {
     pub base_url: Option<String>,
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// The kinds of file the model reads besides text (`image`, `pdf`)
+    /// [default: the vendor's usual].
+    #[serde(default)]
+    pub inputs: Option<Vec<String>>,
     /// Rules of the `scripted` provider.
     #[serde(default)]
     pub script: Option<Script>,

@@ -107,6 +107,7 @@ impl ModelRegistry {
                 m.model.clone().unwrap_or_else(|| m.name.clone()),
                 m.base_url.clone(),
                 m.api_key_env.clone(),
+                m.inputs.as_deref(),
                 http,
             )
             .map_err(|e| format!("model `{}`: {e}", m.name))?;

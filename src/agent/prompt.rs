@@ -123,9 +123,24 @@ fn estimate(text: &str) -> u64 {
     text.chars().count() as u64 / 4 + 4
 }
 
+/// A file's share: its text as text; an image or a PDF page costs vendors
+/// about 1,600 tokens, a PDF's bytes (base64) about one page per 40 KB.
+fn file_cost(f: &crate::llm::File) -> u64 {
+    use crate::llm::FileContent;
+    match &f.content {
+        FileContent::Text(t) => estimate(t),
+        FileContent::Base64(data) if f.media_type == "application/pdf" => {
+            (data.len() as u64 / 54_000 + 1) * 1_600
+        }
+        FileContent::Base64(_) => 1_600,
+        FileContent::Missing(_) | FileContent::Stored(_) => 40,
+    }
+}
+
 fn message_cost(m: &Message) -> u64 {
     match m {
-        Message::User { text } | Message::Peer { text, .. } => estimate(text),
+        Message::User { text, files } => estimate(text) + files.iter().map(file_cost).sum::<u64>(),
+        Message::Peer { text, .. } => estimate(text),
         Message::Assistant { text, tool_calls } => {
             estimate(text)
                 + tool_calls

@@ -2,7 +2,7 @@ use super::*;
 use crate::llm::ToolCall;
 
 fn user(t: &str) -> Message {
-    Message::User { text: t.into() }
+    Message::user(t)
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::definition::ProviderKind;
-use crate::llm::{Anthropic, Endpoint, Gemini, Ollama, OpenAi, Provider};
+use crate::llm::{Anthropic, Endpoint, Gemini, Inputs, Ollama, OpenAi, Provider};
 
 /// The default endpoint of each HTTP provider.
 pub(super) fn default_base_url(kind: ProviderKind) -> &'static str {
@@ -15,6 +15,37 @@ pub(super) fn default_base_url(kind: ProviderKind) -> &'static str {
     }
 }
 
+/// The kinds of file a model reads besides text: `inputs` as configured
+/// (`image`, `pdf`), else its vendor's usual: Anthropic's and Gemini's
+/// models read both; an OpenAI-compatible or Ollama server may serve a
+/// model that reads neither, so it is told (`inputs = ["image"]`).
+///
+/// # Errors
+/// A kind that is neither (named).
+pub(super) fn inputs(kind: ProviderKind, configured: Option<&[String]>) -> Result<Inputs, String> {
+    let Some(kinds) = configured else {
+        let both = matches!(kind, ProviderKind::Anthropic | ProviderKind::Gemini);
+        return Ok(Inputs {
+            image: both,
+            pdf: both,
+        });
+    };
+    let mut inputs = Inputs::default();
+    for k in kinds {
+        match k.as_str() {
+            "image" => inputs.image = true,
+            "pdf" => inputs.pdf = true,
+            "text" => {}
+            other => {
+                return Err(format!(
+                    "inputs: `{other}` is not a kind of file a model reads (image, pdf, text)"
+                ));
+            }
+        }
+    }
+    Ok(inputs)
+}
+
 /// An HTTP provider of `kind` for model `name`.
 ///
 /// # Errors
@@ -24,6 +55,7 @@ pub fn build_provider(
     name: String,
     base_url: Option<String>,
     api_key_env: Option<String>,
+    inputs: Option<&[String]>,
     http: &reqwest::Client,
 ) -> Result<Arc<dyn Provider>, String> {
     let base = base_url.unwrap_or_else(|| default_base_url(kind).to_owned());
@@ -33,6 +65,7 @@ pub fn build_provider(
         base_url: base.trim_end_matches('/').to_owned(),
         model: name,
         api_key_env,
+        inputs: self::inputs(kind, inputs)?,
     };
     Ok(match kind {
         ProviderKind::Openai => Arc::new(OpenAi::new(endpoint)),
@@ -43,4 +76,32 @@ pub fn build_provider(
             return Err("provider: scripted needs an agent file's script".into());
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_default_by_vendor_and_an_unknown_kind_is_named() {
+        let both = Inputs {
+            image: true,
+            pdf: true,
+        };
+        assert_eq!(inputs(ProviderKind::Anthropic, None), Ok(both));
+        assert_eq!(inputs(ProviderKind::Gemini, None), Ok(both));
+        assert_eq!(inputs(ProviderKind::Openai, None), Ok(Inputs::default()));
+        assert_eq!(inputs(ProviderKind::Ollama, None), Ok(Inputs::default()));
+        let image = ["image".to_owned(), "text".to_owned()];
+        assert_eq!(
+            inputs(ProviderKind::Openai, Some(&image)),
+            Ok(Inputs {
+                image: true,
+                pdf: false
+            })
+        );
+        let video = ["video".to_owned()];
+        let err = inputs(ProviderKind::Openai, Some(&video)).unwrap_err();
+        assert!(err.contains("inputs: `video`"), "{err}");
+    }
 }

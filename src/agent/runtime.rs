@@ -134,7 +134,7 @@ async fn body(spec: &RunSpec, link: &RunLink, tally: &mut Tally) -> Result<RunEn
         return group::run(spec, group, link, tally, prompt).await;
     }
     let mut messages: Vec<Message> = spec.history.iter().map(|s| s.message.clone()).collect();
-    messages.extend(prompt.map(|text| Message::User { text }));
+    messages.extend(prompt.map(Message::user));
     alone(spec, agent, link, tally, messages).await
 }
 

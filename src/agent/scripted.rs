@@ -88,6 +88,34 @@ fn fill_json(template: &Value, arg: &Arg, text: &str) -> Value {
     }
 }
 
+/// `{files}`: what the model got of the files a user's message attaches
+/// (empty when none), so a test sees they were read.
+fn attached(m: &Message) -> String {
+    use crate::llm::FileContent;
+    let Message::User { files, .. } = m else {
+        return String::new();
+    };
+    if files.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = files
+        .iter()
+        .map(|f| {
+            let how = match &f.content {
+                FileContent::Base64(data) => {
+                    let pad = data.bytes().rev().take_while(|b| *b == b'=').count();
+                    format!("{} bytes", data.len() / 4 * 3 - pad)
+                }
+                FileContent::Text(t) => format!("{} characters", t.chars().count()),
+                FileContent::Missing(why) => format!("not sent: {why}"),
+                FileContent::Stored(_) => "not read".to_owned(),
+            };
+            format!("{} ({}, {how})", f.name, f.media_type)
+        })
+        .collect();
+    format!("\nYou attached: {}", each.join(", "))
+}
+
 fn words(s: &str) -> u64 {
     s.split_whitespace().count() as u64
 }
@@ -110,7 +138,7 @@ impl ScriptedProvider {
                 .messages
                 .iter()
                 .map(|m| match m {
-                    Message::User { text }
+                    Message::User { text, .. }
                     | Message::Peer { text, .. }
                     | Message::Assistant { text, .. } => words(text),
                     Message::ToolResult { content, .. } => words(content),
@@ -121,7 +149,7 @@ impl ScriptedProvider {
         match request.messages.last() {
             // In a group, what another member said last is answered as a
             // user's message is.
-            Some(Message::User { text } | Message::Peer { text, .. }) => {
+            Some(Message::User { text, .. } | Message::Peer { text, .. }) => {
                 let found = self
                     .script
                     .rules
@@ -145,15 +173,17 @@ impl ScriptedProvider {
                                 .messages
                                 .iter()
                                 .filter_map(|m| match m {
-                                    Message::User { text } => Some(text.as_str()),
+                                    Message::User { text, .. } => Some(text.as_str()),
                                     _ => None,
                                 })
                                 .collect::<Vec<_>>()
                                 .join(" | ");
+                            let files = request.messages.last().map(attached).unwrap_or_default();
                             let vars = [
                                 ("text", text.as_str()),
                                 ("arg", &arg.text),
                                 ("history", &history),
+                                ("files", &files),
                             ];
                             let reply = fill(reply, &vars);
                             chunks(&reply, Duration::ZERO, &mut out);

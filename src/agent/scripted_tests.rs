@@ -45,7 +45,7 @@ fn text_of(events: &[StreamEvent]) -> String {
 #[tokio::test]
 async fn answers_by_rule() {
     let p = ScriptedProvider::new(script());
-    let user = |t: &str| vec![Message::User { text: t.into() }];
+    let user = |t: &str| vec![Message::user(t)];
 
     let events = collect(&p, user("hello there")).await;
     assert_eq!(text_of(&events), "You said: hello there");
@@ -96,13 +96,7 @@ async fn answers_by_rule() {
 #[tokio::test]
 async fn a_rule_may_think_before_it_answers() {
     let p = ScriptedProvider::new(script());
-    let events = collect(
-        &p,
-        vec![Message::User {
-            text: "think: 42".into(),
-        }],
-    )
-    .await;
+    let events = collect(&p, vec![Message::user("think: 42")]).await;
     let thinking: String = events
         .iter()
         .filter_map(|e| match e {

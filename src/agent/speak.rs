@@ -245,7 +245,7 @@ pub(super) async fn speak(
     for turn in first..agent.max_turns {
         // What the user said meanwhile to steer the run, before this turn.
         for text in link.steered().await {
-            messages.push(Message::User { text });
+            messages.push(Message::user(text));
         }
         let (method, reason) = match (&voice.chosen, turn) {
             (None, _) => (None, None),
@@ -309,12 +309,10 @@ pub(super) async fn speak(
                         text: raw,
                         tool_calls: Vec::new(),
                     });
-                    messages.push(Message::User {
-                        text: format!(
+                    messages.push(Message::user(format!(
                             "Your tool call could not be parsed: {why}. Reply with ONLY one JSON object: \
                              {{\"tool\": \"tool_name\", \"parameters\": {{...}}, \"terminate\": false}}"
-                        ),
-                    });
+                        )));
                     continue;
                 }
                 Some(Ok((raw, call, terminate))) => {
@@ -329,9 +327,10 @@ pub(super) async fn speak(
                         ToolOutcome::Result { content, is_error } => (content, is_error),
                     };
                     let label = if is_error { "Error from" } else { "Result of" };
-                    messages.push(Message::User {
-                        text: format!("{label} {}:\n{}", call.name, content),
-                    });
+                    messages.push(Message::user(format!(
+                        "{label} {}:\n{}",
+                        call.name, content
+                    )));
                     let handoff = Tool::handoff_target(&call, voice.tools).filter(|_| !is_error);
                     if terminate || handoff.is_some() {
                         return Ok(done(last_text, handoff));

@@ -22,6 +22,11 @@ pub struct FileLimits {
     pub max_file_bytes: u64,
     /// The bytes one user may keep, each content once (`max_user_file_bytes`).
     pub max_user_bytes: u64,
+    /// The files one message may attach (`max_files_per_message`).
+    pub max_per_message: usize,
+    /// The bytes of files a message's body may carry inline, base64
+    /// included (`max_inline_file_bytes`).
+    pub max_inline_bytes: usize,
     /// The media types a file may have, sniffed (`file_media_types`), lower case.
     pub media_types: Vec<String>,
 }
@@ -34,8 +39,19 @@ impl FileLimits {
     pub(super) fn resolve(
         max_file_bytes: Option<u64>,
         max_user_bytes: Option<u64>,
+        max_per_message: Option<usize>,
+        max_inline_bytes: Option<usize>,
         media_types: Option<Vec<String>>,
     ) -> Result<Self, (&'static str, String)> {
+        let max_inline_bytes = max_inline_bytes.unwrap_or(8 << 20);
+        if max_inline_bytes > 256 << 20 {
+            return Err(("max_inline_file_bytes", "must be at most 268435456".into()));
+        }
+        let max_per_message = max_per_message.unwrap_or(10);
+        // 32: the schemas' bound (`protocol::MAX_ATTACHMENTS`).
+        if !(1..=32).contains(&max_per_message) {
+            return Err(("max_files_per_message", "must be between 1 and 32".into()));
+        }
         let max_file_bytes = max_file_bytes.unwrap_or(50 << 20);
         if !(1..=(4_u64 << 30)).contains(&max_file_bytes) {
             return Err(("max_file_bytes", "must be between 1 and 4294967296".into()));
@@ -68,6 +84,8 @@ impl FileLimits {
         Ok(Self {
             max_file_bytes,
             max_user_bytes,
+            max_per_message,
+            max_inline_bytes,
             media_types,
         })
     }

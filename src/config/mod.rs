@@ -342,6 +342,8 @@ impl Settings {
         let files = FileLimits::resolve(
             pick!(max_file_bytes),
             pick!(max_user_file_bytes),
+            pick!(max_files_per_message),
+            pick!(max_inline_file_bytes),
             pick!(file_media_types),
         )
         .map_err(|(key, why)| bad(key, why))?;

@@ -212,6 +212,14 @@ pub struct Settings {
     /// 1073741824].
     #[arg(long, env = "AGENTWIRE_MAX_USER_FILE_BYTES", global = true)]
     pub max_user_file_bytes: Option<u64>,
+    /// Files one message may attach (1 to 32) [default: 10].
+    #[arg(long, env = "AGENTWIRE_MAX_FILES_PER_MESSAGE", global = true)]
+    pub max_files_per_message: Option<usize>,
+    /// Bytes of files a message may carry inline (the AI SDK's data URLs,
+    /// AG-UI's base64), on top of `max_message_bytes` for the body of
+    /// those routes [default: 8388608].
+    #[arg(long, env = "AGENTWIRE_MAX_INLINE_FILE_BYTES", global = true)]
+    pub max_inline_file_bytes: Option<usize>,
     /// Media types a file may have, as sniffed from its content, comma
     /// separated [default: images (PNG, JPEG, GIF, WebP), PDF, and text:
     /// plain, CSV, Markdown, JSON].
@@ -274,6 +282,8 @@ pub(super) struct FileSettings {
     pub(super) connection_hosts: Option<Vec<String>>,
     pub(super) max_file_bytes: Option<u64>,
     pub(super) max_user_file_bytes: Option<u64>,
+    pub(super) max_files_per_message: Option<usize>,
+    pub(super) max_inline_file_bytes: Option<usize>,
     pub(super) file_media_types: Option<Vec<String>>,
     #[serde(default)]
     pub(super) models: Vec<ModelConfig>,
@@ -294,6 +304,10 @@ pub struct ModelConfig {
     pub base_url: Option<String>,
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// The kinds of file it reads besides text (`image`, `pdf`) [default:
+    /// both for `anthropic` and `gemini`, neither for `openai` and `ollama`].
+    #[serde(default)]
+    pub inputs: Option<Vec<String>>,
     /// Other names for it (`qwen` for `qwen3-8b`).
     #[serde(default)]
     pub aliases: Vec<String>,

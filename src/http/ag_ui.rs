@@ -147,11 +147,13 @@ pub(super) async fn run(
                 )
             })?;
         let text = text_parts(&last["content"]);
-        if text.trim().is_empty() {
+        let files = super::inline_files::ag_ui(&last["content"]);
+        if text.trim().is_empty() && files.is_empty() {
             return Err(ApiError::BadRequest(
-                "the user's message has no text".into(),
+                "the user's message has no text and no file".into(),
             ));
         }
+        let files = super::inline_files::attach(&state, user, chat_id, &files).await?;
         let agent = input.forwarded_props["agent"]
             .as_str()
             .unwrap_or(&state.config.default_agent);
@@ -163,6 +165,7 @@ pub(super) async fn run(
                 let caller = crate::session::Caller {
                     context: context.as_ref(),
                     client_tools: &input.tools,
+                    attachments: Some(&files),
                     ..crate::session::Caller::bearing(user, auth.token.as_deref())
                 };
                 super::sse::stream::begin_edit(&state, caller, chat_id, nth, text).await?
@@ -171,6 +174,7 @@ pub(super) async fn run(
                 let turn = Turn {
                     context: context.as_ref(),
                     client_tools: &input.tools,
+                    attachments: Some(&files),
                     ..Turn::say(user, auth.token.as_deref(), (chat_id, derived), agent, text)
                 };
                 begin_turn(&state, turn).await?
@@ -466,8 +470,11 @@ pub(super) fn message(env: &crate::protocol::Envelope) -> Option<Value> {
     use crate::protocol::EventKind;
     let id = format!("msg-{}", env.seq);
     Some(match &env.kind {
-        EventKind::Text { agent, content } if agent == "user" => {
+        EventKind::Text { agent, content } if agent == "user" && env.attachments.is_empty() => {
             json!({"id": id, "role": "user", "content": content})
+        }
+        EventKind::Text { agent, content } if agent == "user" => {
+            json!({"id": id, "role": "user", "content": super::inline_files::ag_ui_content(env, content)})
         }
         EventKind::Text { content, .. } => {
             json!({"id": id, "role": "assistant", "content": content})

@@ -149,20 +149,28 @@ pub(super) async fn send(
     match last["role"].as_str() {
         Some("user") => {
             let text = text_parts(&last["parts"]);
-            if text.trim().is_empty() {
+            let files = super::inline_files::ai_sdk(&last["parts"]);
+            if text.trim().is_empty() && files.is_empty() {
                 return Err(ApiError::BadRequest(
-                    "the last message has no text part".into(),
+                    "the last message has no text part and no file part".into(),
                 ));
             }
+            let files = super::inline_files::attach(state, user, chat_id, &files).await?;
             if body.message_id.is_some() {
-                return edit(state, user, bearer, chat_id, &body, text).await;
+                // The message as edited holds its files (those it kept come
+                // back as their `/v1/files/{id}` URLs).
+                let caller = crate::session::Caller {
+                    attachments: Some(&files),
+                    ..crate::session::Caller::bearing(user, bearer)
+                };
+                return edit(state, caller, chat_id, &body, text).await;
             }
             let agent = body.agent.as_deref().unwrap_or(&state.config.default_agent);
-            let (feed, before) = begin_turn(
-                state,
-                Turn::say(user, bearer, (chat_id, derived), agent, text),
-            )
-            .await?;
+            let turn = Turn {
+                attachments: Some(&files),
+                ..Turn::say(user, bearer, (chat_id, derived), agent, text)
+            };
+            let (feed, before) = begin_turn(state, turn).await?;
             // The run the user's words begin (it may be over already).
             let run_start = state.registry.run_start(chat_id, user, before + 1).await?;
             let encoder = encoder(state, chat_id, user).await?;
@@ -219,22 +227,15 @@ async fn regenerate(
 /// conversation goes on from the new text on a branch of its own.
 async fn edit(
     state: &AppState,
-    user: &str,
-    bearer: Option<&str>,
+    caller: crate::session::Caller<'_>,
     chat_id: Uuid,
     body: &AiSdkRequest,
     text: String,
 ) -> Result<Prepared, ApiError> {
     let nth = body.messages.iter().filter(|m| m["role"] == "user").count() - 1;
-    let caller = crate::session::Caller::bearing(user, bearer);
-    let edit = state.registry.edit(
-        chat_id,
-        caller,
-        crate::session::MessageRef::Nth(nth),
-        text,
-        None,
-    );
-    branching(state, user, chat_id, edit).await
+    let at = crate::session::MessageRef::Nth(nth);
+    let edit = state.registry.edit(chat_id, caller, at, text, None);
+    branching(state, caller.user, chat_id, edit).await
 }
 
 /// Follows the chat, runs `op` (a branch: its run starts after the log's

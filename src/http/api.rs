@@ -74,6 +74,25 @@ pub struct CreateChat {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub context: Option<Map<String, Value>>,
+    /// Files the first message attaches, uploaded to `chat_id` before
+    /// (`POST /v1/chats/{id}/files`): a first message of files alone needs
+    /// no `message`.
+    #[serde(default)]
+    pub attachments: Vec<FileRefBody>,
+}
+
+/// A file a message attaches: one the caller uploaded to the same chat.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileRefBody {
+    pub file_id: Uuid,
+}
+
+/// The files of a request body, as the session takes them.
+pub(super) fn file_refs(refs: &[FileRefBody]) -> Vec<crate::protocol::FileRef> {
+    refs.iter()
+        .map(|r| crate::protocol::FileRef { file_id: r.file_id })
+        .collect()
 }
 
 /// `POST /v1/chats/{id}/messages`.
@@ -89,6 +108,11 @@ pub struct SendMessage {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub multitask_strategy: Option<crate::protocol::MultitaskStrategy>,
+    /// Files the message attaches (at most `max_files_per_message`), each
+    /// uploaded to this chat: logged on the user's `chat.text`, sent to
+    /// the model in its vendor's own form. `text` may then be empty.
+    #[serde(default)]
+    pub attachments: Vec<FileRefBody>,
 }
 
 /// `POST /v1/chats/{id}/messages` → 202.

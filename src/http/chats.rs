@@ -100,15 +100,17 @@ pub(super) async fn create_chat(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let body: CreateChat = parse_body(&body)?;
-    if body.message.as_deref().is_some_and(|m| m.trim().is_empty()) {
+    if body.attachments.is_empty() && body.message.as_deref().is_some_and(|m| m.trim().is_empty()) {
         return Err(ApiError::BadRequest("`message` must not be empty".into()));
     }
     let id = body.chat_id.unwrap_or_else(Uuid::new_v4);
     if state.registry.chat(id, &auth.user).await.is_ok() {
         return Err(ApiError::Conflict(format!("chat {id} exists already")));
     }
+    let files = super::api::file_refs(&body.attachments);
     let caller = Caller {
         context: body.context.as_ref(),
+        attachments: Some(&files),
         ..Caller::bearing(&auth.user, auth.token.as_deref())
     };
     state
@@ -173,10 +175,16 @@ pub(super) async fn send_message(
 ) -> Result<Response, ApiError> {
     let id = chat_id(&id)?;
     let body: SendMessage = parse_body(&body)?;
-    if body.text.trim().is_empty() {
-        return Err(ApiError::BadRequest("`text` must not be empty".into()));
+    if body.text.trim().is_empty() && body.attachments.is_empty() {
+        return Err(ApiError::BadRequest(
+            "`text` must not be empty unless the message attaches files".into(),
+        ));
     }
-    let caller = Caller::bearing(&auth.user, auth.token.as_deref());
+    let files = super::api::file_refs(&body.attachments);
+    let caller = Caller {
+        attachments: Some(&files),
+        ..Caller::bearing(&auth.user, auth.token.as_deref())
+    };
     state
         .registry
         .user_message(

@@ -98,6 +98,7 @@ impl IntoResponse for ApiError {
                 let status = match e {
                     SessionError::NotFound
                     | SessionError::MessageNotFound(_)
+                    | SessionError::FileNotFound(_)
                     | SessionError::RequestNotFound(_)
                     | SessionError::UnknownWorkflow(_) => StatusCode::NOT_FOUND,
                     SessionError::RunInProgress

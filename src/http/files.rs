@@ -102,12 +102,6 @@ pub(super) async fn upload(
     body: Body,
 ) -> Result<Response, ApiError> {
     let chat_id = chat_id(&id)?;
-    let (chat, _) = state.registry.chat(chat_id, &user).await?;
-    if chat.archived {
-        return Err(SessionError::Archived.into());
-    }
-    state.registry.charge(&user)?;
-    let limits = &state.config.files;
     let declared = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -122,7 +116,94 @@ pub(super) async fn upload(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if let Some(length) = length {
+    let file = match declared.as_deref() {
+        Some("multipart/form-data") => {
+            let boundary = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| multer::parse_boundary(v).ok())
+                .ok_or_else(|| ApiError::BadRequest("the multipart body has no boundary".into()))?;
+            let mut form = multer::Multipart::new(body.into_data_stream(), boundary);
+            // The first part with a file name (a form's file input) is the file.
+            let field = loop {
+                match form.next_field().await {
+                    Ok(Some(field)) if field.file_name().is_some() => break field,
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        return Err(ApiError::BadRequest(
+                            "the form holds no file (a part with a filename)".into(),
+                        ));
+                    }
+                    Err(e) => {
+                        return Err(ApiError::BadRequest(format!(
+                            "the form cannot be read: {e}"
+                        )));
+                    }
+                }
+            };
+            let name = q
+                .name
+                .clone()
+                .or_else(|| field.file_name().map(str::to_owned));
+            let declared = field
+                .content_type()
+                .map(|t| t.essence_str().to_ascii_lowercase());
+            let file = Incoming {
+                chat_id,
+                name: name.as_deref(),
+                declared: declared.as_deref(),
+                length: None,
+            };
+            keep(&state, &user, file, field).await?
+        }
+        _ => {
+            let file = Incoming {
+                chat_id,
+                name: q.name.as_deref(),
+                declared: declared.as_deref(),
+                length,
+            };
+            keep(&state, &user, file, body.into_data_stream()).await?
+        }
+    };
+    Ok((StatusCode::CREATED, Json(file_view(&file))).into_response())
+}
+
+/// A file arriving: where it goes and what its sender says of it.
+pub(super) struct Incoming<'a> {
+    pub(super) chat_id: Uuid,
+    /// As the sender names it (cleaned before it is kept).
+    pub(super) name: Option<&'a str>,
+    /// The declared media type (only tells text kinds apart).
+    pub(super) declared: Option<&'a str>,
+    /// The declared length, refused early when over the limit.
+    pub(super) length: Option<u64>,
+}
+
+/// Keeps `body` as a file of `user`'s in `file.chat_id` (one not started
+/// yet too; another user's finds nothing): every upload's way in, through
+/// the same limits, sniffing, quota and dedup, whether it came as the raw
+/// body, a multipart field or a data URL of a message.
+pub(super) async fn keep<E>(
+    state: &AppState,
+    user: &str,
+    file: Incoming<'_>,
+    body: impl futures_util::Stream<Item = Result<bytes::Bytes, E>>,
+) -> Result<FileRecord, ApiError> {
+    let chat_id = file.chat_id;
+    match state
+        .store
+        .chat(chat_id)
+        .await
+        .map_err(SessionError::from)?
+    {
+        Some(chat) if chat.owner != user => return Err(SessionError::NotFound.into()),
+        Some(chat) if chat.archived => return Err(SessionError::Archived.into()),
+        _ => {}
+    }
+    state.registry.charge(user)?;
+    let limits = &state.config.files;
+    if let Some(length) = file.length {
         check_size(length, limits.max_file_bytes)?;
     }
 
@@ -132,54 +213,49 @@ pub(super) async fn upload(
     // it staged.
     let mut staged = Staged {
         store: state.store.clone(),
-        owner: user.clone(),
+        owner: user.to_owned(),
         upload,
         armed: true,
     };
-    let (size, sha256, media_type) =
-        receive(&state, &user, upload, declared.as_deref(), body).await?;
+    let (size, sha256, media_type) = receive(state, user, upload, file.declared, body).await?;
     // The quota counts each content once: the same file again is free.
     let blobs = state.store.blobs();
-    let total = if blobs
-        .has(&user, &sha256)
-        .await
-        .map_err(SessionError::from)?
-    {
+    let total = if blobs.has(user, &sha256).await.map_err(SessionError::from)? {
         0
     } else {
-        size + blobs.owner_bytes(&user).await.map_err(SessionError::from)?
+        size + blobs.owner_bytes(user).await.map_err(SessionError::from)?
     };
     check_quota(total, limits.max_user_bytes)?;
-    let file = FileRecord {
+    let record = FileRecord {
         id: Uuid::new_v4(),
-        owner: user,
+        owner: user.to_owned(),
         chat_id,
-        name: clean_name(q.name.as_deref()),
+        name: clean_name(file.name),
         media_type,
         size,
         sha256,
         created_at: chrono::Utc::now().timestamp_millis(),
     };
-    let recorded = state.store.put_file(&file, upload).await;
+    let recorded = state.store.put_file(&record, upload).await;
     if !recorded.map_err(SessionError::from)? {
-        // The chat went (deleted) while the file came.
+        // The chat became another user's while the file came.
         return Err(SessionError::NotFound.into());
     }
     staged.armed = false;
-    Ok((StatusCode::CREATED, Json(file_view(&file))).into_response())
+    Ok(record)
 }
 
 /// Streams the body into staged chunks: its size, digest and media type.
-async fn receive(
+async fn receive<E>(
     state: &AppState,
     user: &str,
     upload: Uuid,
     declared: Option<&str>,
-    body: Body,
+    body: impl futures_util::Stream<Item = Result<bytes::Bytes, E>>,
 ) -> Result<(u64, String, String), ApiError> {
     let limits = &state.config.files;
     let wait = state.config.http_body_timeout;
-    let mut stream = body.into_data_stream();
+    let mut stream = std::pin::pin!(body);
     let (mut hasher, mut size, mut idx) = (Sha256::new(), 0_u64, 0_u32);
     let mut chunk: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
     let mut media_type: Option<String> = None;

@@ -70,12 +70,17 @@ pub(super) async fn check(State(state): State<AppState>, request: Request, next:
     }
     // The body, read whole within the timeout: a client that trickles it in
     // (slowloris) holds a connection no longer than that.
-    let limit = state.config.max_message_bytes;
+    let limit = match super::inline_files::carries_files(parts.method.as_str(), parts.uri.path()) {
+        true => state.config.max_message_bytes + state.config.files.max_inline_bytes,
+        false => state.config.max_message_bytes,
+    };
     let read = axum::body::to_bytes(body, limit);
     let bytes = match tokio::time::timeout(state.config.http_body_timeout, read).await {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(e)) if is_too_long(&e) => {
-            let message = format!("the request body is over {limit} bytes (max_message_bytes)");
+            let message = format!(
+                "the request body is over {limit} bytes (max_message_bytes, with max_inline_file_bytes for a message that may carry files)"
+            );
             return refuse(StatusCode::PAYLOAD_TOO_LARGE, &message);
         }
         Ok(Err(_)) => {

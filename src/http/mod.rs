@@ -18,6 +18,7 @@ mod error;
 mod files;
 mod guard;
 mod history;
+mod inline_files;
 mod listing;
 mod openai;
 mod openapi;
@@ -31,6 +32,7 @@ mod views;
 mod web;
 mod workflows;
 mod ws;
+mod ws_read;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -108,7 +110,9 @@ fn cors(origins: &[String]) -> CorsLayer {
 /// The application's routes.
 pub fn router(state: AppState) -> Router {
     let origins = state.config.cors_origins.clone();
-    let body_limit = state.config.max_message_bytes;
+    // The guard holds each route to its own limit first (a message that
+    // may carry files inline, more); this only bounds the extractors.
+    let body_limit = state.config.max_message_bytes + state.config.files.max_inline_bytes;
     let guard = axum::middleware::from_fn_with_state(state.clone(), guard::check);
     let app = Router::new()
         .route("/healthz", get(ops::healthz))

@@ -10,7 +10,9 @@ use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
 use super::transport::{Decoder, Endpoint, Framing, KeyHeader, Wire, cut_short, malformed};
-use super::{ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, Usage};
+use super::{
+    ChatRequest, Message, Part, Provider, ProviderError, StopReason, StreamEvent, Usage, user_parts,
+};
 use crate::protocol::ErrorCode;
 
 const VENDOR: &str = "anthropic";
@@ -43,7 +45,31 @@ impl Anthropic {
         let mut messages: Vec<Value> = Vec::new();
         for m in &request.messages {
             match m {
-                Message::User { text } => user_text(&mut messages, text),
+                Message::User { text, files } if files.is_empty() => user_text(&mut messages, text),
+                Message::User { text, files } => {
+                    let blocks = user_parts(text, files, self.endpoint.inputs)
+                        .into_iter()
+                        .map(|p| match p {
+                            Part::Text(text) => json!({"type": "text", "text": text}),
+                            Part::Bytes {
+                                media_type, data, ..
+                            } if media_type.starts_with("image/") => json!({
+                                "type": "image",
+                                "source": {"type": "base64", "media_type": media_type, "data": data},
+                            }),
+                            Part::Bytes {
+                                name,
+                                media_type,
+                                data,
+                            } => json!({
+                                "type": "document",
+                                "source": {"type": "base64", "media_type": media_type, "data": data},
+                                "title": name,
+                            }),
+                        })
+                        .collect();
+                    user_blocks(&mut messages, blocks);
+                }
                 Message::Peer { name, text } => {
                     user_text(&mut messages, &Message::prefixed(name, text))
                 }
@@ -224,6 +250,22 @@ impl Decoder for EventDecoder {
 
 /// Adds a user text turn, as a text block of the user message before it if
 /// there is one.
+/// Blocks of a user's turn: after the user turn before, if one is there
+/// (roles alternate), else a turn of their own.
+fn user_blocks(messages: &mut Vec<Value>, blocks: Vec<Value>) {
+    match messages.last_mut() {
+        Some(last) if last["role"] == "user" => {
+            if let Some(prior) = last["content"].as_str() {
+                last["content"] = json!([{"type": "text", "text": prior}]);
+            }
+            if let Some(all) = last["content"].as_array_mut() {
+                all.extend(blocks);
+            }
+        }
+        _ => messages.push(json!({"role": "user", "content": blocks})),
+    }
+}
+
 fn user_text(messages: &mut Vec<Value>, text: &str) {
     match messages.last_mut() {
         Some(last) if last["role"] == "user" => {

@@ -9,7 +9,9 @@ use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
 use super::transport::{Decoder, Endpoint, Framing, KeyHeader, Wire, cut_short, malformed};
-use super::{ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, Usage};
+use super::{
+    ChatRequest, Message, Part, Provider, ProviderError, StopReason, StreamEvent, Usage, user_parts,
+};
 use crate::protocol::ErrorCode;
 
 const VENDOR: &str = "gemini";
@@ -38,7 +40,19 @@ impl Gemini {
         let mut contents: Vec<Value> = Vec::new();
         for m in &request.messages {
             match m {
-                Message::User { text } => user_text(&mut contents, text),
+                Message::User { text, files } if files.is_empty() => user_text(&mut contents, text),
+                Message::User { text, files } => {
+                    let parts: Vec<Value> = user_parts(text, files, self.endpoint.inputs)
+                        .into_iter()
+                        .map(|p| match p {
+                            Part::Text(text) => json!({"text": text}),
+                            Part::Bytes {
+                                media_type, data, ..
+                            } => json!({"inline_data": {"mime_type": media_type, "data": data}}),
+                        })
+                        .collect();
+                    user_turn(&mut contents, parts);
+                }
                 Message::Peer { name, text } => {
                     user_text(&mut contents, &Message::prefixed(name, text))
                 }
@@ -203,12 +217,20 @@ impl Decoder for ResponseDecoder {
 /// Adds a user text turn: a part of the user turn before it if there is one
 /// (a group's members speak one after another; roles alternate).
 fn user_text(contents: &mut Vec<Value>, text: &str) {
+    user_turn(contents, vec![json!({"text": text})]);
+}
+
+/// Parts of a user's turn: after the user turn before (not one of function
+/// responses), if one is there, else a turn of their own.
+fn user_turn(contents: &mut Vec<Value>, parts: Vec<Value>) {
     match contents.last_mut() {
-        Some(last) if last["role"] == "user" && last["parts"][0].get("text").is_some() => {
-            if let Some(parts) = last["parts"].as_array_mut() {
-                parts.push(json!({"text": text}));
+        Some(last)
+            if last["role"] == "user" && last["parts"][0].get("functionResponse").is_none() =>
+        {
+            if let Some(all) = last["parts"].as_array_mut() {
+                all.extend(parts);
             }
         }
-        _ => contents.push(json!({"role": "user", "parts": [{"text": text}]})),
+        _ => contents.push(json!({"role": "user", "parts": parts})),
     }
 }

@@ -9,7 +9,10 @@ use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
 use super::transport::{Decoder, Endpoint, Framing, KeyHeader, Wire, cut_short, malformed};
-use super::{ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, Usage};
+use super::{
+    ChatRequest, Inputs, Message, Part, Provider, ProviderError, StopReason, StreamEvent, Usage,
+    user_parts,
+};
 use crate::protocol::ErrorCode;
 
 const VENDOR: &str = "ollama";
@@ -40,7 +43,26 @@ impl Ollama {
         }
         for m in &request.messages {
             messages.push(match m {
-                Message::User { text } => json!({"role": "user", "content": text}),
+                Message::User { text, files } => {
+                    // Ollama takes images only, as base64 beside the text.
+                    let inputs = Inputs {
+                        pdf: false,
+                        ..self.endpoint.inputs
+                    };
+                    let mut words = Vec::new();
+                    let mut images = Vec::new();
+                    for p in user_parts(text, files, inputs) {
+                        match p {
+                            Part::Text(t) => words.push(t),
+                            Part::Bytes { data, .. } => images.push(Value::from(data)),
+                        }
+                    }
+                    let mut msg = json!({"role": "user", "content": words.join("\n\n")});
+                    if !images.is_empty() {
+                        msg["images"] = Value::Array(images);
+                    }
+                    msg
+                }
                 Message::Peer { name, text } => {
                     json!({"role": "user", "content": Message::prefixed(name, text)})
                 }

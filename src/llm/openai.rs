@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 use super::transport::{Decoder, Endpoint, Framing, KeyHeader, Wire, cut_short, malformed};
 use super::{
-    ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, ToolDefinition, Usage,
+    ChatRequest, Message, Part, Provider, ProviderError, StopReason, StreamEvent, ToolDefinition,
+    Usage, user_parts,
 };
 use crate::protocol::ErrorCode;
 
@@ -48,7 +49,32 @@ impl OpenAi {
         }
         for m in &request.messages {
             messages.push(match m {
-                Message::User { text } => json!({"role": "user", "content": text}),
+                Message::User { text, files } if files.is_empty() => {
+                    json!({"role": "user", "content": text})
+                }
+                Message::User { text, files } => {
+                    let content: Vec<Value> = user_parts(text, files, self.endpoint.inputs)
+                        .into_iter()
+                        .map(|p| match p {
+                            Part::Text(text) => json!({"type": "text", "text": text}),
+                            Part::Bytes {
+                                media_type, data, ..
+                            } if media_type.starts_with("image/") => json!({
+                                "type": "image_url",
+                                "image_url": {"url": format!("data:{media_type};base64,{data}")},
+                            }),
+                            Part::Bytes {
+                                name,
+                                media_type,
+                                data,
+                            } => json!({
+                                "type": "file",
+                                "file": {"filename": name, "file_data": format!("data:{media_type};base64,{data}")},
+                            }),
+                        })
+                        .collect();
+                    json!({"role": "user", "content": content})
+                }
                 // `name` for OpenAI; the prefix for the compatible servers
                 // that drop it (Ollama, llama.cpp, vLLM's chat templates).
                 Message::Peer { name, text } => {

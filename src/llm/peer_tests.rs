@@ -13,6 +13,7 @@ fn endpoint() -> Endpoint {
         base_url: "http://127.0.0.1:9".into(),
         model: "m".into(),
         api_key_env: None,
+        inputs: Inputs::default(),
     }
 }
 
@@ -20,7 +21,7 @@ fn request() -> ChatRequest {
     ChatRequest {
         system_prompt: String::new(),
         messages: vec![
-            Message::User { text: "Go".into() },
+            Message::user("Go"),
             Message::Peer {
                 name: "planner".into(),
                 text: "Plan A".into(),
@@ -60,7 +61,7 @@ fn every_vendor_says_who_spoke() {
 fn a_peer_after_tool_results_keeps_them_first() {
     let r = ChatRequest {
         messages: vec![
-            Message::User { text: "Go".into() },
+            Message::user("Go"),
             Message::Assistant {
                 text: String::new(),
                 tool_calls: vec![ToolCall {

@@ -52,6 +52,8 @@ pub struct Endpoint {
     pub model: String,
     /// The environment variable holding the API key, if any.
     pub api_key_env: Option<String>,
+    /// The kinds of file the model reads besides text.
+    pub inputs: super::Inputs,
 }
 
 impl std::fmt::Debug for Endpoint {

@@ -19,6 +19,9 @@ pub enum ClientFrame {
         message: Option<String>,
         #[serde(default)]
         context: Option<Map<String, Value>>,
+        /// Files `message` attaches.
+        #[serde(default)]
+        attachments: Vec<super::FileRef>,
     },
     /// A new user turn.
     #[serde(rename = "user.message")]
@@ -30,6 +33,9 @@ pub enum ClientFrame {
         /// What it does if a run is in flight (absent: the agent's choice).
         #[serde(default)]
         multitask_strategy: Option<super::MultitaskStrategy>,
+        /// Files the message attaches.
+        #[serde(default)]
+        attachments: Vec<super::FileRef>,
     },
     /// The answer to a `chat.input_request`.
     #[serde(rename = "user.input.submit")]
@@ -89,6 +95,9 @@ pub enum ClientFrame {
         text: String,
         #[serde(default)]
         client_msg_id: Option<String>,
+        /// The files the new version attaches (absent: the edited one's).
+        #[serde(default)]
+        attachments: Option<Vec<super::FileRef>>,
     },
     /// Answer the user's message `seq` again (default: the last one).
     #[serde(rename = "chat.regenerate")]

@@ -11,7 +11,8 @@ fn parses_each_type() {
             chat_id: id,
             agent: "demo".into(),
             message: Some("hi".into()),
-            context: None
+            context: None,
+            attachments: Vec::new(),
         }
     );
     let resume = format!(r#"{{"type":"client.resume","chat_id":"{id}","lastClientIndex":7}}"#);

@@ -416,6 +416,9 @@ pub struct Envelope {
     /// timed-out run cut off: what it had said until then.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// On a user's `chat.text` (and its `chat.queued`): the files it attaches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<super::Attachment>,
 }
 
 impl Envelope {
@@ -431,6 +434,7 @@ impl Envelope {
             queued: None,
             starts_run: false,
             partial: false,
+            attachments: Vec::new(),
         }
     }
 
@@ -456,44 +460,4 @@ pub fn mark_replay(stored: &str) -> String {
     out.push_str(body);
     out.push_str(",\"replay\":true}");
     out
-}
-
-/// `chat.resume_boundary`: sent after a replay, never persisted, no `seq`.
-pub fn resume_boundary(chat_id: Uuid, last_seq: u64, recovered: bool) -> String {
-    serde_json::json!({
-        "type": "chat.resume_boundary",
-        "chat_id": chat_id,
-        "last_seq": last_seq,
-        "recovered": recovered,
-        "ts": now_ts(),
-    })
-    .to_string()
-}
-
-/// A `chat.error` for one connection's bad message: not persisted, no `seq`,
-/// `chat_id` null when it could not be read.
-pub fn connection_error(
-    chat_id: Option<Uuid>,
-    code: ErrorCode,
-    message: &str,
-    details: Option<Value>,
-    recoverable: bool,
-) -> String {
-    let mut v = serde_json::json!({
-        "type": "chat.error",
-        "chat_id": chat_id,
-        "message": message,
-        "error_code": code,
-        "recoverable": recoverable,
-        "ts": now_ts(),
-    });
-    if let Some(d) = details {
-        v["details"] = d;
-    }
-    v.to_string()
-}
-
-/// The answer to `ping`.
-pub fn pong() -> String {
-    r#"{"type":"pong"}"#.to_owned()
 }

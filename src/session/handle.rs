@@ -238,6 +238,11 @@ pub struct RunExtras {
     /// model (its `chat.branch` says which).
     #[serde(skip)]
     pub model: Option<String>,
+    /// The files the message attaches, checked and looked up by the node
+    /// that took the request (`None`: none named; an edit keeps the edited
+    /// message's).
+    #[serde(default)]
+    pub attachments: Option<Vec<crate::protocol::Attachment>>,
 }
 
 /// A user's message that started a run, named by its seq, or by its place

@@ -54,6 +54,8 @@ pub struct SessionContext {
     pub max_branches_per_chat: usize,
     /// Per-user rate limits and quotas.
     pub quotas: Quotas,
+    /// The most files one message may attach (`max_files_per_message`).
+    pub max_files_per_message: usize,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
     /// Every actor and run task is spawned on it, so shutdown can wait for them.
@@ -101,6 +103,10 @@ pub enum SessionError {
     Archived,
     #[error("no pending request `{0}`")]
     RequestNotFound(String),
+    /// A file a message attaches that is not one of the caller's files of
+    /// this chat (`FILE_NOT_FOUND`).
+    #[error("no file `{0}` of yours belongs to this chat; upload it to the chat first")]
+    FileNotFound(uuid::Uuid),
     /// A seq named as a message to edit, answer again or switch to that is
     /// not one (`MESSAGE_NOT_FOUND`).
     #[error("{0}")]
@@ -181,6 +187,7 @@ impl SessionError {
             Self::RunInProgress => ErrorCode::RunInProgress,
             Self::RequestNotFound(_) => ErrorCode::InputRequestNotFound,
             Self::MessageNotFound(_) => ErrorCode::MessageNotFound,
+            Self::FileNotFound(_) => ErrorCode::FileNotFound,
             Self::BranchLimit(_) => ErrorCode::BranchLimitExceeded,
             Self::OtherKind(_) => ErrorCode::RequestKindMismatch,
             Self::InvalidPatch(_)

@@ -277,10 +277,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Records a file in its chat, with what `upload` staged as its blob
     /// (dropped if the owner has that content already), in one transaction,
-    /// if the chat still exists and is the file's owner's; `false`
-    /// otherwise, and nothing changed (the staged chunks stay, for the
-    /// caller to drop). A purge running meanwhile never leaves the file
-    /// without its content.
+    /// unless the chat is another user's (a chat not started yet takes
+    /// files, for its first message); `false` then, and nothing changed
+    /// (the staged chunks stay, for the caller to drop). A purge running
+    /// meanwhile never leaves the file without its content.
     async fn put_file(&self, file: &files::FileRecord, upload: Uuid) -> Result<bool, StoreError>;
 
     /// The file with that id.

@@ -127,9 +127,7 @@ pub(super) async fn generate(
 ) -> Result<Generated, String> {
     use crate::llm::Message;
 
-    let mut messages = vec![Message::User {
-        text: generation_prompt(skill, widget),
-    }];
+    let mut messages = vec![Message::user(generation_prompt(skill, widget))];
     let mut last = String::new();
     for _ in 0..GENERATION_ATTEMPTS {
         // A call that breaks is asked again as it was.
@@ -147,11 +145,9 @@ pub(super) async fn generate(
                     text,
                     tool_calls: Vec::new(),
                 });
-                messages.push(Message::User {
-                    text: format!(
-                        "That reply was not valid: {e}. Reply with the JSON object only."
-                    ),
-                });
+                messages.push(Message::user(format!(
+                    "That reply was not valid: {e}. Reply with the JSON object only."
+                )));
                 last = e;
             }
         }
@@ -186,7 +182,7 @@ pub(super) async fn feedback(
             other => other.to_string(),
         })
     ));
-    let messages = vec![crate::llm::Message::User { text: prompt }];
+    let messages = vec![crate::llm::Message::user(prompt)];
     Ok(complete(agent, messages, 512, usage)
         .await?
         .trim()

@@ -61,9 +61,9 @@ async fn chart(call: &ToolCall, env: &CallEnv<'_>, usage: &mut Usage) -> Result<
     let system = "You write Vega-Lite v5 specs. Answer with the spec only: one JSON object \
                   with `mark`, `encoding`, and the rows inline in `data.values`."
         .to_owned();
-    let mut messages = vec![Message::User {
-        text: format!("Chart: {question}\n\nThe query result (columns and rows):\n{result}"),
-    }];
+    let mut messages = vec![Message::user(format!(
+        "Chart: {question}\n\nThe query result (columns and rows):\n{result}"
+    ))];
     let mut why = String::new();
     for _ in 0..=FIXES {
         let answer = crate::llm::complete(env.provider, &system, messages.clone(), 2048, usage)
@@ -79,11 +79,9 @@ async fn chart(call: &ToolCall, env: &CallEnv<'_>, usage: &mut Usage) -> Result<
                     text: answer,
                     tool_calls: Vec::new(),
                 });
-                messages.push(Message::User {
-                    text: format!(
+                messages.push(Message::user(format!(
                         "That is not a valid Vega-Lite spec: {why}. Answer again with the corrected JSON object only."
-                    ),
-                });
+                    )));
             }
         }
     }

@@ -60,9 +60,7 @@ async fn answer(call: &ToolCall, env: &CallEnv<'_>) -> Result<String, String> {
     let written = crate::llm::complete(
         env.provider,
         &system,
-        vec![Message::User {
-            text: question.to_owned(),
-        }],
+        vec![Message::user(question.to_owned())],
         1024,
         &mut usage,
     )

@@ -78,8 +78,19 @@ pub fn ui_messages(chat_id: &str, runs: &[RunOnPath], declared: &HashSet<String>
                 && agent == "user"
                 && !answers
             {
-                let m = json!({"id": format!("{chat_id}:u{}", e.seq), "role": "user",
-                               "parts": [{"type": "text", "text": content}]});
+                // Its files first, as the AI SDK's `file` parts at their
+                // download URL (the bytes are never in the log).
+                let mut parts: Vec<Value> = e
+                    .attachments
+                    .iter()
+                    .map(|a| {
+                        json!({"type": "file", "mediaType": a.media_type, "filename": a.name,
+                               "url": format!("/v1/files/{}", a.file_id)})
+                    })
+                    .collect();
+                parts.push(json!({"type": "text", "text": content}));
+                let m =
+                    json!({"id": format!("{chat_id}:u{}", e.seq), "role": "user", "parts": parts});
                 if answered.is_some_and(|a| i > a) {
                     after.push(m);
                 } else {

@@ -3,6 +3,7 @@
 //! is validated against `protocol/outbound/`.
 
 mod agent_loop;
+mod attachments;
 mod auth;
 mod bad_input;
 mod bench;

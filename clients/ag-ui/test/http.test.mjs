@@ -365,3 +365,36 @@ test("a thread's messages load whole into a new HttpAgent, which goes on from th
   assert.equal(b.points.length, 0, 'no version was made');
   assert.deepEqual(await (await fetch(`${base}/v1/ag-ui/${crypto.randomUUID()}/messages`)).json(), []);
 });
+
+test('binary content is a file: kept once, read by the model, loaded back by id and URL', async () => {
+  const threadId = crypto.randomUUID();
+  const { agent } = agentOn(threadId);
+  const bytes = Buffer.concat([Buffer.from('%PDF-1.7\n'), Buffer.from('1 0 obj << >> endobj\n%%EOF\n')]);
+  agent.addMessage({ id: crypto.randomUUID(), role: 'user', content: [
+    { type: 'text', text: 'read' },
+    { type: 'binary', mimeType: 'application/pdf', filename: 'scan.pdf', data: bytes.toString('base64') },
+  ] });
+  await agent.runAgent({ runId: crypto.randomUUID() });
+  assert.equal(lastAssistant(agent), `You said: read\nYou attached: scan.pdf (application/pdf, ${bytes.length} bytes)`);
+  const loaded = await (await fetch(`${base}/v1/ag-ui/${threadId}/messages`)).json();
+  // AG-UI 1.0's media part, its source the file's URL here.
+  const [doc] = loaded[0].content.filter((p) => p.type === 'document');
+  assert.equal(doc.metadata.filename, 'scan.pdf');
+  assert.equal(doc.source.type, 'url');
+  assert.equal(doc.source.mimeType, 'application/pdf');
+  assert.ok(!JSON.stringify(loaded).includes(bytes.toString('base64')), 'no bytes in the messages');
+  assert.deepEqual(Buffer.from(await (await fetch(base + doc.source.value)).arrayBuffer()), bytes);
+  // A new agent from them goes on; a part naming the file attaches it.
+  const again = new HttpAgent({ url: `${base}/v1/ag-ui`, threadId, initialMessages: loaded });
+  again.addMessage({ id: crypto.randomUUID(), role: 'user', content: [{ type: 'text', text: 'again' }, doc] });
+  await again.runAgent({ runId: crypto.randomUUID() });
+  assert.equal(lastAssistant(again), `You said: again\nYou attached: scan.pdf (application/pdf, ${bytes.length} bytes)`);
+  const b = await (await fetch(`${base}/v1/chats/${threadId}/branches`)).json();
+  assert.equal(b.points.length, 0, 'the loaded messages are the same path: no fork');
+  // A URL elsewhere is never fetched.
+  const { agent: other } = agentOn();
+  other.addMessage({ id: crypto.randomUUID(), role: 'user', content: [
+    { type: 'text', text: 'x' }, { type: 'binary', mimeType: 'image/png', url: 'https://example.com/cat.png' },
+  ] });
+  await assert.rejects(other.runAgent({ runId: crypto.randomUUID() }));
+});

@@ -257,3 +257,43 @@ test('messages kept without their metadata still answer what the run waits on', 
   assert.equal(String(again.error), 'undefined');
   assert.equal(toolParts(again.lastMessage)[0].state, 'output-available');
 });
+
+/** A small PNG (its signature and header, then bytes). */
+const png = () => Buffer.concat([
+  Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex'),
+  Buffer.from(Array.from({ length: 200 }, (_, i) => (i * 7) % 251)),
+]);
+
+test('sendMessage({files}): the file is kept, attached, read by the model and replayed at its URL', async () => {
+  const chat = newChat();
+  const bytes = png();
+  const url = `data:image/png;base64,${bytes.toString('base64')}`;
+  await chat.sendMessage({ text: 'look', files: [{ type: 'file', mediaType: 'image/png', filename: 'cat.png', url }] });
+  assert.equal(chat.status, 'ready', String(chat.error));
+  assert.equal(textOf(chat.lastMessage), `You said: look\nYou attached: cat.png (image/png, ${bytes.length} bytes)`);
+  // The whole history goes again with the next message (the data URL
+  // too): only the new message is read.
+  await chat.sendMessage({ text: 'and now' });
+  assert.equal(textOf(chat.lastMessage), 'You said: and now');
+  // Loaded back, the user's message holds the file part at its URL here,
+  // never the bytes.
+  const chatId = chat.lastMessage.id.split(':')[0];
+  const loaded = await (await fetch(`${base}/v1/ai-sdk/chat/${chatId}/messages`)).json();
+  const [file] = loaded[0].parts.filter((p) => p.type === 'file');
+  assert.equal(file.filename, 'cat.png');
+  assert.equal(file.mediaType, 'image/png');
+  assert.match(file.url, /^\/v1\/files\/[0-9a-f-]{36}$/);
+  assert.ok(!JSON.stringify(loaded).includes(bytes.toString('base64')));
+  const got = Buffer.from(await (await fetch(base + file.url)).arrayBuffer());
+  assert.deepEqual(got, bytes);
+  // A chat made from them goes on: the file part names the stored file.
+  const again = new Chat({ id: chat.id, messages: loaded,
+    transport: new DefaultChatTransport({ api: `${base}/v1/ai-sdk/chat` }) });
+  await again.sendMessage({ text: 'once more', files: [file] });
+  assert.equal(textOf(again.lastMessage), `You said: once more\nYou attached: cat.png (image/png, ${bytes.length} bytes)`);
+  // Another server's URL is never fetched: the send fails, saying so.
+  const other = newChat();
+  await other.sendMessage({ text: 'x', files: [{ type: 'file', mediaType: 'image/png', url: 'https://example.com/cat.png' }] });
+  assert.equal(other.status, 'error');
+  assert.match(String(other.error), /fetches no URL/);
+});

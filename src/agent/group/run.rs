@@ -26,7 +26,7 @@ pub(in crate::agent) async fn run(
     let mut transcript: Vec<Said> = spec.history.clone();
     transcript.extend(prompt.map(|text| Said {
         by: None,
-        message: crate::llm::Message::User { text },
+        message: crate::llm::Message::user(text),
     }));
     let mut chooser = Chooser::new(group, spec.agent.prompt_budget_tokens, seed(spec));
     let selector: &dyn Provider = match (&spec.provider, group.selector_default) {

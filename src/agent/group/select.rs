@@ -153,11 +153,9 @@ impl<'a> Chooser<'a> {
         let mut messages = view(transcript, None, 2_000);
         // The selector reads no more of the conversation than a member may.
         messages = fit_budget(&messages, self.budget, &self.group.selector_prompt);
-        messages.push(Message::User {
-            text: format!(
+        messages.push(Message::user(format!(
                 "Read the above conversation. Then select the next role from {list} to play. Only return the role."
-            ),
-        });
+            )));
         let mut last = String::new();
         for _ in 0..2 {
             let answer = complete(
@@ -176,12 +174,10 @@ impl<'a> Chooser<'a> {
                 text: answer.clone(),
                 tool_calls: Vec::new(),
             });
-            messages.push(Message::User {
-                text: format!(
-                    "You did not choose a single member. The only names accepted are {list}. \
+            messages.push(Message::user(format!(
+                "You did not choose a single member. The only names accepted are {list}. \
                      Respond with ONLY the name of the speaker."
-                ),
-            });
+            )));
             last = answer;
         }
         Err(format!(

@@ -23,7 +23,7 @@ pub(super) fn view(transcript: &[Said], me: Option<&str>, max_chars: usize) -> V
         };
         let told = match &said.message {
             // A `json` member's tool results come back to it as user turns.
-            Message::User { text } | Message::Peer { text, .. } => cap(text, max_chars),
+            Message::User { text, .. } | Message::Peer { text, .. } => cap(text, max_chars),
             Message::Assistant { text, tool_calls } => {
                 let mut told = text.clone();
                 for call in tool_calls {
@@ -78,12 +78,7 @@ mod tests {
             input: json!({"q": "tides"}),
         };
         let transcript = vec![
-            said(
-                None,
-                Message::User {
-                    text: "Plan a trip".into(),
-                },
-            ),
+            said(None, Message::user("Plan a trip")),
             said(
                 Some("planner"),
                 Message::Assistant {
@@ -140,7 +135,7 @@ mod tests {
     #[test]
     fn the_selector_sees_every_member_by_name() {
         let transcript = vec![
-            said(None, Message::User { text: "Go".into() }),
+            said(None, Message::user("Go")),
             said(
                 Some("planner"),
                 Message::Assistant {
@@ -151,13 +146,11 @@ mod tests {
             // A `json` member's tool result comes back to it as a user turn.
             said(
                 Some("planner"),
-                Message::User {
-                    text: "Result of search:\nsunny all week".into(),
-                },
+                Message::user("Result of search:\nsunny all week"),
             ),
         ];
         let observer = view(&transcript, None, 5);
-        assert_eq!(observer[0], Message::User { text: "Go".into() });
+        assert_eq!(observer[0], Message::user("Go"));
         assert_eq!(
             observer[1],
             Message::Peer {

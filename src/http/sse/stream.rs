@@ -75,6 +75,8 @@ pub(in crate::http) struct Turn<'a> {
     pub(in crate::http) model: Option<&'a str>,
     /// Tools the client brings with this run (checked already).
     pub(in crate::http) client_tools: &'a [crate::tools::ClientTool],
+    /// The files the message attaches.
+    pub(in crate::http) attachments: Option<&'a [crate::protocol::FileRef]>,
 }
 
 impl<'a> Turn<'a> {
@@ -97,6 +99,7 @@ impl<'a> Turn<'a> {
             context: None,
             model: None,
             client_tools: &[],
+            attachments: None,
         }
     }
 }
@@ -118,18 +121,24 @@ pub(in crate::http) async fn begin_turn(
         context_type: turn.context_type,
         context: turn.context,
         client_tools: turn.client_tools,
+        attachments: turn.attachments,
     };
     let before = registry.last_seq(turn.chat_id).await?;
+    // The chat is created without a message (the files go with the turn).
+    let creating = Caller {
+        attachments: None,
+        ..caller
+    };
     match registry.follow(turn.chat_id, turn.user, sub.clone()).await {
         Ok(()) => {}
         Err(SessionError::NotFound) if turn.derived => {
             registry
-                .start_conversation(turn.chat_id, caller, turn.agent, None, Some(sub.clone()))
+                .start_conversation(turn.chat_id, creating, turn.agent, None, Some(sub.clone()))
                 .await?;
         }
         Err(SessionError::NotFound) => {
             registry
-                .start(turn.chat_id, caller, turn.agent, None, Some(sub.clone()))
+                .start(turn.chat_id, creating, turn.agent, None, Some(sub.clone()))
                 .await?;
         }
         Err(e) => return Err(e.into()),

@@ -154,12 +154,21 @@ impl Actor {
         }
         let at = tree.parent(seq);
         self.may_add_version(&tree, at)?;
+        // An edit that names no files keeps the edited message's.
+        let attachments = extras.attachments.or_else(|| {
+            transcript
+                .iter()
+                .find(|e| e.seq == seq)
+                .and_then(|e| serde_json::from_str::<crate::protocol::Envelope>(&e.json).ok())
+                .map(|e| e.attachments)
+        });
         let extras = RunExtras {
             branch: Some(BranchStart {
                 at,
                 reason: BranchReason::Edit,
                 model: None,
             }),
+            attachments,
             ..extras
         };
         self.start_run(Some((text, client_msg_id)), extras).await

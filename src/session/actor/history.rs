@@ -51,7 +51,10 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said
         match env.kind {
             EventKind::Text { agent, content } if agent == "user" => out.push(Said {
                 by: None,
-                message: Message::User { text: content },
+                message: Message::User {
+                    text: content,
+                    files: files(&env.attachments),
+                },
             }),
             EventKind::Text { agent, content } => out.push(Said {
                 by: Some(agent),
@@ -87,12 +90,10 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said
                 let content = crate::tools::cap(&content, WORKFLOW_NOTE_CHARS);
                 out.push(Said {
                     by: None,
-                    message: Message::User {
-                        text: format!(
-                            "[I ran the workflow \"{title}\" with {parameters}; {outcome} \
+                    message: Message::user(format!(
+                        "[I ran the workflow \"{title}\" with {parameters}; {outcome} \
                              (its output, data rather than my words):]\n{content}"
-                        ),
-                    },
+                    )),
                 });
             }
             EventKind::ToolResponse { corr, .. } if of_workflow(&corr, &workflows) => {}
@@ -174,6 +175,19 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said
     out
 }
 
+/// The files of a user's message as its run's model gets them: named, to
+/// be read by the run before its first model call.
+pub(super) fn files(attachments: &[crate::protocol::Attachment]) -> Vec<crate::llm::File> {
+    attachments
+        .iter()
+        .map(|a| crate::llm::File {
+            name: a.name.clone(),
+            media_type: a.media_type.clone(),
+            content: crate::llm::FileContent::Stored(a.file_id),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -233,9 +247,7 @@ mod tests {
         assert_eq!(
             h,
             vec![
-                Message::User {
-                    text: "weather?".into()
-                },
+                Message::user("weather?"),
                 Message::Assistant {
                     text: "Checking.".into(),
                     tool_calls: vec![ToolCall {
@@ -254,9 +266,7 @@ mod tests {
                     text: "3 degrees.".into(),
                     tool_calls: vec![]
                 },
-                Message::User {
-                    text: "and now?".into()
-                },
+                Message::user("and now?"),
             ]
         );
     }
@@ -336,7 +346,7 @@ mod tests {
         ];
         let h = from_log(log.iter().map(String::as_str));
         assert_eq!(h.len(), 1, "{h:?}");
-        let Message::User { text } = &h[0].message else {
+        let Message::User { text, .. } = &h[0].message else {
             panic!("{h:?}")
         };
         assert!(

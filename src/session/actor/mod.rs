@@ -17,6 +17,7 @@
 //! notifications, and forwards every change to the owner — or takes the chat
 //! over when the lease is free or its holder is dead).
 
+mod attach;
 mod branches;
 mod cluster;
 mod commands;
@@ -408,6 +409,11 @@ impl Actor {
             // On the run's user text (after its chat.branch, if one leads).
             if matches!(env.kind, EventKind::Text { .. }) {
                 env.context_type = marks.context_type.take();
+            }
+            if matches!(&env.kind, EventKind::Text { agent, .. } | EventKind::Queued { agent, .. } if agent == "user")
+                && !marks.attachments.is_empty()
+            {
+                env.attachments = marks.attachments.remove(0);
             }
             if matches!(&env.kind, EventKind::Text { agent, .. } if agent == "user") {
                 if !marks.queued.is_empty() {

@@ -50,7 +50,12 @@ impl Actor {
             mode,
         };
         let seq = self.next_seq;
-        self.append(vec![(event, client_msg_id)], None).await?;
+        let marks = Marks {
+            attachments: vec![extras.attachments.clone().unwrap_or_default()],
+            ..Marks::default()
+        };
+        self.append_with(vec![(event, client_msg_id)], None, None, marks)
+            .await?;
         let queued = Queued {
             seq,
             text,
@@ -101,6 +106,7 @@ impl Actor {
         let events: Vec<_> = steer.iter().map(said).collect();
         let marks = Marks {
             queued: steer.iter().map(|q| q.seq).collect(),
+            attachments: steer.iter().map(files).collect(),
             ..Marks::default()
         };
         match self.append_marked(events, marks).await {
@@ -126,6 +132,7 @@ impl Actor {
         let next = self.queue.pop_front()?;
         events.push(said(&next));
         marks.queued.push(next.seq);
+        marks.attachments.push(files(&next));
         marks.starts_run = true;
         Some(next)
     }
@@ -215,7 +222,10 @@ impl Actor {
                         seq: env.seq,
                         text: content,
                         mode,
-                        extras: RunExtras::default(),
+                        extras: RunExtras {
+                            attachments: Some(env.attachments),
+                            ..RunExtras::default()
+                        },
                     }),
                     EventKind::Text { .. } => {
                         if let Some(q) = env.queued {
@@ -235,6 +245,11 @@ impl Actor {
 
 /// A waiting message as the user's text a run takes (its `queued` mark
 /// comes from the batch's [`Marks`]).
+/// The files a waiting message attaches.
+fn files(q: &Queued) -> Vec<crate::protocol::Attachment> {
+    q.extras.attachments.clone().unwrap_or_default()
+}
+
 fn said(q: &Queued) -> (EventKind, Option<String>) {
     let text = EventKind::Text {
         agent: "user".into(),

@@ -158,6 +158,7 @@ impl Actor {
             run.steer.store(true, std::sync::atomic::Ordering::Release);
         }
         if let Some((text, client_msg_id)) = user_text {
+            let attachments = extras.attachments.take().unwrap_or_default();
             let event = EventKind::Text {
                 agent: "user".into(),
                 content: text.clone(),
@@ -165,6 +166,7 @@ impl Actor {
             let marks = Marks {
                 context_type: extras.context_type.clone(),
                 starts_run: true,
+                attachments: vec![attachments.clone()],
                 ..Marks::default()
             };
             let events = branch.into_iter().chain([(event, client_msg_id)]).collect();
@@ -174,7 +176,10 @@ impl Actor {
             }
             history.push(crate::link::Said {
                 by: None,
-                message: Message::User { text },
+                message: Message::User {
+                    text,
+                    files: super::history::files(&attachments),
+                },
             });
         } else if let Some(branch) = branch {
             // A regenerate: its branch is the run's first envelope.
@@ -210,15 +215,14 @@ impl Actor {
             self.run = None;
             return Err(e);
         }
-        let delay = self.ctx.continue_delay;
-        if resumed && !delay.is_zero() {
-            self.ctx.tracker.spawn(async move {
-                tokio::time::sleep(delay).await;
-                runtime::run(spec, link, control).await;
-            });
+        let delay = if resumed {
+            self.ctx.continue_delay
         } else {
-            self.ctx.tracker.spawn(runtime::run(spec, link, control));
-        }
+            std::time::Duration::ZERO
+        };
+        let store = self.ctx.store.clone();
+        let run = super::attach::then_run(store, spec, link, control, delay);
+        self.ctx.tracker.spawn(run);
         Ok(())
     }
 

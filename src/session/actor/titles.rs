@@ -263,7 +263,7 @@ async fn make(
         let call = crate::llm::complete(
             &*provider,
             TITLE_PROMPT,
-            vec![Message::User { text: prompt }],
+            vec![Message::user(prompt)],
             32,
             &mut usage,
         );

@@ -30,6 +30,9 @@ pub(super) struct Marks {
     pub(super) queued: Vec<u64>,
     /// The batch's first user text starts a run.
     pub(super) starts_run: bool,
+    /// On the batch's user texts and `chat.queued`s, in order: the files
+    /// each attaches.
+    pub(super) attachments: Vec<Vec<crate::protocol::Attachment>>,
     /// The batch's envelopes (by place) that are what a stopped run had
     /// said (`partial`).
     pub(super) partial: Vec<usize>,

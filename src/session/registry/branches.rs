@@ -7,7 +7,7 @@ use super::{Caller, Registry, check_text};
 use crate::protocol::{BranchReason, EventKind};
 use crate::session::SessionError;
 pub use crate::session::handle::MessageRef;
-use crate::session::handle::{Op, Origin};
+use crate::session::handle::{Op, Origin, RunExtras};
 use crate::session::tree::{Point, Tree};
 
 /// Most envelopes a fork copies.
@@ -41,13 +41,17 @@ impl Registry {
         client_msg_id: Option<String>,
     ) -> Result<(), SessionError> {
         check_text("text", &text)?;
+        let attachments = self.attachments(chat_id, caller).await?;
         self.inner.ctx.quotas.message(caller.user)?;
         let op = Op::Edit {
             user: caller.user.to_owned(),
             seq,
             text,
             client_msg_id,
-            extras: caller.extras(),
+            extras: RunExtras {
+                attachments,
+                ..caller.extras()
+            },
         };
         self.call_op(chat_id, op, Origin::Local { attempt: 0 })
             .await

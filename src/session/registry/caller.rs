@@ -18,6 +18,9 @@ pub struct Caller<'a> {
     pub context: Option<&'a Map<String, Value>>,
     /// Tools the client brings with this run (checked already).
     pub client_tools: &'a [crate::tools::ClientTool],
+    /// The files the message attaches (`None`: none named; an edit then
+    /// keeps the edited message's).
+    pub attachments: Option<&'a [crate::protocol::FileRef]>,
 }
 
 impl<'a> Caller<'a> {
@@ -34,6 +37,7 @@ impl<'a> Caller<'a> {
             context_type: None,
             context: None,
             client_tools: &[],
+            attachments: None,
         }
     }
 
@@ -48,6 +52,7 @@ impl<'a> Caller<'a> {
             client_tools: self.client_tools.to_vec(),
             branch: None,
             model: None,
+            attachments: None,
         }
     }
 }

@@ -9,6 +9,7 @@
 
 mod branches;
 mod caller;
+mod files;
 mod reads;
 mod turns;
 
@@ -339,12 +340,19 @@ impl Registry {
         if let Some(m) = &message {
             check_text("message", m)?;
         }
+        let attachments = self.attachments(chat_id, caller).await?;
+        // Files alone are a first message too.
+        let message = match message {
+            None if attachments.as_ref().is_some_and(|a| !a.is_empty()) => Some(String::new()),
+            m => m,
+        };
         self.call(chat_id, |reply| Command::Start {
             user: caller.user.to_owned(),
             agent: agent.to_owned(),
             message: message.clone(),
             extras: Box::new(RunExtras {
                 derived_id,
+                attachments: attachments.clone(),
                 ..caller.extras()
             }),
             sub: sub.clone(),

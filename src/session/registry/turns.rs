@@ -121,12 +121,16 @@ impl Registry {
         multitask_strategy: Option<crate::protocol::MultitaskStrategy>,
     ) -> Result<(), SessionError> {
         check_text("text", &text)?;
+        let attachments = self.attachments(chat_id, caller).await?;
         self.inner.ctx.quotas.message(caller.user)?;
         let op = Op::UserMessage {
             user: caller.user.to_owned(),
             text,
             client_msg_id,
-            extras: caller.extras(),
+            extras: RunExtras {
+                attachments,
+                ..caller.extras()
+            },
             multitask_strategy,
         };
         self.call_op(chat_id, op, Origin::Local { attempt: 0 })

@@ -79,8 +79,8 @@ impl Blobs for PgBlobs {
     }
 }
 
-/// Records `file` if its chat exists and is its owner's (share-locked, so a
-/// purge waits or is seen), with `upload`'s chunks as its blob, or the
+/// Records `file` unless its chat is another user's (the chat's row, if
+/// there is one, share-locked, so a purge waits or is seen), with `upload`'s chunks as its blob, or the
 /// blob the owner has (its row locked: a purge that would drop it waits for
 /// this, and then sees the file; one that dropped it first leaves this to
 /// insert it again, with its own chunks).
@@ -90,10 +90,16 @@ pub(super) async fn put_file(
     upload: Uuid,
 ) -> Result<bool, StoreError> {
     let mut tx = pool.begin().await?;
+    // A purge of the chat going on is waited for (then the chat is gone,
+    // and the file waits for a chat of that id as an early upload does).
+    sqlx::query("SELECT 1 FROM chats WHERE id = $1 FOR SHARE")
+        .bind(file.chat_id)
+        .fetch_optional(&mut *tx)
+        .await?;
     let recorded = sqlx::query(
         "INSERT INTO files (id, owner, chat_id, name, media_type, size, sha256, created_at)
          SELECT $1, $2, $3, $4, $5, $6, $7, $8
-         FROM chats WHERE id = $3 AND owner = $2 FOR SHARE",
+         WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = $3 AND owner <> $2)",
     )
     .bind(file.id)
     .bind(&file.owner)

@@ -93,7 +93,7 @@ pub(super) async fn put_file(
     let recorded = sqlx::query(
         "INSERT INTO files (id, owner, chat_id, name, media_type, size, sha256, created_at)
          SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
-         WHERE EXISTS (SELECT 1 FROM chats WHERE id = ?3 AND owner = ?2)",
+         WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = ?3 AND owner <> ?2)",
     )
     .bind(file.id.to_string())
     .bind(&file.owner)

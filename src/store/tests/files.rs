@@ -78,15 +78,16 @@ async fn files_on(open: Opener) {
     assert!(!store.blobs().has("hank", "aa").await.unwrap());
     assert_eq!(store.blobs().owner_bytes("hank").await.unwrap(), 0);
 
-    // A file is recorded only in a chat of its owner's; else nothing is.
+    // A file is not recorded in another user's chat, nothing of it kept;
+    // a chat not started yet takes files (for its first message).
     assert!(!stored(&store, &record("hank", a, "cc", 3), &[b"abc".to_vec()]).await);
-    let nowhere = record("gina", Uuid::new_v4(), "cc", 3);
-    assert!(!stored(&store, &nowhere, &[b"abc".to_vec()]).await);
-    assert!(!store.blobs().has("gina", "cc").await.unwrap());
-    assert_eq!(store.file(nowhere.id).await.unwrap(), None);
+    assert!(!store.blobs().has("hank", "cc").await.unwrap());
+    let early = record("gina", Uuid::new_v4(), "cc", 3);
+    assert!(stored(&store, &early, &[b"abc".to_vec()]).await);
+    assert_eq!(store.file(early.id).await.unwrap(), Some(early.clone()));
     let only_a = record("gina", a, "bb", 9);
     assert!(stored(&store, &only_a, &[b"only in a".to_vec()]).await);
-    assert_eq!(store.blobs().owner_bytes("gina").await.unwrap(), size + 9);
+    assert_eq!(store.blobs().owner_bytes("gina").await.unwrap(), size + 12);
 
     // A purge takes the chat's files, and the contents nothing else holds.
     assert!(store.purge_chat(a).await.unwrap());
@@ -104,6 +105,13 @@ async fn files_on(open: Opener) {
             .is_some(),
         "b holds it"
     );
+    assert_eq!(store.blobs().owner_bytes("gina").await.unwrap(), size + 3);
+    // The early file goes with the chat that took its id.
+    let mut later = chat("gina");
+    later.id = early.chat_id;
+    store.create_chat(&later).await.unwrap();
+    assert!(store.purge_chat(early.chat_id).await.unwrap());
+    assert_eq!(store.file(early.id).await.unwrap(), None);
     assert_eq!(store.blobs().owner_bytes("gina").await.unwrap(), size);
     assert!(store.purge_chat(b).await.unwrap());
     assert_eq!(store.blobs().chunk("gina", "aa", 0).await.unwrap(), None);

@@ -1,0 +1,221 @@
+//! Files that arrive inside a message (issue 36): the AI SDK's `file`
+//! parts and AG-UI's binary input content. Each is kept as a file of the
+//! chat, through the upload's own limits ([`super::files::keep`]), and
+//! attached to the message; one naming this server's own file
+//! (`/v1/files/{id}`, as replayed messages do) is attached as it is. The
+//! server fetches no other URL.
+
+use base64::Engine as _;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::files::{Incoming, keep};
+use super::state::AppState;
+use crate::protocol::FileRef;
+
+/// Whether a request's body may carry files inline (the AI SDK's and
+/// AG-UI's message routes): its limit is `max_message_bytes` and
+/// `max_inline_file_bytes` together.
+pub(super) fn carries_files(method: &str, path: &str) -> bool {
+    method == "POST" && (path == "/v1/ai-sdk/chat" || path == "/v1/ag-ui")
+}
+
+/// A file inside a message, as a client sent it.
+#[derive(Debug, Default)]
+pub(super) struct Inline<'a> {
+    /// The declared media type.
+    pub(super) media_type: Option<&'a str>,
+    pub(super) name: Option<&'a str>,
+    /// A `data:` URL, or this server's `/v1/files/{id}`.
+    pub(super) url: Option<&'a str>,
+    /// The bytes as base64 (AG-UI's `data`).
+    pub(super) data: Option<&'a str>,
+    /// A file of this server's, by its id (AG-UI's `id`).
+    pub(super) id: Option<&'a str>,
+}
+
+/// The `file` parts of an AI SDK user message (`mediaType`, `filename`,
+/// `url`: a data URL, or `/v1/files/{id}` for one the chat has).
+pub(super) fn ai_sdk(parts: &Value) -> Vec<Inline<'_>> {
+    parts
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["type"] == "file")
+        .map(|p| Inline {
+            media_type: p["mediaType"].as_str(),
+            name: p["filename"].as_str(),
+            url: Some(p["url"].as_str().unwrap_or_default()),
+            ..Inline::default()
+        })
+        .collect()
+}
+
+/// The files of an AG-UI user message's content: `binary` parts
+/// (`mimeType` with `data`, `url` or `id`, `filename`), and the
+/// modality parts (`image`, `audio`, `video`, `document`) with a `data`
+/// or `url` source.
+pub(super) fn ag_ui(content: &Value) -> Vec<Inline<'_>> {
+    let mut out = Vec::new();
+    for p in content.as_array().into_iter().flatten() {
+        match p["type"].as_str() {
+            Some("binary") => out.push(Inline {
+                media_type: p["mimeType"].as_str(),
+                name: p["filename"].as_str(),
+                url: p["url"].as_str(),
+                data: p["data"].as_str(),
+                id: p["id"].as_str(),
+            }),
+            Some("image" | "audio" | "video" | "document") => {
+                let source = &p["source"];
+                let value = source["value"].as_str();
+                let by_url = source["type"] == "url";
+                out.push(Inline {
+                    media_type: source["mimeType"].as_str(),
+                    name: p["metadata"]["filename"].as_str(),
+                    url: value.filter(|_| by_url),
+                    data: value.filter(|_| !by_url),
+                    id: None,
+                });
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Keeps each file of a message in `chat_id` and names them for the
+/// message, in order.
+///
+/// # Errors
+/// More files than a message may attach (413), a URL the server does not
+/// fetch or bytes that are not base64 (400), and what an upload meets.
+pub(super) async fn attach(
+    state: &AppState,
+    user: &str,
+    chat_id: Uuid,
+    files: &[Inline<'_>],
+) -> Result<Vec<FileRef>, ApiError> {
+    let max = state.config.files.max_per_message;
+    if files.len() > max {
+        return Err(crate::session::SessionError::TooLarge(format!(
+            "the message holds {} files; a message may attach at most {max} (max_files_per_message)",
+            files.len()
+        ))
+        .into());
+    }
+    let mut refs = Vec::with_capacity(files.len());
+    for f in files {
+        let own = f.url.and_then(own_file);
+        let by_id = f.id.and_then(|id| Uuid::parse_str(id).ok());
+        if let Some(id) = own.or(by_id.filter(|_| f.url.is_none() && f.data.is_none())) {
+            refs.push(FileRef { file_id: id });
+            continue;
+        }
+        let (declared, data) = match (f.url, f.data) {
+            (Some(url), _) => data_url(url)?,
+            (None, Some(data)) => (f.media_type.map(str::to_owned), data),
+            (None, None) => {
+                return Err(ApiError::BadRequest(
+                    "a file of the message has neither a URL nor data".into(),
+                ));
+            }
+        };
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|_| ApiError::BadRequest("a file's data is not base64".into()))?;
+        let declared = f.media_type.map(str::to_owned).or(declared);
+        let incoming = Incoming {
+            chat_id,
+            name: f.name,
+            declared: declared.as_deref().map(str::trim),
+            length: Some(bytes.len() as u64),
+        };
+        let once = futures_util::stream::once(async move {
+            Ok::<_, std::convert::Infallible>(bytes::Bytes::from(bytes))
+        });
+        let file = keep(state, user, incoming, once).await?;
+        refs.push(FileRef { file_id: file.id });
+    }
+    Ok(refs)
+}
+
+/// A user's message with files as AG-UI content: each file a media part
+/// (`image`, `audio`, `video` or `document`, as AG-UI 1.0 sends them) whose
+/// source is its URL here, its name and id in `metadata`; then the text.
+pub(super) fn ag_ui_content(env: &crate::protocol::Envelope, text: &str) -> Value {
+    let mut parts: Vec<Value> = env
+        .attachments
+        .iter()
+        .map(|a| {
+            let top = a.media_type.split('/').next().unwrap_or_default();
+            let kind = ["image", "audio", "video"]
+                .into_iter()
+                .find(|k| *k == top)
+                .unwrap_or("document");
+            serde_json::json!({"type": kind,
+                "source": {"type": "url", "value": format!("/v1/files/{}", a.file_id), "mimeType": a.media_type},
+                "metadata": {"filename": a.name, "file_id": a.file_id}})
+        })
+        .collect();
+    if !text.is_empty() {
+        parts.push(serde_json::json!({"type": "text", "text": text}));
+    }
+    Value::Array(parts)
+}
+
+/// The id of this server's own file URL (`/v1/files/{id}`, on its own or
+/// at the end of an absolute URL).
+fn own_file(url: &str) -> Option<Uuid> {
+    let path = match url.find("://") {
+        Some(at) => &url[at + 3..][url[at + 3..].find('/')?..],
+        None => url,
+    };
+    path.strip_prefix("/v1/files/")
+        .and_then(|id| Uuid::parse_str(id).ok())
+}
+
+/// A `data:` URL's media type and base64 text.
+fn data_url(url: &str) -> Result<(Option<String>, &str), ApiError> {
+    let refused = || {
+        ApiError::BadRequest(
+            "a file's URL must be a base64 data: URL or this server's /v1/files/{id} \
+             (the server fetches no URL: upload the file with POST /v1/chats/{id}/files)"
+                .into(),
+        )
+    };
+    let rest = url.strip_prefix("data:").ok_or_else(refused)?;
+    let (head, data) = rest.split_once(',').ok_or_else(refused)?;
+    let head = head.strip_suffix(";base64").ok_or_else(refused)?;
+    let media_type = head
+        .split(';')
+        .next()
+        .filter(|t| !t.is_empty())
+        .map(str::to_ascii_lowercase);
+    Ok((media_type, data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_read_as_data_or_this_servers_files_and_nothing_else() {
+        let id = Uuid::new_v4();
+        assert_eq!(own_file(&format!("/v1/files/{id}")), Some(id));
+        assert_eq!(
+            own_file(&format!("https://chat.example/v1/files/{id}")),
+            Some(id)
+        );
+        assert_eq!(own_file("https://evil.example/cat.png"), None);
+        assert_eq!(own_file("/v1/files/../etc"), None);
+        let (t, data) = data_url("data:image/png;name=a.png;base64,iVBO").unwrap();
+        assert_eq!((t.as_deref(), data), (Some("image/png"), "iVBO"));
+        let (t, _) = data_url("data:;base64,AAAA").unwrap();
+        assert_eq!(t, None);
+        assert!(data_url("data:text/plain,hello").is_err(), "not base64");
+        assert!(data_url("https://example.com/a.png").is_err());
+        assert!(data_url("file:///etc/passwd").is_err());
+    }
+}
