@@ -174,6 +174,7 @@ pub async fn run(
         max_message_bytes: config.max_message_bytes,
         max_versions_per_point: config.max_versions_per_point,
         max_files_per_message: config.files.max_per_message,
+        max_file_bytes: config.files.max_file_bytes,
         max_branches_per_chat: config.max_branches_per_chat,
         quotas: session::Quotas::new(&config.limits),
         shutdown: token.clone(),

@@ -23,14 +23,22 @@ pub(super) fn default_base_url(kind: ProviderKind) -> &'static str {
 /// # Errors
 /// A kind that is neither (named).
 pub(super) fn inputs(kind: ProviderKind, configured: Option<&[String]>) -> Result<Inputs, String> {
+    let max_image_bytes = match kind {
+        ProviderKind::Anthropic => 5 << 20,
+        _ => 20 << 20,
+    };
     let Some(kinds) = configured else {
         let both = matches!(kind, ProviderKind::Anthropic | ProviderKind::Gemini);
         return Ok(Inputs {
             image: both,
             pdf: both,
+            max_image_bytes,
         });
     };
-    let mut inputs = Inputs::default();
+    let mut inputs = Inputs {
+        max_image_bytes,
+        ..Inputs::default()
+    };
     for k in kinds {
         match k.as_str() {
             "image" => inputs.image = true,
@@ -87,8 +95,13 @@ mod tests {
         let both = Inputs {
             image: true,
             pdf: true,
+            ..Inputs::default()
         };
-        assert_eq!(inputs(ProviderKind::Anthropic, None), Ok(both));
+        let anthropic = Inputs {
+            max_image_bytes: 5 << 20,
+            ..both
+        };
+        assert_eq!(inputs(ProviderKind::Anthropic, None), Ok(anthropic));
         assert_eq!(inputs(ProviderKind::Gemini, None), Ok(both));
         assert_eq!(inputs(ProviderKind::Openai, None), Ok(Inputs::default()));
         assert_eq!(inputs(ProviderKind::Ollama, None), Ok(Inputs::default()));
@@ -97,7 +110,7 @@ mod tests {
             inputs(ProviderKind::Openai, Some(&image)),
             Ok(Inputs {
                 image: true,
-                pdf: false
+                ..Inputs::default()
             })
         );
         let video = ["video".to_owned()];

@@ -244,9 +244,7 @@ pub(super) async fn speak(
 
     for turn in first..agent.max_turns {
         // What the user said meanwhile to steer the run, before this turn.
-        for text in link.steered().await {
-            messages.push(Message::user(text));
-        }
+        messages.extend(link.steered().await);
         let (method, reason) = match (&voice.chosen, turn) {
             (None, _) => (None, None),
             (Some((method, reason)), 0) => (Some((*method).to_owned()), reason.clone()),

@@ -65,6 +65,10 @@ pub struct EditMessage {
     /// Makes a retried edit take effect once.
     #[serde(default)]
     pub client_msg_id: Option<String>,
+    /// The files the new version attaches (absent: the edited message's);
+    /// `text` may be empty when it attaches some.
+    #[serde(default)]
+    pub attachments: Option<Vec<super::api::FileRefBody>>,
 }
 
 /// `POST /v1/chats/{id}/regenerate`.
@@ -196,8 +200,11 @@ pub(super) async fn edit(
     let id = chat_id(&id)?;
     let seq = seq_of(&seq)?;
     let body: EditMessage = parse_body(&body)?;
-    if body.text.trim().is_empty() {
-        return Err(ApiError::BadRequest("`text` must not be empty".into()));
+    let files = body.attachments.as_deref().map(super::api::file_refs);
+    if body.text.trim().is_empty() && files.as_ref().is_none_or(Vec::is_empty) {
+        return Err(ApiError::BadRequest(
+            "`text` must not be empty unless the message attaches files".into(),
+        ));
     }
     if body
         .client_msg_id
@@ -208,7 +215,10 @@ pub(super) async fn edit(
             "`client_msg_id` must be 1 to 128 bytes".into(),
         ));
     }
-    let caller = Caller::bearing(&auth.user, auth.token.as_deref());
+    let caller = Caller {
+        attachments: files.as_deref(),
+        ..Caller::bearing(&auth.user, auth.token.as_deref())
+    };
     state
         .registry
         .edit(

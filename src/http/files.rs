@@ -22,10 +22,7 @@ use super::chats::chat_id;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::session::SessionError;
-use crate::store::files::{CHUNK_BYTES, FileRecord};
-
-/// The most characters of a file's name.
-const MAX_NAME_CHARS: usize = 255;
+use crate::store::files::{CHUNK_BYTES, FileRecord, clean_name, sniff};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -123,18 +120,36 @@ pub(super) async fn upload(
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| multer::parse_boundary(v).ok())
                 .ok_or_else(|| ApiError::BadRequest("the multipart body has no boundary".into()))?;
-            let mut form = multer::Multipart::new(body.into_data_stream(), boundary);
+            // The whole form within the file's limit and a little more (its
+            // headers and other fields, which are read and dropped).
+            let max = state.config.files.max_file_bytes;
+            let limits = multer::SizeLimit::new().whole_stream(max.saturating_add(64 << 10));
+            let constraints = multer::Constraints::new().size_limit(limits);
+            let stream = body.into_data_stream();
+            let mut form = multer::Multipart::with_constraints(stream, boundary, constraints);
             // The first part with a file name (a form's file input) is the file.
+            let wait = state.config.http_body_timeout;
             let field = loop {
-                match form.next_field().await {
-                    Ok(Some(field)) if field.file_name().is_some() => break field,
-                    Ok(Some(_)) => {}
-                    Ok(None) => {
+                match tokio::time::timeout(wait, form.next_field()).await {
+                    Err(_) => {
+                        return Err(ApiError::Timeout(
+                            "the form was not sent in time (http_body_timeout_seconds)".into(),
+                        ));
+                    }
+                    Ok(Ok(Some(field))) if field.file_name().is_some() => break field,
+                    Ok(Ok(Some(_))) => {}
+                    Ok(Ok(None)) => {
                         return Err(ApiError::BadRequest(
                             "the form holds no file (a part with a filename)".into(),
                         ));
                     }
-                    Err(e) => {
+                    Ok(Err(multer::Error::StreamSizeExceeded { .. })) => {
+                        return Err(SessionError::TooLarge(format!(
+                            "the form is over the file limit (max_file_bytes: {max})"
+                        ))
+                        .into());
+                    }
+                    Ok(Err(e)) => {
                         return Err(ApiError::BadRequest(format!(
                             "the form cannot be read: {e}"
                         )));
@@ -361,57 +376,6 @@ fn allowed(
         Err(ApiError::BadRequest(format!(
             "files of type {t} are not accepted (file_media_types)"
         )))
-    }
-}
-
-/// What a file starting with `head` is: its magic bytes' type (HTML and
-/// XML are known by their start, and refused unless configured); else, for
-/// UTF-8 text without NULs, the declared text kind (`text/csv`,
-/// `text/markdown`, `application/json`) or `text/plain` — never what the
-/// client declared beyond those (an SVG declared as such is text); else
-/// `application/octet-stream`.
-pub(super) fn sniff(head: &[u8], declared: Option<&str>) -> String {
-    if let Some(kind) = infer::get(head) {
-        return kind.mime_type().to_owned();
-    }
-    let text = match std::str::from_utf8(head) {
-        Ok(_) => true,
-        // A character cut by the end of the head.
-        Err(e) => e.error_len().is_none(),
-    };
-    if !text || head.contains(&0) {
-        return "application/octet-stream".into();
-    }
-    match declared {
-        Some(t @ ("text/csv" | "text/markdown" | "application/json")) => t.to_owned(),
-        _ => "text/plain".into(),
-    }
-}
-
-/// A name safe to show and to put in `Content-Disposition`.
-fn clean_name(name: Option<&str>) -> String {
-    let cleaned: String = name
-        .unwrap_or("")
-        .chars()
-        .map(|c| {
-            // Controls, path separators, quotes, and the invisible marks
-            // that reorder or hide text (U+202E shows `gpj.exe` as `exe.jpg`).
-            if c.is_control()
-                || matches!(c, '/' | '\\' | '"')
-                || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
-            {
-                '_'
-            } else {
-                c
-            }
-        })
-        .take(MAX_NAME_CHARS)
-        .collect();
-    let cleaned = cleaned.trim();
-    if cleaned.is_empty() || cleaned == "." || cleaned == ".." {
-        "file".into()
-    } else {
-        cleaned.to_owned()
     }
 }
 

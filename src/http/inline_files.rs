@@ -105,12 +105,18 @@ pub(super) async fn attach(
         ))
         .into());
     }
-    let mut refs = Vec::with_capacity(files.len());
+    // Every file read first: a message one of whose files is refused
+    // keeps none of them.
+    enum Named {
+        Stored(Uuid),
+        Bytes(Vec<u8>, Option<String>),
+    }
+    let mut read = Vec::with_capacity(files.len());
     for f in files {
         let own = f.url.and_then(own_file);
         let by_id = f.id.and_then(|id| Uuid::parse_str(id).ok());
         if let Some(id) = own.or(by_id.filter(|_| f.url.is_none() && f.data.is_none())) {
-            refs.push(FileRef { file_id: id });
+            read.push(Named::Stored(id));
             continue;
         }
         let (declared, data) = match (f.url, f.data) {
@@ -126,17 +132,26 @@ pub(super) async fn attach(
             .decode(data.trim())
             .map_err(|_| ApiError::BadRequest("a file's data is not base64".into()))?;
         let declared = f.media_type.map(str::to_owned).or(declared);
-        let incoming = Incoming {
-            chat_id,
-            name: f.name,
-            declared: declared.as_deref().map(str::trim),
-            length: Some(bytes.len() as u64),
+        read.push(Named::Bytes(bytes, declared));
+    }
+    let mut refs = Vec::with_capacity(files.len());
+    for (f, named) in files.iter().zip(read) {
+        let file_id = match named {
+            Named::Stored(id) => id,
+            Named::Bytes(bytes, declared) => {
+                let incoming = Incoming {
+                    chat_id,
+                    name: f.name,
+                    declared: declared.as_deref().map(str::trim),
+                    length: Some(bytes.len() as u64),
+                };
+                let once = futures_util::stream::once(async move {
+                    Ok::<_, std::convert::Infallible>(bytes::Bytes::from(bytes))
+                });
+                keep(state, user, incoming, once).await?.id
+            }
         };
-        let once = futures_util::stream::once(async move {
-            Ok::<_, std::convert::Infallible>(bytes::Bytes::from(bytes))
-        });
-        let file = keep(state, user, incoming, once).await?;
-        refs.push(FileRef { file_id: file.id });
+        refs.push(FileRef { file_id });
     }
     Ok(refs)
 }

@@ -65,6 +65,7 @@ fn request() -> ChatRequest {
 const BOTH: Inputs = Inputs {
     image: true,
     pdf: true,
+    max_image_bytes: 20 << 20,
 };
 
 fn csv_text() -> String {
@@ -99,15 +100,26 @@ fn openai_gets_image_url_and_file_parts() {
         ]})
     );
     // A model configured for images only is told of the PDF instead.
-    let images = Inputs {
-        image: true,
-        pdf: false,
-    };
+    let images = Inputs { pdf: false, ..BOTH };
     let body = OpenAi::new(endpoint(images)).body(&request());
     assert_eq!(
         body["messages"][0]["content"][1],
         json!({"type": "text", "text": cannot("report.pdf", "application/pdf")})
     );
+}
+
+#[test]
+fn an_image_over_the_vendors_limit_is_a_note() {
+    let small = Inputs {
+        max_image_bytes: 4,
+        ..BOTH
+    };
+    let body = Anthropic::new(endpoint(small)).body(&request());
+    assert_eq!(
+        body["messages"][0]["content"][0]["text"],
+        "[The user attached \"cat.png\" (image/png); it is larger than the 0 MiB image this model takes, so it was not sent.]"
+    );
+    assert_eq!(body["messages"][0]["content"][1]["type"], "document");
 }
 
 #[test]

@@ -90,10 +90,23 @@ pub enum FileContent {
 }
 
 /// The kinds of file beyond text a model reads (`inputs` of a model).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Inputs {
     pub image: bool,
     pub pdf: bool,
+    /// The largest image the vendor takes (Anthropic's: 5 MB).
+    pub max_image_bytes: u64,
+}
+
+impl Default for Inputs {
+    /// Text only.
+    fn default() -> Self {
+        Self {
+            image: false,
+            pdf: false,
+            max_image_bytes: 20 << 20,
+        }
+    }
 }
 
 impl Inputs {
@@ -129,7 +142,19 @@ impl File {
     /// What a model that reads `inputs` gets of this file.
     pub(crate) fn part(&self, inputs: Inputs) -> Part<'_> {
         let (name, t) = (&self.name, &self.media_type);
+        // Its size, from the base64's length.
+        let size = |data: &str| (data.len() / 4 * 3) as u64;
         match &self.content {
+            FileContent::Base64(data)
+                if inputs.takes(t)
+                    && t.starts_with("image/")
+                    && size(data) > inputs.max_image_bytes =>
+            {
+                Part::Text(format!(
+                    "[The user attached \"{name}\" ({t}); it is larger than the {} MiB image this model takes, so it was not sent.]",
+                    inputs.max_image_bytes >> 20
+                ))
+            }
             FileContent::Base64(data) if inputs.takes(t) => Part::Bytes {
                 name,
                 media_type: t,
@@ -227,6 +252,20 @@ pub trait Provider: Send + Sync + 'static {
         &self,
         request: ChatRequest,
     ) -> Result<BoxStream<'static, StreamEvent>, ProviderError>;
+}
+
+/// Cuts a text a model reads (a tool result, a file) to `max_chars`, with a
+/// visible marker.
+pub fn cap_chars(content: &str, max_chars: usize) -> String {
+    let total = content.chars().count();
+    if total <= max_chars {
+        return content.to_owned();
+    }
+    let kept: String = content.chars().take(max_chars).collect();
+    format!(
+        "{kept}\n[truncated: {} of {total} characters omitted]",
+        total - max_chars
+    )
 }
 
 impl Message {

@@ -56,6 +56,8 @@ pub struct SessionContext {
     pub quotas: Quotas,
     /// The most files one message may attach (`max_files_per_message`).
     pub max_files_per_message: usize,
+    /// The largest file a run's tools may keep (`max_file_bytes`).
+    pub max_file_bytes: u64,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
     /// Every actor and run task is spawned on it, so shutdown can wait for them.

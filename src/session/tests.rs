@@ -27,6 +27,7 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
         max_message_bytes: 1 << 20,
         max_versions_per_point: 32,
         max_files_per_message: 10,
+        max_file_bytes: 1 << 20,
         max_branches_per_chat: 1000,
         quotas: Quotas::unlimited(),
         shutdown: CancellationToken::new(),

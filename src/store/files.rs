@@ -67,3 +67,57 @@ pub trait Blobs: Send + Sync {
 pub(crate) fn staged(upload: Uuid) -> String {
     format!("upload:{upload}")
 }
+
+/// The most characters of a file's name.
+const MAX_NAME_CHARS: usize = 255;
+
+/// What a file starting with `head` is: its magic bytes' type (HTML and
+/// XML are known by their start, and refused unless configured); else, for
+/// UTF-8 text without NULs, the declared text kind (`text/csv`,
+/// `text/markdown`, `application/json`) or `text/plain` — never what the
+/// client declared beyond those (an SVG declared as such is text); else
+/// `application/octet-stream`.
+pub fn sniff(head: &[u8], declared: Option<&str>) -> String {
+    if let Some(kind) = infer::get(head) {
+        return kind.mime_type().to_owned();
+    }
+    let text = match std::str::from_utf8(head) {
+        Ok(_) => true,
+        // A character cut by the end of the head.
+        Err(e) => e.error_len().is_none(),
+    };
+    if !text || head.contains(&0) {
+        return "application/octet-stream".into();
+    }
+    match declared {
+        Some(t @ ("text/csv" | "text/markdown" | "application/json")) => t.to_owned(),
+        _ => "text/plain".into(),
+    }
+}
+
+/// A name safe to show and to put in `Content-Disposition`.
+pub fn clean_name(name: Option<&str>) -> String {
+    let cleaned: String = name
+        .unwrap_or("")
+        .chars()
+        .map(|c| {
+            // Controls, path separators, quotes, and the invisible marks
+            // that reorder or hide text (U+202E shows `gpj.exe` as `exe.jpg`).
+            if c.is_control()
+                || matches!(c, '/' | '\\' | '"')
+                || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+            {
+                '_'
+            } else {
+                c
+            }
+        })
+        .take(MAX_NAME_CHARS)
+        .collect();
+    let cleaned = cleaned.trim();
+    if cleaned.is_empty() || cleaned == "." || cleaned == ".." {
+        "file".into()
+    } else {
+        cleaned.to_owned()
+    }
+}

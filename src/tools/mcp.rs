@@ -322,7 +322,8 @@ pub(super) async fn run(
     let (outcome, ()) = tokio::try_join!(calling, reporting)?;
     match outcome {
         Ok(called) => {
-            let logged = capped(called.result, source.max_result_bytes);
+            let kept = super::files_out::keep_files(link, &call.name, called.result).await;
+            let logged = capped(kept, source.max_result_bytes);
             respond(link, call, logged, !called.is_error).await?;
             Ok(ToolOutcome::Result {
                 content: called.text,

@@ -47,6 +47,7 @@ mod ask_user;
 mod builtin;
 mod database;
 mod env;
+mod files_out;
 mod frontend;
 mod handoff;
 mod http;

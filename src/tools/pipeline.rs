@@ -165,17 +165,7 @@ pub async fn ask_approval(link: &RunLink, call: &ToolCall) -> Result<Approval, G
 }
 
 /// Cuts a tool result for the model, with a visible marker.
-pub fn cap(content: &str, max_chars: usize) -> String {
-    let total = content.chars().count();
-    if total <= max_chars {
-        return content.to_owned();
-    }
-    let kept: String = content.chars().take(max_chars).collect();
-    format!(
-        "{kept}\n[truncated: {} of {total} characters omitted]",
-        total - max_chars
-    )
-}
+pub use crate::llm::cap_chars as cap;
 
 #[cfg(test)]
 mod tests {

@@ -535,3 +535,79 @@ fn words(sse: &str) -> String {
         .filter_map(|v| v["delta"].as_str().map(str::to_owned))
         .collect()
 }
+
+#[tokio::test]
+async fn a_queued_message_keeps_its_files_and_an_edit_may_drop_them() {
+    let server = Server::start().await;
+    let chat = Uuid::new_v4();
+    let notes = upload(server.addr, chat, "notes.txt", "text/plain", NOTES.into()).await;
+    let mut c = server.client().await;
+    c.start(chat, "slow: 40").await;
+    c.expect("chat.text").await;
+    c.send(
+        json!({"type": "user.message", "chat_id": chat, "text": "later",
+                  "multitask_strategy": "enqueue", "attachments": refs(&[&notes])}),
+    )
+    .await;
+    let queued = c.recv_until(|m| m["type"] == "chat.queued").await;
+    let queued = queued.last().unwrap();
+    assert_outbound_valid(queued);
+    assert_eq!(queued["attachments"][0]["file_id"], notes);
+    // The run that takes it logs its text with the files, and reads them.
+    c.until_complete(chat).await;
+    let msgs = c.until_complete(chat).await;
+    let said = user_texts(&msgs);
+    assert_eq!(said[0]["queued"], queued["seq"]);
+    assert_eq!(said[0]["attachments"][0]["file_id"], notes);
+    assert!(last_text(&msgs).ends_with("notes.txt (text/plain, 12 characters)"));
+
+    // An edit naming no files at all drops them.
+    let (status, _) = http_json(
+        &server,
+        "POST",
+        &format!("/v1/chats/{chat}/messages/{}/edit", said[0]["seq"]),
+        &json!({"text": "later, without", "attachments": []}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let msgs = c.until_complete(chat).await;
+    assert!(user_texts(&msgs)[0].get("attachments").is_none());
+    assert_eq!(last_text(&msgs), "You said: later, without");
+}
+
+#[tokio::test]
+async fn a_form_over_the_file_limit_is_refused_whatever_part_holds_the_bytes() {
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            max_file_bytes: Some(4096),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let chat = Uuid::new_v4();
+    let boundary = "b0undary";
+    // A field without a file name, endless as far as the limit goes.
+    let form = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\n{}\r\n--{boundary}--\r\n",
+        "x".repeat(256 << 10)
+    );
+    let r = agentwire::llm::http_client()
+        .post(format!("http://{}/v1/chats/{chat}/files", server.addr))
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_file_bytes")
+    );
+}

@@ -236,11 +236,25 @@ async fn a_stdio_servers_tools_are_discovered_called_and_logged() {
     assert_eq!(response["content"]["content"][0]["text"], "5.0");
     assert_eq!(last_text(&msgs), "Sum: 5.0");
 
-    // Images are kept in the log, not given to the model as text.
+    // Images are kept as files of the chat, named in the log (never their
+    // bytes), not given to the model as text.
     let msgs = run(&server, "picture").await;
     let response = one(&msgs, "chat.tool_response");
-    assert_eq!(response["content"]["content"][0]["type"], "image");
-    assert_eq!(response["content"]["content"][0]["mimeType"], "image/png");
+    let image = &response["content"]["content"][0];
+    assert_eq!(image["type"], "image");
+    assert_eq!(image["mimeType"], "image/png");
+    assert_eq!(image["name"], "box_picture-1.png");
+    assert!(image.get("data").is_none(), "{image}");
+    let file = image["file_id"].as_str().unwrap();
+    let r = agentwire::llm::http_client()
+        .get(format!("http://{}/v1/files/{file}", server.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let png = r.bytes().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "{png:?}");
+    assert_eq!(image["size"], png.len());
     let text = last_text(&msgs);
     assert!(
         text.contains("an image (image/png)") && text.contains("a red pixel"),

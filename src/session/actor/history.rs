@@ -53,7 +53,7 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said
                 by: None,
                 message: Message::User {
                     text: content,
-                    files: files(&env.attachments),
+                    files: crate::link::named(&env.attachments),
                 },
             }),
             EventKind::Text { agent, content } => out.push(Said {
@@ -173,19 +173,6 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said
     }
     out.retain(|s| !matches!(&s.message, Message::Assistant { text, tool_calls } if text.is_empty() && tool_calls.is_empty()));
     out
-}
-
-/// The files of a user's message as its run's model gets them: named, to
-/// be read by the run before its first model call.
-pub(super) fn files(attachments: &[crate::protocol::Attachment]) -> Vec<crate::llm::File> {
-    attachments
-        .iter()
-        .map(|a| crate::llm::File {
-            name: a.name.clone(),
-            media_type: a.media_type.clone(),
-            content: crate::llm::FileContent::Stored(a.file_id),
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ impl Actor {
 
     /// The run asks for what steers it: every waiting `steer` message is
     /// logged as the user's text, and their texts go to the model.
-    pub(super) async fn take_steered(&mut self) -> Vec<String> {
+    pub(super) async fn take_steered(&mut self) -> Vec<(String, Vec<crate::protocol::Attachment>)> {
         // A run being cancelled (or timed out) will not read them: they wait
         // for the next run instead.
         if self
@@ -110,7 +110,13 @@ impl Actor {
             ..Marks::default()
         };
         match self.append_marked(events, marks).await {
-            Ok(()) => steer.into_iter().map(|q| q.text).collect(),
+            Ok(()) => steer
+                .into_iter()
+                .map(|q| {
+                    let attached = files(&q);
+                    (q.text, attached)
+                })
+                .collect(),
             Err(e) => {
                 // Not logged: they wait for the run's end instead.
                 self.deliver_transient_error(&e);

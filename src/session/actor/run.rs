@@ -117,6 +117,12 @@ impl Actor {
         });
 
         let (link, rx) = RunLink::channel(RUN_QUEUE);
+        let link = link.keeping_files(crate::link::RunFiles {
+            store: self.ctx.store.clone(),
+            owner: owner.clone(),
+            chat_id: self.chat_id,
+            max_bytes: self.ctx.max_file_bytes,
+        });
         // A continued run waits again on what its cut-off self had asked.
         let link = match &extras.resumed {
             Some(resumed) => link
@@ -178,7 +184,7 @@ impl Actor {
                 by: None,
                 message: Message::User {
                     text,
-                    files: super::history::files(&attachments),
+                    files: crate::link::named(&attachments),
                 },
             });
         } else if let Some(branch) = branch {
@@ -215,13 +221,8 @@ impl Actor {
             self.run = None;
             return Err(e);
         }
-        let delay = if resumed {
-            self.ctx.continue_delay
-        } else {
-            std::time::Duration::ZERO
-        };
-        let store = self.ctx.store.clone();
-        let run = super::attach::then_run(store, spec, link, control, delay);
+        let delay = resumed.then_some(self.ctx.continue_delay);
+        let run = super::attach::then_run(spec, link, control, delay);
         self.ctx.tracker.spawn(run);
         Ok(())
     }

@@ -33,7 +33,7 @@ pub(super) async fn purge(pool: &PgPool, chat: Uuid) -> Result<bool, StoreError>
     // meanwhile commits before the statements below look (and is seen).
     sqlx::query(
         "SELECT 1 FROM blobs WHERE owner = $1 AND sha256 IN (
-             SELECT sha256 FROM files WHERE chat_id = $2) FOR UPDATE",
+             SELECT sha256 FROM files WHERE owner = $1 AND chat_id = $2) FOR UPDATE",
     )
     .bind(&owner)
     .bind(chat)
@@ -42,12 +42,12 @@ pub(super) async fn purge(pool: &PgPool, chat: Uuid) -> Result<bool, StoreError>
     for sql in [
         "DELETE FROM blob_chunks WHERE owner = $1 AND blob IN (
              SELECT chunks FROM blobs WHERE owner = $1 AND sha256 IN (
-                 SELECT sha256 FROM files WHERE chat_id = $2 EXCEPT
+                 SELECT sha256 FROM files WHERE owner = $1 AND chat_id = $2 EXCEPT
                  SELECT sha256 FROM files WHERE owner = $1 AND chat_id <> $2))",
         "DELETE FROM blobs WHERE owner = $1 AND sha256 IN (
-             SELECT sha256 FROM files WHERE chat_id = $2 EXCEPT
+             SELECT sha256 FROM files WHERE owner = $1 AND chat_id = $2 EXCEPT
              SELECT sha256 FROM files WHERE owner = $1 AND chat_id <> $2)",
-        "DELETE FROM files WHERE chat_id = $2 AND $1::text IS NOT NULL",
+        "DELETE FROM files WHERE chat_id = $2 AND owner = $1",
     ] {
         sqlx::query(sql)
             .bind(&owner)

@@ -30,12 +30,12 @@ pub(super) fn purge(conn: &mut Connection, chat: &Uuid) -> rusqlite::Result<bool
     for sql in [
         "DELETE FROM blob_chunks WHERE owner = ?1 AND blob IN (
              SELECT chunks FROM blobs WHERE owner = ?1 AND sha256 IN (
-                 SELECT sha256 FROM files WHERE chat_id = ?2 EXCEPT
+                 SELECT sha256 FROM files WHERE owner = ?1 AND chat_id = ?2 EXCEPT
                  SELECT sha256 FROM files WHERE owner = ?1 AND chat_id <> ?2))",
         "DELETE FROM blobs WHERE owner = ?1 AND sha256 IN (
-             SELECT sha256 FROM files WHERE chat_id = ?2 EXCEPT
+             SELECT sha256 FROM files WHERE owner = ?1 AND chat_id = ?2 EXCEPT
              SELECT sha256 FROM files WHERE owner = ?1 AND chat_id <> ?2)",
-        "DELETE FROM files WHERE chat_id = ?2 AND ?1 IS NOT NULL",
+        "DELETE FROM files WHERE chat_id = ?2 AND owner = ?1",
     ] {
         tx.execute(sql, params![user, id])?;
     }

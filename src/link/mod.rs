@@ -3,7 +3,8 @@
 //! the chat that owns it, and through which the chat answers and stops it.
 //!
 //! Below `tools`, `templates` and `agent`, which all speak it, and above
-//! `session`, whose actor answers it. Uses `llm` and `protocol` only.
+//! `session`, whose actor answers it. Uses `llm`, `protocol`, and `store`
+//! for the files a run reads and its tools produce ([`RunFiles`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -14,6 +15,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::{Display, EventKind, RunEndReason};
+
+mod files;
+
+pub use files::{RunFiles, named};
 
 /// What a run asks of its chat.
 #[derive(Debug)]
@@ -79,7 +84,8 @@ pub enum RunMsg {
     /// Log the user's messages waiting to steer the run (as the user's
     /// `chat.text`s) and answer with their texts.
     TakeSteered {
-        respond: oneshot::Sender<Vec<String>>,
+        /// Each message's text and files.
+        respond: oneshot::Sender<Vec<(String, Vec<crate::protocol::Attachment>)>>,
     },
 }
 
@@ -143,6 +149,8 @@ pub struct RunLink {
     approved: Option<Arc<std::collections::HashSet<String>>>,
     /// Set by the chat when a user's message waits to steer the run.
     steer: Arc<std::sync::atomic::AtomicBool>,
+    /// Where the run's tools keep the files they produce.
+    files: Option<Arc<RunFiles>>,
 }
 
 impl RunLink {
@@ -155,6 +163,7 @@ impl RunLink {
             rewaits: None,
             approved: None,
             steer: Arc::default(),
+            files: None,
         };
         (link, rx)
     }
@@ -167,7 +176,7 @@ impl RunLink {
     /// The user's messages sent to steer the run since it last asked, each
     /// logged already as the user's `chat.text`: the model sees them before
     /// its next turn. Costs an atomic read when there are none.
-    pub async fn steered(&self) -> Vec<String> {
+    pub async fn steered(&self) -> Vec<crate::llm::Message> {
         if !self.steer.swap(false, std::sync::atomic::Ordering::AcqRel) {
             return Vec::new();
         }
@@ -175,7 +184,20 @@ impl RunLink {
         if self.tx.send(RunMsg::TakeSteered { respond }).await.is_err() {
             return Vec::new();
         }
-        rx.await.unwrap_or_default()
+        let mut said: Vec<crate::llm::Message> = rx
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(text, attached)| crate::llm::Message::User {
+                text,
+                files: named(&attached),
+            })
+            .collect();
+        // Their files, read as the history's were.
+        if let Some(files) = &self.files {
+            files.read(said.iter_mut().collect()).await;
+        }
+        said
     }
 
     /// The same channel, speaking as group member `name`.
@@ -186,7 +208,21 @@ impl RunLink {
             rewaits: self.rewaits.clone(),
             approved: self.approved.clone(),
             steer: self.steer.clone(),
+            files: self.files.clone(),
         }
+    }
+
+    /// The link of a run that reads and keeps its chat's files in `files`.
+    #[must_use]
+    pub fn keeping_files(mut self, files: RunFiles) -> Self {
+        self.files = Some(Arc::new(files));
+        self
+    }
+
+    /// Where the run reads and keeps its chat's files (none in tests of
+    /// the loop alone).
+    pub fn files(&self) -> Option<&RunFiles> {
+        self.files.as_deref()
     }
 
     /// The link of a continued run: these requests (by id, with how long
