@@ -184,7 +184,9 @@ class ChatView {
       case 'chat.text':
         if (m.agent === 'user') {
           if (m.queued) $('log').querySelector(`li.queued[data-queued="${m.queued}"]`)?.remove();
-          const li = this.add(el('li', { cls: 'user', attrs: { 'data-seq': String(m.seq) } }, el('div', { cls: 'msg', text: m.content })));
+          const li = this.add(el('li', { cls: 'user', attrs: { 'data-seq': String(m.seq) } },
+            m.content ? el('div', { cls: 'msg', text: m.content }) : null,
+            m.attachments?.length ? fileList(m.attachments) : null));
           // Only a message that asks (not an answer to a request, not a
           // steer inside a run) can be edited.
           if (!this.inRun) {
@@ -255,6 +257,12 @@ class ChatView {
           this.done(card, m.success ? 'done' : `failed: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`);
           const c = m.content;
           if (card.classList.contains('workflow') && m.success) card.append(el('pre', { cls: 'result', text: JSON.stringify(c, null, 2) }));
+          // Files the tool produced (an MCP server's image), named by id.
+          const made = (Array.isArray(c?.content) ? c.content : [])
+            .map((b) => (b?.type === 'resource' ? b.resource : b))
+            .filter((b) => typeof b?.file_id === 'string')
+            .map((b) => ({ file_id: b.file_id, name: String(b.name ?? 'file'), media_type: String(b.mimeType ?? '') }));
+          if (made.length) card.append(fileList(made));
           if (m.success && c && c.type === 'vega_lite_spec' && c.spec && ['string', 'object'].includes(typeof c.spec)) chart(card, c.spec);
           else if (m.success && c && Array.isArray(c.columns) && Array.isArray(c.rows)) card.append(...resultTable(c));
         }
@@ -484,6 +492,70 @@ class ChatView {
 }
 
 /** A colour from a name's hash, for speakers of no known group. */
+// ----- files ----------------------------------------------------------------
+
+const IMAGE = /^image\/(png|jpeg|gif|webp)$/;
+
+/** A chat's file as a blob URL (fetched with the token: an <img> cannot send it). */
+const blobs = new Map();
+function fileBlob(fileId) {
+  if (!blobs.has(fileId)) {
+    blobs.set(fileId, client.fetchFile(fileId).then((b) => URL.createObjectURL(b)));
+  }
+  return blobs.get(fileId);
+}
+
+/** Files a message or a tool holds: a thumbnail for an image, and a download link for each. */
+function fileList(files) {
+  return el('ul', { cls: 'files' }, ...files.map((f) => {
+    const li = el('li', { attrs: { 'data-file': f.file_id } });
+    if (IMAGE.test(f.media_type)) {
+      const img = el('img', { cls: 'thumb', attrs: { alt: f.name } });
+      fileBlob(f.file_id).then((url) => { img.src = url; }).catch(() => img.replaceWith(el('span', { cls: 'error', text: 'unavailable' })));
+      li.append(img);
+    }
+    const link = el('a', { cls: 'download', text: f.name, attrs: { href: '#', download: f.name, 'aria-label': `download ${f.name}` } });
+    link.onclick = async (e) => {
+      if (link.dataset.ready) return;
+      e.preventDefault();
+      link.href = await fileBlob(f.file_id);
+      link.dataset.ready = '1';
+      link.click();
+    };
+    li.append(link);
+    return li;
+  }));
+}
+
+/** Files chosen, dropped or pasted, waiting for the next message. */
+const pending = [];
+function addFiles(files) {
+  for (const file of files) {
+    const shown = el('li', {}, IMAGE.test(file.type) ? el('img', { cls: 'thumb', attrs: { alt: file.name, src: URL.createObjectURL(file) } }) : null,
+      el('span', { text: file.name || 'pasted' }));
+    const remove = el('button', { text: '×', attrs: { type: 'button', 'aria-label': `remove ${file.name}` } });
+    const entry = { file, shown };
+    remove.onclick = () => { pending.splice(pending.indexOf(entry), 1); shown.remove(); };
+    shown.append(remove);
+    pending.push(entry);
+    $('pending').append(shown);
+  }
+}
+$('attach').onclick = () => $('attach-input').click();
+$('attach-input').onchange = (e) => { addFiles(e.target.files); e.target.value = ''; };
+$('text').addEventListener('paste', (e) => {
+  const files = [...(e.clipboardData?.files || [])];
+  if (files.length) { e.preventDefault(); addFiles(files); }
+});
+for (const [type, on] of [['dragenter', true], ['dragover', true], ['dragleave', false], ['drop', false]]) {
+  $('chat').addEventListener(type, (e) => {
+    if (!current || !e.dataTransfer?.types.includes('Files')) return;
+    e.preventDefault();
+    $('chat').classList.toggle('dropping', on);
+    if (type === 'drop') addFiles(e.dataTransfer.files);
+  });
+}
+
 function colour(name) {
   let h = 0;
   for (const c of name) h = (h * 31 + c.codePointAt(0)) % 360;
@@ -597,11 +669,23 @@ function open(chatId, agent) {
 }
 
 /** Sends what was typed; while the agent works, by `strategy`. */
-function send(strategy) {
+async function send(strategy) {
   const text = $('text').value.trim();
-  if (!text || !current) return;
-  current.chat.sendMessage(text, { multitaskStrategy: strategy });
+  if ((!text && !pending.length) || !current) return;
+  const { chat, view } = current;
+  const files = pending.splice(0);
   $('text').value = '';
+  $('pending').replaceChildren();
+  try {
+    // Each file to the chat first, then the message naming them.
+    const stored = [];
+    for (const { file } of files) stored.push(await chat.upload(file, { name: file.name || 'pasted' }));
+    chat.sendMessage(text, { multitaskStrategy: strategy, attachments: stored });
+  } catch (e) {
+    view.add(el('li', { cls: 'note error', text: `${e.code ?? 'error'}: ${e.message}` }));
+    $('text').value = text;
+    for (const entry of files) { pending.push(entry); $('pending').append(entry.shown); }
+  }
 }
 $('composer').onsubmit = (e) => {
   e.preventDefault();

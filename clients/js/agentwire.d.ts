@@ -32,6 +32,36 @@ export interface ClientOptions {
   initialBackoffMs?: number;
   maxBackoffMs?: number;
   maxQueued?: number;
+  /** The server's HTTP base, for files [default: the WebSocket URL's origin]. */
+  httpUrl?: string;
+  /** The fetch function for files [default: the global one]. */
+  fetch?: typeof fetch;
+}
+
+/** A file stored in a chat (`POST /v1/chats/{id}/files`). */
+export interface StoredFile {
+  id: string;
+  chat_id: string;
+  name: string;
+  /** Sniffed from the content by the server. */
+  media_type: string;
+  size: number;
+  sha256: string;
+  created_at: string;
+}
+
+/** A file a user's message attaches, as its `chat.text` logs it. */
+export interface Attachment {
+  file_id: string;
+  name: string;
+  media_type: string;
+  size: number;
+}
+
+export interface SendOptions {
+  multitaskStrategy?: 'reject' | 'enqueue' | 'interrupt' | 'steer';
+  /** Files uploaded to the chat, by id or as `upload` returned them. */
+  attachments?: (string | StoredFile | Attachment)[];
 }
 
 export interface ResumedDetail {
@@ -56,7 +86,9 @@ export declare class Chat extends Emitter {
   on(type: 'resumed', fn: (detail: ResumedDetail) => void): () => void;
   on(type: 'reset', fn: (boundary: object) => void): () => void;
   on(type: string, fn: (envelope: Envelope) => void): () => void;
-  sendMessage(text: string, options?: { multitaskStrategy?: 'reject' | 'enqueue' | 'interrupt' | 'steer' }): string;
+  sendMessage(text: string, options?: SendOptions): string;
+  /** Uploads a file to this chat; rejects with the server's `code` and message. */
+  upload(file: Blob, options?: { name?: string }): Promise<StoredFile>;
   submitInput(requestId: string, text: string): void;
   sendComponentResult(corr: string, data: unknown): void;
   patchArtifact(corr: string, patch: object[]): void;
@@ -77,10 +109,15 @@ export declare class AgentwireClient extends Emitter {
   on(type: 'state', fn: (state: ConnectionState, detail: { replayed?: number; attempt?: number; delayMs?: number }) => void): () => void;
   on(type: 'error', fn: (error: ConnectionError) => void): () => void;
   on(type: 'message', fn: (message: Record<string, unknown>) => void): () => void;
-  startChat(options: { agent: string; chatId?: string; message?: string; context?: object }): Chat;
+  startChat(options: { agent: string; chatId?: string; message?: string; context?: object; attachments?: (string | StoredFile | Attachment)[] }): Chat;
   openChat(chatId: string, options?: { fromStart?: boolean }): Chat;
   closeChat(chatId: string): void;
-  sendMessage(chatId: string, text: string): string;
+  sendMessage(chatId: string, text: string, options?: SendOptions): string;
+  upload(chatId: string, file: Blob, options?: { name?: string }): Promise<StoredFile>;
+  /** Where a file is served (with the token: see `fetchFile`). */
+  fileUrl(fileId: string): string;
+  /** A file's bytes, fetched with the token. */
+  fetchFile(fileId: string): Promise<Blob>;
   submitInput(chatId: string, requestId: string, text: string): void;
   sendComponentResult(chatId: string, corr: string, data: unknown): void;
   patchArtifact(chatId: string, corr: string, patch: object[]): void;

@@ -39,6 +39,8 @@
  * @property {number} [initialBackoffMs] First reconnect delay [default: 250].
  * @property {number} [maxBackoffMs] Longest reconnect delay [default: 10000].
  * @property {number} [maxQueued] Most messages queued while disconnected [default: 1000].
+ * @property {string} [httpUrl] The server's HTTP base, for files [default: the WebSocket URL's origin].
+ * @property {typeof fetch} [fetch] The fetch function for files [default: the global one].
  */
 
 const STORAGE_PREFIX = 'agentwire:seq:';
@@ -117,13 +119,28 @@ export class Chat extends Emitter {
    * `multitaskStrategy` says what it does if a run is in flight (`reject`,
    * `enqueue`, `interrupt`, `steer`; absent: the agent's choice).
    */
-  sendMessage(/** @type {string} */ text, /** @type {{multitaskStrategy?: string}} */ options = {}) {
+  sendMessage(/** @type {string} */ text, /** @type {{multitaskStrategy?: string, attachments?: (string | {file_id: string, id?: string})[]}} */ options = {}) {
     const client_msg_id = uuid();
     const msg = { type: 'user.message', chat_id: this.id, text, client_msg_id };
     if (options.multitaskStrategy) msg.multitask_strategy = options.multitaskStrategy;
+    // Files uploaded to this chat first (`upload`), by id or as uploaded.
+    if (options.attachments?.length) {
+      msg.attachments = options.attachments.map((a) => ({ file_id: typeof a === 'string' ? a : (a.file_id ?? a.id) }));
+    }
     this.unacked.set(`msg:${client_msg_id}`, { msg, text });
     this.client.send(msg);
     return client_msg_id;
+  }
+
+  /**
+   * Uploads a file to this chat (before `sendMessage` attaches it, or
+   * before `startChat` sends its first message): a `Blob` or `File`, its
+   * name from `options.name` or the file's own. Resolves to the stored
+   * file (`id`, `name`, `media_type` sniffed by the server, `size`,
+   * `sha256`); rejects with the server's error code and message.
+   */
+  upload(/** @type {Blob} */ file, /** @type {{name?: string}} */ options = {}) {
+    return this.client.upload(this.id, file, options);
   }
 
   /** Answers a `chat.input_request`. */
@@ -271,6 +288,9 @@ export class AgentwireClient extends Emitter {
   constructor(url, options = {}) {
     super();
     this.url = options.token ? `${url}${url.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(options.token)}` : url;
+    this.token = options.token;
+    this.httpUrl = (options.httpUrl ?? new URL(url).origin.replace(/^ws/, 'http')).replace(/\/$/, '');
+    this.fetch = options.fetch ?? globalThis.fetch?.bind(globalThis);
     /** @type {Storage | null} */
     this.storage = options.storage !== undefined ? options.storage : (globalThis.localStorage ?? null);
     this.WS = options.WebSocket ?? globalThis.WebSocket;
@@ -384,12 +404,16 @@ export class AgentwireClient extends Emitter {
    * @param {{agent: string, chatId?: string, message?: string, context?: object}} opts
    * @returns {Chat}
    */
-  startChat({ agent, chatId = uuid(), message, context }) {
+  startChat({ agent, chatId = uuid(), message, context, attachments }) {
     const chat = this.track(chatId);
     /** @type {any} */
     const msg = { type: 'chat.start', chat_id: chatId, agent };
     if (message !== undefined) msg.message = message;
     if (context !== undefined) msg.context = context;
+    // Files uploaded to `chatId` before it starts (`upload(chatId, …)`).
+    if (attachments?.length) {
+      msg.attachments = attachments.map((a) => ({ file_id: typeof a === 'string' ? a : (a.file_id ?? a.id) }));
+    }
     this.send(msg);
     return chat;
   }
@@ -425,9 +449,45 @@ export class AgentwireClient extends Emitter {
     if (this.chats.delete(chatId)) this.send({ type: 'client.unsubscribe', chat_id: chatId });
   }
 
-  /** @param {string} chatId @param {string} text */
-  sendMessage(chatId, text) {
-    return this.track(chatId).sendMessage(text);
+  /** @param {string} chatId @param {string} text @param {object} [options] */
+  sendMessage(chatId, text, options) {
+    return this.track(chatId).sendMessage(text, options);
+  }
+
+  /** The headers of a file request: the token, when there is one. */
+  authHeaders() {
+    return this.token ? { authorization: `Bearer ${this.token}` } : {};
+  }
+
+  /**
+   * Uploads `file` to chat `chatId` (which may not be started yet).
+   * @param {string} chatId @param {Blob} file @param {{name?: string}} [options]
+   */
+  async upload(chatId, file, options = {}) {
+    const name = options.name ?? file.name ?? 'file';
+    const url = `${this.httpUrl}/v1/chats/${encodeURIComponent(chatId)}/files?name=${encodeURIComponent(name)}`;
+    const headers = { ...this.authHeaders(), 'content-type': file.type || 'application/octet-stream' };
+    const r = await this.fetch(url, { method: 'POST', headers, body: file });
+    const body = await r.json().catch(() => ({}));
+    if (!r.ok) {
+      const e = new Error(body.error?.message ?? `upload failed: HTTP ${r.status}`);
+      e.code = body.error?.code;
+      e.status = r.status;
+      throw e;
+    }
+    return body;
+  }
+
+  /** Where file `fileId` is served (it needs the token: see `fetchFile`). @param {string} fileId */
+  fileUrl(fileId) {
+    return `${this.httpUrl}/v1/files/${encodeURIComponent(fileId)}`;
+  }
+
+  /** A file's bytes, as a `Blob` (with the token, which an `<img>` cannot send). @param {string} fileId */
+  async fetchFile(fileId) {
+    const r = await this.fetch(this.fileUrl(fileId), { headers: this.authHeaders() });
+    if (!r.ok) throw new Error(`file ${fileId}: HTTP ${r.status}`);
+    return r.blob();
   }
   /** @param {string} chatId @param {string} requestId @param {string} text */
   submitInput(chatId, requestId, text) {

@@ -19,6 +19,8 @@ import { Tree } from '../js/tree.js';
  * @property {string} [reasoning]  The model's reasoning before it (`chat.reasoning`), when it streams one.
  * @property {boolean} streaming
  * @property {boolean} [partial]  What a cancelled, interrupted or timed-out run had said when it stopped.
+ * @property {{file_id: string, name: string, media_type: string, size: number}[]} [attachments]  A user's
+ *   message's files (fetch each with `client.fetchFile(file_id)`).
  * @property {{all: number[], index: number}} [versions]  This message (with what led to it) is version
  *   `index + 1` of `all.length`; `all` holds the seq each version starts at, for `switchTo`.
  *
@@ -148,7 +150,10 @@ function step(s, m) {
   switch (m.type) {
     case 'chat.text':
       if (m.agent === 'user') {
-        next.messages = [...s.messages, opened({ seq: m.seq, role: 'user', agent: 'user', text: m.content, streaming: false })];
+        next.messages = [...s.messages, opened({
+          seq: m.seq, role: 'user', agent: 'user', text: m.content, streaming: false,
+          ...(m.attachments?.length ? { attachments: m.attachments } : {}),
+        })];
         next.run = 'running';
         if (m.queued) next.queued = s.queued.filter((q) => q.seq !== m.queued);
       } else if (streamingAgent) {
@@ -160,7 +165,7 @@ function step(s, m) {
       }
       break;
     case 'chat.queued':
-      next.queued = [...s.queued, { seq: m.seq, text: m.content, mode: m.mode }];
+      next.queued = [...s.queued, { seq: m.seq, text: m.content, mode: m.mode, ...(m.attachments?.length ? { attachments: m.attachments } : {}) }];
       break;
     case 'chat.select_speaker':
       next.run = 'running';

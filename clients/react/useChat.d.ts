@@ -1,5 +1,5 @@
 // Types of @agentwire/react (useChat.js, chatState.js). Hand-written; keep in step.
-import type { AgentwireClient, ConnectionState, Envelope } from '../js/agentwire';
+import type { AgentwireClient, Attachment, ConnectionState, Envelope, SendOptions } from '../js/agentwire';
 
 export interface Message {
   seq: number;
@@ -10,6 +10,8 @@ export interface Message {
   streaming: boolean;
   /** What a cancelled, interrupted or timed-out run had said when it stopped. */
   partial?: boolean;
+  /** A user's message's files (fetch each with `client.fetchFile(file_id)`). */
+  attachments?: Attachment[];
   /** This message begins version `index + 1` of `all.length`; `all` holds the seq each starts at (for `switchTo`). */
   versions?: { all: number[]; index: number };
 }
@@ -53,7 +55,7 @@ export interface ChatState {
   }[];
   errors: { code: string; message: string }[];
   /** Messages sent during a run (`enqueue`, `interrupt`, `steer`) that no run took yet. */
-  queued: { seq: number; text: string; mode: string }[];
+  queued: { seq: number; text: string; mode: string; attachments?: Attachment[] }[];
   lastSeq: number;
   /** The tree: each `chat.branch`'s seq → its `at`. */
   branches: Map<number, number>;
@@ -66,7 +68,9 @@ export interface UseChat extends ChatState {
   connection: ConnectionState;
   pendingComponents: ToolCall[];
   pendingInputs: InputRequest[];
-  send(text: string, options?: { multitaskStrategy?: 'reject' | 'enqueue' | 'interrupt' | 'steer' }): string | undefined;
+  send(text: string, options?: SendOptions): string | undefined;
+  /** Uploads each file to the chat, then sends `text` attaching them. */
+  sendFiles(text: string, files: Blob[], options?: Omit<SendOptions, 'attachments'>): Promise<string | undefined>;
   /** A new version of the user's message at `seq`; the agent answers it. */
   edit(seq: number, text: string): string | undefined;
   /** A new answer to the user's message at `seq` (default: the last), with `model` if given. */

@@ -57,8 +57,18 @@ export function useChat(client, chatId) {
 
   const chat = chatId ? client.chats.get(chatId) : undefined;
   const send = useCallback(
-    (/** @type {string} */ text, /** @type {{multitaskStrategy?: string}=} */ options) => chat?.sendMessage(text, options),
+    (/** @type {string} */ text, /** @type {{multitaskStrategy?: string, attachments?: any[]}=} */ options) => chat?.sendMessage(text, options),
     [chat],
+  );
+  /** Uploads each file to the chat, then sends `text` attaching them. */
+  const sendFiles = useCallback(
+    async (/** @type {string} */ text, /** @type {Blob[]} */ files, /** @type {{multitaskStrategy?: string}=} */ options) => {
+      if (!chat || !chatId) return undefined;
+      const stored = [];
+      for (const f of files) stored.push(await client.upload(chatId, f));
+      return chat.sendMessage(text, { ...options, attachments: stored });
+    },
+    [client, chat, chatId],
   );
   const edit = useCallback((/** @type {number} */ seq, /** @type {string} */ text) => chat?.edit(seq, text), [chat]);
   const regenerate = useCallback(
@@ -78,6 +88,7 @@ export function useChat(client, chatId) {
     /** Input requests waiting for the user. */
     pendingInputs: state.inputRequests.filter((r) => r.status === 'pending'),
     send,
+    sendFiles,
     edit,
     regenerate,
     switchTo,

@@ -85,8 +85,9 @@ fn file_view(f: &FileRecord) -> FileView {
 /// Uploads a file to one of the caller's chats: the raw body is the file.
 #[utoipa::path(post, path = "/v1/chats/{id}/files", tag = "files",
     params(("id" = Uuid, Path), UploadQuery),
-    request_body(content = Vec<u8>, content_type = "application/octet-stream",
-        description = "The file's bytes, with its Content-Type"),
+    request_body(description = "The file's bytes, with its Content-Type; or a multipart form \
+        whose first part with a filename is the file",
+        content((Vec<u8> = "application/octet-stream"), (Vec<u8> = "multipart/form-data"))),
     responses((status = 201, body = FileView), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 408, body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 429, body = ErrorBody)))]

@@ -4,7 +4,8 @@
 //!
 //! Every response here says what the browser may do with it: the page's CSP
 //! lets it load only this server's scripts, styles and images (and `data:`
-//! images), connect only here, frame only its charts, and be framed by no
+//! images, and `blob:` ones: a chat's files, fetched with the token and shown
+//! from memory), connect only here, frame only its charts, and be framed by no
 //! one. A chart is drawn in `/assets/chart.html`, a frame the page embeds
 //! sandboxed (no origin of its own), whose CSP loads this server's scripts
 //! and nothing else, and lets only this server's pages frame it.
@@ -48,7 +49,7 @@ const VENDOR: &[(&str, &str)] = &[
 /// The page's and its assets' policy: no `unsafe-eval`, nothing inline, and
 /// framed by no one.
 pub const PAGE_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data:; connect-src 'self'; frame-src 'self'; object-src 'none'; \
+     img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; object-src 'none'; \
      base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// The chart frame's policy: this server's scripts, `data:` images, nothing

@@ -134,3 +134,34 @@ test('a second client opens the chat and gets it all', async () => {
   assert.deepEqual(again.map((m) => m.seq), got.map((m) => m.seq));
   assert.ok(again.every((m) => m.replay));
 });
+
+test('files: uploaded before the chat starts, attached to its messages, fetched back', async () => {
+  const port = await freePort();
+  const server = await startServer(tempDir(), port);
+  const client = new AgentwireClient(`ws://127.0.0.1:${port}/v1/ws`, { storage: null });
+  cleanups.push(() => { client.close(); server.kill('SIGKILL'); });
+  const bytes = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 1, 2, 3]);
+  const chatId = crypto.randomUUID();
+  const image = await client.upload(chatId, new Blob([bytes], { type: 'image/png' }), { name: 'cat.png' });
+  assert.equal(image.media_type, 'image/png');
+  assert.equal(image.size, bytes.length);
+  const chat = client.startChat({ agent: 'demo', chatId, message: 'look', attachments: [image] });
+  const answers = () => chat.log.filter((m) => m.type === 'chat.text' && m.agent !== 'user').map((m) => m.content);
+  await until(() => answers().length === 1);
+  assert.equal(answers()[0], `You said: look\nYou attached: cat.png (image/png, ${bytes.length} bytes)`);
+  const said = chat.log.find((m) => m.type === 'chat.text' && m.agent === 'user');
+  assert.deepEqual(said.attachments, [{ file_id: image.id, name: 'cat.png', media_type: 'image/png', size: bytes.length }]);
+
+  // A message of a file alone, uploaded through the chat.
+  const notes = await chat.upload(new Blob(['tide at 6:40'], { type: 'text/plain' }), { name: 'notes.txt' });
+  chat.sendMessage('', { attachments: [notes.id] });
+  await until(() => answers().length === 2);
+  assert.match(answers()[1], /notes\.txt \(text\/plain, 12 characters\)$/);
+
+  // Back as bytes; a kind the server refuses says why.
+  assert.deepEqual(new Uint8Array(await (await client.fetchFile(image.id)).arrayBuffer()), bytes);
+  await assert.rejects(
+    chat.upload(new Blob(['<html><script>alert(1)</script>'], { type: 'text/html' }), { name: 'x.html' }),
+    (e) => e.status === 400 && /not accepted/.test(e.message),
+  );
+});

@@ -151,3 +151,19 @@ test('edit, regenerate, switch versions; a message typed during a run interrupts
   other.close();
   hook.unmount();
 });
+
+test('sendFiles uploads, attaches and folds the files on the message', async () => {
+  const { hook } = mount();
+  const notes = new Blob(['tide at 6:40'], { type: 'text/plain' });
+  await act(async () => { await hook.result.current.sendFiles('read this', [notes]); });
+  await wait(() => assert.equal(hook.result.current.lastRunEnd, 'completed'));
+  const [user, answer] = hook.result.current.messages;
+  assert.equal(user.text, 'read this');
+  assert.equal(user.attachments.length, 1);
+  assert.equal(user.attachments[0].media_type, 'text/plain');
+  assert.equal(user.attachments[0].size, 12);
+  assert.equal(answer.text, `You said: read this\nYou attached: ${user.attachments[0].name} (text/plain, 12 characters)`);
+  const blob = await client.fetchFile(user.attachments[0].file_id);
+  assert.equal(await blob.text(), 'tide at 6:40');
+  hook.unmount();
+});
