@@ -258,10 +258,10 @@ class ChatView {
           const c = m.content;
           if (card.classList.contains('workflow') && m.success) card.append(el('pre', { cls: 'result', text: JSON.stringify(c, null, 2) }));
           // Files the tool produced (an MCP server's image), named by id.
-          const made = (Array.isArray(c?.content) ? c.content : [])
+          const made = (Array.isArray(c?.content) ? c.content : [c])
             .map((b) => (b?.type === 'resource' ? b.resource : b))
             .filter((b) => typeof b?.file_id === 'string')
-            .map((b) => ({ file_id: b.file_id, name: String(b.name ?? 'file'), media_type: String(b.mimeType ?? '') }));
+            .map((b) => ({ file_id: b.file_id, name: String(b.name ?? 'file'), media_type: String(b.mimeType ?? b.media_type ?? '') }));
           if (made.length) card.append(fileList(made));
           if (m.success && c && c.type === 'vega_lite_spec' && c.spec && ['string', 'object'].includes(typeof c.spec)) chart(card, c.spec);
           else if (m.success && c && Array.isArray(c.columns) && Array.isArray(c.rows)) card.append(...resultTable(c));

@@ -2,7 +2,8 @@
 // PDF attached with the Attach button, a text file dropped on the chat and
 // an image pasted into the message box; thumbnails while they wait and in
 // the conversation, the agent's answer naming what it read, still there
-// after a reload, and a file downloaded from the log. A file name an
+// after a reload, a file downloaded from the log, and a tool's file (the
+// demo's `save_file`) downloaded from its card. A file name an
 // attacker chose stays text, and nothing leaves the page.
 //
 // Needs AGENTWIRE_BIN (the built binary) and /usr/bin/chromium.
@@ -122,6 +123,19 @@ test('attach, drop and paste files; thumbnails, the answer, a reload and a downl
   await download.saveAs(saved);
   assert.deepEqual(readFileSync(saved), PDF);
   await page.shot('3-reloaded');
+
+  // A tool's file: the agent saves a note; its card links it for download.
+  await type(page.locator('#text'), 'file: # Tides, high at 6:40');
+  await page.click('#send');
+  await lastAgentText(page, 'Saved');
+  const link = page.locator('#log .card a.download', { hasText: 'note.md' });
+  await link.waitFor();
+  const [note] = await Promise.all([page.waitForEvent('download'), link.click()]);
+  assert.equal(note.suggestedFilename(), 'note.md');
+  const notePath = join(dir, 'note.md');
+  await note.saveAs(notePath);
+  assert.equal(readFileSync(notePath, 'utf8'), '# Tides, high at 6:40');
+  await page.shot('4-tool-file');
   assert.deepEqual(leaks, [], 'nothing left the page');
   await page.close();
 });

@@ -14,6 +14,9 @@ use crate::protocol::EventKind;
 pub enum Builtin {
     /// Counts `steps` steps, reporting progress at each (25 ms a step).
     Progress,
+    /// Saves `content` (text) as a file of the chat named `name`, for the
+    /// user to download: what an agent hands back as a file.
+    SaveFile,
 }
 
 impl Builtin {
@@ -21,6 +24,7 @@ impl Builtin {
     pub fn by_name(name: &str) -> Option<Self> {
         match name {
             "progress" => Some(Self::Progress),
+            "save_file" => Some(Self::SaveFile),
             _ => None,
         }
     }
@@ -35,6 +39,8 @@ impl Builtin {
         Fut: Future<Output = bool>,
     {
         match self {
+            // Needs the run's files: see `run`.
+            Self::SaveFile => Err("save_file runs only in a chat".into()),
             Self::Progress => {
                 let steps = input["steps"]
                     .as_u64()
@@ -62,6 +68,10 @@ pub(super) async fn run(
     link: &RunLink,
 ) -> Result<ToolOutcome, Gone> {
     link.log(backend_call(call)).await?;
+    if builtin == Builtin::SaveFile {
+        let result = save_file(&call.input, link).await;
+        return finish(link, call, result).await;
+    }
     let result = builtin
         .call(&call.input, |percent, status_message| {
             let link = link.clone();
@@ -75,4 +85,38 @@ pub(super) async fn run(
         })
         .await;
     finish(link, call, result).await
+}
+
+/// The text kinds `save_file` writes (anything else is plain text).
+const SAVED_TYPES: [&str; 4] = [
+    "text/plain",
+    "text/markdown",
+    "text/csv",
+    "application/json",
+];
+
+/// `save_file`: `{name, content, media_type?}` kept as a file of the chat;
+/// the result names it (`file_id`), never holds it.
+async fn save_file(input: &Value, link: &RunLink) -> Result<String, String> {
+    let name = input["name"]
+        .as_str()
+        .filter(|n| !n.trim().is_empty())
+        .ok_or("`name` must be a non-empty string")?;
+    let content = input["content"]
+        .as_str()
+        .ok_or("`content` must be a string")?;
+    let declared = input["media_type"]
+        .as_str()
+        .filter(|t| SAVED_TYPES.contains(t))
+        .unwrap_or("text/plain");
+    let files = link.files().ok_or("this run keeps no files")?;
+    let file = files.keep(name, Some(declared), content.as_bytes()).await?;
+    Ok(serde_json::json!({
+        "type": "file",
+        "file_id": file.file_id,
+        "name": file.name,
+        "media_type": file.media_type,
+        "size": file.size,
+    })
+    .to_string())
 }

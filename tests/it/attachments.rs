@@ -611,3 +611,50 @@ async fn a_form_over_the_file_limit_is_refused_whatever_part_holds_the_bytes() {
             .contains("max_file_bytes")
     );
 }
+
+#[tokio::test]
+async fn an_agent_saves_a_file_the_log_names_and_its_owner_downloads() {
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start(chat, "file: # Tides\n\nHigh at 6:40.").await;
+    let msgs = c.until_complete(chat).await;
+    msgs.iter().for_each(assert_outbound_valid);
+    let response = crate::mcp::one(&msgs, "chat.tool_response");
+    assert_eq!(response["success"], true, "{response}");
+    let file = &response["content"];
+    assert_eq!(
+        (
+            &file["type"],
+            &file["name"],
+            &file["media_type"],
+            &file["size"]
+        ),
+        (
+            &json!("file"),
+            &json!("note.md"),
+            &json!("text/markdown"),
+            &json!(22)
+        )
+    );
+    assert!(
+        last_text(&msgs).starts_with("Saved: {"),
+        "{}",
+        last_text(&msgs)
+    );
+    let r = agentwire::llm::http_client()
+        .get(format!(
+            "http://{}/v1/files/{}",
+            server.addr,
+            file["file_id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["content-disposition"].to_str().unwrap(),
+        "attachment; filename=\"note.md\"; filename*=UTF-8''note.md"
+    );
+    assert_eq!(r.text().await.unwrap(), "# Tides\n\nHigh at 6:40.");
+}
