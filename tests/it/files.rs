@@ -340,7 +340,7 @@ async fn uploads_count_against_the_turn_rate_and_a_cross_origin_page_cannot_uplo
 /// Two nodes on one PostgreSQL: a file uploaded through one is served by
 /// the other (the blobs are the database's, not a node's).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_file_uploaded_on_one_node_is_served_by_another() {
+async fn a_file_uploaded_on_one_node_is_served_and_attached_on_another() {
     if on_postgres() {
         return; // A cluster test: run once, in the default pass.
     }
@@ -388,6 +388,30 @@ async fn a_file_uploaded_on_one_node_is_served_by_another() {
     assert_eq!(
         part.bytes().await.unwrap().to_vec(),
         bytes[524_287..=524_288]
+    );
+
+    // A message sent to the other node attaches it: the request travels to
+    // the node running the chat with its files, and the model reads them.
+    let mut c = Client::connect(&format!("ws://{b}/v1/ws")).await;
+    c.resume(chat, 0).await;
+    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    c.send(
+        json!({"type": "user.message", "chat_id": chat, "text": "look",
+                  "attachments": [{"file_id": id}]}),
+    )
+    .await;
+    let msgs = c.until_complete(chat).await;
+    let said = msgs
+        .iter()
+        .find(|m| m["type"] == "chat.text" && m["agent"] == "user")
+        .unwrap();
+    assert_eq!(said["attachments"][0]["file_id"], id);
+    assert_eq!(
+        last_text(&msgs),
+        format!(
+            "You said: look\nYou attached: cat.png (image/png, {} bytes)",
+            bytes.len()
+        )
     );
 }
 
