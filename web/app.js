@@ -258,8 +258,11 @@ class ChatView {
           const c = m.content;
           if (card.classList.contains('workflow') && m.success) card.append(el('pre', { cls: 'result', text: JSON.stringify(c, null, 2) }));
           // Files the tool produced (an MCP server's image), named by id.
+          // (What holds one: an image, audio or resource block of an MCP
+          // result, or a `type: "file"` result, as `save_file` gives.)
           const made = (Array.isArray(c?.content) ? c.content : [c])
-            .map((b) => (b?.type === 'resource' ? b.resource : b))
+            .filter((b) => ['image', 'audio', 'resource', 'file'].includes(b?.type))
+            .map((b) => (b.type === 'resource' ? b.resource : b))
             .filter((b) => typeof b?.file_id === 'string')
             .map((b) => ({ file_id: b.file_id, name: String(b.name ?? 'file'), media_type: String(b.mimeType ?? b.media_type ?? '') }));
           if (made.length) card.append(fileList(made));
@@ -496,11 +499,19 @@ class ChatView {
 
 const IMAGE = /^image\/(png|jpeg|gif|webp)$/;
 
-/** A chat's file as a blob URL (fetched with the token: an <img> cannot send it). */
+/**
+ * A chat's file as a blob URL (fetched with the token: an <img> cannot send
+ * it). Only an image keeps its type: anything else is bytes to save, so a
+ * blob opened in a tab of the page's origin is never a page (HTML, SVG, XML).
+ */
 const blobs = new Map();
 function fileBlob(fileId) {
   if (!blobs.has(fileId)) {
-    blobs.set(fileId, client.fetchFile(fileId).then((b) => URL.createObjectURL(b)));
+    const url = client.fetchFile(fileId).then((b) => URL.createObjectURL(
+      IMAGE.test(b.type) ? b : new Blob([b], { type: 'application/octet-stream' })));
+    // A failure is not kept: the next click asks again.
+    url.catch(() => blobs.delete(fileId));
+    blobs.set(fileId, url);
   }
   return blobs.get(fileId);
 }
@@ -518,7 +529,12 @@ function fileList(files) {
     link.onclick = async (e) => {
       if (link.dataset.ready) return;
       e.preventDefault();
-      link.href = await fileBlob(f.file_id);
+      try {
+        link.href = await fileBlob(f.file_id);
+      } catch {
+        link.after(el('span', { cls: 'error', text: ' unavailable' }));
+        return;
+      }
       link.dataset.ready = '1';
       link.click();
     };

@@ -288,8 +288,18 @@ export class AgentwireClient extends Emitter {
   constructor(url, options = {}) {
     super();
     this.url = options.token ? `${url}${url.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(options.token)}` : url;
-    this.token = options.token;
-    this.httpUrl = (options.httpUrl ?? new URL(url).origin.replace(/^ws/, 'http')).replace(/\/$/, '');
+    // The token for files: the option, or the URL's `access_token`.
+    let wsUrl = null;
+    try {
+      wsUrl = new URL(url, globalThis.location?.href);
+    } catch {
+      // Not a URL this can read: files need `httpUrl`.
+    }
+    this.token = options.token ?? wsUrl?.searchParams.get('access_token') ?? undefined;
+    // The HTTP base: the WebSocket URL's, its scheme http(s), its path
+    // without `/v1/ws` (a server behind a path prefix keeps it).
+    const base = wsUrl ? `${wsUrl.protocol.replace(/^ws/, 'http')}//${wsUrl.host}${wsUrl.pathname.replace(/\/v1\/ws\/?$/, '')}` : '';
+    this.httpUrl = (options.httpUrl ?? base).replace(/\/$/, '');
     this.fetch = options.fetch ?? globalThis.fetch?.bind(globalThis);
     /** @type {Storage | null} */
     this.storage = options.storage !== undefined ? options.storage : (globalThis.localStorage ?? null);

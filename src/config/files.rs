@@ -31,6 +31,13 @@ pub struct FileLimits {
     pub media_types: Vec<String>,
 }
 
+impl Default for FileLimits {
+    /// The defaults of every key.
+    fn default() -> Self {
+        Self::resolve(None, None, None, None, None).expect("the defaults are in range")
+    }
+}
+
 impl FileLimits {
     /// From the configured values.
     ///

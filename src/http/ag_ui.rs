@@ -103,6 +103,7 @@ pub(super) async fn run(
     auth: AuthUser,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    super::inline_files::within_limits(&state, &body)?;
     let input: RunAgentInput = parse_body(&body)?;
     if input.tools.len() > crate::tools::MAX_CLIENT_TOOLS {
         return Err(ApiError::BadRequest(format!(

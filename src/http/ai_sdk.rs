@@ -73,6 +73,7 @@ pub(super) async fn chat(
     auth: AuthUser,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    super::inline_files::within_limits(&state, &body)?;
     let body: AiSdkRequest = parse_body(&body)?;
     let prepared = send(&state, &auth.user, auth.token.as_deref(), body).await?;
     Ok(prepared.respond())

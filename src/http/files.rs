@@ -22,7 +22,7 @@ use super::chats::chat_id;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::session::SessionError;
-use crate::store::files::{CHUNK_BYTES, FileRecord, clean_name, sniff};
+use crate::store::files::{CHUNK_BYTES, FileRecord, Kept, Put, clean_name, sniff};
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -252,10 +252,21 @@ pub(super) async fn keep<E>(
         sha256,
         created_at: chrono::Utc::now().timestamp_millis(),
     };
-    let recorded = state.store.put_file(&record, upload).await;
-    if !recorded.map_err(SessionError::from)? {
+    let put = Put {
+        upload,
+        max_owner_bytes: limits.max_user_bytes,
+    };
+    match state
+        .store
+        .put_file(&record, put)
+        .await
+        .map_err(SessionError::from)?
+    {
+        Kept::Recorded => {}
         // The chat became another user's while the file came.
-        return Err(SessionError::NotFound.into());
+        Kept::ChatTaken => return Err(SessionError::NotFound.into()),
+        // Other uploads of the user's were recorded meanwhile.
+        Kept::OverQuota(total) => check_quota(total, limits.max_user_bytes)?,
     }
     staged.armed = false;
     Ok(record)

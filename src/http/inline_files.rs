@@ -13,12 +13,56 @@ use super::error::ApiError;
 use super::files::{Incoming, keep};
 use super::state::AppState;
 use crate::protocol::FileRef;
+use crate::session::SessionError;
+use crate::store::files::{CHUNK_BYTES, sniff};
 
 /// Whether a request's body may carry files inline (the AI SDK's and
 /// AG-UI's message routes): its limit is `max_message_bytes` and
 /// `max_inline_file_bytes` together.
 pub(super) fn carries_files(method: &str, path: &str) -> bool {
     method == "POST" && (path == "/v1/ai-sdk/chat" || path == "/v1/ag-ui")
+}
+
+/// Refuses a body of one of those routes whose part besides its inline
+/// files is over `max_message_bytes` (413): the inline allowance is for
+/// files only. An inline file is a string starting `data:`, or the `data`
+/// or `value` of an object whose `type` is `binary` or `data` (AG-UI).
+///
+/// # Errors
+/// 413 `SCHEMA_VALIDATION_FAILED`, naming the limit.
+pub(super) fn within_limits(state: &AppState, body: &[u8]) -> Result<(), ApiError> {
+    fn inline(v: &Value) -> usize {
+        match v {
+            Value::String(s) if s.starts_with("data:") => s.len(),
+            Value::Array(items) => items.iter().map(inline).sum(),
+            Value::Object(map) => {
+                let binary = matches!(
+                    map.get("type").and_then(Value::as_str),
+                    Some("binary" | "data")
+                );
+                map.iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) if binary && (k == "data" || k == "value") => s.len(),
+                        v => inline(v),
+                    })
+                    .sum()
+            }
+            _ => 0,
+        }
+    }
+    let max = state.config.max_message_bytes;
+    if body.len() <= max {
+        return Ok(());
+    }
+    let files = serde_json::from_slice::<Value>(body).map_or(0, |v| inline(&v));
+    let rest = body.len().saturating_sub(files);
+    if rest > max {
+        return Err(SessionError::TooLarge(format!(
+            "the request body is over {max} bytes besides its files (max_message_bytes)"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// A file inside a message, as a client sent it.
@@ -99,7 +143,7 @@ pub(super) async fn attach(
 ) -> Result<Vec<FileRef>, ApiError> {
     let max = state.config.files.max_per_message;
     if files.len() > max {
-        return Err(crate::session::SessionError::TooLarge(format!(
+        return Err(SessionError::TooLarge(format!(
             "the message holds {} files; a message may attach at most {max} (max_files_per_message)",
             files.len()
         ))
@@ -116,6 +160,11 @@ pub(super) async fn attach(
         let own = f.url.and_then(own_file);
         let by_id = f.id.and_then(|id| Uuid::parse_str(id).ok());
         if let Some(id) = own.or(by_id.filter(|_| f.url.is_none() && f.data.is_none())) {
+            // The caller's file of this chat, else nothing is kept.
+            match state.store.file(id).await.map_err(SessionError::from)? {
+                Some(f) if f.owner == user && f.chat_id == chat_id => {}
+                _ => return Err(SessionError::FileNotFound(id).into()),
+            }
             read.push(Named::Stored(id));
             continue;
         }
@@ -132,6 +181,23 @@ pub(super) async fn attach(
             .decode(data.trim())
             .map_err(|_| ApiError::BadRequest("a file's data is not base64".into()))?;
         let declared = f.media_type.map(str::to_owned).or(declared);
+        // Its size and type checked now: a message one of whose files is
+        // refused keeps none (the quota is checked as each is kept).
+        let limits = &state.config.files;
+        if bytes.len() as u64 > limits.max_file_bytes {
+            return Err(SessionError::TooLarge(format!(
+                "a file of the message is over {} bytes (max_file_bytes)",
+                limits.max_file_bytes
+            ))
+            .into());
+        }
+        let head = &bytes[..bytes.len().min(CHUNK_BYTES)];
+        let sniffed = sniff(head, declared.as_deref().map(str::trim));
+        if !limits.allows(&sniffed) {
+            return Err(ApiError::BadRequest(format!(
+                "files of type {sniffed} are not accepted (file_media_types)"
+            )));
+        }
         read.push(Named::Bytes(bytes, declared));
     }
     let mut refs = Vec::with_capacity(files.len());

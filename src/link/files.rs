@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::llm::{File, FileContent, Message};
 use crate::protocol::Attachment;
 use crate::store::Store;
-use crate::store::files::{CHUNK_BYTES, FileRecord, clean_name, sniff};
+use crate::store::files::{CHUNK_BYTES, FileRecord, Kept, Put, clean_name, sniff};
 
 /// Bytes of files (before base64) one model request carries at most: the
 /// newest files first; older ones are named in a note instead (vendors
@@ -22,13 +22,26 @@ pub const REQUEST_FILE_BYTES: u64 = 20 << 20;
 /// Characters of a text file a model reads at most.
 const TEXT_CHARS: usize = 100_000;
 
+/// Bytes of a text file read at most: enough for `TEXT_CHARS` characters.
+const TEXT_BYTES: u64 = TEXT_CHARS as u64 * 4;
+
 /// A run's chat's files: its owner's, in the chat.
 pub struct RunFiles {
-    pub store: Arc<dyn Store>,
-    pub owner: String,
-    pub chat_id: Uuid,
-    /// The largest file a tool may keep (`max_file_bytes`).
-    pub max_bytes: u64,
+    store: Arc<dyn Store>,
+    owner: String,
+    chat_id: Uuid,
+    /// What a tool's file may be (size, type, the owner's quota).
+    limits: crate::config::FileLimits,
+    /// What the run's requests have read: one budget for the run (its
+    /// history and what steers it), each content read once.
+    read: tokio::sync::Mutex<Read>,
+}
+
+#[derive(Default)]
+struct Read {
+    /// Bytes of files the run's requests may still carry.
+    budget: u64,
+    by_digest: HashMap<String, FileContent>,
 }
 
 impl std::fmt::Debug for RunFiles {
@@ -70,11 +83,31 @@ fn kind(media_type: &str) -> Option<Kind> {
 }
 
 impl RunFiles {
+    /// The files of `owner`'s chat `chat_id`, within `limits`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        owner: String,
+        chat_id: Uuid,
+        limits: crate::config::FileLimits,
+    ) -> Self {
+        let read = Read {
+            budget: REQUEST_FILE_BYTES,
+            by_digest: HashMap::new(),
+        };
+        Self {
+            store,
+            owner,
+            chat_id,
+            limits,
+            read: tokio::sync::Mutex::new(read),
+        }
+    }
+
     /// Reads the files `messages` name (oldest first), newest first within
-    /// [`REQUEST_FILE_BYTES`]; each content is read once.
+    /// what is left of the run's [`REQUEST_FILE_BYTES`]: every appearance
+    /// of a file is charged (each is sent), each content is read once.
     pub async fn read(&self, messages: Vec<&mut Message>) {
-        let mut budget = REQUEST_FILE_BYTES;
-        let mut by_digest: HashMap<String, FileContent> = HashMap::new();
+        let mut read = self.read.lock().await;
         for message in messages.into_iter().rev() {
             let Message::User { files, .. } = message else {
                 continue;
@@ -83,20 +116,12 @@ impl RunFiles {
                 let FileContent::Stored(id) = f.content else {
                     continue;
                 };
-                f.content = self
-                    .read_one(id, &f.media_type, &mut budget, &mut by_digest)
-                    .await;
+                f.content = self.read_one(id, &f.media_type, &mut read).await;
             }
         }
     }
 
-    async fn read_one(
-        &self,
-        id: Uuid,
-        media_type: &str,
-        budget: &mut u64,
-        by_digest: &mut HashMap<String, FileContent>,
-    ) -> FileContent {
+    async fn read_one(&self, id: Uuid, media_type: &str, read: &mut Read) -> FileContent {
         let missing = |why: &str| FileContent::Missing(why.to_owned());
         let Some(kind) = kind(media_type) else {
             return missing("no model reads files of this type");
@@ -109,17 +134,26 @@ impl RunFiles {
                 return missing("it could not be read");
             }
         };
-        if let Some(content) = by_digest.get(&file.sha256) {
-            return content.clone();
-        }
-        if file.size > *budget {
+        // What a request carries of it: a text file's start only.
+        let cost = match kind {
+            Kind::Bytes => file.size,
+            Kind::Text => file.size.min(TEXT_BYTES),
+        };
+        if cost > read.budget {
             return FileContent::Missing(format!(
                 "with the newer files it is over the {} MiB one request carries",
                 REQUEST_FILE_BYTES >> 20
             ));
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0));
+        read.budget -= cost;
+        if let Some(content) = read.by_digest.get(&file.sha256) {
+            return content.clone();
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(cost).unwrap_or(0));
         for idx in 0.. {
+            if bytes.len() as u64 >= cost && cost < file.size {
+                break; // A text file's start is enough.
+            }
             match self
                 .store
                 .blobs()
@@ -134,11 +168,10 @@ impl RunFiles {
                 }
             }
         }
-        if bytes.len() as u64 != file.size {
+        if (bytes.len() as u64) < cost || (cost == file.size && bytes.len() as u64 != file.size) {
             tracing::error!(file = %id, "an attached file's content is incomplete");
             return missing("its content is incomplete");
         }
-        *budget -= file.size;
         let content = match kind {
             Kind::Bytes => FileContent::Base64(
                 base64::engine::general_purpose::STANDARD
@@ -149,7 +182,7 @@ impl RunFiles {
                 crate::llm::cap_chars(&String::from_utf8_lossy(&bytes), TEXT_CHARS).into(),
             ),
         };
-        by_digest.insert(file.sha256, content.clone());
+        read.by_digest.insert(file.sha256, content.clone());
         content
     }
 
@@ -164,11 +197,17 @@ impl RunFiles {
         declared: Option<&str>,
         bytes: &[u8],
     ) -> Result<Attachment, String> {
-        if bytes.len() as u64 > self.max_bytes {
+        if bytes.len() as u64 > self.limits.max_file_bytes {
             return Err(format!(
                 "it has {} bytes, more than max_file_bytes ({})",
                 bytes.len(),
-                self.max_bytes
+                self.limits.max_file_bytes
+            ));
+        }
+        let media_type = sniff(&bytes[..bytes.len().min(CHUNK_BYTES)], declared);
+        if !self.limits.allows(&media_type) {
+            return Err(format!(
+                "files of type {media_type} are not accepted (file_media_types)"
             ));
         }
         let upload = Uuid::new_v4();
@@ -189,21 +228,28 @@ impl RunFiles {
             owner: self.owner.clone(),
             chat_id: self.chat_id,
             name: clean_name(Some(name)),
-            media_type: sniff(&bytes[..bytes.len().min(CHUNK_BYTES)], declared),
+            media_type,
             size: bytes.len() as u64,
             sha256: hex::encode(sha2::Sha256::digest(bytes)),
             created_at: chrono::Utc::now().timestamp_millis(),
         };
-        match self.store.put_file(&record, upload).await {
-            Ok(true) => Ok(Attachment {
+        let put = Put {
+            upload,
+            max_owner_bytes: self.limits.max_user_bytes,
+        };
+        match self.store.put_file(&record, put).await {
+            Ok(Kept::Recorded) => Ok(Attachment {
                 file_id: record.id,
                 name: record.name,
                 media_type: record.media_type,
                 size: record.size,
             }),
-            Ok(false) => {
+            Ok(refused) => {
                 let _ = blobs.discard(&self.owner, upload).await;
-                Err("the chat is gone".into())
+                Err(match refused {
+                    Kept::OverQuota(_) => "the user's files are over max_user_file_bytes".into(),
+                    _ => "the chat is gone".into(),
+                })
             }
             Err(e) => {
                 let _ = blobs.discard(&self.owner, upload).await;

@@ -94,7 +94,8 @@ pub enum FileContent {
 pub struct Inputs {
     pub image: bool,
     pub pdf: bool,
-    /// The largest image the vendor takes (Anthropic's: 5 MB).
+    /// The largest image the vendor takes, as the base64 it is sent in
+    /// (Anthropic's: 5 MB).
     pub max_image_bytes: u64,
 }
 
@@ -142,13 +143,11 @@ impl File {
     /// What a model that reads `inputs` gets of this file.
     pub(crate) fn part(&self, inputs: Inputs) -> Part<'_> {
         let (name, t) = (&self.name, &self.media_type);
-        // Its size, from the base64's length.
-        let size = |data: &str| (data.len() / 4 * 3) as u64;
         match &self.content {
             FileContent::Base64(data)
                 if inputs.takes(t)
                     && t.starts_with("image/")
-                    && size(data) > inputs.max_image_bytes =>
+                    && data.len() as u64 > inputs.max_image_bytes =>
             {
                 Part::Text(format!(
                     "[The user attached \"{name}\" ({t}); it is larger than the {} MiB image this model takes, so it was not sent.]",

@@ -54,10 +54,8 @@ pub struct SessionContext {
     pub max_branches_per_chat: usize,
     /// Per-user rate limits and quotas.
     pub quotas: Quotas,
-    /// The most files one message may attach (`max_files_per_message`).
-    pub max_files_per_message: usize,
-    /// The largest file a run's tools may keep (`max_file_bytes`).
-    pub max_file_bytes: u64,
+    /// The limits on files: per message, per file (a tool's too), per user.
+    pub files: crate::config::FileLimits,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
     /// Every actor and run task is spawned on it, so shutdown can wait for them.

@@ -32,6 +32,25 @@ pub struct FileRecord {
     pub created_at: i64,
 }
 
+/// How a file is recorded: its staged chunks, and the owner's quota.
+#[derive(Debug, Clone, Copy)]
+pub struct Put {
+    /// The upload whose staged chunks are the content.
+    pub upload: Uuid,
+    /// The bytes the owner's contents may take, this one included.
+    pub max_owner_bytes: u64,
+}
+
+/// What became of a file to record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    Recorded,
+    /// The chat is another user's.
+    ChatTaken,
+    /// The owner's contents would take this many bytes, over the quota.
+    OverQuota(u64),
+}
+
 /// Where file contents live, by owner and digest.
 #[async_trait]
 pub trait Blobs: Send + Sync {

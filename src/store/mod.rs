@@ -275,13 +275,20 @@ pub trait Store: Send + Sync + 'static {
     /// Where file contents live.
     fn blobs(&self) -> &dyn files::Blobs;
 
-    /// Records a file in its chat, with what `upload` staged as its blob
-    /// (dropped if the owner has that content already), in one transaction,
-    /// unless the chat is another user's (a chat not started yet takes
-    /// files, for its first message); `false` then, and nothing changed
-    /// (the staged chunks stay, for the caller to drop). A purge running
-    /// meanwhile never leaves the file without its content.
-    async fn put_file(&self, file: &files::FileRecord, upload: Uuid) -> Result<bool, StoreError>;
+    /// Records a file in its chat, with what `put.upload` staged as its
+    /// blob (dropped if the owner has that content already), in one
+    /// transaction, unless the chat is another user's (a chat not started
+    /// yet takes files, for its first message) or the owner's contents
+    /// would be over `put.max_owner_bytes` (checked inside the transaction,
+    /// one upload of the owner's at a time: concurrent uploads cannot go
+    /// over it together); then nothing changed (the staged chunks stay,
+    /// for the caller to drop). A purge running meanwhile never leaves the
+    /// file without its content.
+    async fn put_file(
+        &self,
+        file: &files::FileRecord,
+        put: files::Put,
+    ) -> Result<files::Kept, StoreError>;
 
     /// The file with that id.
     async fn file(&self, id: Uuid) -> Result<Option<files::FileRecord>, StoreError>;

@@ -361,10 +361,21 @@ fn capped(result: Value, max: usize) -> Value {
         cut -= 1;
     }
     let text = &text[..cut.min(text.len())];
+    // The files it holds stay named (small blocks: their bytes are kept).
+    let mut content = vec![serde_json::json!({"type": "text", "text": text})];
+    content.extend(
+        result["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|b| b.get("file_id").is_some() || b["resource"].get("file_id").is_some())
+            .take(32)
+            .cloned(),
+    );
     serde_json::json!({
         "truncated": true,
         "bytes": bytes,
-        "content": [{"type": "text", "text": text}],
+        "content": content,
         "isError": result["isError"],
     })
 }
@@ -384,6 +395,13 @@ mod tests {
                          "isError": false});
         let logged = capped(big, 1024);
         assert_eq!(logged["truncated"], true);
+        let kept = json!({"content": [{"type": "text", "text": "x".repeat(4000)},
+                                      {"type": "image", "file_id": "f1", "mimeType": "image/png"}]});
+        assert_eq!(
+            capped(kept, 1024)["content"][1]["file_id"],
+            "f1",
+            "a kept file stays named"
+        );
         assert!(logged["bytes"].as_u64().unwrap() > 9000);
         let text = logged["content"][0]["text"].as_str().unwrap();
         assert!(text.len() <= 512 && text.starts_with('é'), "{}", text.len());

@@ -48,7 +48,7 @@ async fn the_page_and_its_assets_load_only_from_here_and_are_framed_by_no_one() 
         for d in [
             "default-src 'self'",
             "script-src 'self'",
-            "img-src 'self' data:",
+            "img-src 'self' data: blob:",
             "connect-src 'self'",
             "frame-ancestors 'none'",
             "base-uri 'none'",

@@ -165,3 +165,15 @@ test('files: uploaded before the chat starts, attached to its messages, fetched 
     (e) => e.status === 400 && /not accepted/.test(e.message),
   );
 });
+
+test('the HTTP base and token for files come from the WebSocket URL, path prefix kept', () => {
+  class Idle { close() {} send() {} }
+  const at = (url, options = {}) => {
+    const c = new AgentwireClient(url, { storage: null, WebSocket: Idle, ...options });
+    c.close();
+    return [c.httpUrl, c.token];
+  };
+  assert.deepEqual(at('wss://chat.example/agentwire/v1/ws?access_token=t0k'), ['https://chat.example/agentwire', 't0k']);
+  assert.deepEqual(at('ws://127.0.0.1:8080/v1/ws', { token: 'x' }), ['http://127.0.0.1:8080', 'x']);
+  assert.deepEqual(at('ws://h/v1/ws', { httpUrl: 'http://api.example/' }), ['http://api.example', undefined]);
+});

@@ -117,12 +117,10 @@ impl Actor {
         });
 
         let (link, rx) = RunLink::channel(RUN_QUEUE);
-        let link = link.keeping_files(crate::link::RunFiles {
-            store: self.ctx.store.clone(),
-            owner: owner.clone(),
-            chat_id: self.chat_id,
-            max_bytes: self.ctx.max_file_bytes,
-        });
+        let files = self.ctx.files.clone();
+        let store = self.ctx.store.clone();
+        let files = crate::link::RunFiles::new(store, owner.clone(), self.chat_id, files);
+        let link = link.keeping_files(files);
         // A continued run waits again on what its cut-off self had asked.
         let link = match &extras.resumed {
             Some(resumed) => link

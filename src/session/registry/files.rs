@@ -21,7 +21,7 @@ impl Registry {
         let Some(refs) = caller.attachments else {
             return Ok(None);
         };
-        let max = self.inner.ctx.max_files_per_message;
+        let max = self.inner.ctx.files.max_per_message;
         if refs.len() > max {
             return Err(SessionError::TooLarge(format!(
                 "{} files attached; a message may attach at most {max} (max_files_per_message)",

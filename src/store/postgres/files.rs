@@ -6,7 +6,7 @@ use sqlx::postgres::{PgPool, PgRow};
 use uuid::Uuid;
 
 use crate::store::StoreError;
-use crate::store::files::{Blobs, FileRecord, staged};
+use crate::store::files::{Blobs, FileRecord, Kept, Put, staged};
 
 /// The contents of files, in the log's own database.
 #[derive(Debug, Clone)]
@@ -87,9 +87,15 @@ impl Blobs for PgBlobs {
 pub(super) async fn put_file(
     pool: &PgPool,
     file: &FileRecord,
-    upload: Uuid,
-) -> Result<bool, StoreError> {
+    put: Put,
+) -> Result<Kept, StoreError> {
     let mut tx = pool.begin().await?;
+    // One upload of the owner's at a time records (the quota below counts
+    // what the others recorded), whatever node takes it.
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('agentwire.files:' || $1, 0))")
+        .bind(&file.owner)
+        .execute(&mut *tx)
+        .await?;
     // A purge of the chat going on is waited for (then the chat is gone,
     // and the file waits for a chat of that id as an early upload does).
     sqlx::query("SELECT 1 FROM chats WHERE id = $1 FOR SHARE")
@@ -114,7 +120,7 @@ pub(super) async fn put_file(
     .rows_affected()
         == 1;
     if !recorded {
-        return Ok(false);
+        return Ok(Kept::ChatTaken);
     }
     let new: bool = sqlx::query_scalar(
         "INSERT INTO blobs (owner, sha256, size, chunks) VALUES ($1, $2, $3, $4)
@@ -124,18 +130,28 @@ pub(super) async fn put_file(
     .bind(&file.owner)
     .bind(&file.sha256)
     .bind(file.size as i64)
-    .bind(staged(upload))
+    .bind(staged(put.upload))
     .fetch_one(&mut *tx)
     .await?;
-    if !new {
+    if new {
+        let total: i64 =
+            sqlx::query_scalar("SELECT COALESCE(SUM(size), 0)::BIGINT FROM blobs WHERE owner = $1")
+                .bind(&file.owner)
+                .fetch_one(&mut *tx)
+                .await?;
+        if total.max(0) as u64 > put.max_owner_bytes {
+            tx.rollback().await?;
+            return Ok(Kept::OverQuota(total.max(0) as u64));
+        }
+    } else {
         sqlx::query("DELETE FROM blob_chunks WHERE owner = $1 AND blob = $2")
             .bind(&file.owner)
-            .bind(staged(upload))
+            .bind(staged(put.upload))
             .execute(&mut *tx)
             .await?;
     }
     tx.commit().await?;
-    Ok(true)
+    Ok(Kept::Recorded)
 }
 
 pub(super) async fn file(pool: &PgPool, id: Uuid) -> Result<Option<FileRecord>, StoreError> {

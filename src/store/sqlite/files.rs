@@ -9,7 +9,7 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use uuid::Uuid;
 
 use crate::store::StoreError;
-use crate::store::files::{Blobs, FileRecord, staged};
+use crate::store::files::{Blobs, FileRecord, Kept, Put, staged};
 
 /// The contents of files, in the log's own database.
 #[derive(Debug, Clone)]
@@ -87,9 +87,11 @@ impl Blobs for SqliteBlobs {
 pub(super) async fn put_file(
     pool: &SqlitePool,
     file: &FileRecord,
-    upload: Uuid,
-) -> Result<bool, StoreError> {
+    put: Put,
+) -> Result<Kept, StoreError> {
     let mut tx = pool.begin().await?;
+    // The first statement writes: the transaction holds SQLite's one write
+    // lock from here, so the quota read below sees every other upload.
     let recorded = sqlx::query(
         "INSERT INTO files (id, owner, chat_id, name, media_type, size, sha256, created_at)
          SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
@@ -108,7 +110,7 @@ pub(super) async fn put_file(
     .rows_affected()
         == 1;
     if !recorded {
-        return Ok(false);
+        return Ok(Kept::ChatTaken);
     }
     let new = sqlx::query(
         "INSERT INTO blobs (owner, sha256, size, chunks) VALUES (?, ?, ?, ?)
@@ -117,20 +119,30 @@ pub(super) async fn put_file(
     .bind(&file.owner)
     .bind(&file.sha256)
     .bind(file.size as i64)
-    .bind(staged(upload))
+    .bind(staged(put.upload))
     .execute(&mut *tx)
     .await?
     .rows_affected()
         == 1;
-    if !new {
+    if new {
+        let total: i64 =
+            sqlx::query_scalar("SELECT COALESCE(SUM(size), 0) FROM blobs WHERE owner = ?")
+                .bind(&file.owner)
+                .fetch_one(&mut *tx)
+                .await?;
+        if total.max(0) as u64 > put.max_owner_bytes {
+            tx.rollback().await?;
+            return Ok(Kept::OverQuota(total.max(0) as u64));
+        }
+    } else {
         sqlx::query("DELETE FROM blob_chunks WHERE owner = ? AND blob = ?")
             .bind(&file.owner)
-            .bind(staged(upload))
+            .bind(staged(put.upload))
             .execute(&mut *tx)
             .await?;
     }
     tx.commit().await?;
-    Ok(true)
+    Ok(Kept::Recorded)
 }
 
 pub(super) async fn file(pool: &SqlitePool, id: Uuid) -> Result<Option<FileRecord>, StoreError> {

@@ -212,9 +212,9 @@ impl Store for SqliteStore {
     async fn put_file(
         &self,
         file: &super::files::FileRecord,
-        upload: Uuid,
-    ) -> Result<bool, StoreError> {
-        files::put_file(&self.pool, file, upload).await
+        put: super::files::Put,
+    ) -> Result<super::files::Kept, StoreError> {
+        files::put_file(&self.pool, file, put).await
     }
 
     async fn file(&self, id: Uuid) -> Result<Option<super::files::FileRecord>, StoreError> {

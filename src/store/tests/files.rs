@@ -3,7 +3,7 @@
 //! takes a chat's files and the contents nothing else holds.
 
 use super::*;
-use crate::store::files::{CHUNK_BYTES, FileRecord};
+use crate::store::files::{CHUNK_BYTES, FileRecord, Kept, Put};
 
 fn record(owner: &str, chat_id: Uuid, sha256: &str, size: u64) -> FileRecord {
     FileRecord {
@@ -21,6 +21,17 @@ fn record(owner: &str, chat_id: Uuid, sha256: &str, size: u64) -> FileRecord {
 /// Stages `parts` as an upload of `owner` and records it as `sha` in
 /// `chat`: whether it was recorded.
 async fn stored(store: &Arc<dyn Store>, file: &FileRecord, parts: &[Vec<u8>]) -> bool {
+    kept(store, file, parts, u64::MAX).await == Kept::Recorded
+}
+
+/// Stages `parts` and records `file` within `max_owner_bytes`; what is not
+/// recorded has its chunks dropped, as the callers do.
+async fn kept(
+    store: &Arc<dyn Store>,
+    file: &FileRecord,
+    parts: &[Vec<u8>],
+    max_owner_bytes: u64,
+) -> Kept {
     let upload = Uuid::new_v4();
     for (i, p) in parts.iter().enumerate() {
         let owner = &file.owner;
@@ -30,11 +41,50 @@ async fn stored(store: &Arc<dyn Store>, file: &FileRecord, parts: &[Vec<u8>]) ->
             .await
             .unwrap();
     }
-    let recorded = store.put_file(file, upload).await.unwrap();
-    if !recorded {
+    let put = Put {
+        upload,
+        max_owner_bytes,
+    };
+    let kept = store.put_file(file, put).await.unwrap();
+    if kept != Kept::Recorded {
         store.blobs().discard(&file.owner, upload).await.unwrap();
     }
-    recorded
+    kept
+}
+
+conformance!(
+    the_quota_holds_inside_the_transaction_even_for_uploads_at_once,
+    quota_on
+);
+async fn quota_on(open: Opener) {
+    let store = open().await;
+    let chat_id = store.create_chat(&chat("ivy")).await.unwrap().id;
+    // Eight uploads of different contents at once, 4 bytes each, under a
+    // quota of 10: two are recorded, whatever their order.
+    let uploads = (0..8_u8).map(|i| {
+        let store = store.clone();
+        async move {
+            let file = record("ivy", chat_id, &format!("q{i}"), 4);
+            kept(&store, &file, &[vec![i; 4]], 10).await
+        }
+    });
+    let kept_all = futures_util::future::join_all(uploads).await;
+    let recorded = kept_all.iter().filter(|k| **k == Kept::Recorded).count();
+    assert_eq!(recorded, 2, "{kept_all:?}");
+    assert!(
+        kept_all
+            .iter()
+            .all(|k| matches!(k, Kept::Recorded | Kept::OverQuota(12))),
+        "{kept_all:?}"
+    );
+    assert_eq!(store.blobs().owner_bytes("ivy").await.unwrap(), 8);
+    // The same content again takes nothing more.
+    let again = kept_all.iter().position(|k| *k == Kept::Recorded).unwrap();
+    let same = record("ivy", chat_id, &format!("q{again}"), 4);
+    assert_eq!(
+        kept(&store, &same, &[vec![again as u8; 4]], 10).await,
+        Kept::Recorded
+    );
 }
 
 conformance!(
