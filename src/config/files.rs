@@ -27,6 +27,9 @@ pub struct FileLimits {
     /// The bytes of files a message's body may carry inline, base64
     /// included (`max_inline_file_bytes`).
     pub max_inline_bytes: usize,
+    /// The origins whose URLs a message's file may name, for the server to
+    /// fetch (`file_fetch_origins`): `scheme://host[:port]`, lower case.
+    pub fetch_origins: Vec<String>,
     /// The media types a file may have, sniffed (`file_media_types`), lower case.
     pub media_types: Vec<String>,
 }
@@ -34,7 +37,7 @@ pub struct FileLimits {
 impl Default for FileLimits {
     /// The defaults of every key.
     fn default() -> Self {
-        Self::resolve(None, None, None, None, None).expect("the defaults are in range")
+        Self::resolve(None, None, None, None, None, None).expect("the defaults are in range")
     }
 }
 
@@ -48,8 +51,29 @@ impl FileLimits {
         max_user_bytes: Option<u64>,
         max_per_message: Option<usize>,
         max_inline_bytes: Option<usize>,
+        fetch_origins: Option<Vec<String>>,
         media_types: Option<Vec<String>>,
     ) -> Result<Self, (&'static str, String)> {
+        let fetch_origins = fetch_origins
+            .unwrap_or_default()
+            .iter()
+            .map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase())
+            .filter(|o| !o.is_empty())
+            .map(|o| {
+                let host = o
+                    .strip_prefix("https://")
+                    .or_else(|| o.strip_prefix("http://"))
+                    .unwrap_or_default();
+                if host.is_empty() || host.contains(['/', '?', '#', '@']) {
+                    Err((
+                        "file_fetch_origins",
+                        format!("`{o}` is not an origin (https://host[:port])"),
+                    ))
+                } else {
+                    Ok(o)
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let max_inline_bytes = max_inline_bytes.unwrap_or(8 << 20);
         if max_inline_bytes > 256 << 20 {
             return Err(("max_inline_file_bytes", "must be at most 268435456".into()));
@@ -93,6 +117,7 @@ impl FileLimits {
             max_user_bytes,
             max_per_message,
             max_inline_bytes,
+            fetch_origins,
             media_types,
         })
     }

@@ -344,6 +344,7 @@ impl Settings {
             pick!(max_user_file_bytes),
             pick!(max_files_per_message),
             pick!(max_inline_file_bytes),
+            pick!(file_fetch_origins),
             pick!(file_media_types),
         )
         .map_err(|(key, why)| bad(key, why))?;

@@ -220,6 +220,16 @@ pub struct Settings {
     /// those routes [default: 8388608].
     #[arg(long, env = "AGENTWIRE_MAX_INLINE_FILE_BYTES", global = true)]
     pub max_inline_file_bytes: Option<usize>,
+    /// Origins (`https://cdn.example.com`) whose URLs a message's file may
+    /// name for the server to fetch, comma separated [default: none: the
+    /// server fetches no URL].
+    #[arg(
+        long,
+        env = "AGENTWIRE_FILE_FETCH_ORIGINS",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub file_fetch_origins: Option<Vec<String>>,
     /// Media types a file may have, as sniffed from its content, comma
     /// separated [default: images (PNG, JPEG, GIF, WebP), PDF, and text:
     /// plain, CSV, Markdown, JSON].
@@ -284,6 +294,7 @@ pub(super) struct FileSettings {
     pub(super) max_user_file_bytes: Option<u64>,
     pub(super) max_files_per_message: Option<usize>,
     pub(super) max_inline_file_bytes: Option<usize>,
+    pub(super) file_fetch_origins: Option<Vec<String>>,
     pub(super) file_media_types: Option<Vec<String>>,
     #[serde(default)]
     pub(super) models: Vec<ModelConfig>,

@@ -151,9 +151,11 @@ pub(super) async fn attach(
     }
     // Every file read first: a message one of whose files is refused
     // keeps none of them.
-    enum Named {
+    enum Named<'u> {
         Stored(Uuid),
         Bytes(Vec<u8>, Option<String>),
+        /// A URL of an origin the configuration lets the server fetch.
+        Fetch(&'u str),
     }
     let mut read = Vec::with_capacity(files.len());
     for f in files {
@@ -166,6 +168,13 @@ pub(super) async fn attach(
                 _ => return Err(SessionError::FileNotFound(id).into()),
             }
             read.push(Named::Stored(id));
+            continue;
+        }
+        if let Some(url) = f
+            .url
+            .filter(|u| fetched(u, &state.config.files.fetch_origins))
+        {
+            read.push(Named::Fetch(url));
             continue;
         }
         let (declared, data) = match (f.url, f.data) {
@@ -216,6 +225,7 @@ pub(super) async fn attach(
                 });
                 keep(state, user, incoming, once).await?.id
             }
+            Named::Fetch(url) => fetch(state, user, chat_id, f, url).await?,
         };
         refs.push(FileRef { file_id });
     }
@@ -246,6 +256,79 @@ pub(super) fn ag_ui_content(env: &crate::protocol::Envelope, text: &str) -> Valu
     Value::Array(parts)
 }
 
+/// Whether the server fetches `url`: its origin is one of `origins`
+/// exactly (scheme, host and port), and it names no user.
+fn fetched(url: &str, origins: &[String]) -> bool {
+    let Ok(u) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    if !u.username().is_empty() || u.password().is_some() {
+        return false;
+    }
+    let origin = u.origin().ascii_serialization();
+    origins.contains(&origin)
+}
+
+/// A file at `url` (of an allowed origin), streamed into the chat as an
+/// upload is: no redirect followed, within the body timeout per piece.
+async fn fetch(
+    state: &AppState,
+    user: &str,
+    chat_id: Uuid,
+    f: &Inline<'_>,
+    url: &str,
+) -> Result<Uuid, ApiError> {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    let client = CLIENT.get_or_init(|| {
+        // (The shared client installs the TLS provider first.)
+        let _ = crate::llm::http_client();
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .build()
+            .expect("the fetch client builds")
+    });
+    let failed =
+        |why: String| ApiError::BadRequest(format!("a file's URL could not be fetched: {why}"));
+    let wait = state.config.http_body_timeout;
+    let response = tokio::time::timeout(wait, client.get(url).send())
+        .await
+        .map_err(|_| failed("no answer in time".into()))?
+        .map_err(|_| failed("its server cannot be reached".into()))?;
+    if !response.status().is_success() {
+        return Err(failed(format!(
+            "its server answered {}",
+            response.status().as_u16()
+        )));
+    }
+    let declared = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        });
+    let name = f.name.map(str::to_owned).or_else(|| {
+        url.rsplit('/')
+            .next()
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+    });
+    let incoming = Incoming {
+        chat_id,
+        name: name.as_deref(),
+        declared: f.media_type.or(declared.as_deref()),
+        length: response.content_length(),
+    };
+    Ok(keep(state, user, incoming, response.bytes_stream())
+        .await?
+        .id)
+}
+
 /// The id of this server's own file URL (`/v1/files/{id}`, on its own or
 /// at the end of an absolute URL).
 fn own_file(url: &str) -> Option<Uuid> {
@@ -261,8 +344,9 @@ fn own_file(url: &str) -> Option<Uuid> {
 fn data_url(url: &str) -> Result<(Option<String>, &str), ApiError> {
     let refused = || {
         ApiError::BadRequest(
-            "a file's URL must be a base64 data: URL or this server's /v1/files/{id} \
-             (the server fetches no URL: upload the file with POST /v1/chats/{id}/files)"
+            "a file's URL must be a base64 data: URL, this server's /v1/files/{id}, or of an \
+             origin in file_fetch_origins (the server fetches no URL of another: upload the \
+             file with POST /v1/chats/{id}/files)"
                 .into(),
         )
     };

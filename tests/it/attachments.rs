@@ -658,3 +658,166 @@ async fn an_agent_saves_a_file_the_log_names_and_its_owner_downloads() {
     );
     assert_eq!(r.text().await.unwrap(), "# Tides\n\nHigh at 6:40.");
 }
+
+#[tokio::test]
+async fn another_users_file_is_not_found_on_every_route_that_attaches() {
+    use crate::auth::{SECRET, token};
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            auth: Some(agentwire::config::AuthMode::Jwt),
+            jwt_secret: Some(SECRET.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let http = agentwire::llm::http_client();
+    let base = format!("http://{}", server.addr);
+    let (ann, ben) = (token("ann", 600, SECRET), token("ben", 600, SECRET));
+    // Ann's file, in Ann's chat id.
+    let chat = Uuid::new_v4();
+    let r = http
+        .post(format!("{base}/v1/chats/{chat}/files?name=cat.png"))
+        .bearer_auth(&ann)
+        .header("content-type", "image/png")
+        .body(png())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let file: Value = r.json().await.unwrap();
+    let id = file["id"].as_str().unwrap().to_owned();
+    // Ben's own chat of that id and his attempts to attach Ann's file there.
+    let (status, _) = {
+        let r = http
+            .post(format!("{base}/v1/chats"))
+            .bearer_auth(&ben)
+            .json(&json!({"agent": "demo", "chat_id": chat}))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), ())
+    };
+    assert_eq!(status, 201, "the id was free: Ann's upload made no chat");
+    let attempts = [
+        (
+            "/v1/chats/{chat}/messages".replace("{chat}", &chat.to_string()),
+            json!({"text": "x", "attachments": [{"file_id": id}]}),
+        ),
+        (
+            "/v1/ai-sdk/chat".to_owned(),
+            json!({"id": Uuid::new_v4(), "messages": [{"id": "m1", "role": "user", "parts": [
+             {"type": "file", "mediaType": "image/png", "url": format!("/v1/files/{id}")},
+             {"type": "text", "text": "x"}]}]}),
+        ),
+        (
+            "/v1/ag-ui".to_owned(),
+            json!({"threadId": chat, "runId": "r1", "state": {}, "tools": [], "context": [], "forwardedProps": {},
+                "messages": [{"id": "m1", "role": "user", "content": [{"type": "text", "text": "x"},
+                    {"type": "binary", "mimeType": "image/png", "id": id}]}]}),
+        ),
+    ];
+    for (path, body) in attempts {
+        let r = http
+            .post(format!("{base}{path}"))
+            .bearer_auth(&ben)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let err: Value = r.json().await.unwrap();
+        assert_eq!(
+            (status, err["error"]["code"].as_str()),
+            (404, Some("FILE_NOT_FOUND")),
+            "{path}"
+        );
+    }
+    let r = http
+        .get(format!("{base}/v1/files/{id}"))
+        .bearer_auth(&ben)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+/// An origin serving `/data/report.csv`, and a redirect at `/moved.csv`;
+/// the paths it was asked for.
+async fn origin() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::http::{StatusCode, Uri, header};
+    use axum::response::IntoResponse;
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let app = axum::Router::new().fallback(move |uri: Uri| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().unwrap().push(uri.path().to_owned());
+            match uri.path() {
+                "/data/report.csv" => (
+                    [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
+                    "a,b\n1,2\n",
+                )
+                    .into_response(),
+                "/moved.csv" => {
+                    (StatusCode::FOUND, [(header::LOCATION, "/data/report.csv")]).into_response()
+                }
+                _ => StatusCode::NOT_FOUND.into_response(),
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), asked)
+}
+
+#[tokio::test]
+async fn a_files_url_is_fetched_only_from_a_configured_origin_and_never_redirected() {
+    let (origin, asked) = origin().await;
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            file_fetch_origins: Some(vec![format!("{origin}/")]),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let message = |url: String| {
+        json!({"id": Uuid::new_v4(), "messages": [{"id": "m1", "role": "user", "parts": [
+            {"type": "file", "mediaType": "text/csv", "url": url}, {"type": "text", "text": "sum it"}]}]})
+    };
+    let (status, sse) = post_json(
+        server.addr,
+        "/v1/ai-sdk/chat",
+        &message(format!("{origin}/data/report.csv")),
+    )
+    .await;
+    assert_eq!(status, 200, "{sse}");
+    assert!(
+        words(&sse).ends_with("You attached: report.csv (text/csv, 8 characters)"),
+        "{sse}"
+    );
+    // A redirect is not followed; another origin (even the same host on
+    // another port), or a URL naming a user, is not fetched at all.
+    for (url, says) in [
+        (format!("{origin}/moved.csv"), "answered 302"),
+        ("http://127.0.0.1:9/report.csv".to_owned(), "fetches no URL"),
+        (
+            format!(
+                "{}/data/report.csv",
+                origin.replace("http://", "http://user@")
+            ),
+            "fetches no URL",
+        ),
+    ] {
+        let (status, text) = post_json(server.addr, "/v1/ai-sdk/chat", &message(url)).await;
+        assert_eq!(status, 400, "{text}");
+        assert!(text.contains(says), "{text}");
+    }
+    assert_eq!(
+        *asked.lock().unwrap(),
+        ["/data/report.csv", "/moved.csv"],
+        "nothing else was asked"
+    );
+}
