@@ -190,6 +190,7 @@ pub async fn run(
             .await
             .context("listening for the other nodes")?;
     }
+    tracker.spawn(sweep_staged(store.clone(), token.clone()));
     let recovered = registry.recover_interrupted().await?;
     if recovered > 0 {
         tracing::info!(
@@ -242,4 +243,25 @@ pub async fn run(
     // both gone now: the writer commits what it holds and ends.
     let _ = tokio::time::timeout(grace, writer_task).await;
     Ok(())
+}
+
+/// What an upload staged and never recorded (its node died mid-upload) is
+/// swept once a day old, every hour (PostgreSQL; SQLite drops it at
+/// opening). A day: an upload is never that long (each piece within
+/// `http_body_timeout_seconds`, at any reasonable speed).
+async fn sweep_staged(store: Arc<dyn Store>, shutdown: CancellationToken) {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+    const OLD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+    let mut tick = tokio::time::interval(EVERY);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match store.sweep_staged(OLD).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(chunks = n, "dropped what dead uploads had staged"),
+            Err(e) => tracing::warn!(error = %e, "cannot sweep what dead uploads staged"),
+        }
+    }
 }

@@ -115,6 +115,11 @@ pub(super) fn postgres() -> Migrator {
             "files",
             include_str!("../../migrations/postgres/0009_files.sql"),
         ),
+        (
+            10,
+            "staged_at",
+            include_str!("../../migrations/postgres/0010_staged_at.sql"),
+        ),
     ])
 }
 

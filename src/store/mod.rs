@@ -293,6 +293,13 @@ pub trait Store: Send + Sync + 'static {
     /// The file with that id.
     async fn file(&self, id: Uuid) -> Result<Option<files::FileRecord>, StoreError>;
 
+    /// Drops the chunks of uploads staged more than `older_than` ago and
+    /// never recorded (their node died mid-upload); how many. SQLite's are
+    /// dropped when the store opens (one process owns the file): nothing here.
+    async fn sweep_staged(&self, _older_than: std::time::Duration) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
     /// Sets (or clears) the chat's model.
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError>;
 

@@ -154,6 +154,23 @@ pub(super) async fn put_file(
     Ok(Kept::Recorded)
 }
 
+/// Deletes the chunks staged more than `older_than` ago that no blob names.
+pub(super) async fn sweep_staged(
+    pool: &PgPool,
+    older_than: std::time::Duration,
+) -> Result<u64, StoreError> {
+    let seconds = older_than.as_secs_f64();
+    Ok(sqlx::query(
+        "DELETE FROM blob_chunks c
+         WHERE c.staged_at < now() - make_interval(secs => $1)
+           AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.owner = c.owner AND b.chunks = c.blob)",
+    )
+    .bind(seconds)
+    .execute(pool)
+    .await?
+    .rows_affected())
+}
+
 pub(super) async fn file(pool: &PgPool, id: Uuid) -> Result<Option<FileRecord>, StoreError> {
     sqlx::query("SELECT * FROM files WHERE id = $1")
         .bind(id)

@@ -154,6 +154,10 @@ impl Store for PgStore {
         files::file(&self.pool, id).await
     }
 
+    async fn sweep_staged(&self, older_than: std::time::Duration) -> Result<u64, StoreError> {
+        files::sweep_staged(&self.pool, older_than).await
+    }
+
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError> {
         sqlx::query("UPDATE chats SET model = $1, updated_at = $2 WHERE id = $3")
             .bind(model)

@@ -199,3 +199,35 @@ async fn sqlite_drops_a_dead_servers_unfinished_uploads_at_opening() {
     let got = store.blobs().chunk("gina", "aa", 0).await.unwrap();
     assert_eq!(got.as_deref(), Some(&b"abc"[..]));
 }
+
+/// PostgreSQL: an upload a dead node left staged is swept once old; the
+/// chunks of a recorded file (staged as long ago) stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sweeps_old_unrecorded_uploads() {
+    let Some(open) = super::postgres().await else {
+        return;
+    };
+    let store = open().await;
+    let chat_id = store.create_chat(&chat("gina")).await.unwrap().id;
+    let file = record("gina", chat_id, "kept", 3);
+    assert!(stored(&store, &file, &[b"abc".to_vec()]).await);
+    let dead = Uuid::new_v4();
+    store
+        .blobs()
+        .stage_chunk("gina", dead, 0, b"half")
+        .await
+        .unwrap();
+    // Not old enough yet: nothing goes.
+    let day = std::time::Duration::from_secs(24 * 3600);
+    assert_eq!(store.sweep_staged(day).await.unwrap(), 0);
+    assert_eq!(
+        store.sweep_staged(std::time::Duration::ZERO).await.unwrap(),
+        1
+    );
+    let kept = store.blobs().chunk("gina", "kept", 0).await.unwrap();
+    assert_eq!(
+        kept.as_deref(),
+        Some(&b"abc"[..]),
+        "a recorded file's chunks stay"
+    );
+}
