@@ -458,6 +458,11 @@ class ChatView {
     const cfg = p.widget_config || {};
     const card = el('div', { cls: 'card widget' }, el('div', { cls: 'title', text: p.stem ?? '' }));
     card.dataset.widget = p.widget_type;
+    // The file it shows (a worksheet, a chart), named by id.
+    const f = p.file;
+    if (typeof f?.file_id === 'string') {
+      card.append(fileList([{ file_id: f.file_id, name: String(f.name ?? 'file'), media_type: String(f.media_type ?? '') }]));
+    }
     const send = (label, data) => {
       const b = el('button', { text: label });
       b.onclick = () => reply(data);

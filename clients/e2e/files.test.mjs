@@ -9,7 +9,7 @@
 // Needs AGENTWIRE_BIN (the built binary) and /usr/bin/chromium.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { freePort, startServer, tempDir } from '../js/test/support/helpers.mjs';
@@ -20,9 +20,30 @@ let server;
 let port;
 let dir;
 
+// A quiz whose question shows a worksheet (a file of the agents folder).
+const QUIZ = `id: worksheet-quiz
+name: Worksheet quiz
+agent_starts_first: true
+model:
+  provider: scripted
+  script: {rules: [{reply: "done"}]}
+template:
+  items:
+    - id: sum
+      contents:
+        - widget_type: multiple_choice
+          stem: "What does the worksheet add up to?"
+          options: ["4", "5"]
+          correct_answer: "4"
+          file: files/worksheet.txt
+`;
+
 before(async () => {
   port = await freePort();
   dir = tempDir();
+  mkdirSync(join(dir, 'agents', 'files'), { recursive: true });
+  writeFileSync(join(dir, 'agents', 'quiz.yaml'), QUIZ);
+  writeFileSync(join(dir, 'agents', 'files', 'worksheet.txt'), '2 + 2 = ?');
   server = await startServer(dir, port);
   browser = await launch();
 });
@@ -137,5 +158,21 @@ test('attach, drop and paste files; thumbnails, the answer, a reload and a downl
   assert.equal(readFileSync(notePath, 'utf8'), '# Tides, high at 6:40');
   await page.shot('4-tool-file');
   assert.deepEqual(leaks, [], 'nothing left the page');
+  await page.close();
+});
+
+test("a template's widget shows its file; the user downloads it and answers", async () => {
+  const page = await newChat(browser, port, 'files-widget', 'worksheet-quiz');
+  const widget = page.locator('.card.widget', { hasText: 'What does the worksheet add up to?' });
+  const link = widget.locator('a.download', { hasText: 'worksheet.txt' });
+  await link.waitFor();
+  const [download] = await Promise.all([page.waitForEvent('download'), link.click()]);
+  assert.equal(download.suggestedFilename(), 'worksheet.txt');
+  const saved = join(dir, 'worksheet-saved.txt');
+  await download.saveAs(saved);
+  assert.equal(readFileSync(saved, 'utf8'), '2 + 2 = ?');
+  await widget.locator('button', { hasText: '4' }).click();
+  await widget.locator('.note', { hasText: 'answered' }).or(page.locator('#log li.run-end')).first().waitFor();
+  await page.shot('widget');
   await page.close();
 });

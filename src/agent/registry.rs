@@ -86,7 +86,11 @@ impl AgentRegistry {
                 groups.push((path, file));
                 continue;
             }
-            let agent = Agent::from_file(file, &http).map_err(fail)?;
+            let mut agent = Agent::from_file(file, &http).map_err(fail)?;
+            // The files a template's widgets show, read once, here.
+            if let Some(template) = agent.template.as_mut().and_then(Arc::get_mut) {
+                template.read_files(dir).map_err(fail)?;
+            }
             insert(&mut agents, agent).map_err(fail)?;
         }
         let plain = agents.clone();

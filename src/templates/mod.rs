@@ -18,6 +18,7 @@
 //! the [`Speaker`] it speaks as.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -98,6 +99,11 @@ pub struct ContentSpec {
     #[serde(default)]
     pub id: Option<String>,
     pub widget_type: WidgetType,
+    /// A file the widget shows (a worksheet, a chart), by its path in the
+    /// agents folder: kept in the chat when the widget is shown, named in
+    /// its payload (widgets that ask only).
+    #[serde(default)]
+    pub file: Option<String>,
     #[serde(default)]
     pub stem: Option<String>,
     #[serde(default)]
@@ -176,7 +182,29 @@ pub struct Template {
     pub on_render_error: OnRenderError,
     pub skills: Vec<SkillSpec>,
     pub items: Vec<Item>,
+    /// The files its widgets show, by content id: read from the agents
+    /// folder when the agent is loaded ([`Template::read_files`]).
+    pub files: std::collections::HashMap<String, Arc<WidgetFile>>,
 }
+
+/// A file a widget shows: its name and bytes.
+#[derive(Clone, PartialEq)]
+pub struct WidgetFile {
+    pub name: String,
+    pub bytes: Vec<u8>,
+}
+
+impl std::fmt::Debug for WidgetFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WidgetFile")
+            .field("name", &self.name)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
+}
+
+/// The largest file a widget may show.
+const MAX_WIDGET_FILE_BYTES: u64 = 10 << 20;
 
 /// A checked item: ids filled in.
 #[derive(Debug, Clone)]
@@ -267,7 +295,46 @@ impl Template {
             on_render_error: spec.on_render_error,
             skills: spec.skills,
             items,
+            files: std::collections::HashMap::new(),
         })
+    }
+
+    /// Reads the files its widgets show from `dir` (the agents folder): a
+    /// relative path inside it, at most 10 MiB.
+    ///
+    /// # Errors
+    /// The content's path and why.
+    pub fn read_files(&mut self, dir: &std::path::Path) -> Result<(), String> {
+        for (i, item) in self.items.iter().enumerate() {
+            for (j, c) in item.contents.iter().enumerate() {
+                let Some(path) = &c.spec.file else { continue };
+                let at = format!("template.items[{i}].contents[{j}].file");
+                let rel = std::path::Path::new(path);
+                let inside = rel
+                    .components()
+                    .all(|p| matches!(p, std::path::Component::Normal(_)));
+                if !inside || path.is_empty() {
+                    return Err(format!(
+                        "{at}: `{path}` must be a path inside the agents folder"
+                    ));
+                }
+                let full = dir.join(rel);
+                let size = std::fs::metadata(&full)
+                    .map_err(|e| format!("{at}: cannot read `{path}`: {e}"))?
+                    .len();
+                if size > MAX_WIDGET_FILE_BYTES {
+                    return Err(format!("{at}: `{path}` is over 10 MiB"));
+                }
+                let bytes =
+                    std::fs::read(&full).map_err(|e| format!("{at}: cannot read `{path}`: {e}"))?;
+                let name = rel
+                    .file_name()
+                    .map_or_else(|| "file".to_owned(), |n| n.to_string_lossy().into_owned());
+                self.files
+                    .insert(c.id.clone(), Arc::new(WidgetFile { name, bytes }));
+            }
+        }
+        Ok(())
     }
 
     /// How many contents wait for an answer (what a score is out of).
@@ -285,6 +352,12 @@ fn check_content(c: &ContentSpec, skills: &HashSet<&str>) -> Result<(), (&'stati
     let cfg = &c.widget_config;
     if c.required && c.skippable {
         return Err(("skippable", "a required content cannot be skippable".into()));
+    }
+    if c.file.is_some() && !c.widget_type.awaits_input() {
+        return Err((
+            "file",
+            "only a widget that asks shows a file (put it on the question)".into(),
+        ));
     }
     if c.is_templated {
         let Some(skill) = &c.skill else {

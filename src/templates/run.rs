@@ -310,7 +310,14 @@ async fn prepare<'a>(
             return Ok(Prepared::Stop(RunEndReason::Error));
         }
     }
-    let payload = widget_payload(item, &shown);
+    let mut payload = widget_payload(item, &shown);
+    // The file it shows, kept in the chat and named (never inlined).
+    if let (Some(file), Some(files)) = (template.files.get(&content.id), link.files()) {
+        match files.keep(&file.name, None, &file.bytes).await {
+            Ok(kept) => payload["file"] = serde_json::to_value(kept).unwrap_or_default(),
+            Err(why) => tracing::warn!(content = %content.id, %why, "a widget's file was not kept"),
+        }
+    }
     Ok(Prepared::Show(Box::new(Shown {
         content: shown,
         corr,

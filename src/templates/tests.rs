@@ -171,3 +171,41 @@ fn mistakes_name_their_field() {
     let bad_type = parse("items: [{contents: [{widget_type: slider, stem: s}]}]").unwrap_err();
     assert!(bad_type.contains("slider"), "{bad_type}");
 }
+
+#[test]
+fn a_widgets_file_is_read_from_inside_the_agents_folder_only() {
+    let with = |kind: &str, path: &str| {
+        format!(
+            "items:\n  - contents:\n      - widget_type: {kind}\n        stem: Look\n        file: {path}\n"
+        )
+    };
+    let err = parse(&with("message", "a.txt")).unwrap_err();
+    assert!(
+        err.contains("contents[0].file: only a widget that asks"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("files")).unwrap();
+    std::fs::write(dir.path().join("files/sheet.csv"), "a,b\n").unwrap();
+    let mut t = parse(&with("free_text", "files/sheet.csv")).unwrap();
+    t.read_files(dir.path()).unwrap();
+    let file = &t.files[&t.items[0].contents[0].id];
+    assert_eq!(
+        (file.name.as_str(), file.bytes.as_slice()),
+        ("sheet.csv", &b"a,b\n"[..])
+    );
+    for bad in ["../secret.txt", "/etc/passwd", "files/../../x"] {
+        let mut t = parse(&with("free_text", bad)).unwrap();
+        let err = t.read_files(dir.path()).unwrap_err();
+        assert!(
+            err.contains("must be a path inside the agents folder"),
+            "{bad}: {err}"
+        );
+    }
+    let mut t = parse(&with("free_text", "files/missing.csv")).unwrap();
+    assert!(
+        t.read_files(dir.path())
+            .unwrap_err()
+            .contains("cannot read")
+    );
+}

@@ -821,3 +821,57 @@ async fn a_files_url_is_fetched_only_from_a_configured_origin_and_never_redirect
         "nothing else was asked"
     );
 }
+
+#[tokio::test]
+async fn a_template_widget_shows_a_file_kept_in_the_chat() {
+    let quiz = r#"id: worksheet-quiz
+agent_starts_first: true
+model:
+  provider: scripted
+  script: {rules: [{reply: "done"}]}
+template:
+  items:
+    - id: sum
+      contents:
+        - widget_type: multiple_choice
+          stem: "What does the worksheet add up to?"
+          options: ["4", "5"]
+          correct_answer: "4"
+          file: files/worksheet.txt
+"#;
+    let server = Server::start_with(Opts {
+        agents: vec![
+            ("quiz.yaml".into(), quiz.into()),
+            ("files/worksheet.txt".into(), "2 + 2 = ?".into()),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.send(json!({"type": "chat.start", "chat_id": chat, "agent": "worksheet-quiz"}))
+        .await;
+    let got = c
+        .recv_until(|m| m["type"] == "chat.tool_call" && m["awaiting_response"] == true)
+        .await;
+    let widget = got.last().unwrap();
+    let file = &widget["payload"]["file"];
+    assert_eq!(
+        (&file["name"], &file["media_type"], &file["size"]),
+        (&json!("worksheet.txt"), &json!("text/plain"), &json!(9)),
+        "{widget}"
+    );
+    let r = agentwire::llm::http_client()
+        .get(format!(
+            "http://{}/v1/files/{}",
+            server.addr,
+            file["file_id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.text().await.unwrap(), "2 + 2 = ?");
+    c.send(json!({"type": "inline_component.result", "chat_id": chat, "corr": widget["corr"], "data": {"answer": "4"}}))
+        .await;
+    c.until_complete(chat).await;
+}
