@@ -209,7 +209,11 @@ async fn every_sse_wire_resumes_exactly_after_any_of_its_events() {
 /// rejoined by the transport's resume route with `Last-Event-ID`.
 async fn ai_sdk(server: &Server) {
     let id = "rejoin-ai-sdk";
-    let user = json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]});
+    // The turn attaches a file (kept once, by the first request; the later
+    // ones send the same message, which is not read again).
+    let user = json!({"id": "u1", "role": "user", "parts": [
+        {"type": "file", "mediaType": "text/plain", "filename": "notes.txt", "url": "data:text/plain;base64,dGlkZXM="},
+        {"type": "text", "text": "go"}]});
     let respond = |messages: Vec<Value>| async move {
         let body =
             json!({"id": id, "messages": messages, "trigger": "submit-message", "agent": "real"});
@@ -258,6 +262,25 @@ async fn ai_sdk(server: &Server) {
     ])
     .await;
     assert_eq!(chunk(&third, "finish")["finishReason"], "stop");
+    // The turn's file is in the log, once: loaded back as a file part.
+    let started = first[0].data["messageId"].as_str().unwrap();
+    let chat = started.split(':').next().unwrap();
+    let loaded = http_json(
+        server,
+        "GET",
+        &format!("/v1/ai-sdk/chat/{chat}/messages"),
+        "",
+    )
+    .await
+    .1;
+    let files: Vec<&Value> = loaded[0]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] == "file")
+        .collect();
+    assert_eq!(files.len(), 1, "{loaded}");
+    assert_eq!(files[0]["filename"], "notes.txt");
     for response in [&first, &second, &third] {
         assert_eq!(response[0].data["type"], "start");
     }
@@ -286,7 +309,9 @@ async fn ai_sdk(server: &Server) {
 /// thread's stream route with `Last-Event-ID` and the run's id.
 async fn ag_ui(server: &Server) {
     let thread = "rejoin-ag-ui";
-    let user = json!({"id": "u1", "role": "user", "content": "go"});
+    // The turn attaches a file, as AG-UI's binary content.
+    let user = json!({"id": "u1", "role": "user", "content": [{"type": "text", "text": "go"},
+        {"type": "binary", "mimeType": "text/plain", "filename": "notes.txt", "data": "dGlkZXM="}]});
     let run = |run_id: &'static str, resume: Vec<Value>| {
         let user = user.clone();
         async move {
@@ -316,6 +341,18 @@ async fn ag_ui(server: &Server) {
         assert_eq!(response[0].data["type"], "RUN_STARTED");
     }
     assert_eq!(third.last().unwrap().data["type"], "RUN_FINISHED");
+    // The turn's file is in the log, once: loaded back as a media part.
+    let loaded = http_json(server, "GET", &format!("/v1/ag-ui/{thread}/messages"), "")
+        .await
+        .1;
+    let files: Vec<&Value> = loaded[0]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] == "document")
+        .collect();
+    assert_eq!(files.len(), 1, "{loaded}");
+    assert_eq!(files[0]["metadata"]["filename"], "notes.txt");
     for (n, (response, run_id)) in [(first, "r1"), (second, "r2"), (third, "r3")]
         .iter()
         .enumerate()
