@@ -100,16 +100,7 @@ pub(super) async fn upload(
     body: Body,
 ) -> Result<Response, ApiError> {
     let chat_id = chat_id(&id)?;
-    let declared = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        });
+    let declared = declared_type(&headers);
     let length = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -183,6 +174,19 @@ pub(super) async fn upload(
         }
     };
     Ok((StatusCode::CREATED, Json(file_view(&file))).into_response())
+}
+
+/// The media type a `Content-Type` declares, without its parameters, lower case.
+pub(super) fn declared_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    Some(
+        value
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase(),
+    )
 }
 
 /// A file arriving: where it goes and what its sender says of it.

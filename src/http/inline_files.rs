@@ -301,17 +301,7 @@ async fn fetch(
             response.status().as_u16()
         )));
     }
-    let declared = response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        });
+    let declared = super::files::declared_type(response.headers());
     let name = f.name.map(str::to_owned).or_else(|| {
         url.rsplit('/')
             .next()
