@@ -39,6 +39,7 @@ pub mod templates;
 #[doc(hidden)]
 pub mod testing;
 pub mod tools;
+pub mod upstream;
 pub mod wire;
 pub mod workflows;
 
@@ -125,6 +126,7 @@ pub async fn run(
         config.agents_dir_explicit,
         &config.models,
     )?;
+    agents.limit_upstream_events(config.max_message_bytes);
     let auth = Authenticator::new(&config.auth).context("configuration key `jwt_public_key`")?;
     if matches!(config.auth, AuthConfig::None) {
         tracing::warn!(

@@ -45,6 +45,11 @@ pub const REPLAY_ENVELOPES: &str = "agentwire_replay_envelopes";
 pub const PROVIDER_SECONDS: &str = "agentwire_provider_request_seconds";
 /// Model requests that failed, by `vendor` and `code`.
 pub const PROVIDER_ERRORS: &str = "agentwire_provider_errors_total";
+/// From sending a run to an upstream AG-UI agent to its response headers, by `agent`.
+pub const UPSTREAM_SECONDS: &str = "agentwire_upstream_request_seconds";
+/// Upstream AG-UI runs that failed (unreachable, an error status, a broken
+/// or malformed stream, `RUN_ERROR`), by `agent` and `code`.
+pub const UPSTREAM_ERRORS: &str = "agentwire_upstream_errors_total";
 /// How long a tool call ran, by `kind` (`http`, `ui`, `input`, `builtin`).
 pub const TOOL_SECONDS: &str = "agentwire_tool_seconds";
 /// Errors sent to clients, by contract `code`.
@@ -147,6 +152,12 @@ fn describe() {
         "Model request to response headers, retries included."
     );
     describe_counter!(PROVIDER_ERRORS, "Model requests that failed.");
+    describe_histogram!(
+        UPSTREAM_SECONDS,
+        Unit::Seconds,
+        "Upstream AG-UI run request to response headers."
+    );
+    describe_counter!(UPSTREAM_ERRORS, "Upstream AG-UI runs that failed.");
     describe_histogram!(TOOL_SECONDS, Unit::Seconds, "Tool call duration.");
     describe_counter!(ERRORS, "Errors sent to clients, by code.");
 }

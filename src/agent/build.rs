@@ -45,6 +45,8 @@ pub struct Agent {
     pub group: Option<Arc<Group>>,
     /// Its model is a real one (not `scripted`): it may title its chats.
     pub titles: bool,
+    /// An agent served over AG-UI: its turns are that server's runs.
+    pub upstream: Option<Arc<crate::upstream::Upstream>>,
 }
 
 /// A group chat's members and rules, checked.
@@ -131,6 +133,12 @@ impl Agent {
         if file.group.is_some() {
             return Err("group: a group needs the other agents (see AgentRegistry)".into());
         }
+        if file.ag_ui.is_some() {
+            return super::upstream::build(file, http);
+        }
+        if file.idempotent {
+            return Err("idempotent: only an agent served over AG-UI (`ag_ui:`) says it".into());
+        }
         let model = file
             .model
             .clone()
@@ -215,6 +223,7 @@ impl Agent {
             template: template.map(Arc::new),
             group: None,
             titles,
+            upstream: None,
         })
     }
 

@@ -63,6 +63,14 @@ pub struct AgentFile {
     /// A group chat (seed 001, AG2's group chat): members take turns.
     #[serde(default)]
     pub group: Option<GroupSpec>,
+    /// An agent served over AG-UI by another framework: its runs are that
+    /// server's (see `upstream`), instead of a model's.
+    #[serde(default)]
+    pub ag_ui: Option<crate::upstream::AgUiSpec>,
+    /// `ag_ui:` agents: asking again a run a restart cut off is safe (also
+    /// `ag_ui.idempotent`).
+    #[serde(default)]
+    pub idempotent: bool,
 }
 
 /// `group:`: the members of a group chat and how they take turns.

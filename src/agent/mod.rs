@@ -23,6 +23,7 @@ pub mod runtime;
 mod scripted;
 mod speak;
 mod turn;
+mod upstream;
 mod workflow;
 
 pub use crate::llm::Provider;
@@ -34,3 +35,4 @@ pub use providers::build_provider;
 pub use registry::{AgentFileError, AgentRegistry};
 pub use scripted::ScriptedProvider;
 pub use speak::MAX_TURNS_ERROR;
+pub use upstream::INTERRUPT_TOOL;

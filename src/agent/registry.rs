@@ -119,6 +119,16 @@ impl AgentRegistry {
         })
     }
 
+    /// Caps each event an upstream AG-UI agent sends at `bytes` (the
+    /// server's `max_message_bytes`).
+    pub fn limit_upstream_events(&self, bytes: usize) {
+        for agent in self.agents.values() {
+            if let Some(up) = &agent.upstream {
+                up.limit_events(bytes);
+            }
+        }
+    }
+
     /// The user-invoked workflows (seed 002).
     pub fn workflows(&self) -> &WorkflowRegistry {
         &self.workflows

@@ -168,6 +168,7 @@ async fn alone(
         system_prompt: prompt,
         chosen: None,
         resumed: spec.resumed.as_ref(),
+        thread: spec.chat_id,
     };
     let Spent { model, tools, .. } = tally.of(&agent.id, agent.price);
     let env = spec.call_env(link, tools, agent, provider);

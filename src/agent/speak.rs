@@ -193,6 +193,8 @@ pub(super) struct Voice<'a> {
     pub chosen: Option<(&'static str, Option<String>)>,
     /// A run a restart cut off: the turns it took, the calls to run again.
     pub resumed: Option<&'a Resumed>,
+    /// The chat (an upstream agent's AG-UI thread).
+    pub thread: uuid::Uuid,
 }
 
 /// How a speaker's turn ended.
@@ -223,6 +225,9 @@ pub(super) async fn speak(
     usage: &mut Usage,
 ) -> Result<Spoke, Gone> {
     let agent = voice.agent;
+    if let Some(up) = &agent.upstream {
+        return super::upstream::speak(up, voice, env, messages, usage).await;
+    }
     let link = env.link;
     let json_mode = agent.tool_call_format == ToolCallFormat::Json;
     let tools = if json_mode {

@@ -19,18 +19,18 @@ use crate::support::*;
 
 const CONTINUE: [&str; 2] = ["--continue-runs-after-restart", "true"];
 
-async fn spawn_server(dir: &Path) -> (Child, SocketAddr) {
+pub(crate) async fn spawn_server(dir: &Path) -> (Child, SocketAddr) {
     spawn_agentwire(&database_url(dir).await, &dir.join("agents"), &CONTINUE).await
 }
 
-async fn kill(mut child: Child) {
+pub(crate) async fn kill(mut child: Child) {
     child.start_kill().unwrap(); // SIGKILL
     child.wait().await.unwrap();
 }
 
 /// The whole log of `chat` once its run has ended: replayed from seq 1,
 /// then live until `chat.run_complete` (the boundary left out).
-async fn log_until_complete(addr: SocketAddr, chat: Uuid) -> Vec<Value> {
+pub(crate) async fn log_until_complete(addr: SocketAddr, chat: Uuid) -> Vec<Value> {
     let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
     c.resume(chat, 0).await;
     let mut log = Vec::new();
@@ -59,7 +59,7 @@ async fn log_until_complete(addr: SocketAddr, chat: Uuid) -> Vec<Value> {
 }
 
 /// A data folder whose agents folder holds `file` with `yaml`.
-fn with_agent(file: &str, yaml: &str) -> tempfile::TempDir {
+pub(crate) fn with_agent(file: &str, yaml: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let agents = dir.path().join("agents");
     std::fs::create_dir_all(&agents).unwrap();
@@ -69,7 +69,12 @@ fn with_agent(file: &str, yaml: &str) -> tempfile::TempDir {
 
 /// Resumes `chat` on `addr` after `seq`, sends `answer`, and reads the run
 /// to its end.
-async fn answer_after(addr: SocketAddr, chat: Uuid, seq: &Value, answer: Value) -> Vec<Value> {
+pub(crate) async fn answer_after(
+    addr: SocketAddr,
+    chat: Uuid,
+    seq: &Value,
+    answer: Value,
+) -> Vec<Value> {
     let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
     c.resume(chat, seq.as_u64().unwrap()).await;
     c.recv_until(|m| m["type"] == "chat.resume_boundary").await;

@@ -21,6 +21,7 @@ const LAYERS: &[&str] = &[
     "testing",
     "llm",
     "mcp",
+    "upstream",
     "link",
     "tools",
     "templates",

@@ -46,5 +46,6 @@ mod soak;
 mod sse;
 mod support;
 mod template;
+mod upstream;
 mod vendors;
 mod workflows;

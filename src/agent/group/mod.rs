@@ -129,6 +129,8 @@ pub(super) fn build(
                 mcp_servers: Vec::new(),
                 template: None,
                 group: None,
+                ag_ui: None,
+                idempotent: false,
             };
             let agent = Agent::with_provider(own, price, provider, http)
                 .map_err(|e| format!("{at}.{e}"))?;

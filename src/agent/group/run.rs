@@ -149,6 +149,7 @@ async fn turn(
         system_prompt: prompt(spec, group, member, &tools),
         chosen: Some(chosen),
         resumed,
+        thread: spec.chat_id,
     };
     let link = link.speaking_as(&member.name);
     let mut messages = view(transcript, Some(&member.name), agent.max_tool_result_chars);

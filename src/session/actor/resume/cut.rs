@@ -420,7 +420,7 @@ impl Cut {
 }
 
 #[path = "plan.rs"]
-mod plan;
+pub(super) mod plan;
 
 #[cfg(test)]
 #[path = "cut_tests.rs"]

@@ -127,6 +127,10 @@ impl Actor {
                     tools.extend(m.tools_now().iter().cloned());
                 }
                 let plan = cut.plan(|name| tools.iter().any(|t| t.name == name && t.idempotent));
+                let plan = match &a.upstream {
+                    Some(up) => cut::plan::upstream(plan, &a.id, up.idempotent),
+                    None => plan,
+                };
                 drop(members);
                 match (plan, a.group.as_ref().and_then(|g| g.marker.as_deref())) {
                     // The member's last words ended the conversation.

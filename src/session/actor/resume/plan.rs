@@ -6,6 +6,32 @@ use serde_json::Value;
 use super::{Call, Cut, GroupPlace, Plan, Waits};
 use crate::protocol::RunEndReason;
 
+/// The plan for a run of an upstream AG-UI agent (`agent`): one cut while
+/// its run was streaming (a turn open, or its own tool calls without their
+/// results) is asked again only when its file says `idempotent` — the turn
+/// dropped, the calls answered "outcome unknown" —, else it ends with an
+/// error saying the outcome is unknown. A run waiting for a person
+/// (an interrupt, a client's tool) waits again.
+pub(in crate::session::actor::resume) fn upstream(
+    plan: Plan,
+    agent: &str,
+    idempotent: bool,
+) -> Plan {
+    match plan {
+        Plan::Continue {
+            discard, unknown, ..
+        } if !idempotent && (discard.is_some() || !unknown.is_empty()) => Plan::Abandon {
+            unanswered: unknown,
+            why: format!(
+                "the upstream agent `{agent}` was answering when the server restarted: the \
+                 outcome of its run is unknown, and it is not asked again (its agent file does \
+                 not say `idempotent: true`)"
+            ),
+        },
+        plan => plan,
+    }
+}
+
 impl Cut {
     /// When the run's first envelope was logged (RFC 3339).
     pub(in crate::session::actor::resume) fn started(&self) -> Option<&str> {

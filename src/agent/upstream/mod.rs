@@ -1,0 +1,487 @@
+//! A speaker whose turn is an upstream AG-UI agent's run (`ag_ui:` in its
+//! file): the chat's history goes up as a `RunAgentInput`, and the events
+//! that come back are logged as a model turn's would be — text as
+//! `chat.print`s closed by a `chat.text`, reasoning as `chat.reasoning`,
+//! the agent's own tool calls and results as backend calls and responses.
+//!
+//! A run that ends on the client's tools (those a client brought, and in a
+//! group `handoff_to`) has them made through the tool pipeline — shown to
+//! the client, waited for — and their results go up as `tool` messages in
+//! the next run. A run that ends on interrupts has each asked of the user
+//! (an approval when it names a tool call, else an input request), and the
+//! answers go up as the next run's `resume`. Each upstream run is one of
+//! the speaker's `max_turns`.
+
+use serde_json::{Value, json};
+
+use super::prompt::definitions;
+use super::speak::{Spoke, Voice, fail};
+
+mod build;
+
+use crate::link::{Gone, InputOutcome, RunMsg, ToolOutcome};
+use crate::llm::{Message, ToolCall, Usage};
+use crate::protocol::{ErrorCode, EventKind, RunEndReason};
+use crate::tools::{Approval, CallEnv, ask_approval, execute};
+use crate::upstream::{Event, Failure, Interrupt, RunInput, Upstream};
+pub(super) use build::build;
+
+/// The `tool_name` of an input request an upstream interrupt asks: a run
+/// continued after a restart knows it by this.
+pub const INTERRUPT_TOOL: &str = "ag_ui_interrupt";
+
+/// What one upstream run left to do.
+enum After {
+    /// It answered: the speaker is done.
+    Done(String),
+    /// The client's tools it called: made, then the next run.
+    Calls(Vec<ToolCall>),
+    /// Its interrupts: asked, then the next run resumes them.
+    Interrupts(Vec<Interrupt>, Vec<ToolCall>),
+    End(RunEndReason),
+}
+
+/// Runs `voice`'s turn on its upstream agent.
+pub(super) async fn speak(
+    up: &Upstream,
+    voice: &Voice<'_>,
+    env: &CallEnv<'_>,
+    messages: &mut Vec<Message>,
+    usage: &mut Usage,
+) -> Result<Spoke, Gone> {
+    let link = env.link;
+    let offered = definitions(voice.tools, env.context_type);
+    let mut state: Option<Value> = None;
+    let mut resume = Vec::new();
+    let mut last_text = String::new();
+    let mut first = 0;
+    if let Some(resumed) = voice.resumed {
+        first = resumed.turns;
+        match again(voice, env, messages, &resumed.calls).await? {
+            Ok(entries) => resume = entries,
+            Err(end) => return Ok(Spoke::End(end)),
+        }
+    }
+    for turn in first..voice.agent.max_turns {
+        messages.extend(link.steered().await);
+        let method = match (&voice.chosen, turn) {
+            (None, _) => None,
+            (Some((method, _)), 0) => Some((*method).to_owned()),
+            (Some(_), _) => Some("continue".to_owned()),
+        };
+        let reason = voice
+            .chosen
+            .as_ref()
+            .and_then(|c| c.1.clone())
+            .filter(|_| turn == 0);
+        link.emit(EventKind::SelectSpeaker {
+            agent: voice.name.to_owned(),
+            method,
+            reason,
+        })
+        .await?;
+        let input = RunInput {
+            thread_id: voice.thread.to_string(),
+            run_id: uuid::Uuid::new_v4().to_string(),
+            messages,
+            tools: &offered,
+            state: state.as_ref(),
+            context: env.context,
+            resume: std::mem::take(&mut resume),
+            history: up.history,
+        };
+        let body = input.to_json();
+        let run = match up.run(&body, env.bearer).await {
+            Ok(events) => read(up, voice, env, events, messages, usage, &mut state).await?,
+            Err(failure) => return failed(link, failure).await,
+        };
+        let after = match run {
+            Ok(after) => after,
+            Err(failure) => return failed(link, failure).await,
+        };
+        match after {
+            After::Done(text) => {
+                if !text.is_empty() {
+                    last_text = text;
+                }
+                return Ok(Spoke::Done {
+                    text: last_text,
+                    handoff: None,
+                });
+            }
+            After::End(reason) => return Ok(Spoke::End(reason)),
+            After::Calls(calls) => {
+                let mut handoff = None;
+                for call in &calls {
+                    match execute(call, voice.tools, env).await? {
+                        ToolOutcome::End(reason) => return Ok(Spoke::End(reason)),
+                        ToolOutcome::Result { content, is_error } => {
+                            if !is_error {
+                                handoff = crate::tools::Tool::handoff_target(call, voice.tools)
+                                    .map(str::to_owned)
+                                    .or(handoff);
+                            }
+                            messages.push(Message::ToolResult {
+                                id: call.id.clone(),
+                                name: call.name.clone(),
+                                content,
+                                is_error,
+                            });
+                        }
+                    }
+                }
+                if handoff.is_some() {
+                    return Ok(Spoke::Done {
+                        text: last_text,
+                        handoff,
+                    });
+                }
+            }
+            After::Interrupts(interrupts, calls) => {
+                for i in &interrupts {
+                    match answer(env, i, &calls).await? {
+                        Ok(entry) => resume.push(entry),
+                        Err(reason) => return Ok(Spoke::End(reason)),
+                    }
+                }
+            }
+        }
+    }
+    fail(
+        link,
+        ErrorCode::ToolExecutionError,
+        format!(
+            "{} ({} upstream runs)",
+            super::speak::MAX_TURNS_ERROR,
+            voice.agent.max_turns
+        ),
+        true,
+    )
+    .await?;
+    Ok(Spoke::End(RunEndReason::MaxTurns))
+}
+
+async fn failed(link: &crate::link::RunLink, f: Failure) -> Result<Spoke, Gone> {
+    fail(link, f.code, f.message, f.recoverable)
+        .await
+        .map(Spoke::End)
+}
+
+/// Reads one upstream run to its end, logging what it says and does.
+async fn read(
+    up: &Upstream,
+    voice: &Voice<'_>,
+    env: &CallEnv<'_>,
+    mut events: crate::upstream::Events<'_>,
+    messages: &mut Vec<Message>,
+    usage: &mut Usage,
+    state: &mut Option<Value>,
+) -> Result<Result<After, Failure>, Gone> {
+    let link = env.link;
+    let speaker = voice.name;
+    // The text message being streamed, and the run's last finished one.
+    let mut text = String::new();
+    let mut last = String::new();
+    // Calls being streamed: id → (name, arguments).
+    let mut open: std::collections::HashMap<String, (String, String)> = Default::default();
+    // The client's calls this run made, for the client to answer.
+    let mut client_calls: Vec<ToolCall> = Vec::new();
+    // Every call this run made (an interrupt may name one).
+    let mut made: Vec<ToolCall> = Vec::new();
+    // Interrupts announced before the end (LangGraph's `on_interrupt`).
+    let mut announced: Vec<Interrupt> = Vec::new();
+    let is_client = |name: &str| voice.tools.iter().any(|t| t.name == name);
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(e) => e,
+            Err(f) => return Ok(Err(f)),
+        };
+        match event {
+            Event::TextStart { .. } => text.clear(),
+            Event::TextContent { delta, .. } if !delta.is_empty() => {
+                text.push_str(&delta);
+                link.emit(EventKind::Print {
+                    agent: speaker.to_owned(),
+                    content: delta,
+                    corr: None,
+                })
+                .await?;
+            }
+            Event::TextEnd { .. } if !text.is_empty() => {
+                last = std::mem::take(&mut text);
+                link.emit(EventKind::Text {
+                    agent: speaker.to_owned(),
+                    content: last.clone(),
+                })
+                .await?;
+                messages.push(Message::Assistant {
+                    text: last.clone(),
+                    tool_calls: Vec::new(),
+                });
+            }
+            Event::ReasoningContent { delta, .. }
+                if voice.agent.show_reasoning && !delta.is_empty() =>
+            {
+                link.emit(EventKind::Reasoning {
+                    agent: speaker.to_owned(),
+                    content: delta,
+                })
+                .await?;
+            }
+            Event::ToolStart { id, name } => {
+                open.insert(id, (name, String::new()));
+            }
+            Event::ToolArgs { id, delta } => {
+                if let Some((_, args)) = open.get_mut(&id) {
+                    args.push_str(&delta);
+                }
+            }
+            Event::ToolEnd { id } => {
+                let Some((name, args)) = open.remove(&id) else {
+                    continue;
+                };
+                let input = if args.trim().is_empty() {
+                    json!({})
+                } else {
+                    match serde_json::from_str(&args) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            return Ok(Err(up.malformed(format_args!(
+                                "the arguments of tool call `{id}` are not JSON: {e}"
+                            ))));
+                        }
+                    }
+                };
+                let call = ToolCall { id, name, input };
+                push_call(messages, call.clone());
+                made.push(call.clone());
+                if is_client(&call.name) {
+                    client_calls.push(call);
+                } else {
+                    // The upstream agent's own tool: logged as it runs there.
+                    link.emit(EventKind::ToolCall {
+                        tool_name: call.name.clone(),
+                        component_type: None,
+                        awaiting_response: false,
+                        payload: call.input.clone(),
+                        corr: call.id.clone(),
+                        display: crate::protocol::Display::Inline,
+                        agent: None,
+                    })
+                    .await?;
+                }
+            }
+            Event::ToolResult { id, content } => {
+                let Some(call) = made.iter().find(|c| c.id == id) else {
+                    tracing::debug!(%id, "a tool result for a call this run did not make");
+                    continue;
+                };
+                client_calls.retain(|c| c.id != id);
+                let (logged, text) = match content {
+                    Value::String(s) => (
+                        serde_json::from_str(&s).unwrap_or_else(|_| Value::String(s.clone())),
+                        s,
+                    ),
+                    other => (other.clone(), other.to_string()),
+                };
+                link.emit(EventKind::ToolResponse {
+                    tool_name: call.name.clone(),
+                    content: logged,
+                    success: true,
+                    corr: id.clone(),
+                    agent: None,
+                })
+                .await?;
+                messages.push(Message::ToolResult {
+                    id,
+                    name: call.name.clone(),
+                    content: text,
+                    is_error: false,
+                });
+            }
+            Event::Interrupted(i) => announced.push(i),
+            Event::StateSnapshot(snapshot) => *state = Some(snapshot),
+            Event::StateDelta(delta) => {
+                let mut now = state.take().unwrap_or_else(|| json!({}));
+                let applied = serde_json::from_value::<json_patch::Patch>(delta)
+                    .map_err(|e| e.to_string())
+                    .and_then(|p| json_patch::patch(&mut now, &p).map_err(|e| e.to_string()));
+                if let Err(e) = applied {
+                    return Ok(Err(up.malformed(format_args!(
+                        "a STATE_DELTA that does not apply: {e}"
+                    ))));
+                }
+                *state = Some(now);
+            }
+            Event::RunError { message, code } => {
+                let code = code.map(|c| format!(" ({c})")).unwrap_or_default();
+                return Ok(Err(up.run_error(format_args!("RUN_ERROR: {message}{code}"))));
+            }
+            Event::RunFinished(mut done) => {
+                // The outcome's list, when it has one, names the same.
+                if done.interrupts.is_empty() {
+                    done.interrupts = std::mem::take(&mut announced);
+                }
+                if let Some(u) = done.usage {
+                    let before = *usage;
+                    usage.prompt_tokens += u.prompt_tokens;
+                    usage.completion_tokens += u.completion_tokens;
+                    link.used(None, before, *usage).await?;
+                }
+                return Ok(Ok(if done.cancelled {
+                    After::End(RunEndReason::Cancelled)
+                } else if !done.interrupts.is_empty() {
+                    After::Interrupts(done.interrupts, made)
+                } else if !client_calls.is_empty() {
+                    After::Calls(client_calls)
+                } else {
+                    After::Done(last)
+                }));
+            }
+            other => tracing::trace!(kind = other.kind(), "an upstream event not logged"),
+        }
+    }
+    // `Events` ends only after RUN_FINISHED or RUN_ERROR, both returned.
+    Ok(Err(up.malformed("the stream ended before RUN_FINISHED")))
+}
+
+/// Adds a call to the assistant's message it belongs to (the last one,
+/// unless a result came after it).
+fn push_call(messages: &mut Vec<Message>, call: ToolCall) {
+    match messages.last_mut() {
+        Some(Message::Assistant { tool_calls, .. }) => tool_calls.push(call),
+        _ => messages.push(Message::Assistant {
+            text: String::new(),
+            tool_calls: vec![call],
+        }),
+    }
+}
+
+/// Asks the user one interrupt: an approval of the call it names, else an
+/// input request. Its answer is the next run's resume entry.
+async fn answer(
+    env: &CallEnv<'_>,
+    i: &Interrupt,
+    calls: &[ToolCall],
+) -> Result<Result<Value, RunEndReason>, Gone> {
+    let prompt = i
+        .message
+        .clone()
+        .or_else(|| i.value.as_str().map(str::to_owned))
+        .or_else(|| {
+            ["question", "message", "prompt"]
+                .iter()
+                .find_map(|k| i.value[*k].as_str().map(str::to_owned))
+        })
+        .unwrap_or_else(|| match &i.value {
+            Value::Null => format!("The agent needs your answer ({}).", i.reason),
+            v => v.to_string(),
+        });
+    if let Some(call_id) = &i.tool_call_id {
+        let call = calls.iter().find(|c| &c.id == call_id);
+        let gate = ToolCall {
+            id: i.id.clone(),
+            name: call.map_or_else(|| i.reason.clone(), |c| c.name.clone()),
+            input: call.map_or_else(|| i.value.clone(), |c| c.input.clone()),
+        };
+        return approve(env, &gate).await;
+    }
+    // A choice (LangGraph's `interrupt({"options": [...]})`) is offered as one.
+    let options: Option<Vec<String>> = i.value["options"].as_array().and_then(|o| {
+        o.iter()
+            .map(|v| v.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .filter(|o| !o.is_empty())
+    });
+    ask(env, &i.id, &prompt, options, i.response_schema.is_some()).await
+}
+
+async fn approve(env: &CallEnv<'_>, gate: &ToolCall) -> Result<Result<Value, RunEndReason>, Gone> {
+    Ok(match ask_approval(env.link, gate).await? {
+        Approval::Granted => Ok(entry(&gate.id, json!({"approved": true}))),
+        Approval::Refused(reason) => {
+            let mut answer = json!({"approved": false});
+            if let Some(reason) = reason {
+                answer["reason"] = json!(reason);
+            }
+            Ok(entry(&gate.id, answer))
+        }
+        Approval::TimedOut => Err(RunEndReason::Timeout),
+    })
+}
+
+async fn ask(
+    env: &CallEnv<'_>,
+    id: &str,
+    prompt: &str,
+    options: Option<Vec<String>>,
+    json_answer: bool,
+) -> Result<Result<Value, RunEndReason>, Gone> {
+    let (respond, answer) = tokio::sync::oneshot::channel();
+    env.link
+        .send(RunMsg::AskInput {
+            request_id: id.to_owned(),
+            prompt: prompt.to_owned(),
+            password: false,
+            options,
+            tool_name: Some(INTERRUPT_TOOL.to_owned()),
+            waited: None,
+            respond,
+        })
+        .await?;
+    Ok(match answer.await.map_err(|_| Gone)? {
+        InputOutcome::Answered(text) => {
+            // A form's answer is JSON when it parses as JSON.
+            let payload = if json_answer {
+                serde_json::from_str(&text).unwrap_or(Value::String(text))
+            } else {
+                Value::String(text)
+            };
+            Ok(entry(id, payload))
+        }
+        InputOutcome::TimedOut => Err(RunEndReason::Timeout),
+    })
+}
+
+fn entry(id: &str, payload: Value) -> Value {
+    json!({"interruptId": id, "status": "resolved", "payload": payload})
+}
+
+/// A continued run's waits, made again: the client's calls through the
+/// pipeline (their results go up as tool messages), an interrupt's input
+/// request or approval asked again (its answer, the next run's resume).
+async fn again(
+    voice: &Voice<'_>,
+    env: &CallEnv<'_>,
+    messages: &mut Vec<Message>,
+    calls: &[ToolCall],
+) -> Result<Result<Vec<Value>, RunEndReason>, Gone> {
+    let mut resume = Vec::new();
+    for call in calls {
+        if call.name == INTERRUPT_TOOL {
+            let prompt = call.input["prompt"].as_str().unwrap_or_default();
+            match ask(env, &call.id, prompt, None, false).await? {
+                Ok(e) => resume.push(e),
+                Err(end) => return Ok(Err(end)),
+            }
+        } else if voice.tools.iter().any(|t| t.name == call.name) {
+            push_call(messages, call.clone());
+            match execute(call, voice.tools, env).await? {
+                ToolOutcome::End(end) => return Ok(Err(end)),
+                ToolOutcome::Result { content, is_error } => messages.push(Message::ToolResult {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    content,
+                    is_error,
+                }),
+            }
+        } else {
+            // An approval the upstream agent asked for: asked again.
+            match approve(env, call).await? {
+                Ok(e) => resume.push(e),
+                Err(end) => return Ok(Err(end)),
+            }
+        }
+    }
+    Ok(Ok(resume))
+}

@@ -1,0 +1,454 @@
+//! Agents served over AG-UI by another framework (issue 37), against a
+//! local server that streams AG-UI events scripted here byte for byte (the
+//! real frameworks' servers are `upstream_peers.rs`'s): what a run sends,
+//! how its events are logged, interrupts and approvals answered through
+//! agentwire, each way an upstream fails, cancel, the caller's token, and
+//! runs cut by a restart.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::mock_llm::{MockServer, Reply};
+use crate::support::*;
+
+/// An SSE reply carrying `events`, each its own `data:` event.
+pub fn ag_ui(events: &[Value]) -> Reply {
+    Reply::sse(events.iter().map(|e| format!("data: {e}\n\n")).collect())
+}
+
+pub fn started() -> Value {
+    json!({"type": "RUN_STARTED", "threadId": "t", "runId": "r"})
+}
+
+pub fn finished() -> Value {
+    json!({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
+}
+
+/// A text message of `words`, streamed one per event.
+pub fn said(id: &str, words: &[&str]) -> Vec<Value> {
+    let mut out = vec![json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})];
+    out.extend(
+        words
+            .iter()
+            .map(|w| json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": w})),
+    );
+    out.push(json!({"type": "TEXT_MESSAGE_END", "messageId": id}));
+    out
+}
+
+fn run_of(parts: Vec<Vec<Value>>) -> Reply {
+    let mut events = vec![started()];
+    events.extend(parts.into_iter().flatten());
+    events.push(finished());
+    ag_ui(&events)
+}
+
+pub fn agent_file(id: &str, url: &str, extra: &str) -> String {
+    format!("id: {id}\nag_ui:\n  url: {url}/agent\n{extra}")
+}
+
+async fn server(mock: &MockServer, extra: &str) -> Server {
+    Server::start_with(Opts {
+        agents: vec![("byo.yaml".into(), agent_file("byo", &mock.url(), extra))],
+        ..Default::default()
+    })
+    .await
+}
+
+fn of<'a>(msgs: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    msgs.iter().filter(|m| m["type"] == ty).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_run_is_logged_as_a_model_turn_would_be() {
+    let call = vec![
+        json!({"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "get_weather"}),
+        json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"city\":"}),
+        json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "\"Oslo\"}"}),
+        json!({"type": "TOOL_CALL_END", "toolCallId": "c1"}),
+        json!({"type": "TOOL_CALL_RESULT", "toolCallId": "c1", "messageId": "r1", "content": "{\"temp\":21}"}),
+    ];
+    let steps = vec![
+        json!({"type": "STEP_STARTED", "stepName": "think"}),
+        json!({"type": "REASONING_MESSAGE_START", "messageId": "z", "role": "reasoning"}),
+        json!({"type": "REASONING_MESSAGE_CONTENT", "messageId": "z", "delta": "hmm"}),
+        json!({"type": "REASONING_MESSAGE_END", "messageId": "z"}),
+        json!({"type": "STEP_FINISHED", "stepName": "think"}),
+        json!({"type": "STATE_SNAPSHOT", "snapshot": {"n": 1}}),
+        json!({"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/n", "value": 2}]}),
+        json!({"type": "CUSTOM", "name": "x", "value": {}}),
+    ];
+    let mock = MockServer::start(vec![
+        run_of(vec![
+            steps,
+            said("m1", &["Let me ", "look."]),
+            call,
+            said("m2", &["It is ", "21."]),
+        ]),
+        run_of(vec![said("m3", &["Again: 21."])]),
+    ])
+    .await;
+    let server = server(&mock, "  headers: {X-Team: blue}\n").await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "byo", "Weather in Oslo?").await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(
+        turns(&msgs),
+        [
+            "user: Weather in Oslo?",
+            "byo: Let me look.",
+            "byo: It is 21."
+        ],
+        "{msgs:#?}"
+    );
+    let prints: Vec<&str> = of(&msgs, "chat.print")
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(prints, ["Let me ", "look.", "It is ", "21."]);
+    assert_eq!(of(&msgs, "chat.reasoning")[0]["content"], "hmm");
+    let call = of(&msgs, "chat.tool_call")[0];
+    assert_eq!(call["tool_name"], "get_weather");
+    assert_eq!(call["payload"], json!({"city": "Oslo"}));
+    assert_eq!(call["component_type"], Value::Null);
+    let result = of(&msgs, "chat.tool_response")[0];
+    assert_eq!(
+        (&result["corr"], &result["content"]),
+        (&json!("c1"), &json!({"temp": 21}))
+    );
+    assert_eq!(msgs.last().unwrap()["reason"], "completed");
+    assert_gap_free(&seqs(&msgs));
+
+    let sent = &mock.requests()[0];
+    assert_eq!(sent.uri, "/agent");
+    assert_eq!(sent.headers["x-team"], "blue");
+    assert_eq!(sent.headers["accept"], "text/event-stream");
+    assert!(sent.headers.get("authorization").is_none());
+    let body = &sent.body;
+    assert_eq!(body["threadId"], chat.to_string());
+    assert!(Uuid::parse_str(body["runId"].as_str().unwrap()).is_ok());
+    assert_eq!(body["messages"][0]["role"], "user");
+    assert_eq!(body["messages"][0]["content"], "Weather in Oslo?");
+    assert_eq!(body["tools"], json!([]));
+
+    // The next run's history holds the first one's words, call and result.
+    c.say(chat, "And now?").await;
+    c.until_complete(chat).await;
+    let body = &mock.requests()[1].body;
+    let roles: Vec<&str> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "tool", "assistant", "user"],
+        "{body:#}"
+    );
+    assert_eq!(body["messages"][1]["toolCalls"][0]["id"], "c1");
+    assert_eq!(
+        body["messages"][1]["toolCalls"][0]["function"]["arguments"],
+        "{\"city\":\"Oslo\"}"
+    );
+    assert_eq!(body["messages"][2]["toolCallId"], "c1");
+    assert_ne!(body["runId"], mock.requests()[0].body["runId"]);
+    assert_eq!(body["threadId"], chat.to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_upstream_failure_ends_the_run_with_an_error_naming_the_agent() {
+    let partial = vec![
+        started(),
+        json!({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}),
+        json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "half a sen"}),
+    ];
+    let big = "x".repeat(3000);
+    let cases: Vec<(Reply, &str)> = vec![
+        (
+            Reply::json(503, r#"{"detail":"overloaded"}"#),
+            "HTTP 503 Service Unavailable: {\"detail\":\"overloaded\"}",
+        ),
+        (Reply::json(401, r#"{"detail":"who?"}"#), "HTTP 401"),
+        (ag_ui(&partial), "the stream ended before RUN_FINISHED"),
+        (
+            Reply::sse(vec![
+                format!("data: {}\n\n", started()),
+                "data: {not json\n\n".into(),
+            ]),
+            "an event that is not JSON",
+        ),
+        (
+            ag_ui(&[
+                started(),
+                json!({"type": "CUSTOM", "name": "big", "value": big}),
+            ]),
+            "an event over 2048 bytes",
+        ),
+        (
+            ag_ui(&[
+                started(),
+                json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}),
+            ]),
+            "against AG-UI's rules: Cannot send 'TEXT_MESSAGE_CONTENT' event: no active text message",
+        ),
+        (
+            ag_ui(&[
+                started(),
+                json!({"type": "RUN_ERROR", "message": "the graph broke", "code": "E42"}),
+            ]),
+            "RUN_ERROR: the graph broke (E42)",
+        ),
+        (
+            Reply::ok("application/json", vec!["{}".into()]),
+            "not an event stream",
+        ),
+    ];
+    let n = cases.len();
+    let (replies, expect): (Vec<Reply>, Vec<&str>) = cases.into_iter().unzip();
+    let mock = MockServer::start(replies).await;
+    let closed = free_addr();
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            max_message_bytes: Some(2048),
+            ..Default::default()
+        },
+        agents: vec![
+            ("byo.yaml".into(), agent_file("byo", &mock.url(), "")),
+            (
+                "gone.yaml".into(),
+                agent_file("gone", &format!("http://{closed}"), ""),
+            ),
+        ],
+    })
+    .await;
+    let mut c = server.client().await;
+    for (i, expect) in expect.iter().enumerate() {
+        let chat = Uuid::new_v4();
+        c.start_with(chat, "byo", "hi").await;
+        let msgs = c.until_complete(chat).await;
+        let err = of(&msgs, "chat.error");
+        assert_eq!(err.len(), 1, "case {i}: {msgs:#?}");
+        let message = err[0]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("agent `byo` (AG-UI at {}):", mock.addr)),
+            "case {i}: {message}"
+        );
+        assert!(
+            message.contains(expect),
+            "case {i}: {message} should say {expect}"
+        );
+        assert_eq!(msgs.last().unwrap()["reason"], "error", "case {i}");
+        // Nothing half-written is shown as complete: words the agent
+        // streamed before the failure are logged `partial`.
+        for text in of(&msgs, "chat.text")
+            .iter()
+            .filter(|m| m["agent"] == "byo")
+        {
+            assert_eq!(text["partial"], true, "case {i}: {text}");
+        }
+    }
+    assert_eq!(mock.requests().len(), n, "no failure is retried");
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "gone", "hi").await;
+    let msgs = c.until_complete(chat).await;
+    let err = of(&msgs, "chat.error")[0];
+    assert_eq!(err["error_code"], "TRANSPORT_ERROR");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("agent `gone` (AG-UI at {closed}): cannot connect")),
+        "{err}"
+    );
+    let (_, metrics) = http_get(server.addr, "/metrics", &[]).await;
+    assert!(
+        metrics.contains("agentwire_upstream_errors_total{agent=\"byo\",code=\"TRANSPORT_ERROR\"}"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupts_are_asked_on_the_wire_and_their_answers_resume_the_upstream_run() {
+    let ask = json!({"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
+        "outcome": {"type": "interrupt", "interrupts": [
+            {"id": "int-1", "reason": "input", "message": "Which date?"}]}});
+    let gate = json!({"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
+        "outcome": {"type": "interrupt", "interrupts": [
+            {"id": "int-2", "reason": "tool_approval", "toolCallId": "c9"}]}});
+    let booking = vec![
+        json!({"type": "TOOL_CALL_START", "toolCallId": "c9", "toolCallName": "book"}),
+        json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c9", "delta": "{\"date\":\"Friday\"}"}),
+        json!({"type": "TOOL_CALL_END", "toolCallId": "c9"}),
+    ];
+    let mut second = vec![started()];
+    second.extend(booking);
+    second.push(gate);
+    let mock = MockServer::start(vec![
+        ag_ui(&[started(), ask]),
+        ag_ui(&second),
+        run_of(vec![said("m", &["Booked."])]),
+    ])
+    .await;
+    let server = server(&mock, "").await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "byo", "Book a table").await;
+    let request = c
+        .recv_until(|m| m["type"] == "chat.input_request")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(request["prompt"], "Which date?");
+    assert_eq!(request["request_id"], "int-1");
+    c.send(json!({"type": "user.input.submit", "chat_id": chat,
+        "request_id": "int-1", "text": "Friday"}))
+        .await;
+    let approval = c
+        .recv_until(|m| m["type"] == "chat.tool_call" && m["component_type"] == "approval")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(approval["payload"]["tool_name"], "book");
+    assert_eq!(approval["payload"]["input"], json!({"date": "Friday"}));
+    c.send(json!({"type": "inline_component.result", "chat_id": chat,
+        "corr": approval["corr"], "data": {"approved": true}}))
+        .await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(last_text(&msgs), "Booked.");
+    assert_eq!(msgs.last().unwrap()["reason"], "completed");
+    let requests = mock.requests();
+    assert_eq!(
+        requests[1].body["resume"],
+        json!([{"interruptId": "int-1", "status": "resolved", "payload": "Friday"}])
+    );
+    assert_eq!(
+        requests[2].body["resume"],
+        json!([{"interruptId": "int-2", "status": "resolved", "payload": {"approved": true}}])
+    );
+    assert!(requests[0].body.get("resume").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_aborts_the_upstream_request() {
+    let words: Vec<String> = (0..200).map(|i| format!("w{i} ")).collect();
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    let mut events = vec![started()];
+    events.extend(said("m", &refs));
+    events.push(finished());
+    let mock = MockServer::start(vec![ag_ui(&events).paced(Duration::from_millis(30))]).await;
+    let server = server(&mock, "").await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "byo", "Talk").await;
+    c.recv_until(|m| m["type"] == "chat.print").await;
+    c.send(json!({"type": "chat.cancel", "chat_id": chat}))
+        .await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(msgs.last().unwrap()["reason"], "cancelled");
+    for _ in 0..100 {
+        if mock.abandoned() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(mock.abandoned(), "the upstream request was dropped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forward_bearer_sends_the_callers_token_and_never_the_services() {
+    use crate::auth::{SECRET, token};
+    let mock = MockServer::start(vec![
+        run_of(vec![said("m", &["one"])]),
+        run_of(vec![said("m", &["two"])]),
+    ])
+    .await;
+    unsafe { std::env::set_var("AGENTWIRE_TEST_UPSTREAM_KEY", "team-key") };
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            auth: Some(agentwire::config::AuthMode::Jwt),
+            jwt_secret: Some(SECRET.into()),
+            ..Default::default()
+        },
+        agents: vec![
+            (
+                "fwd.yaml".into(),
+                agent_file(
+                    "fwd",
+                    &mock.url(),
+                    "  forward_bearer: true\n  headers: {X-Key: \"${env:AGENTWIRE_TEST_UPSTREAM_KEY}\"}\n",
+                ),
+            ),
+            ("own.yaml".into(), agent_file("own", &mock.url(), "")),
+        ],
+    })
+    .await;
+    let ann = token("ann", 600, SECRET);
+    let http = agentwire::llm::http_client();
+    for agent in ["fwd", "own"] {
+        let r = http
+            .post(format!("http://{}/v1/chats", server.addr))
+            .bearer_auth(&ann)
+            .json(&json!({"agent": agent, "message": "hi"}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+    for _ in 0..200 {
+        if mock.requests().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let requests = mock.requests();
+    assert_eq!(
+        requests[0].headers["authorization"],
+        format!("Bearer {ann}")
+    );
+    assert_eq!(requests[0].headers["x-key"], "team-key");
+    assert!(requests[1].headers.get("authorization").is_none());
+}
+
+#[tokio::test]
+async fn an_ag_ui_agent_file_is_checked() {
+    let cases = [
+        (
+            "ag_ui: {url: \"ftp://x\"}",
+            "ag_ui.url: must be an http:// or https:// address",
+        ),
+        (
+            "ag_ui: {url: \"http://x\"}\nmodel: {provider: scripted, script: {rules: []}}",
+            "model: an agent served over AG-UI",
+        ),
+        (
+            "ag_ui: {url: \"http://x\"}\ntools: [{name: t, builtin: echo}]",
+            "tools: an agent served",
+        ),
+        (
+            "ag_ui: {url: \"http://x\", timeout_seconds: 0}",
+            "ag_ui.timeout_seconds",
+        ),
+        (
+            "ag_ui: {url: \"http://x\", headers: {X: \"${env:AGENTWIRE_NOT_SET_9}\"}}",
+            "AGENTWIRE_NOT_SET_9",
+        ),
+        (
+            "ag_ui: {url: \"http://x\", forward_bearer: true, headers: {Authorization: k}}",
+            "forward_bearer",
+        ),
+        (
+            "idempotent: true\nmodel: {provider: scripted, script: {rules: []}}",
+            "idempotent:",
+        ),
+    ];
+    for (yaml, expect) in cases {
+        let text = format!("id: a\n{yaml}\n");
+        let err = agentwire::agent::Agent::from_yaml(&text, &agentwire::llm::http_client())
+            .expect_err(yaml);
+        assert!(err.contains(expect), "{yaml}: {err}");
+    }
+}
