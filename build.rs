@@ -9,6 +9,10 @@
 //!   virtual environment at `examples/mcp/.venv` with `requirements.txt`
 //!   installed). With `AGENTWIRE_REQUIRE_MCP=1` (`.ci/run`) its absence
 //!   stops the build instead.
+//! - `ag_ui_peer`: the AG-UI agents of `examples/ag-ui` (Pydantic AI's and
+//!   LangGraph's) have their packages (a virtual environment at
+//!   `examples/ag-ui/.venv` with `requirements.txt` installed). With
+//!   `AGENTWIRE_REQUIRE_AG_UI=1` (`.ci/run`) its absence stops the build.
 //! - `mcp_everything_peer`: the reference MCP server
 //!   `@modelcontextprotocol/server-everything` is installed (`npm ci` in
 //!   `tests/mcp-everything`). `AGENTWIRE_REQUIRE_MCP=1` requires it too.
@@ -32,6 +36,26 @@ fn main() {
             "AGENTWIRE_REQUIRE_MCP=1 but examples/mcp has no .venv with its requirements \
              (python3 -m venv examples/mcp/.venv && examples/mcp/.venv/bin/pip install -r \
              examples/mcp/requirements.txt)"
+        );
+    }
+    println!("cargo::rustc-check-cfg=cfg(ag_ui_peer)");
+    println!("cargo::rerun-if-changed=examples/ag-ui");
+    println!("cargo::rerun-if-env-changed=AGENTWIRE_REQUIRE_AG_UI");
+    let ag_ui = std::fs::read_dir("examples/ag-ui/.venv/lib").is_ok_and(|mut d| {
+        d.any(|e| {
+            e.is_ok_and(|e| {
+                let site = e.path().join("site-packages");
+                site.join("pydantic_ai").exists() && site.join("ag_ui_langgraph").exists()
+            })
+        })
+    });
+    if ag_ui {
+        println!("cargo::rustc-cfg=ag_ui_peer");
+    } else if std::env::var("AGENTWIRE_REQUIRE_AG_UI").as_deref() == Ok("1") {
+        panic!(
+            "AGENTWIRE_REQUIRE_AG_UI=1 but examples/ag-ui has no .venv with its requirements \
+             (python3 -m venv examples/ag-ui/.venv && examples/ag-ui/.venv/bin/pip install -r \
+             examples/ag-ui/requirements.txt)"
         );
     }
     // The folder (scanned as a whole): `npm ci` there changes it.

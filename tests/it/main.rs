@@ -47,5 +47,6 @@ mod sse;
 mod support;
 mod template;
 mod upstream;
+mod upstream_peers;
 mod vendors;
 mod workflows;
