@@ -452,3 +452,72 @@ async fn an_ag_ui_agent_file_is_checked() {
         assert!(err.contains(expect), "{yaml}: {err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_member_and_a_workflows_prompt_may_be_an_upstream_agent() {
+    let mock = MockServer::start(vec![
+        run_of(vec![said("m", &["upstream ", "here"])]),
+        run_of(vec![said("w", &["Tides ", "rise."])]),
+    ])
+    .await;
+    let server = Server::start_with(Opts {
+        agents: vec![
+            ("byo.yaml".into(), agent_file("byo", &mock.url(), "")),
+            (
+                "helper.yaml".into(),
+                "id: helper\nmodel: {provider: scripted, script: {rules: [{reply: helper here}]}}\n"
+                    .into(),
+            ),
+            (
+                "team.yaml".into(),
+                "id: team\ngroup:\n  speaker_selection: round_robin\n  max_rounds: 2\n  members:\n    - agent: byo\n    - agent: helper\n"
+                    .into(),
+            ),
+            (
+                "workflows/summarize.yaml".into(),
+                "id: summarize\ntitle: Summarize\ncategory: Writing\nparameters: {type: object, properties: {topic: {type: string}}, required: [topic]}\nprompt: \"Summarize {topic}.\"\n"
+                    .into(),
+            ),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "team", "Hello team").await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(
+        turns(&msgs),
+        ["user: Hello team", "byo: upstream here", "helper: helper here"],
+        "{msgs:#?}"
+    );
+    let picked = of(&msgs, "chat.select_speaker")[0];
+    assert_eq!((&picked["agent"], &picked["method"]), (&json!("byo"), &json!("round_robin")));
+    assert_eq!(mock.requests()[0].body["threadId"], chat.to_string());
+
+    // A prompt workflow run in a chat of the upstream agent: it answers.
+    let chat = Uuid::new_v4();
+    let (status, _) = http_json(
+        &server,
+        "POST",
+        "/v1/chats",
+        &json!({"agent": "byo", "chat_id": chat}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 201);
+    c.resume(chat, 0).await;
+    let path = format!("/v1/chats/{chat}/workflows/summarize");
+    let (status, text) = http_request(
+        server.addr,
+        "POST",
+        &path,
+        &[("content-type", "application/json")],
+        &json!({"parameters": {"topic": "tides"}}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 202, "{text}");
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(last_text(&msgs), "Tides rise.");
+    let sent = &mock.requests()[1].body["messages"];
+    assert_eq!(sent[sent.as_array().unwrap().len() - 1]["content"], "Summarize tides.", "{sent:#}");
+}
