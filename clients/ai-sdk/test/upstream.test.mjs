@@ -1,0 +1,66 @@
+// Agents nobody here wrote, behind agentwire (issue 37): Pydantic AI's and
+// LangGraph's own AG-UI servers (examples/ag-ui) are agentwire agents
+// (`ag_ui:` files), and the AI SDK's own chat (`ai`'s DefaultChatTransport)
+// talks to them through agentwire's /v1/ai-sdk/chat: an answer, and a tool
+// of theirs with its result, as the UI message's parts.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { DefaultChatTransport } from 'ai';
+
+import { freePort, startServer, tempDir } from '../../js/test/support/helpers.mjs';
+import { peersMissing, startPeer, upstreamAgent } from '../../js/test/support/ag-ui-peers.mjs';
+import { Chat } from './support/chat.mjs';
+
+const skip = peersMissing();
+const AGENTS = { pyd: 'Pydantic AI', lg: 'LangGraph' };
+
+let server;
+let base;
+const peers = [];
+before(async () => {
+  if (skip) return;
+  const pyd = await startPeer('pydantic_agent.py');
+  peers.push(pyd.child);
+  const lg = await startPeer('langgraph_agent.py');
+  peers.push(lg.child);
+  const dir = tempDir();
+  const port = await freePort();
+  mkdirSync(join(dir, 'agents'));
+  // LangGraph keeps the thread itself: it gets only the new messages.
+  writeFileSync(join(dir, 'agents', 'pyd.yaml'), upstreamAgent('pyd', pyd.url));
+  writeFileSync(join(dir, 'agents', 'lg.yaml'), upstreamAgent('lg', lg.url, '  history: new\n'));
+  server = await startServer(dir, port);
+  base = `http://127.0.0.1:${port}`;
+}, { timeout: 120_000 });
+after(() => {
+  server?.kill('SIGKILL');
+  for (const p of peers) p.kill('SIGKILL');
+});
+
+const newChat = (agent) => new Chat({
+  id: crypto.randomUUID(),
+  transport: new DefaultChatTransport({ api: `${base}/v1/ai-sdk/chat`, body: { agent } }),
+});
+
+test('Pydantic AI and LangGraph answer, then call their tool, through agentwire', { skip }, async () => {
+  for (const [id, name] of Object.entries(AGENTS)) {
+    const chat = newChat(id);
+    await chat.sendMessage({ text: 'hello there' });
+    assert.equal(chat.status, 'ready', `${id}: ${chat.error}`);
+    const texts = chat.lastMessage.parts.filter((p) => p.type === 'text');
+    assert.deepEqual(texts.map((p) => [p.text, p.state]), [[`Hello from ${name}. You said: hello there`, 'done']], id);
+
+    // Their own tool: its call with its result, then the answer, in one message.
+    await chat.sendMessage({ text: 'weather in Oslo' });
+    assert.equal(chat.status, 'ready', `${id}: ${chat.error}`);
+    const parts = chat.lastMessage.parts.filter((p) => p.type !== 'step-start').map(({ type, toolName, state, input, output, text }) =>
+      (type === 'text' ? { type, text, state } : { type, toolName, state, input, output }));
+    assert.deepEqual(parts, [
+      { type: 'dynamic-tool', toolName: 'get_weather', state: 'output-available', input: { city: 'Oslo' }, output: 'sunny in Oslo' },
+      { type: 'text', text: 'The weather is sunny in Oslo.', state: 'done' },
+    ], id);
+  }
+});
