@@ -22,6 +22,7 @@ mod registry;
 pub mod runtime;
 mod scripted;
 mod speak;
+mod speaker;
 mod turn;
 mod upstream;
 mod workflow;

@@ -13,7 +13,8 @@ use super::build::Agent;
 use super::definition::{Price, ToolCallFormat};
 use super::group;
 use super::prompt::{definitions, system_prompt};
-use super::speak::{Spent, Spoke, Tally, Voice, speak};
+use super::speak::{Spent, Spoke, Tally, Voice};
+use super::speaker::take_turn;
 use super::workflow::{self, Then};
 use crate::link::{Gone, RunControl, RunLink};
 use crate::llm::{Message, Usage};
@@ -169,10 +170,11 @@ async fn alone(
         chosen: None,
         resumed: spec.resumed.as_ref(),
         thread: spec.chat_id,
+        state: spec.agent_state.get(&agent.id),
     };
     let Spent { model, tools, .. } = tally.of(&agent.id, agent.price);
     let env = spec.call_env(link, tools, agent, provider);
-    Ok(match speak(&voice, &env, &mut messages, model).await? {
+    Ok(match take_turn(&voice, &env, &mut messages, model).await? {
         Spoke::End(reason) => reason,
         Spoke::Done { .. } => RunEndReason::Completed,
     })

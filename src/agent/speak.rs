@@ -51,6 +51,9 @@ pub struct RunSpec {
     pub resumed: Option<Resumed>,
     /// Tools the client brought with this run, offered after the agent's.
     pub client_tools: Vec<crate::tools::ClientTool>,
+    /// The state each agent served over AG-UI last shared in the chat (its
+    /// `chat.agent_state`s), by speaker.
+    pub agent_state: std::collections::HashMap<String, Value>,
 }
 
 /// What a run that a restart cut off had done, read from the log: it goes on
@@ -195,6 +198,8 @@ pub(super) struct Voice<'a> {
     pub resumed: Option<&'a Resumed>,
     /// The chat (an upstream agent's AG-UI thread).
     pub thread: uuid::Uuid,
+    /// The state it last shared (an upstream agent's).
+    pub state: Option<&'a Value>,
 }
 
 /// How a speaker's turn ended.
@@ -225,9 +230,6 @@ pub(super) async fn speak(
     usage: &mut Usage,
 ) -> Result<Spoke, Gone> {
     let agent = voice.agent;
-    if let Some(up) = &agent.upstream {
-        return super::upstream::speak(up, voice, env, messages, usage).await;
-    }
     let link = env.link;
     let json_mode = agent.tool_call_format == ToolCallFormat::Json;
     let tools = if json_mode {

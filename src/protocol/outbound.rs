@@ -255,6 +255,16 @@ pub enum EventKind {
         /// Whether the chat input is usable during the item.
         enable_chat_input: bool,
     },
+    /// The state an agent served over AG-UI shares with its UI: a whole
+    /// `snapshot`, or a `delta` (RFC 6902) to the state before.
+    #[serde(rename = "chat.agent_state")]
+    AgentState {
+        agent: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        snapshot: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delta: Option<Value>,
+    },
     /// Progress of a long-running tool.
     #[serde(rename = "chat.tool_progress")]
     ToolProgress {
@@ -342,6 +352,7 @@ impl EventKind {
             Self::ToolCall { .. } => "chat.tool_call",
             Self::ToolResponse { .. } => "chat.tool_response",
             Self::ToolProgress { .. } => "chat.tool_progress",
+            Self::AgentState { .. } => "chat.agent_state",
             Self::Progress { .. } => "chat.progress",
             Self::State { .. } => "chat.state",
             Self::UsageSummary { .. } => "chat.usage_summary",

@@ -350,8 +350,8 @@ pub trait Store: Send + Sync + 'static {
     /// The chat's highest `seq` and that envelope's type (`None` for an empty log).
     async fn last(&self, chat_id: Uuid) -> Result<Option<(u64, String)>, StoreError>;
 
-    /// The `chat.text`, `chat.tool_call`, `chat.tool_response` and
-    /// `chat.branch` envelopes of the chat, in order: what a new run's
+    /// The `chat.text`, `chat.tool_call`, `chat.tool_response`,
+    /// `chat.agent_state` and `chat.branch` envelopes of the chat, in order: what a new run's
     /// history is rebuilt from, along the path its branches make.
     async fn transcript(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError>;
 

@@ -38,9 +38,9 @@ pub enum History {
     /// AI's adapter).
     #[default]
     Full,
-    /// What came after the agent's last message: for a server that keeps
-    /// the thread itself (LangGraph's checkpointer), which would take the
-    /// messages it has, under agentwire's ids, for new ones.
+    /// What came after the agent's last message, and no `state`: for a
+    /// server that keeps the thread itself (LangGraph's checkpointer), which
+    /// would take the messages it has, under agentwire's ids, for new ones.
     New,
 }
 
@@ -82,7 +82,12 @@ impl RunInput<'_> {
             "threadId": self.thread_id,
             "runId": self.run_id,
             "protocolVersion": "1.0",
-            "state": self.state.cloned().unwrap_or_else(|| json!({})),
+            // A server that keeps the thread keeps its state too (LangGraph's
+            // snapshots hold its messages, which it would take as new).
+            "state": match self.history {
+                History::Full => self.state.cloned().unwrap_or_else(|| json!({})),
+                History::New => json!({}),
+            },
             "messages": messages(self.messages, sent),
             "tools": self.tools.iter().map(|t| json!({
                 "name": t.name,

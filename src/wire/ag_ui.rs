@@ -268,6 +268,14 @@ impl Encoder for AgUi {
                     Self::custom(o, "speaker", json!({"agent": agent, "method": method}));
                 }
             }
+            // An upstream agent's shared state, as it sent it.
+            EventKind::AgentState {
+                snapshot, delta, ..
+            } => match (snapshot, delta) {
+                (Some(s), _) => Self::event(o, json!({"type": "STATE_SNAPSHOT", "snapshot": s})),
+                (None, Some(d)) => Self::event(o, json!({"type": "STATE_DELTA", "delta": d})),
+                (None, None) => {}
+            },
             EventKind::Reasoning { content, .. } => {
                 if let Some(id) = self.text.take() {
                     Self::event(o, json!({"type": "TEXT_MESSAGE_END", "messageId": id}));

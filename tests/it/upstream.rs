@@ -87,7 +87,15 @@ async fn an_upstream_run_is_logged_as_a_model_turn_would_be() {
             call,
             said("m2", &["It is ", "21."]),
         ]),
-        run_of(vec![said("m3", &["Again: 21."])]),
+        ag_ui(
+            &[
+                vec![started()],
+                said("m3", &["Again: 21."]),
+                vec![json!({"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
+                    "usage": [{"inputTokens": 7, "outputTokens": 3}, {"inputTokens": 1, "outputTokens": 1}]})],
+            ]
+            .concat(),
+        ),
     ])
     .await;
     let server = server(&mock, "  headers: {X-Team: blue}\n").await;
@@ -121,6 +129,13 @@ async fn an_upstream_run_is_logged_as_a_model_turn_would_be() {
     );
     assert_eq!(msgs.last().unwrap()["reason"], "completed");
     assert_gap_free(&seqs(&msgs));
+    let state = of(&msgs, "chat.agent_state");
+    assert_eq!(state[0]["snapshot"], json!({"n": 1}));
+    assert_eq!(
+        state[1]["delta"],
+        json!([{"op": "replace", "path": "/n", "value": 2}])
+    );
+    assert_eq!(state[0]["agent"], "byo");
 
     let sent = &mock.requests()[0];
     assert_eq!(sent.uri, "/agent");
@@ -136,8 +151,16 @@ async fn an_upstream_run_is_logged_as_a_model_turn_would_be() {
 
     // The next run's history holds the first one's words, call and result.
     c.say(chat, "And now?").await;
-    c.until_complete(chat).await;
+    let msgs = c.until_complete(chat).await;
+    let usage = of(&msgs, "chat.usage_summary")[0];
+    assert_eq!(
+        (&usage["prompt_tokens"], &usage["total_tokens"]),
+        (&json!(8), &json!(12))
+    );
     let body = &mock.requests()[1].body;
+    // The state the agent shared, folded from the log.
+    assert_eq!(body["state"], json!({"n": 2}));
+    assert_eq!(mock.requests()[0].body["state"], json!({}));
     let roles: Vec<&str> = body["messages"]
         .as_array()
         .unwrap()
@@ -488,11 +511,18 @@ async fn a_group_member_and_a_workflows_prompt_may_be_an_upstream_agent() {
     let msgs = c.until_complete(chat).await;
     assert_eq!(
         turns(&msgs),
-        ["user: Hello team", "byo: upstream here", "helper: helper here"],
+        [
+            "user: Hello team",
+            "byo: upstream here",
+            "helper: helper here"
+        ],
         "{msgs:#?}"
     );
     let picked = of(&msgs, "chat.select_speaker")[0];
-    assert_eq!((&picked["agent"], &picked["method"]), (&json!("byo"), &json!("round_robin")));
+    assert_eq!(
+        (&picked["agent"], &picked["method"]),
+        (&json!("byo"), &json!("round_robin"))
+    );
     assert_eq!(mock.requests()[0].body["threadId"], chat.to_string());
 
     // A prompt workflow run in a chat of the upstream agent: it answers.
@@ -519,5 +549,9 @@ async fn a_group_member_and_a_workflows_prompt_may_be_an_upstream_agent() {
     let msgs = c.until_complete(chat).await;
     assert_eq!(last_text(&msgs), "Tides rise.");
     let sent = &mock.requests()[1].body["messages"];
-    assert_eq!(sent[sent.as_array().unwrap().len() - 1]["content"], "Summarize tides.", "{sent:#}");
+    assert_eq!(
+        sent[sent.as_array().unwrap().len() - 1]["content"],
+        "Summarize tides.",
+        "{sent:#}"
+    );
 }

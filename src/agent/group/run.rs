@@ -6,7 +6,7 @@
 use super::super::build::{Group, Member, Target};
 use super::super::definition::ToolCallFormat;
 use super::super::prompt::{definitions, system_prompt};
-use super::super::speak::{Resumed, RunSpec, Spent, Spoke, Tally, Voice, speak};
+use super::super::speak::{Resumed, RunSpec, Spent, Spoke, Tally, Voice};
 use super::select::{Ask, Chooser, Pick};
 use super::view::view;
 use crate::link::{Gone, RunLink, Said};
@@ -150,6 +150,7 @@ async fn turn(
         chosen: Some(chosen),
         resumed,
         thread: spec.chat_id,
+        state: spec.agent_state.get(&member.name),
     };
     let link = link.speaking_as(&member.name);
     let mut messages = view(transcript, Some(&member.name), agent.max_tool_result_chars);
@@ -160,7 +161,7 @@ async fn turn(
         ..
     } = tally.of(&member.name, agent.price);
     let env = spec.call_env(&link, tool_usage, agent, provider);
-    let spoke = speak(&voice, &env, &mut messages, model).await?;
+    let spoke = super::super::speaker::take_turn(&voice, &env, &mut messages, model).await?;
     transcript.extend(messages.drain(before..).map(|message| Said {
         by: Some(member.name.clone()),
         message,

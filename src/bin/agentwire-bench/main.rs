@@ -14,6 +14,7 @@ mod scenarios;
 mod search;
 mod storage;
 mod summary;
+mod upstream;
 mod wire;
 
 use std::time::Duration;
@@ -163,6 +164,25 @@ enum Scenario {
         #[arg(long, default_value_t = 3)]
         repeats: usize,
     },
+    /// C chats of an agent served over AG-UI by an upstream server this tool
+    /// runs on PORT (the server's agent file: `ag_ui: {url:
+    /// http://127.0.0.1:PORT/}`), each streaming WORDS at RATE a second:
+    /// what agentwire adds to each event's latency, and its CPU per event.
+    Upstream {
+        #[command(flatten)]
+        server: Server,
+        #[arg(long, default_value_t = 200)]
+        chats: usize,
+        #[arg(long, default_value_t = 150)]
+        words: u64,
+        #[arg(long, default_value_t = 50.0)]
+        rate: f64,
+        #[arg(long, default_value_t = 8799)]
+        port: u16,
+        /// The agent whose file points at PORT.
+        #[arg(long, default_value = "upstream-bench")]
+        agent: String,
+    },
     /// The store alone: ROWS envelopes appended in batches of each size.
     Storage {
         /// sqlite://FILE or postgres://…
@@ -218,7 +238,8 @@ async fn main() -> anyhow::Result<()> {
     | Scenario::Branched { server, .. }
     | Scenario::Fanout { server, .. }
     | Scenario::Mixed { server, .. }
-    | Scenario::Files { server, .. } = &mut cli.scenario
+    | Scenario::Files { server, .. }
+    | Scenario::Upstream { server, .. } = &mut cli.scenario
     {
         server.quiet = cli.quiet;
     }
@@ -324,6 +345,19 @@ async fn main() -> anyhow::Result<()> {
         } => {
             let f = files::run(&server.target(), mib, repeats).await?;
             ("files", server, json!({"mib": mib, "repeats": repeats}), f)
+        }
+        Scenario::Upstream {
+            server,
+            chats,
+            words,
+            rate,
+            port,
+            agent,
+        } => {
+            upstream::serve(port, words, rate).await?;
+            let f = upstream::run(&server.target(), &agent, chats, rate).await?;
+            let params = json!({"chats": chats, "words": words, "rate": rate});
+            ("upstream", server, params, f)
         }
         Scenario::Storage {
             database_url,

@@ -109,7 +109,17 @@ impl Conn {
 
     /// Starts (or joins) a chat; with a message, a run.
     pub async fn start(&mut self, chat: Uuid, message: Option<&str>) -> anyhow::Result<()> {
-        let mut v = json!({"type": "chat.start", "chat_id": chat, "agent": "demo"});
+        self.start_agent(chat, "demo", message).await
+    }
+
+    /// Starts (or joins) a chat of `agent`; with a message, a run.
+    pub async fn start_agent(
+        &mut self,
+        chat: Uuid,
+        agent: &str,
+        message: Option<&str>,
+    ) -> anyhow::Result<()> {
+        let mut v = json!({"type": "chat.start", "chat_id": chat, "agent": agent});
         if let Some(m) = message {
             v["message"] = json!(m);
         }
@@ -143,6 +153,24 @@ impl Conn {
 
     /// The next message, decoded; Socket.IO pings are answered on the way.
     pub async fn recv(&mut self) -> anyhow::Result<Received> {
+        let (received, v) = self.recv_value().await?;
+        let kind = v["type"].as_str().unwrap_or_default().to_owned();
+        if kind == "chat.error" && v.get("seq").is_none() {
+            bail!("the server refused a request: {v}");
+        }
+        Ok(Received {
+            latency_ms: v["ts"]
+                .as_str()
+                .and_then(ts_ms)
+                .map(|t| (received - t).max(0.0)),
+            seq: v["seq"].as_u64(),
+            replay: v["replay"].as_bool() == Some(true),
+            kind,
+        })
+    }
+
+    /// The next message as JSON, with when it was received (Unix ms).
+    pub async fn recv_value(&mut self) -> anyhow::Result<(f64, Value)> {
         loop {
             let text = self.next_text().await?;
             let body = match self.protocol {
@@ -165,19 +193,7 @@ impl Conn {
             };
             let received = now_ms();
             let v: Value = serde_json::from_str(&body).context("a JSON message")?;
-            let kind = v["type"].as_str().unwrap_or_default().to_owned();
-            if kind == "chat.error" && v.get("seq").is_none() {
-                bail!("the server refused a request: {v}");
-            }
-            return Ok(Received {
-                latency_ms: v["ts"]
-                    .as_str()
-                    .and_then(ts_ms)
-                    .map(|t| (received - t).max(0.0)),
-                seq: v["seq"].as_u64(),
-                replay: v["replay"].as_bool() == Some(true),
-                kind,
-            });
+            return Ok((received, v));
         }
     }
 

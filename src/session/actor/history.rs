@@ -13,6 +13,41 @@ use crate::workflows::{CORR_PREFIX, WORKFLOW};
 /// Characters of a workflow's result a later run's model reads at most.
 const WORKFLOW_NOTE_CHARS: usize = 4_000;
 
+/// The state each agent served over AG-UI last shared, by speaker: its
+/// `chat.agent_state` snapshots, each delta applied in order (one that does
+/// not apply is left out, with a warning).
+pub(super) fn agent_states<'a>(
+    envelopes: impl Iterator<Item = &'a str>,
+) -> std::collections::HashMap<String, Value> {
+    let mut states = std::collections::HashMap::new();
+    for raw in envelopes.filter(|raw| raw.contains("\"chat.agent_state\"")) {
+        let Ok(Envelope {
+            kind:
+                EventKind::AgentState {
+                    agent,
+                    snapshot,
+                    delta,
+                },
+            ..
+        }) = serde_json::from_str::<Envelope>(raw)
+        else {
+            continue;
+        };
+        if let Some(snapshot) = snapshot {
+            states.insert(agent, snapshot);
+        } else if let Some(delta) = delta {
+            let state = states.entry(agent).or_insert_with(|| serde_json::json!({}));
+            let applied = serde_json::from_value::<json_patch::Patch>(delta)
+                .map_err(|e| e.to_string())
+                .and_then(|p| json_patch::patch(state, &p).map_err(|e| e.to_string()));
+            if let Err(e) = applied {
+                tracing::warn!(error = %e, "a logged state delta that does not apply");
+            }
+        }
+    }
+    states
+}
+
 /// The messages of a chat's log (`chat.text`, `chat.tool_call` and
 /// `chat.tool_response` envelopes, in seq order), each with who said it:
 /// the `agent` of a `chat.text`, or of a tool call (a group run stamps its

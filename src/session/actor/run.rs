@@ -101,12 +101,11 @@ impl Actor {
                 .map(|d| crate::databases::grounding(&d.db_schema, d.sql_result.as_deref())),
             None => None,
         };
-        let mut history = super::history::from_log(
-            transcript
-                .iter()
-                .filter(|e| crate::session::tree::Tree::within(&path, e.seq))
-                .map(|e| e.json.as_str()),
-        );
+        let on_path = transcript
+            .iter()
+            .filter(|e| crate::session::tree::Tree::within(&path, e.seq));
+        let agent_state = super::history::agent_states(on_path.clone().map(|e| e.json.as_str()));
+        let mut history = super::history::from_log(on_path.map(|e| e.json.as_str()));
         let branch = extras.branch.take().map(|b| {
             let event = EventKind::Branch {
                 at: b.at,
@@ -210,6 +209,7 @@ impl Actor {
             workflow,
             resumed: extras.resumed,
             client_tools: extras.client_tools,
+            agent_state,
         };
         if !resumed
             && let Err(e) = self

@@ -247,7 +247,7 @@ impl Store for PgStore {
     async fn transcript(&self, chat_id: Uuid) -> Result<Vec<StoredEnvelope>, StoreError> {
         sqlx::query(
             "SELECT seq, type, payload FROM envelopes
-             WHERE chat_id = $1 AND type IN ('chat.text', 'chat.tool_call', 'chat.tool_response', 'chat.branch') ORDER BY seq",
+             WHERE chat_id = $1 AND type IN ('chat.text', 'chat.tool_call', 'chat.tool_response', 'chat.branch', 'chat.agent_state') ORDER BY seq",
         )
         .bind(chat_id)
         .fetch_all(&self.pool)

@@ -32,7 +32,7 @@ pub(super) fn clamp(seq: u64) -> i64 {
 pub(super) fn in_transcript(kind: &str) -> bool {
     matches!(
         kind,
-        "chat.text" | "chat.tool_call" | "chat.tool_response" | "chat.branch"
+        "chat.text" | "chat.tool_call" | "chat.tool_response" | "chat.branch" | "chat.agent_state"
     )
 }
 
@@ -45,7 +45,7 @@ pub(super) async fn transcript(
         pool,
         "SELECT seq, type, payload FROM envelopes
          WHERE chat_id = ? AND seq < ?
-           AND type IN ('chat.text', 'chat.tool_call', 'chat.tool_response', 'chat.branch') ORDER BY seq",
+           AND type IN ('chat.text', 'chat.tool_call', 'chat.tool_response', 'chat.branch', 'chat.agent_state') ORDER BY seq",
         chat_id,
         tail,
     )

@@ -406,6 +406,7 @@ impl Cut {
             | EventKind::Progress { .. }
             | EventKind::State { .. }
             | EventKind::ToolProgress { .. }
+            | EventKind::AgentState { .. }
             | EventKind::RunComplete { .. }
             // The chat's name, not the run's.
             | EventKind::Title { .. }
