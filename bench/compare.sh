@@ -173,6 +173,18 @@ start_agentwire 18084 "sqlite://$work/files.db" --max-file-bytes 104857600
 "$bin/agentwire-bench" files --url ws://127.0.0.1:18084/v1/ws --pid "$aw_pid" --label agentwire --quiet >> bench/files.jsonl
 kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
 
+# Upstream AG-UI agents (issue 37): 200 chats whose agent is served over
+# AG-UI by a server the bench tool runs itself (50 words/s each), into
+# bench/upstream.jsonl (quoted by docs/benchmarks.md).
+echo "== upstream AG-UI agents: SQLite"
+: > bench/upstream.jsonl
+printf 'id: upstream-bench\nag_ui: {url: "http://127.0.0.1:18799/"}\n' > "$work/agents/upstream-bench.yaml"
+start_agentwire 18085 "sqlite://$work/upstream.db"
+"$bin/agentwire-bench" upstream --url ws://127.0.0.1:18085/v1/ws --pid "$aw_pid" --label agentwire \
+  --port 18799 --chats 200 --words 150 --rate 50 --quiet >> bench/upstream.jsonl
+kill "$aw_pid"; wait "$aw_pid" 2> /dev/null || true
+rm "$work/agents/upstream-bench.yaml"
+
 # PostgreSQL, when its server binaries are installed: a throwaway server with
 # fsync on (as a real deployment), agentwire on it, then its storage ceiling.
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2> /dev/null | tail -n 1 || true)
