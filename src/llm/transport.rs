@@ -233,16 +233,7 @@ fn without_url(e: &reqwest::Error) -> String {
 /// Maps an error status and the vendor's error body onto a [`ProviderError`].
 async fn status_error(vendor: &str, response: Response) -> ProviderError {
     let status = response.status();
-    let mut body = Vec::new();
-    let mut bytes = response.bytes_stream();
-    while let Some(Ok(chunk)) = bytes.next().await {
-        body.extend_from_slice(&chunk);
-        if body.len() >= ERROR_BODY_LIMIT {
-            body.truncate(ERROR_BODY_LIMIT);
-            break;
-        }
-    }
-    let text = String::from_utf8_lossy(&body);
+    let text = error_body(response).await;
     let detail = vendor_message(&text).unwrap_or_else(|| text.trim().chars().take(500).collect());
     let (code, recoverable) = match status.as_u16() {
         429 => (ErrorCode::RateLimitExceeded, true),
@@ -254,6 +245,21 @@ async fn status_error(vendor: &str, response: Response) -> ProviderError {
         message: format!("{vendor}: HTTP {status}: {detail}"),
         recoverable,
     }
+}
+
+/// The first 16 KiB of an error answer's body, as text: enough for its
+/// message, and no more of what a server may send.
+pub async fn error_body(response: Response) -> String {
+    let mut body = Vec::new();
+    let mut bytes = response.bytes_stream();
+    while let Some(Ok(chunk)) = bytes.next().await {
+        body.extend_from_slice(&chunk);
+        if body.len() >= ERROR_BODY_LIMIT {
+            body.truncate(ERROR_BODY_LIMIT);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// The human message inside a vendor's error JSON: `{"error": {"message"}}`

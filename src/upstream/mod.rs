@@ -30,9 +30,6 @@ pub use event::{Event, Finished, Interrupt};
 pub use input::{AgUiSpec, History, RunInput};
 pub use verify::Verifier;
 
-/// How much of an error body is read for its message.
-const ERROR_BODY_LIMIT: usize = 16 * 1024;
-
 /// An agent file's AG-UI server, ready to call.
 pub struct Upstream {
     /// The agent's id, named by every error.
@@ -344,16 +341,7 @@ impl Events<'_> {
 
 /// ": the server's message" from an error body, if it has one.
 async fn error_body(response: reqwest::Response) -> String {
-    let mut body = Vec::new();
-    let mut bytes = response.bytes_stream();
-    while let Some(Ok(chunk)) = bytes.next().await {
-        body.extend_from_slice(&chunk);
-        if body.len() >= ERROR_BODY_LIMIT {
-            body.truncate(ERROR_BODY_LIMIT);
-            break;
-        }
-    }
-    let text = String::from_utf8_lossy(&body);
+    let text = crate::llm::error_body(response).await;
     let text: String = text.trim().chars().take(300).collect();
     if text.is_empty() {
         String::new()

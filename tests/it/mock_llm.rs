@@ -116,6 +116,18 @@ impl MockServer {
     pub fn abandoned(&self) -> bool {
         self.shared.abandoned.load(Ordering::SeqCst)
     }
+
+    /// Whether a client dropped a streamed reply, waiting up to 2 s for it
+    /// (a cancelled run drops its request as it ends, not before).
+    pub async fn abandoned_soon(&self) -> bool {
+        for _ in 0..100 {
+            if self.abandoned() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
 }
 
 /// Sets `abandoned` when dropped before `finished`.

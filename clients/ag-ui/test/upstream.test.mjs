@@ -6,39 +6,23 @@
 // calls and the client answers with a `tool` message in the next run.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 
 import { HttpAgent } from '@ag-ui/client';
 
-import { freePort, startServer, tempDir } from '../../js/test/support/helpers.mjs';
-import { peersMissing, startPeer, upstreamAgent } from '../../js/test/support/ag-ui-peers.mjs';
+import * as helpers from '../../js/test/support/helpers.mjs';
+import { peersMissing, serveBothAgents } from '../../js/test/support/ag-ui-peers.mjs';
 
 const skip = peersMissing();
 const AGENTS = { pyd: 'Pydantic AI', lg: 'LangGraph' };
 
-let server;
+let served;
 let base;
-const peers = [];
 before(async () => {
   if (skip) return;
-  const pyd = await startPeer('pydantic_agent.py');
-  peers.push(pyd.child);
-  const lg = await startPeer('langgraph_agent.py');
-  peers.push(lg.child);
-  const dir = tempDir();
-  const port = await freePort();
-  mkdirSync(join(dir, 'agents'));
-  // LangGraph keeps the thread itself: it gets only the new messages.
-  writeFileSync(join(dir, 'agents', 'pyd.yaml'), upstreamAgent('pyd', pyd.url));
-  writeFileSync(join(dir, 'agents', 'lg.yaml'), upstreamAgent('lg', lg.url, '  history: new\n'));
-  server = await startServer(dir, port);
-  base = `http://127.0.0.1:${port}`;
+  served = await serveBothAgents(helpers);
+  base = served.base;
 }, { timeout: 120_000 });
-after(() => {
-  server?.kill('SIGKILL');
-  for (const p of peers) p.kill('SIGKILL');
-});
+after(() => served?.stop());
 
 /** An agent on a new thread; every event it saw, in order. */
 function agentOn() {

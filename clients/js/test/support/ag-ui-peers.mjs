@@ -38,3 +38,31 @@ export function startPeer(script) {
 
 /** An agent file for an upstream AG-UI agent at `url`. */
 export const upstreamAgent = (id, url, extra = '') => `id: ${id}\nag_ui:\n  url: ${url}\n${extra}`;
+
+/**
+ * Pydantic AI's and LangGraph's agents (`pyd`, `lg`; LangGraph keeps the
+ * thread itself, so it gets only the new messages) and an agentwire serving
+ * them: `{base, stop}`. `helpers` is clients/js/test/support/helpers.mjs.
+ */
+export async function serveBothAgents({ freePort, startServer, tempDir }) {
+  const { mkdirSync, writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const peers = [];
+  const pyd = await startPeer('pydantic_agent.py');
+  peers.push(pyd.child);
+  const lg = await startPeer('langgraph_agent.py');
+  peers.push(lg.child);
+  const dir = tempDir();
+  const port = await freePort();
+  mkdirSync(join(dir, 'agents'));
+  writeFileSync(join(dir, 'agents', 'pyd.yaml'), upstreamAgent('pyd', pyd.url));
+  writeFileSync(join(dir, 'agents', 'lg.yaml'), upstreamAgent('lg', lg.url, '  history: new\n'));
+  const server = await startServer(dir, port);
+  return {
+    base: `http://127.0.0.1:${port}`,
+    stop() {
+      server.kill('SIGKILL');
+      for (const p of peers) p.kill('SIGKILL');
+    },
+  };
+}
