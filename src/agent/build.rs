@@ -308,7 +308,7 @@ fn upstream(mut file: AgentFile, http: &reqwest::Client) -> Result<Agent, String
     }
     spec.idempotent |= file.idempotent;
     let upstream =
-        crate::upstream::Upstream::new(&file.id, &spec, http).map_err(|e| format!("ag_ui.{e}"))?;
+        crate::upstream::Upstream::new(&file.id, &spec).map_err(|e| format!("ag_ui.{e}"))?;
     let provider: Arc<dyn Provider> = Arc::new(NoModel(file.id.clone()));
     let mut agent = Agent::with_provider(file, None, provider, http)?;
     agent.upstream = Some(Arc::new(upstream));

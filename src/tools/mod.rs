@@ -66,7 +66,9 @@ pub use frontend::{ClientTool, FRONTEND, MAX_CLIENT_TOOLS, with_client_tools};
 pub use handoff::{HANDOFF_TOOL, TO_USER};
 pub use http::HttpTool;
 pub use mcp::McpSource;
-pub use pipeline::{APPROVAL, APPROVAL_SUFFIX, Approval, ask_approval, cap, execute};
+pub use pipeline::{
+    APPROVAL, APPROVAL_SUFFIX, Approval, ask_approval, ask_approval_of, cap, execute,
+};
 pub use preview::PREVIEW_SUFFIX;
 pub(crate) use record::respond;
 pub use tool::{Tool, ToolKind};

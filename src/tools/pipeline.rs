@@ -131,8 +131,21 @@ pub enum Approval {
 /// Also the gate of a workflow that `requires_approval` (its invocation is
 /// the call).
 pub async fn ask_approval(link: &RunLink, call: &ToolCall) -> Result<Approval, Gone> {
+    ask_approval_of(link, call, None).await
+}
+
+/// [`ask_approval`] for an upstream agent's interrupt (`interrupt_id`, in
+/// the payload: what the answer resumes, after a restart too).
+pub async fn ask_approval_of(
+    link: &RunLink,
+    call: &ToolCall,
+    interrupt_id: Option<&str>,
+) -> Result<Approval, Gone> {
     let corr = format!("{}{APPROVAL_SUFFIX}", call.id);
-    let payload = json!({"tool_name": call.name, "input": call.input, "tool_call_id": call.id});
+    let mut payload = json!({"tool_name": call.name, "input": call.input, "tool_call_id": call.id});
+    if let Some(id) = interrupt_id {
+        payload["interrupt_id"] = json!(id);
+    }
     match show(
         link,
         &call.name,

@@ -39,6 +39,10 @@ pub enum Event {
     ReasoningEnd {
         id: String,
     },
+    /// `REASONING_MESSAGE_CHUNK`: words of reasoning.
+    ReasoningChunk {
+        delta: String,
+    },
     ToolStart {
         id: String,
         name: String,
@@ -145,6 +149,10 @@ impl Event {
                     delta: s("delta")?,
                 }
             }
+            // Reasoning in chunks: its words, unchecked (it opens nothing).
+            "REASONING_MESSAGE_CHUNK" => Self::ReasoningChunk {
+                delta: opt("delta").unwrap_or_default(),
+            },
             "REASONING_MESSAGE_END" | "THINKING_TEXT_MESSAGE_END" => Self::ReasoningEnd {
                 id: opt("messageId").unwrap_or_default(),
             },
@@ -218,6 +226,7 @@ impl Event {
             Self::ReasoningStart { .. } => "REASONING_MESSAGE_START",
             Self::ReasoningContent { .. } => "REASONING_MESSAGE_CONTENT",
             Self::ReasoningEnd { .. } => "REASONING_MESSAGE_END",
+            Self::ReasoningChunk { .. } => "REASONING_MESSAGE_CHUNK",
             Self::ToolStart { .. } => "TOOL_CALL_START",
             Self::ToolArgs { .. } => "TOOL_CALL_ARGS",
             Self::ToolEnd { .. } => "TOOL_CALL_END",
@@ -286,8 +295,8 @@ fn usage(u: &Value) -> Option<crate::llm::Usage> {
             .iter()
             .filter_map(usage)
             .reduce(|a, b| crate::llm::Usage {
-                prompt_tokens: a.prompt_tokens + b.prompt_tokens,
-                completion_tokens: a.completion_tokens + b.completion_tokens,
+                prompt_tokens: a.prompt_tokens.saturating_add(b.prompt_tokens),
+                completion_tokens: a.completion_tokens.saturating_add(b.completion_tokens),
             });
     }
     let n = |a: &str, b: &str| u[a].as_u64().or_else(|| u[b].as_u64());

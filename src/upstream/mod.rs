@@ -74,7 +74,7 @@ impl Upstream {
     ///
     /// # Errors
     /// The field at fault, under `ag_ui.`.
-    pub fn new(agent: &str, spec: &AgUiSpec, client: &reqwest::Client) -> Result<Self, String> {
+    pub fn new(agent: &str, spec: &AgUiSpec) -> Result<Self, String> {
         let url = reqwest::Url::parse(&spec.url).map_err(|e| format!("url: {e}"))?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
             return Err("url: must be an http:// or https:// address".into());
@@ -100,6 +100,15 @@ impl Upstream {
         if !(1..=3600).contains(&spec.timeout_seconds) {
             return Err("timeout_seconds: must be 1 to 3600".into());
         }
+        // Its own client: a redirect would take the history and the
+        // `headers` (reqwest drops only `Authorization` across hosts)
+        // elsewhere, so none is followed.
+        crate::llm::http_client();
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("url: {e}"))?;
         Ok(Self {
             agent: agent.to_owned(),
             url,
@@ -108,9 +117,15 @@ impl Upstream {
             timeout: Duration::from_secs(spec.timeout_seconds),
             idempotent: spec.idempotent,
             history: spec.history,
-            client: client.clone(),
+            client,
             max_event_bytes: AtomicUsize::new(1 << 20),
         })
+    }
+
+    /// The longest event accepted, and the longest text message or tool
+    /// call arguments a run may stream.
+    pub fn max_event_bytes(&self) -> usize {
+        self.max_event_bytes.load(Ordering::Relaxed)
     }
 
     /// Sets the longest event accepted (the server's `max_message_bytes`).
@@ -132,8 +147,14 @@ impl Upstream {
         status: Option<u16>,
         what: impl std::fmt::Display,
     ) -> Failure {
+        // A stream that failed after its answer began names that answer.
+        let what = what.to_string();
+        let after = match status {
+            Some(s) if !what.starts_with("HTTP") => format!(" (after HTTP {s})"),
+            _ => String::new(),
+        };
         let message = format!(
-            "agent `{}` (AG-UI at {}): {what}",
+            "agent `{}` (AG-UI at {}): {what}{after}",
             self.agent,
             self.endpoint()
         );
@@ -203,7 +224,9 @@ impl Upstream {
         };
         let status = response.status();
         if !status.is_success() {
-            let body = error_body(response).await;
+            let body = tokio::time::timeout(self.timeout, error_body(response))
+                .await
+                .unwrap_or_default();
             let code = if status.is_server_error() {
                 ErrorCode::TransportError
             } else {
@@ -264,6 +287,7 @@ impl Events<'_> {
     /// nothing is read after one.
     pub async fn next(&mut self) -> Option<Result<Event, Failure>> {
         if let Some(event) = self.pending.pop_front() {
+            self.done |= matches!(event, Event::RunFinished(_) | Event::RunError { .. });
             return Some(Ok(event));
         }
         if self.done {

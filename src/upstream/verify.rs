@@ -9,6 +9,9 @@ use std::collections::HashSet;
 
 use super::event::Event;
 
+/// Messages, tool calls or steps of one kind open at once, at most.
+const MAX_OPEN: usize = 256;
+
 /// The state of one run's stream.
 #[derive(Debug, Default)]
 pub struct Verifier {
@@ -22,8 +25,6 @@ pub struct Verifier {
     text_chunk: Option<String>,
     /// The tool call a chunk opened.
     tool_chunk: Option<String>,
-    /// Ids for chunks that come without one.
-    made: u32,
 }
 
 impl Verifier {
@@ -44,7 +45,13 @@ impl Verifier {
                 };
                 if !same {
                     self.close_text_chunk(&mut out)?;
-                    let id = id.unwrap_or_else(|| self.make_id("message"));
+                    let Some(id) = id else {
+                        return Err(
+                            "TEXT_MESSAGE_CHUNK: the first chunk of a message must name its \
+                             `messageId`"
+                                .into(),
+                        );
+                    };
                     self.check(Event::TextStart { id: id.clone() }, &mut out)?;
                     self.text_chunk = Some(id);
                 }
@@ -83,6 +90,12 @@ impl Verifier {
                     self.check(Event::ToolArgs { id, delta }, &mut out)?;
                 }
             }
+            // What does not end a message leaves chunks open, as
+            // `@ag-ui/client`'s transform does.
+            other @ (Event::Other(_)
+            | Event::Custom { .. }
+            | Event::Interrupted(_)
+            | Event::ReasoningChunk { .. }) => self.check(other, &mut out)?,
             other => {
                 self.close_text_chunk(&mut out)?;
                 self.close_tool_chunk(&mut out)?;
@@ -90,11 +103,6 @@ impl Verifier {
             }
         }
         Ok(out)
-    }
-
-    fn make_id(&mut self, what: &str) -> String {
-        self.made += 1;
-        format!("{what}-{}", self.made)
     }
 
     fn close_text_chunk(&mut self, out: &mut Vec<Event>) -> Result<(), String> {
@@ -135,7 +143,11 @@ impl Verifier {
             };
         }
         let open = |set: &mut HashSet<String>, id: &str, what: &str| {
-            if set.insert(id.to_owned()) {
+            if set.len() >= MAX_OPEN {
+                Err(format!(
+                    "Cannot send '{kind}' event: {MAX_OPEN} {what}s are in progress already"
+                ))
+            } else if set.insert(id.to_owned()) {
                 Ok(())
             } else {
                 Err(format!(

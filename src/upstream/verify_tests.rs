@@ -136,11 +136,49 @@ fn each_broken_rule_is_named() {
             vec![started(), json!({"type": "TOOL_CALL_CHUNK", "delta": "{"})],
             "must name its `toolCallId`",
         ),
+        (
+            vec![
+                started(),
+                json!({"type": "TEXT_MESSAGE_CHUNK", "delta": "a"}),
+            ],
+            "must name its `messageId`",
+        ),
     ];
     for (events, expect) in cases {
         let err = run(&events).expect_err(expect);
         assert!(err.contains(expect), "{err:?} should say {expect:?}");
     }
+}
+
+#[test]
+fn an_event_that_ends_nothing_leaves_a_chunked_message_open() {
+    let out = run(&[
+        started(),
+        json!({"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "a"}),
+        json!({"type": "RAW", "event": {}}),
+        json!({"type": "REASONING_MESSAGE_CHUNK", "messageId": "z", "delta": "hm"}),
+        json!({"type": "TEXT_MESSAGE_CHUNK", "delta": "b"}),
+        finished(),
+    ])
+    .unwrap();
+    let ends = out
+        .iter()
+        .filter(|e| e.kind() == "TEXT_MESSAGE_END")
+        .count();
+    assert_eq!(ends, 1, "{out:?}");
+}
+
+#[test]
+fn open_items_are_bounded() {
+    let mut events = vec![started()];
+    events.extend(
+        (0..300).map(|i| json!({"type": "TEXT_MESSAGE_START", "messageId": format!("m{i}")})),
+    );
+    let err = run(&events).unwrap_err();
+    assert!(
+        err.contains("256 text messages are in progress already"),
+        "{err}"
+    );
 }
 
 #[test]

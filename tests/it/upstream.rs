@@ -313,7 +313,11 @@ async fn interrupts_are_asked_on_the_wire_and_their_answers_resume_the_upstream_
     let mock = MockServer::start(vec![
         ag_ui(&[started(), ask]),
         ag_ui(&second),
-        run_of(vec![said("m", &["Booked."])]),
+        // The approved call's result comes in the run its approval resumes.
+        run_of(vec![
+            vec![json!({"type": "TOOL_CALL_RESULT", "toolCallId": "c9", "messageId": "r9", "content": "booked"})],
+            said("m", &["Booked."]),
+        ]),
     ])
     .await;
     let server = server(&mock, "").await;
@@ -336,12 +340,19 @@ async fn interrupts_are_asked_on_the_wire_and_their_answers_resume_the_upstream_
         .pop()
         .unwrap();
     assert_eq!(approval["payload"]["tool_name"], "book");
+    assert_eq!(approval["corr"], "c9.approval", "the call's own gate");
+    assert_eq!(approval["payload"]["interrupt_id"], "int-2");
     assert_eq!(approval["payload"]["input"], json!({"date": "Friday"}));
     c.send(json!({"type": "inline_component.result", "chat_id": chat,
         "corr": approval["corr"], "data": {"approved": true}}))
         .await;
     let msgs = c.until_complete(chat).await;
     assert_eq!(last_text(&msgs), "Booked.");
+    let result = of(&msgs, "chat.tool_response")
+        .into_iter()
+        .find(|m| m["corr"] == "c9")
+        .expect("the approved call's result is logged");
+    assert_eq!(result["content"], "booked");
     assert_eq!(msgs.last().unwrap()["reason"], "completed");
     let requests = mock.requests();
     assert_eq!(

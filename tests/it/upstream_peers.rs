@@ -131,6 +131,11 @@ async fn pydantic_ai_and_langgraph_agents_answer_call_tools_and_ask_through_agen
             .await;
         let msgs = c.until_complete(chat).await;
         assert!(last_text(&msgs).contains(expect), "{approved}: {msgs:#?}");
+        // The call's result, from the run the answer resumed, is logged.
+        let result = of(&msgs, "chat.tool_response")
+            .into_iter()
+            .find(|m| m["tool_name"] == "delete_file");
+        assert!(result.is_some(), "{approved}: {msgs:#?}");
         assert_eq!(msgs.last().unwrap()["reason"], "completed");
     }
 
@@ -194,6 +199,11 @@ async fn a_killed_server_ends_a_cut_upstream_run_unless_idempotent_and_an_interr
         c.start_with(waiting, "lg", "book a table").await;
         c.recv_until(|m| m["type"] == "chat.input_request" && m["chat_id"] == waiting.to_string())
             .await;
+        // And a Pydantic AI approval waiting.
+        let gated = Uuid::new_v4();
+        c.start_with(gated, "pyd", "delete /tmp/b.txt").await;
+        c.recv_until(|m| m["component_type"] == "approval" && m["chat_id"] == gated.to_string())
+            .await;
         kill(child).await;
 
         let (child, addr) = spawn_server(dir.path()).await;
@@ -227,6 +237,20 @@ async fn a_killed_server_ends_a_cut_upstream_run_unless_idempotent_and_an_interr
         .await;
         assert!(
             last_text(&msgs).contains("Booking cancelled. Your answer: no"),
+            "{msgs:#?}"
+        );
+        // The approval waits again; granted, the agent's call runs.
+        let gate = logged(addr, gated, |m| m["component_type"] == "approval").await;
+        let msgs = crate::continued::answer_after(
+            addr,
+            gated,
+            &gate["seq"],
+            json!({"type": "inline_component.result", "chat_id": gated,
+                "corr": gate["corr"], "data": {"approved": true}}),
+        )
+        .await;
+        assert!(
+            last_text(&msgs).contains("Done: deleted /tmp/b.txt"),
             "{msgs:#?}"
         );
         kill(child).await;

@@ -9,7 +9,7 @@ use crate::agent::speak::Voice;
 use crate::link::{Gone, InputOutcome, RunMsg, ToolOutcome};
 use crate::llm::{Message, ToolCall};
 use crate::protocol::RunEndReason;
-use crate::tools::{Approval, CallEnv, ask_approval, execute};
+use crate::tools::{Approval, CallEnv, ask_approval_of, execute};
 use crate::upstream::Interrupt;
 
 /// The `tool_name` of an input request an upstream interrupt asks: a run
@@ -28,12 +28,20 @@ pub(super) fn push_call(messages: &mut Vec<Message>, call: ToolCall) {
     }
 }
 
+/// The call `id` the agent made, in the history so far.
+pub(super) fn find_call<'a>(messages: &'a [Message], id: &str) -> Option<&'a ToolCall> {
+    messages.iter().rev().find_map(|m| match m {
+        Message::Assistant { tool_calls, .. } => tool_calls.iter().find(|c| c.id == id),
+        _ => None,
+    })
+}
+
 /// Asks the user one interrupt: an approval of the call it names, else an
 /// input request. Its answer is the next run's resume entry.
 pub(super) async fn answer(
     env: &CallEnv<'_>,
     i: &Interrupt,
-    calls: &[ToolCall],
+    messages: &[Message],
 ) -> Result<Result<Value, RunEndReason>, Gone> {
     let prompt = i
         .message
@@ -49,13 +57,15 @@ pub(super) async fn answer(
             v => v.to_string(),
         });
     if let Some(call_id) = &i.tool_call_id {
-        let call = calls.iter().find(|c| &c.id == call_id);
+        // The gate is the call's own (its id, name and arguments); the
+        // interrupt it answers rides in its payload.
+        let call = find_call(messages, call_id);
         let gate = ToolCall {
-            id: i.id.clone(),
+            id: call_id.clone(),
             name: call.map_or_else(|| i.reason.clone(), |c| c.name.clone()),
             input: call.map_or_else(|| i.value.clone(), |c| c.input.clone()),
         };
-        return approve(env, &gate).await;
+        return approve(env, &gate, &i.id).await;
     }
     // A choice (LangGraph's `interrupt({"options": [...]})`) is offered as one.
     let options: Option<Vec<String>> = i.value["options"].as_array().and_then(|o| {
@@ -67,18 +77,24 @@ pub(super) async fn answer(
     ask(env, &i.id, &prompt, options, i.response_schema.is_some()).await
 }
 
-async fn approve(env: &CallEnv<'_>, gate: &ToolCall) -> Result<Result<Value, RunEndReason>, Gone> {
-    Ok(match ask_approval(env.link, gate).await? {
-        Approval::Granted => Ok(entry(&gate.id, json!({"approved": true}))),
-        Approval::Refused(reason) => {
-            let mut answer = json!({"approved": false});
-            if let Some(reason) = reason {
-                answer["reason"] = json!(reason);
+async fn approve(
+    env: &CallEnv<'_>,
+    gate: &ToolCall,
+    interrupt: &str,
+) -> Result<Result<Value, RunEndReason>, Gone> {
+    Ok(
+        match ask_approval_of(env.link, gate, Some(interrupt)).await? {
+            Approval::Granted => Ok(entry(interrupt, json!({"approved": true}))),
+            Approval::Refused(reason) => {
+                let mut answer = json!({"approved": false});
+                if let Some(reason) = reason {
+                    answer["reason"] = json!(reason);
+                }
+                Ok(entry(interrupt, answer))
             }
-            Ok(entry(&gate.id, answer))
-        }
-        Approval::TimedOut => Err(RunEndReason::Timeout),
-    })
+            Approval::TimedOut => Err(RunEndReason::Timeout),
+        },
+    )
 }
 
 async fn ask(
@@ -147,8 +163,21 @@ pub(super) async fn again(
                 }),
             }
         } else {
-            // An approval the upstream agent asked for: asked again.
-            match approve(env, call).await? {
+            // An approval the upstream agent asked for: its call put back on
+            // the history (the log's leaves out a call without a result),
+            // then asked again.
+            let (input, interrupt) = match call.input.get("interrupt_id") {
+                Some(i) => (call.input["input"].clone(), i.as_str().unwrap_or(&call.id)),
+                None => (call.input.clone(), call.id.as_str()),
+            };
+            let gate = ToolCall {
+                input,
+                ..call.clone()
+            };
+            if find_call(messages, &gate.id).is_none() {
+                push_call(messages, gate.clone());
+            }
+            match approve(env, &gate, interrupt).await? {
                 Ok(e) => resume.push(e),
                 Err(end) => return Ok(Err(end)),
             }

@@ -25,16 +25,15 @@ use crate::protocol::{ErrorCode, EventKind, RunEndReason};
 use crate::tools::{CallEnv, execute};
 use crate::upstream::{Event, Failure, Interrupt, RunInput, Upstream};
 pub use ask::INTERRUPT_TOOL;
-use ask::{again, answer, push_call};
+use ask::{again, answer, find_call, push_call};
 
 /// What one upstream run left to do.
 enum After {
     /// It answered: the speaker is done.
     Done(String),
-    /// The client's tools it called: made, then the next run.
-    Calls(Vec<ToolCall>),
-    /// Its interrupts: asked, then the next run resumes them.
-    Interrupts(Vec<Interrupt>, Vec<ToolCall>),
+    /// The client's tools it called (made, their results the next run's
+    /// `tool` messages) and its interrupts (asked, the answers its `resume`).
+    Waits(Vec<ToolCall>, Vec<Interrupt>),
     End(RunEndReason),
 }
 
@@ -107,7 +106,7 @@ pub(super) async fn speak(
                 });
             }
             After::End(reason) => return Ok(Spoke::End(reason)),
-            After::Calls(calls) => {
+            After::Waits(calls, interrupts) => {
                 let mut handoff = None;
                 for call in &calls {
                     match execute(call, voice.tools, env).await? {
@@ -133,10 +132,8 @@ pub(super) async fn speak(
                         handoff,
                     });
                 }
-            }
-            After::Interrupts(interrupts, calls) => {
                 for i in &interrupts {
-                    match answer(env, i, &calls).await? {
+                    match answer(env, i, messages).await? {
                         Ok(entry) => resume.push(entry),
                         Err(reason) => return Ok(Spoke::End(reason)),
                     }
@@ -176,17 +173,21 @@ async fn read(
 ) -> Result<Result<After, Failure>, Gone> {
     let link = env.link;
     let speaker = voice.name;
-    // The text message being streamed, and the run's last finished one.
-    let mut text = String::new();
+    // The text messages being streamed (by id), and the run's last one.
+    let mut texts: std::collections::HashMap<String, String> = Default::default();
     let mut last = String::new();
     // Calls being streamed: id → (name, arguments).
     let mut open: std::collections::HashMap<String, (String, String)> = Default::default();
     // The client's calls this run made, for the client to answer.
     let mut client_calls: Vec<ToolCall> = Vec::new();
-    // Every call this run made (an interrupt may name one).
-    let mut made: Vec<ToolCall> = Vec::new();
     // Interrupts announced before the end (LangGraph's `on_interrupt`).
     let mut announced: Vec<Interrupt> = Vec::new();
+    // A tool call or result came since the last text: the next text is a
+    // new turn of the speaker's (as a model's after its tools).
+    let mut after_tools = false;
+    // No message or call grows past what one event may carry.
+    let max = up.max_event_bytes();
+    let too_long = |what: &str| up.malformed(format_args!("{what} over {max} bytes"));
     let is_client = |name: &str| voice.tools.iter().any(|t| t.name == name);
     while let Some(event) = events.next().await {
         let event = match event {
@@ -194,8 +195,22 @@ async fn read(
             Err(f) => return Ok(Err(f)),
         };
         match event {
-            Event::TextStart { .. } => text.clear(),
-            Event::TextContent { delta, .. } if !delta.is_empty() => {
+            Event::TextStart { id } => {
+                if std::mem::take(&mut after_tools) {
+                    link.emit(EventKind::SelectSpeaker {
+                        agent: speaker.to_owned(),
+                        method: voice.chosen.as_ref().map(|_| "continue".to_owned()),
+                        reason: None,
+                    })
+                    .await?;
+                }
+                texts.insert(id, String::new());
+            }
+            Event::TextContent { id, delta } if !delta.is_empty() => {
+                let text = texts.entry(id).or_default();
+                if text.len() + delta.len() > max {
+                    return Ok(Err(too_long("a text message")));
+                }
                 text.push_str(&delta);
                 link.emit(EventKind::Print {
                     agent: speaker.to_owned(),
@@ -204,8 +219,8 @@ async fn read(
                 })
                 .await?;
             }
-            Event::TextEnd { .. } if !text.is_empty() => {
-                last = std::mem::take(&mut text);
+            Event::TextEnd { id } if texts.get(&id).is_some_and(|t| !t.is_empty()) => {
+                last = texts.remove(&id).unwrap_or_default();
                 link.emit(EventKind::Text {
                     agent: speaker.to_owned(),
                     content: last.clone(),
@@ -216,7 +231,7 @@ async fn read(
                     tool_calls: Vec::new(),
                 });
             }
-            Event::ReasoningContent { delta, .. }
+            Event::ReasoningContent { delta, .. } | Event::ReasoningChunk { delta }
                 if voice.agent.show_reasoning && !delta.is_empty() =>
             {
                 link.emit(EventKind::Reasoning {
@@ -230,6 +245,9 @@ async fn read(
             }
             Event::ToolArgs { id, delta } => {
                 if let Some((_, args)) = open.get_mut(&id) {
+                    if args.len() + delta.len() > max {
+                        return Ok(Err(too_long("a tool call's arguments")));
+                    }
                     args.push_str(&delta);
                 }
             }
@@ -251,7 +269,7 @@ async fn read(
                 };
                 let call = ToolCall { id, name, input };
                 push_call(messages, call.clone());
-                made.push(call.clone());
+                after_tools = true;
                 if is_client(&call.name) {
                     client_calls.push(call);
                 } else {
@@ -269,10 +287,13 @@ async fn read(
                 }
             }
             Event::ToolResult { id, content } => {
-                let Some(call) = made.iter().find(|c| c.id == id) else {
-                    tracing::debug!(%id, "a tool result for a call this run did not make");
+                // A call of this run, or of one before (an approved call's
+                // result comes in the run its approval resumes).
+                let Some(call) = find_call(messages, &id).cloned() else {
+                    tracing::debug!(%id, "a tool result for a call the agent did not make");
                     continue;
                 };
+                after_tools = true;
                 client_calls.retain(|c| c.id != id);
                 let (logged, text) = match content {
                     Value::String(s) => (
@@ -335,16 +356,15 @@ async fn read(
                 }
                 if let Some(u) = done.usage {
                     let before = *usage;
-                    usage.prompt_tokens += u.prompt_tokens;
-                    usage.completion_tokens += u.completion_tokens;
+                    usage.prompt_tokens = usage.prompt_tokens.saturating_add(u.prompt_tokens);
+                    usage.completion_tokens =
+                        usage.completion_tokens.saturating_add(u.completion_tokens);
                     link.used(None, before, *usage).await?;
                 }
                 return Ok(Ok(if done.cancelled {
                     After::End(RunEndReason::Cancelled)
-                } else if !done.interrupts.is_empty() {
-                    After::Interrupts(done.interrupts, made)
-                } else if !client_calls.is_empty() {
-                    After::Calls(client_calls)
+                } else if !done.interrupts.is_empty() || !client_calls.is_empty() {
+                    After::Waits(client_calls, done.interrupts)
                 } else {
                     After::Done(last)
                 }));

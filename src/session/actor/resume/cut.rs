@@ -297,7 +297,11 @@ impl Cut {
                             .as_str()
                             .unwrap_or(&tool_name)
                             .to_owned(),
-                        payload: payload["input"].clone(),
+                        // An upstream agent's: the interrupt it resumes too.
+                        payload: match payload.get("interrupt_id") {
+                            Some(i) => serde_json::json!({"input": payload["input"], "interrupt_id": i}),
+                            None => payload["input"].clone(),
+                        },
                         agent,
                         waits: person,
                     },

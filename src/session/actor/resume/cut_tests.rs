@@ -697,3 +697,89 @@ fn a_cut_regenerate_carries_the_model_it_chose() {
     ]);
     assert_eq!(later.carried().model, None);
 }
+
+#[test]
+fn an_upstream_run_cut_while_streaming_is_abandoned_unless_idempotent() {
+    use super::plan::upstream;
+    let said = || EventKind::Text {
+        agent: "bot".into(),
+        content: "Let me look.".into(),
+    };
+    let call = |name: &str, component: Option<&str>, payload: Value| EventKind::ToolCall {
+        tool_name: name.into(),
+        component_type: component.map(str::to_owned),
+        awaiting_response: component.is_some(),
+        payload,
+        corr: "c9".into(),
+        display: Display::Inline,
+        agent: None,
+    };
+    let result = EventKind::ToolResponse {
+        tool_name: "lookup".into(),
+        content: json!("ok"),
+        success: true,
+        corr: "c9".into(),
+        agent: None,
+    };
+    let streaming = [
+        // A turn open, words streamed.
+        vec![user("go"), speaker()],
+        // Its own call without its result.
+        vec![
+            user("go"),
+            speaker(),
+            said(),
+            call("lookup", None, json!({})),
+        ],
+        // Between its call's result and its next words.
+        vec![
+            user("go"),
+            speaker(),
+            said(),
+            call("lookup", None, json!({})),
+            result,
+        ],
+    ];
+    for events in streaming {
+        let n = events.len();
+        let plan = cut(events.clone()).plan(|_| false);
+        assert!(
+            matches!(upstream(plan, "byo", false), Plan::Abandon { ref why, .. } if why.contains("outcome of its run is unknown")),
+            "{n} events"
+        );
+        let plan = cut(events).plan(|_| false);
+        assert!(
+            matches!(upstream(plan, "byo", true), Plan::Continue { .. }),
+            "{n} events: idempotent"
+        );
+    }
+    // Waiting for a person: its approval of the agent's own call waits again,
+    // one call with the interrupt it resumes.
+    let gate = EventKind::ToolCall {
+        tool_name: "delete_file".into(),
+        component_type: Some(APPROVAL.into()),
+        awaiting_response: true,
+        payload: json!({"tool_name": "delete_file", "input": {"path": "/a"},
+            "tool_call_id": "c9", "interrupt_id": "int-c9"}),
+        corr: "c9.approval".into(),
+        display: Display::Inline,
+        agent: None,
+    };
+    let events = vec![
+        user("go"),
+        speaker(),
+        call("delete_file", None, json!({"path": "/a"})),
+        gate,
+    ];
+    let Plan::Continue { again, unknown, .. } = upstream(cut(events).plan(|_| false), "byo", false)
+    else {
+        panic!("waits again")
+    };
+    assert!(unknown.is_empty());
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].corr, "c9");
+    assert_eq!(
+        again[0].payload,
+        json!({"input": {"path": "/a"}, "interrupt_id": "int-c9"})
+    );
+}

@@ -7,27 +7,33 @@ use super::{Call, Cut, GroupPlace, Plan, Waits};
 use crate::protocol::RunEndReason;
 
 /// The plan for a run of an upstream AG-UI agent (`agent`): one cut while
-/// its run was streaming (a turn open, or its own tool calls without their
-/// results) is asked again only when its file says `idempotent` — the turn
-/// dropped, the calls answered "outcome unknown" —, else it ends with an
-/// error saying the outcome is unknown. A run waiting for a person
-/// (an interrupt, a client's tool) waits again.
+/// its run was streaming (nothing waiting for a person: a turn open, its own
+/// tool calls without their results, or between them) is asked again only
+/// when its file says `idempotent` — the turn dropped, the calls answered
+/// "outcome unknown" —, else it ends with an error saying the outcome is
+/// unknown. A run waiting for a person (an interrupt, a client's tool)
+/// waits again. One cut after its last text and before its end is taken
+/// as ended (the log cannot tell them apart).
 pub(in crate::session::actor::resume) fn upstream(
     plan: Plan,
     agent: &str,
     idempotent: bool,
 ) -> Plan {
     match plan {
-        Plan::Continue {
-            discard, unknown, ..
-        } if !idempotent && (discard.is_some() || !unknown.is_empty()) => Plan::Abandon {
-            unanswered: unknown,
-            why: format!(
-                "the upstream agent `{agent}` was answering when the server restarted: the \
-                 outcome of its run is unknown, and it is not asked again (its agent file does \
-                 not say `idempotent: true`)"
-            ),
-        },
+        // Nothing waits for a person: the agent's run was streaming (a run
+        // ends on its text, or on what it waits for).
+        Plan::Continue { unknown, again, .. }
+            if !idempotent && again.iter().all(|c| c.waits == Waits::Not) =>
+        {
+            Plan::Abandon {
+                unanswered: unknown.into_iter().chain(again).collect(),
+                why: format!(
+                    "the upstream agent `{agent}` was answering when the server restarted: the \
+                     outcome of its run is unknown, and it is not asked again (its agent file \
+                     does not say `idempotent: true`)"
+                ),
+            }
+        }
         plan => plan,
     }
 }
