@@ -83,7 +83,7 @@ fn seen(e: &Ev) -> (String, Value, String) {
 
 /// For every event of `original` (the first `cuts`), a rejoin
 /// (`rejoin(id)` opens it) after it goes on exactly as `original` did.
-async fn resumes_after_each<F, Fut>(what: &str, original: &[Ev], cuts: usize, rejoin: F)
+pub(crate) async fn resumes_after_each<F, Fut>(what: &str, original: &[Ev], cuts: usize, rejoin: F)
 where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = Vec<Ev>>,

@@ -476,6 +476,14 @@ async fn an_ag_ui_agent_file_is_checked() {
             "idempotent:",
         ),
     ];
+    // The examples' files load.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ag-ui/agents");
+    for name in ["pydantic.yaml", "langgraph.yaml"] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let agent = agentwire::agent::Agent::from_yaml(&text, &agentwire::llm::http_client())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(agent.upstream.is_some(), "{name}");
+    }
     for (yaml, expect) in cases {
         let text = format!("id: a\n{yaml}\n");
         let err = agentwire::agent::Agent::from_yaml(&text, &agentwire::llm::http_client())
@@ -562,4 +570,60 @@ async fn a_group_member_and_a_workflows_prompt_may_be_an_upstream_agent() {
         "Summarize tides.",
         "{sent:#}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_agents_turn_on_the_ag_ui_wire_resumes_after_any_of_its_events() {
+    use crate::sse::{all, open};
+    let mock = MockServer::start(vec![run_of(vec![
+        vec![json!({"type": "STATE_SNAPSHOT", "snapshot": {"step": 1}})],
+        said("m1", &["Looking ", "it up."]),
+        vec![
+            json!({"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "lookup"}),
+            json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{}"}),
+            json!({"type": "TOOL_CALL_END", "toolCallId": "c1"}),
+            json!({"type": "TOOL_CALL_RESULT", "toolCallId": "c1", "messageId": "r", "content": "42"}),
+            json!({"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/step", "value": 2}]}),
+        ],
+        said("m2", &["It is ", "42."]),
+    ])])
+    .await;
+    let server = server(&mock, "").await;
+    let thread = "rejoin-upstream";
+    let body = json!({"threadId": thread, "runId": "r1", "tools": [], "context": [], "state": {},
+        "messages": [{"id": "u1", "role": "user", "content": "go"}],
+        "forwardedProps": {"agent": "byo"}});
+    let o = open(&server, "POST", "/v1/ag-ui", Some(body), None).await;
+    assert_eq!(o.status, 200);
+    let events = all(o.events).await;
+    let types: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e.data["type"].as_str())
+        .collect();
+    for t in [
+        "STATE_SNAPSHOT",
+        "STATE_DELTA",
+        "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_CONTENT",
+    ] {
+        assert!(types.contains(&t), "{t}: {types:?}");
+    }
+    let snapshot = events
+        .iter()
+        .find(|e| e.data["type"] == "STATE_SNAPSHOT")
+        .unwrap();
+    assert_eq!(snapshot.data["snapshot"], json!({"step": 1}));
+    let path = format!("/v1/ag-ui/{thread}/stream?runId=r1");
+    crate::rejoin::resumes_after_each("upstream on AG-UI", &events, events.len(), |last| {
+        let path = path.clone();
+        let server = &server;
+        async move {
+            let o = open(server, "GET", &path, None, Some(&last)).await;
+            match o.status {
+                204 => Vec::new(),
+                _ => all(o.events).await,
+            }
+        }
+    })
+    .await;
 }
