@@ -147,7 +147,8 @@ pub(super) async fn again(
     for call in calls {
         if call.name == INTERRUPT_TOOL {
             let prompt = call.input["prompt"].as_str().unwrap_or_default();
-            match ask(env, &call.id, prompt, None, false).await? {
+            let options = serde_json::from_value(call.input["options"].clone()).ok();
+            match ask(env, &call.id, prompt, options, false).await? {
                 Ok(e) => resume.push(e),
                 Err(end) => return Ok(Err(end)),
             }

@@ -360,14 +360,20 @@ impl Cut {
                 request_id,
                 prompt,
                 tool_name: Some(tool_name),
+                options,
                 ..
             } => {
                 self.open_turn = None;
                 self.answered = false;
+                // Its choices, when it offered some, are offered again.
+                let mut payload = serde_json::json!({ "prompt": prompt });
+                if let Some(options) = options {
+                    payload["options"] = serde_json::json!(options);
+                }
                 self.calls.push(Call {
                     corr: request_id.clone(),
                     tool_name,
-                    payload: serde_json::json!({ "prompt": prompt }),
+                    payload,
                     agent: None,
                     waits: Waits::OnPerson {
                         id: request_id,

@@ -783,3 +783,23 @@ fn an_upstream_run_cut_while_streaming_is_abandoned_unless_idempotent() {
         json!({"input": {"path": "/a"}, "interrupt_id": "int-c9"})
     );
 }
+
+#[test]
+fn an_input_request_waiting_again_offers_its_choices_again() {
+    let ask = EventKind::InputRequest {
+        request_id: "int-1".into(),
+        prompt: "Book it?".into(),
+        corr: "int-1".into(),
+        password: false,
+        timeout_seconds: None,
+        options: Some(vec!["yes".into(), "no".into()]),
+        tool_name: Some(crate::agent::INTERRUPT_TOOL.into()),
+    };
+    let Plan::Continue { again, .. } = cut(vec![user("go"), speaker(), ask]).plan(|_| false) else {
+        panic!("waits again")
+    };
+    assert_eq!(
+        again[0].payload,
+        json!({"prompt": "Book it?", "options": ["yes", "no"]})
+    );
+}
