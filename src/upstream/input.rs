@@ -5,7 +5,15 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::llm::Message;
+use crate::llm::{Inputs, Message, Part};
+
+/// An upstream agent is sent every file it is attached: what it reads is
+/// its own model's business.
+const ALL: Inputs = Inputs {
+    image: true,
+    pdf: true,
+    max_image_bytes: u64::MAX,
+};
 
 /// An agent file's `ag_ui:` section.
 #[derive(Debug, Clone, Deserialize)]
@@ -121,12 +129,30 @@ pub fn messages(history: &[Message], from: usize) -> Vec<Value> {
         .enumerate()
         .skip(from)
         .map(|(i, m)| match m {
+            Message::User { text, files } if files.is_empty() => {
+                json!({"id": id(i, m), "role": "user", "content": text})
+            }
+            // Files as AG-UI 1.0's parts: an image or a document by its
+            // bytes, a text file (or a note on one not read) as text.
             Message::User { text, files } => {
-                let mut content = text.clone();
-                for f in files {
-                    content.push_str(&format!("\n[attached file: {} ({})]", f.name, f.media_type));
-                }
-                json!({"id": id(i, m), "role": "user", "content": content})
+                let parts: Vec<Value> = crate::llm::user_parts(text, files, ALL)
+                    .into_iter()
+                    .map(|part| match part {
+                        Part::Text(text) => json!({"type": "text", "text": text}),
+                        Part::Bytes {
+                            media_type, data, ..
+                        } => {
+                            let kind = if media_type.starts_with("image/") {
+                                "image"
+                            } else {
+                                "document"
+                            };
+                            json!({"type": kind, "source":
+                                {"type": "data", "value": data, "mimeType": media_type}})
+                        }
+                    })
+                    .collect();
+                json!({"id": id(i, m), "role": "user", "content": parts})
             }
             Message::Peer { name, text } => json!({
                 "id": id(i, m), "role": "user", "name": name,

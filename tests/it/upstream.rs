@@ -627,3 +627,50 @@ async fn an_upstream_agents_turn_on_the_ag_ui_wire_resumes_after_any_of_its_even
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attached_files_go_up_as_ag_ui_parts() {
+    use crate::attachments::{pdf, png, upload};
+    use base64::Engine as _;
+    let mock = MockServer::start(vec![run_of(vec![said("m", &["Seen."])])]).await;
+    let server = server(&mock, "").await;
+    let chat = Uuid::new_v4();
+    let image = upload(server.addr, chat, "cat.png", "image/png", png()).await;
+    let doc = upload(server.addr, chat, "scan.pdf", "application/pdf", pdf()).await;
+    let notes = upload(
+        server.addr,
+        chat,
+        "notes.txt",
+        "text/plain",
+        b"tides".to_vec(),
+    )
+    .await;
+    let mut c = server.client().await;
+    c.send(
+        json!({"type": "chat.start", "chat_id": chat, "agent": "byo", "message": "look",
+        "attachments": [{"file_id": image}, {"file_id": doc}, {"file_id": notes}]}),
+    )
+    .await;
+    let msgs = c.until_complete(chat).await;
+    assert_eq!(last_text(&msgs), "Seen.");
+    let b64 = |b: Vec<u8>| base64::engine::general_purpose::STANDARD.encode(b);
+    let content = &mock.requests()[0].body["messages"][0]["content"];
+    assert_eq!(
+        content[0],
+        json!({"type": "image", "source": {"type": "data", "value": b64(png()), "mimeType": "image/png"}})
+    );
+    assert_eq!(
+        content[1],
+        json!({"type": "document", "source": {"type": "data", "value": b64(pdf()), "mimeType": "application/pdf"}})
+    );
+    assert_eq!(content[2]["type"], "text");
+    assert!(
+        content[2]["text"].as_str().unwrap().contains("notes.txt"),
+        "{content}"
+    );
+    assert!(
+        content[2]["text"].as_str().unwrap().ends_with("tides"),
+        "{content}"
+    );
+    assert_eq!(content[3], json!({"type": "text", "text": "look"}));
+}

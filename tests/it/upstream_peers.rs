@@ -112,6 +112,25 @@ async fn pydantic_ai_and_langgraph_agents_answer_call_tools_and_ask_through_agen
         );
     }
 
+    // An attached image goes up as AG-UI's image part; both take it.
+    for agent in ["pyd", "lg"] {
+        let chat = Uuid::new_v4();
+        let png = crate::attachments::png();
+        let image =
+            crate::attachments::upload(server.addr, chat, "cat.png", "image/png", png).await;
+        c.send(
+            json!({"type": "chat.start", "chat_id": chat, "agent": agent,
+            "message": "look at this", "attachments": [{"file_id": image}]}),
+        )
+        .await;
+        let msgs = c.until_complete(chat).await;
+        assert!(
+            last_text(&msgs).contains("look at this"),
+            "{agent}: {msgs:#?}"
+        );
+        assert_eq!(msgs.last().unwrap()["reason"], "completed");
+    }
+
     // Pydantic AI's tool that needs approval: an approval on the wire.
     for (approved, expect) in [
         (true, "Done: deleted /tmp/a.txt"),
