@@ -57,13 +57,15 @@ import { Tree } from '../js/tree.js';
  * @property {{m: any, prev: any} | null} log  Every envelope folded, newest first (a chain, so a fold step copies nothing).
  * @property {{all: number[], index: number} | null} nextVersions  Versions the next message begins.
  * @property {string | null} title  The chat's title (its last `chat.title`, whatever the path).
+ * @property {Record<string, unknown>} agentState  What each agent served over AG-UI shares with the UI
+ *   (its `chat.agent_state` snapshots, each delta applied), by agent.
  */
 
 /** @returns {ChatState} */
 export function initialChatState() {
   return {
     messages: [], toolCalls: [], inputRequests: [], run: 'idle', lastRunEnd: null, usage: [], errors: [], queued: [],
-    lastSeq: 0, branches: new Map(), log: null, nextVersions: null, title: null,
+    lastSeq: 0, branches: new Map(), log: null, nextVersions: null, title: null, agentState: {},
   };
 }
 
@@ -239,9 +241,89 @@ function step(s, m) {
       next.inputRequests = s.inputRequests.map((r) => (r.status === 'pending' ? { ...r, status: 'timed_out' } : r));
       if (streamingAgent) next.messages = replaceLast({ ...streamingAgent, streaming: false });
       break;
+    case 'chat.agent_state': {
+      // A snapshot replaces the agent's state; a delta (RFC 6902) changes it.
+      // A delta that does not apply (the server checked it did) is skipped.
+      let value = m.snapshot;
+      if (value === undefined) {
+        try {
+          value = applyPatch(s.agentState[m.agent] ?? {}, m.delta ?? []);
+        } catch {
+          break;
+        }
+      }
+      next.agentState = { ...s.agentState, [m.agent]: value };
+      break;
+    }
     case 'chat.error':
       next.errors = [...s.errors, { code: m.error_code, message: m.message }];
       break;
   }
   return next;
+}
+
+/** RFC 6902 `ops` applied to a copy of `doc`. Throws if one does not apply. */
+export function applyPatch(/** @type {unknown} */ doc, /** @type {any[]} */ ops) {
+  let out = structuredClone(doc);
+  for (const op of ops) out = applyOp(out, op);
+  return out;
+}
+
+/** `/a/b~1c` → `['a', 'b/c']`. */
+const tokens = (/** @type {string} */ path) =>
+  path === '' ? [] : path.slice(1).split('/').map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
+
+function at(/** @type {any} */ doc, /** @type {string[]} */ path) {
+  let v = doc;
+  for (const t of path) {
+    if (v === null || typeof v !== 'object' || !(Array.isArray(v) ? Number(t) < v.length : t in v)) {
+      throw new Error(`no value at /${path.join('/')}`);
+    }
+    v = Array.isArray(v) ? v[Number(t)] : v[t];
+  }
+  return v;
+}
+
+function put(/** @type {any} */ doc, /** @type {string[]} */ path, /** @type {unknown} */ value, insert = true) {
+  if (path.length === 0) return value;
+  const parent = at(doc, path.slice(0, -1));
+  const key = path[path.length - 1];
+  if (Array.isArray(parent)) {
+    const i = key === '-' ? parent.length : Number(key);
+    if (!Number.isInteger(i) || i < 0 || i > parent.length) throw new Error(`bad index ${key}`);
+    parent.splice(i, insert ? 0 : 1, value);
+  } else if (parent !== null && typeof parent === 'object') {
+    if (!insert && !(key in parent)) throw new Error(`no value at ${key}`);
+    parent[key] = value;
+  } else {
+    throw new Error(`not a container at /${path.slice(0, -1).join('/')}`);
+  }
+  return doc;
+}
+
+function drop(/** @type {any} */ doc, /** @type {string[]} */ path) {
+  at(doc, path);
+  const parent = at(doc, path.slice(0, -1));
+  const key = path[path.length - 1];
+  if (Array.isArray(parent)) parent.splice(Number(key), 1);
+  else delete parent[key];
+  return doc;
+}
+
+function applyOp(/** @type {any} */ doc, /** @type {any} */ op) {
+  const path = tokens(op.path);
+  switch (op.op) {
+    case 'add': return put(doc, path, structuredClone(op.value));
+    case 'remove': return drop(doc, path);
+    case 'replace': at(doc, path); return put(doc, path, structuredClone(op.value), false);
+    case 'move': {
+      const value = at(doc, tokens(op.from));
+      return put(drop(doc, tokens(op.from)), path, value);
+    }
+    case 'copy': return put(doc, path, structuredClone(at(doc, tokens(op.from))));
+    case 'test':
+      if (JSON.stringify(at(doc, path)) !== JSON.stringify(op.value)) throw new Error(`test failed at ${op.path}`);
+      return doc;
+    default: throw new Error(`unknown op ${op.op}`);
+  }
 }

@@ -62,6 +62,8 @@ export interface ChatState {
   /** Every envelope folded, newest first. */
   log: { m: Envelope; prev: ChatState['log'] } | null;
   nextVersions: { all: number[]; index: number } | null;
+  /** What each agent served over AG-UI shares with the UI (`chat.agent_state`), by agent. */
+  agentState: Record<string, unknown>;
 }
 
 export interface UseChat extends ChatState {
@@ -87,3 +89,5 @@ export declare function initialChatState(): ChatState;
 export declare function applyEnvelope(state: ChatState, envelope: Envelope): ChatState;
 /** As `applyEnvelope` on each, but a replay with branches is folded once. */
 export declare function applyEnvelopes(state: ChatState, envelopes: Envelope[]): ChatState;
+/** RFC 6902 `ops` applied to a copy of `doc`; throws if one does not apply. */
+export declare function applyPatch(doc: unknown, ops: object[]): unknown;

@@ -11,7 +11,7 @@ import { useCallback, useEffect, useReducer, useState } from 'react';
 
 import { applyEnvelope, applyEnvelopes, initialChatState } from './chatState.js';
 
-export { applyEnvelope, applyEnvelopes, initialChatState } from './chatState.js';
+export { applyEnvelope, applyEnvelopes, applyPatch, initialChatState } from './chatState.js';
 
 /** @param {import('./chatState.js').ChatState} state @param {any} action */
 function reducer(state, action) {

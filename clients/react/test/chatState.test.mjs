@@ -157,3 +157,28 @@ test("the chat's title is its last chat.title, whatever version the path shows",
   assert.equal(renamed.title, 'Numbers');
   assert.deepEqual(renamed.messages, replayed.messages, 'a title is no message');
 });
+
+test("an upstream agent's shared state: snapshots replace it, deltas change it, per agent", () => {
+  let seq = 0;
+  const e = (type, fields = {}) => ({ type, chat_id: 'c', seq: ++seq, ts: '2026-11-28T10:00:00.000Z', ...fields });
+  const state = fold([
+    e('chat.text', { agent: 'user', content: 'plan a trip' }),
+    e('chat.agent_state', { agent: 'planner', snapshot: { steps: ['fly'], city: 'Oslo' } }),
+    e('chat.agent_state', { agent: 'planner', delta: [
+      { op: 'add', path: '/steps/-', value: 'hotel' },
+      { op: 'replace', path: '/city', value: 'Bergen' },
+      { op: 'copy', from: '/city', path: '/from' },
+      { op: 'move', from: '/from', path: '/origin' },
+      { op: 'test', path: '/steps/0', value: 'fly' },
+      { op: 'add', path: '/a~1b', value: 1 },
+      { op: 'remove', path: '/a~1b' },
+    ] }),
+    // Does not apply (no /nope): skipped, the state stays.
+    e('chat.agent_state', { agent: 'planner', delta: [{ op: 'replace', path: '/nope', value: 1 }] }),
+    e('chat.agent_state', { agent: 'booker', delta: [{ op: 'add', path: '/n', value: 1 }] }),
+  ]);
+  assert.deepEqual(state.agentState, {
+    planner: { steps: ['fly', 'hotel'], city: 'Bergen', origin: 'Bergen' },
+    booker: { n: 1 },
+  });
+});
