@@ -19,7 +19,7 @@ pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use ollama::Ollama;
 pub use openai::OpenAi;
-pub use transport::{Endpoint, error_body, http_client};
+pub use transport::{Endpoint, error_body, http_client, install_crypto};
 
 use std::sync::Arc;
 

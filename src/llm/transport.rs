@@ -31,15 +31,21 @@ const MAX_LINE: usize = 4 << 20;
 /// The HTTP client every provider and HTTP tool shares (connection pools,
 /// rustls with the ring provider).
 pub fn http_client() -> reqwest::Client {
+    install_crypto();
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .expect("the HTTP client builds")
+}
+
+/// Makes ring rustls's crypto provider, once: every client built here, and
+/// one a caller builds with settings of its own, uses it.
+pub fn install_crypto() {
     static PROVIDER: Once = Once::new();
     PROVIDER.call_once(|| {
         // Fails only if another provider was installed first; either is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .expect("the HTTP client builds")
 }
 
 /// Where a provider sends its requests.

@@ -118,10 +118,23 @@ impl RunInput<'_> {
 /// The history from `from` on as AG-UI messages. Ids are the message's place and a hash
 /// of it, so the same history gets the same ids on every run.
 pub fn messages(history: &[Message], from: usize) -> Vec<Value> {
+    // Hashed: what the message says and the ids it names, never a file's
+    // bytes (a run may carry megabytes of them).
     let id = |i: usize, m: &Message| {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        format!("{m:?}").hash(&mut h);
+        match m {
+            Message::User { text, files } => {
+                text.hash(&mut h);
+                files.iter().for_each(|f| f.name.hash(&mut h));
+            }
+            Message::Peer { name, text } => (name, text).hash(&mut h),
+            Message::Assistant { text, tool_calls } => {
+                text.hash(&mut h);
+                tool_calls.iter().for_each(|c| c.id.hash(&mut h));
+            }
+            Message::ToolResult { id, content, .. } => (id, content).hash(&mut h),
+        }
         format!("aw-{i}-{:08x}", h.finish() as u32)
     };
     history

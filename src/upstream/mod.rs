@@ -103,7 +103,7 @@ impl Upstream {
         // Its own client: a redirect would take the history and the
         // `headers` (reqwest drops only `Authorization` across hosts)
         // elsewhere, so none is followed.
-        crate::llm::http_client();
+        crate::llm::install_crypto();
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::none())

@@ -102,7 +102,7 @@ where
 
 /// Reads a stream until `end` says it is done (the `chat` dialect never
 /// ends by itself).
-async fn until(
+pub(crate) async fn until(
     mut events: std::pin::Pin<Box<dyn futures_util::Stream<Item = Ev> + Send>>,
     end: impl Fn(&Ev) -> bool,
 ) -> Vec<Ev> {
@@ -119,6 +119,16 @@ async fn until(
         }
     }
     out
+}
+
+/// A rejoin of the stream at `path` after event `last` (`Last-Event-ID`):
+/// its events, none when it answers 204 (nothing after it).
+pub(crate) async fn rejoined(server: &Server, path: String, last: String) -> Vec<Ev> {
+    let o = open(server, "GET", &path, None, Some(&last)).await;
+    match o.status {
+        204 => Vec::new(),
+        _ => all(o.events).await,
+    }
 }
 
 async fn post(server: &Server, path: &str, body: Value) -> (u16, Value) {
@@ -290,16 +300,7 @@ async fn ai_sdk(server: &Server) {
             &format!("AI SDK response {n}"),
             response,
             response.len(),
-            |last| {
-                let path = path.clone();
-                async move {
-                    let o = open(server, "GET", &path, None, Some(&last)).await;
-                    match o.status {
-                        204 => Vec::new(),
-                        _ => all(o.events).await,
-                    }
-                }
-            },
+            |last| rejoined(server, path.clone(), last),
         )
         .await;
     }
@@ -362,16 +363,7 @@ async fn ag_ui(server: &Server) {
             &format!("AG-UI response {n}"),
             response,
             response.len(),
-            |last| {
-                let path = path.clone();
-                async move {
-                    let o = open(server, "GET", &path, None, Some(&last)).await;
-                    match o.status {
-                        204 => Vec::new(),
-                        _ => all(o.events).await,
-                    }
-                }
-            },
+            |last| rejoined(server, path.clone(), last),
         )
         .await;
     }

@@ -572,10 +572,9 @@ async fn a_group_member_and_a_workflows_prompt_may_be_an_upstream_agent() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upstream_agents_turn_on_the_ag_ui_wire_resumes_after_any_of_its_events() {
-    use crate::sse::{all, open};
-    let mock = MockServer::start(vec![run_of(vec![
+/// One upstream run with state events around text and a tool call.
+fn stateful_turn() -> Reply {
+    run_of(vec![
         vec![json!({"type": "STATE_SNAPSHOT", "snapshot": {"step": 1}})],
         said("m1", &["Looking ", "it up."]),
         vec![
@@ -586,13 +585,76 @@ async fn an_upstream_agents_turn_on_the_ag_ui_wire_resumes_after_any_of_its_even
             json!({"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/step", "value": 2}]}),
         ],
         said("m2", &["It is ", "42."]),
-    ])])
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_agents_turn_resumes_after_any_of_its_events_on_every_sse_wire() {
+    use crate::hitl::{DIALECTS, start};
+    use crate::rejoin::{rejoined, resumes_after_each, until};
+    use crate::sse::{all, open};
+    // The wires' turns: each dialect's, the AI SDK's and AG-UI's.
+    let mock = MockServer::start((0..DIALECTS.len() + 2).map(|_| stateful_turn()).collect()).await;
+    // `real`: the agent the dialects' helpers start.
+    let server = Server::start_with(Opts {
+        agents: vec![("real.yaml".into(), agent_file("real", &mock.url(), ""))],
+        ..Default::default()
+    })
     .await;
-    let server = server(&mock, "").await;
+    let mut a_chat = None;
+    for d in &DIALECTS {
+        let (o, chat) = start(&server, d, "go").await;
+        let live = all(o.events).await;
+        let path = format!("/v1/chats/{chat}/events?dialect={}", d.rejoin);
+        resumes_after_each(d.name, &live, live.len(), |id| {
+            rejoined(&server, path.clone(), id)
+        })
+        .await;
+        a_chat = Some(chat);
+    }
+
+    // The `chat` dialect is the log itself: the state envelopes are events.
+    let chat = a_chat.unwrap();
+    let path = format!("/v1/chats/{chat}/events");
+    let is_end = |e: &crate::sse::Ev| e.event == "chat.run_complete";
+    let log = until(open(&server, "GET", &path, None, None).await.events, is_end).await;
+    let kinds: Vec<&str> = log.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "chat.agent_state").count(),
+        2,
+        "{kinds:?}"
+    );
+    // (Its stream stays open after the run: each rejoin is read to the end.)
+    resumes_after_each("chat", &log, log.len() - 1, |id| {
+        let path = path.clone();
+        let server = &server;
+        async move {
+            until(
+                open(server, "GET", &path, None, Some(&id)).await.events,
+                is_end,
+            )
+            .await
+        }
+    })
+    .await;
+
+    // The AI SDK's response.
+    let body = json!({"id": "rejoin-upstream-ai", "trigger": "submit-message", "agent": "real",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}]});
+    let o = open(&server, "POST", "/v1/ai-sdk/chat", Some(body), None).await;
+    assert_eq!(o.status, 200);
+    let response = all(o.events).await;
+    let path = "/v1/ai-sdk/chat/rejoin-upstream-ai/stream".to_owned();
+    resumes_after_each("AI SDK", &response, response.len(), |id| {
+        rejoined(&server, path.clone(), id)
+    })
+    .await;
+
+    // AG-UI's, which relays the state as STATE_SNAPSHOT and STATE_DELTA.
     let thread = "rejoin-upstream";
     let body = json!({"threadId": thread, "runId": "r1", "tools": [], "context": [], "state": {},
         "messages": [{"id": "u1", "role": "user", "content": "go"}],
-        "forwardedProps": {"agent": "byo"}});
+        "forwardedProps": {"agent": "real"}});
     let o = open(&server, "POST", "/v1/ag-ui", Some(body), None).await;
     assert_eq!(o.status, 200);
     let events = all(o.events).await;
@@ -614,16 +676,8 @@ async fn an_upstream_agents_turn_on_the_ag_ui_wire_resumes_after_any_of_its_even
         .unwrap();
     assert_eq!(snapshot.data["snapshot"], json!({"step": 1}));
     let path = format!("/v1/ag-ui/{thread}/stream?runId=r1");
-    crate::rejoin::resumes_after_each("upstream on AG-UI", &events, events.len(), |last| {
-        let path = path.clone();
-        let server = &server;
-        async move {
-            let o = open(server, "GET", &path, None, Some(&last)).await;
-            match o.status {
-                204 => Vec::new(),
-                _ => all(o.events).await,
-            }
-        }
+    resumes_after_each("AG-UI", &events, events.len(), |id| {
+        rejoined(&server, path.clone(), id)
     })
     .await;
 }

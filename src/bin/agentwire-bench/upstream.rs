@@ -26,7 +26,7 @@ use crate::wire::now_ms;
 pub async fn serve(port: u16, words: u64, rate: f64) -> anyhow::Result<()> {
     let every = Duration::from_secs_f64(1.0 / rate);
     let app = axum::Router::new().fallback(move || async move {
-        let events = async_stream(words, every);
+        let events = run_events(words, every);
         axum::response::Response::builder()
             .header("content-type", "text/event-stream")
             .body(Body::from_stream(events))
@@ -37,7 +37,8 @@ pub async fn serve(port: u16, words: u64, rate: f64) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn async_stream(
+/// One run's SSE body: its start, `words` stamped deltas, its end.
+fn run_events(
     words: u64,
     every: Duration,
 ) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> {
