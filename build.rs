@@ -16,6 +16,9 @@
 //! - `mcp_everything_peer`: the reference MCP server
 //!   `@modelcontextprotocol/server-everything` is installed (`npm ci` in
 //!   `tests/mcp-everything`). `AGENTWIRE_REQUIRE_MCP=1` requires it too.
+//! - `oidc_peer`: the OpenID provider of the sign-in tests, npm
+//!   `oidc-provider`, is installed (`npm ci` in `tests/oidc`). With
+//!   `AGENTWIRE_REQUIRE_OIDC=1` (`.ci/run`) its absence stops the build.
 
 use std::path::Path;
 
@@ -70,6 +73,14 @@ fn main() {
         panic!(
             "AGENTWIRE_REQUIRE_MCP=1 but tests/mcp-everything has no node_modules (npm ci there)"
         );
+    }
+    println!("cargo::rustc-check-cfg=cfg(oidc_peer)");
+    println!("cargo::rerun-if-changed=tests/oidc");
+    println!("cargo::rerun-if-env-changed=AGENTWIRE_REQUIRE_OIDC");
+    if Path::new("tests/oidc/node_modules/oidc-provider/package.json").exists() {
+        println!("cargo::rustc-cfg=oidc_peer");
+    } else if std::env::var("AGENTWIRE_REQUIRE_OIDC").as_deref() == Ok("1") {
+        panic!("AGENTWIRE_REQUIRE_OIDC=1 but tests/oidc has no node_modules (npm ci there)");
     }
     // The folder (scanned as a whole): `npm ci` there changes it.
     println!("cargo::rerun-if-changed=bench/socketio");

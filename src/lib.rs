@@ -107,6 +107,31 @@ pub async fn reindex(config: &Config) -> anyhow::Result<store::Reindexed> {
     store.reindex().await.context("rebuilding the search index")
 }
 
+/// The service keys of the configured store, for `agentwire keys …`: on
+/// SQLite beside a server that holds the file (migrated by it), else after
+/// opening (and migrating) the store.
+///
+/// # Errors
+/// The store cannot be opened.
+pub async fn service_keys(config: &Config) -> anyhow::Result<store::ServiceKeys> {
+    match &config.database {
+        Database::Sqlite(path) => match SqliteStore::open(path).await {
+            Ok(store) => Ok(store.service_keys()),
+            Err(e) if path.exists() => {
+                tracing::debug!(error = %e, "the store is held: using the file beside its owner");
+                store::ServiceKeys::open_sqlite(path)
+                    .await
+                    .with_context(|| format!("opening {}", path.display()))
+            }
+            Err(e) => Err(e).with_context(|| format!("opening {}", path.display())),
+        },
+        Database::Postgres { url, .. } => Ok(PgStore::open(url, 2)
+            .await
+            .context("opening the PostgreSQL database (database_url)")?
+            .service_keys()),
+    }
+}
+
 /// Runs the server on `listener` until `shutdown` resolves, then shuts down
 /// gracefully: stop accepting, close sockets with 1001, let runs log their
 /// `interrupted` completion, flush the log.
@@ -127,7 +152,8 @@ pub async fn run(
         &config.models,
     )?;
     agents.limit_upstream_events(config.max_message_bytes);
-    let auth = Authenticator::new(&config.auth).context("configuration key `jwt_public_key`")?;
+    let mut auth =
+        Authenticator::new(&config.auth).context("configuration key `jwt_public_key`")?;
     if matches!(config.auth, AuthConfig::None) {
         tracing::warn!(
             "auth mode `none`: every request is user `dev`; set AGENTWIRE_AUTH=jwt in production"
@@ -155,6 +181,7 @@ pub async fn run(
             (Arc::new(pg), Some(Node::new(cluster)))
         }
     };
+    auth.set_service_keys(store.service_keys());
     metrics::install();
     let (writer, writer_task) = LogWriter::spawn(store.clone());
     let token = CancellationToken::new();

@@ -5,8 +5,9 @@ use std::io::IsTerminal;
 use anyhow::Context as _;
 use clap::{CommandFactory, Parser};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 
-use agentwire::config::{Cli, Command, LogFormat};
+use agentwire::config::{Cli, Command, KeysCommand, LogFormat};
 
 #[tokio::main]
 async fn main() {
@@ -35,18 +36,31 @@ async fn serve() -> anyhow::Result<()> {
     {
         filter = filter.add_directive(quiet);
     }
+    // A command that prints what it made (a key) keeps its stdout for that.
+    let (writer, terminal) = match cli.command {
+        Some(Command::Keys { .. }) => (
+            BoxMakeWriter::new(std::io::stderr),
+            std::io::stderr().is_terminal(),
+        ),
+        _ => (
+            BoxMakeWriter::new(std::io::stdout),
+            std::io::stdout().is_terminal(),
+        ),
+    };
     match config.log_format {
         // Colours only for a terminal: a log file gets no escape codes.
         LogFormat::Text => tracing_subscriber::fmt()
-            .with_ansi(std::io::stdout().is_terminal())
+            .with_ansi(terminal)
+            .with_writer(writer)
             .with_env_filter(filter)
             .init(),
         LogFormat::Json => tracing_subscriber::fmt()
             .json()
+            .with_writer(writer)
             .with_env_filter(filter)
             .init(),
     }
-    match cli.command.unwrap_or(Command::Serve) {
+    match cli.command.clone().unwrap_or(Command::Serve) {
         Command::Serve => {
             let (soft, hard) = agentwire::raise_fd_limit();
             tracing::debug!(soft, hard, "open file limit");
@@ -60,6 +74,7 @@ async fn serve() -> anyhow::Result<()> {
                 })?;
             agentwire::run(config, listener, shutdown_signal()).await
         }
+        Command::Keys { action } => keys(&config, action).await,
         Command::Reindex => {
             let started = std::time::Instant::now();
             let done = agentwire::reindex(&config).await?;
@@ -72,6 +87,62 @@ async fn serve() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `agentwire keys …`.
+async fn keys(config: &agentwire::config::Config, action: KeysCommand) -> anyhow::Result<()> {
+    use agentwire::auth::{Scope, keys};
+    let store = agentwire::service_keys(config).await?;
+    match action {
+        KeysCommand::Create { name, scopes } => {
+            let name = name.trim();
+            if name.is_empty() || name.len() > 100 || name.chars().any(char::is_control) {
+                anyhow::bail!("--name: 1 to 100 characters, no control characters");
+            }
+            let scopes: Vec<String> = Scope::parse_list(&scopes)
+                .map_err(|e| anyhow::anyhow!("--scopes: {e}"))?
+                .into_iter()
+                .map(|s| s.as_str().to_owned())
+                .collect();
+            let (key, hash) = keys::generate();
+            let record = store.create(name, &hash, &scopes).await.with_context(|| {
+                format!("storing the key (is a live key named `{name}` there already? `agentwire keys list`)")
+            })?;
+            eprintln!(
+                "created service key `{}` ({}) with scopes {}; it is shown once, keep it now:",
+                record.name,
+                record.id,
+                scopes.join(",")
+            );
+            println!("{key}");
+        }
+        KeysCommand::List => {
+            for k in store.list().await? {
+                let state = match k.revoked_at {
+                    Some(_) => "revoked",
+                    None => "live",
+                };
+                let created = chrono::DateTime::from_timestamp_millis(k.created_at)
+                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                    .unwrap_or_default();
+                println!(
+                    "{}\t{}\t{}\t{}\t{}",
+                    k.id,
+                    k.name,
+                    k.scopes.join(","),
+                    created,
+                    state
+                );
+            }
+        }
+        KeysCommand::Revoke { key } => {
+            if !store.revoke(&key).await? {
+                anyhow::bail!("no live key has the id or name `{key}`");
+            }
+            eprintln!("revoked `{key}`: it stops working within seconds on every node");
+        }
+    }
+    Ok(())
 }
 
 /// Prints a command-line error and exits. A bad value that came from an

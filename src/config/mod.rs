@@ -5,6 +5,7 @@
 //! file (`listen`), the environment (`AGENTWIRE_LISTEN`) and on the command
 //! line (`--listen`), so an error can name the key whatever layer set it.
 
+mod auth;
 mod files;
 mod settings;
 
@@ -12,25 +13,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use auth::{AuthConfig, JwtConfig, JwtKey, KeySource};
 pub use files::FileLimits;
 use settings::FileSettings;
-pub use settings::{AuthMode, Cli, Command, LogFormat, ModelConfig, Settings};
-
-/// The key that carries a JWT verification key.
-#[derive(Debug, Clone)]
-pub enum JwtKey {
-    /// HS256 shared secret.
-    Secret(String),
-    /// RS256 public key, PEM bytes (read at start-up).
-    RsaPem(Vec<u8>),
-}
-
-/// Authentication, resolved.
-#[derive(Debug, Clone)]
-pub enum AuthConfig {
-    None,
-    Jwt(JwtKey),
-}
+pub use settings::{AuthMode, Cli, Command, KeysCommand, LogFormat, ModelConfig, Settings};
 
 /// A configuration error that names the key at fault.
 #[derive(Debug, thiserror::Error)]
@@ -238,33 +224,18 @@ impl Settings {
 
         let auth = match pick!(auth).unwrap_or_default() {
             AuthMode::None => AuthConfig::None,
-            AuthMode::Jwt => match (pick!(jwt_secret), pick!(jwt_public_key)) {
-                (Some(_), Some(_)) => {
-                    return Err(bad(
-                        "jwt_secret",
-                        "set either jwt_secret or jwt_public_key, not both",
-                    ));
+            AuthMode::Jwt => AuthConfig::Jwt(
+                auth::JwtSettings {
+                    secret: pick!(jwt_secret),
+                    public_key: pick!(jwt_public_key),
+                    issuer: pick!(jwt_issuer),
+                    jwks_url: pick!(jwt_jwks_url),
+                    audience: pick!(jwt_audience),
+                    user_claim: pick!(jwt_user_claim),
                 }
-                (Some(secret), None) if secret.len() < 16 => {
-                    return Err(bad("jwt_secret", "must be at least 16 bytes"));
-                }
-                (Some(secret), None) => AuthConfig::Jwt(JwtKey::Secret(secret)),
-                (None, Some(path)) => {
-                    let pem = std::fs::read(&path).map_err(|e| {
-                        bad(
-                            "jwt_public_key",
-                            format!("cannot read {}: {e}", path.display()),
-                        )
-                    })?;
-                    AuthConfig::Jwt(JwtKey::RsaPem(pem))
-                }
-                (None, None) => {
-                    return Err(bad(
-                        "auth",
-                        "jwt mode needs jwt_secret (HS256) or jwt_public_key (RS256 PEM path)",
-                    ));
-                }
-            },
+                .resolve()
+                .map_err(|(key, message)| bad(key, message))?,
+            ),
         };
 
         let positive = |key: &'static str, v: Option<u64>, default: u64| match v {

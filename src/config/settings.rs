@@ -22,7 +22,7 @@ pub struct Cli {
 }
 
 /// What to do. `serve` is the default.
-#[derive(Debug, Subcommand, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Subcommand, Clone, PartialEq, Eq)]
 pub enum Command {
     /// Run the server (the default when no subcommand is given).
     Serve,
@@ -32,6 +32,33 @@ pub enum Command {
     /// quiet time or with the nodes stopped (commits that log a text wait
     /// until the rebuild commits).
     Reindex,
+    /// Manage service keys: bearer credentials for backends, with scopes,
+    /// for the server API (`/v1/server/…`). Works beside a running server.
+    Keys {
+        #[command(subcommand)]
+        action: KeysCommand,
+    },
+}
+
+/// `agentwire keys …`.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum KeysCommand {
+    /// Make a key and print it (once: only its hash is stored).
+    Create {
+        /// A name for the key (one live key per name).
+        #[arg(long)]
+        name: String,
+        /// What it may do, comma-separated: publish, read.
+        #[arg(long)]
+        scopes: String,
+    },
+    /// List the keys (never the keys themselves).
+    List,
+    /// Revoke a key, by id or name.
+    Revoke {
+        /// The key's id or name.
+        key: String,
+    },
 }
 
 /// Log output format.
@@ -92,6 +119,22 @@ pub struct Settings {
     /// Path to an RS256 public key (PEM) for jwt mode.
     #[arg(long, env = "AGENTWIRE_JWT_PUBLIC_KEY", global = true)]
     pub jwt_public_key: Option<PathBuf>,
+    /// The identity provider's issuer URL for jwt mode: `iss` must equal
+    /// it, and its keys come from OpenID Connect discovery unless
+    /// `jwt_jwks_url` names them.
+    #[arg(long, env = "AGENTWIRE_JWT_ISSUER", global = true)]
+    pub jwt_issuer: Option<String>,
+    /// The URL of the identity provider's JWKS (keys fetched, cached,
+    /// refreshed on an unknown `kid`).
+    #[arg(long, env = "AGENTWIRE_JWT_JWKS_URL", global = true)]
+    pub jwt_jwks_url: Option<String>,
+    /// The audiences a token may name in `aud`, comma-separated (one must
+    /// match); unset, `aud` is not checked.
+    #[arg(long, env = "AGENTWIRE_JWT_AUDIENCE", global = true)]
+    pub jwt_audience: Option<String>,
+    /// The claim that holds the user id [default: sub].
+    #[arg(long, env = "AGENTWIRE_JWT_USER_CLAIM", global = true)]
+    pub jwt_user_claim: Option<String>,
     /// Seconds an input request waits for an answer [default: 300].
     #[arg(long, env = "AGENTWIRE_INPUT_TIMEOUT_SECONDS", global = true)]
     pub input_timeout_seconds: Option<u64>,
@@ -263,6 +306,10 @@ pub(super) struct FileSettings {
     pub(super) auth: Option<AuthMode>,
     pub(super) jwt_secret: Option<String>,
     pub(super) jwt_public_key: Option<PathBuf>,
+    pub(super) jwt_issuer: Option<String>,
+    pub(super) jwt_jwks_url: Option<String>,
+    pub(super) jwt_audience: Option<String>,
+    pub(super) jwt_user_claim: Option<String>,
     pub(super) input_timeout_seconds: Option<u64>,
     pub(super) ui_timeout_seconds: Option<u64>,
     pub(super) max_message_bytes: Option<usize>,

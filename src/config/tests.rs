@@ -69,3 +69,42 @@ fn the_connection_files_may_not_hold_the_store() {
     };
     assert_eq!(s.resolve().unwrap_err().key, "connection_files_dir");
 }
+
+#[test]
+fn an_identity_provider_is_named_by_issuer_or_jwks_url_over_https() {
+    let jwt = |f: fn(&mut Settings)| {
+        let mut s = Settings {
+            auth: Some(AuthMode::Jwt),
+            ..Settings::default()
+        };
+        f(&mut s);
+        s.resolve()
+    };
+    let c = jwt(|s| {
+        s.jwt_issuer = Some("https://tenant.example.com/".into());
+        s.jwt_audience = Some(" api , ,other ".into());
+    })
+    .unwrap();
+    let AuthConfig::Jwt(j) = c.auth else {
+        panic!("jwt")
+    };
+    assert!(matches!(j.key, JwtKey::Jwks(KeySource::Discovery(_))));
+    assert_eq!(j.issuer.as_deref(), Some("https://tenant.example.com/"));
+    assert_eq!(j.audience, ["api", "other"]);
+    assert_eq!(j.user_claim, "sub");
+    // Plain HTTP only to this machine; one source of keys; a user claim.
+    let http = jwt(|s| s.jwt_issuer = Some("http://idp.example.com".into()));
+    assert_eq!(http.unwrap_err().key, "jwt_issuer");
+    assert!(jwt(|s| s.jwt_jwks_url = Some("http://127.0.0.1:9/jwks".into())).is_ok());
+    assert!(jwt(|s| s.jwt_jwks_url = Some("http://[::1]:9/jwks".into())).is_ok());
+    let both = jwt(|s| {
+        s.jwt_jwks_url = Some("https://idp.example.com/jwks".into());
+        s.jwt_secret = Some("0123456789abcdef0".into());
+    });
+    assert_eq!(both.unwrap_err().key, "jwt_jwks_url");
+    let claim = jwt(|s| {
+        s.jwt_jwks_url = Some("https://idp.example.com/jwks".into());
+        s.jwt_user_claim = Some(" ".into());
+    });
+    assert_eq!(claim.unwrap_err().key, "jwt_user_claim");
+}

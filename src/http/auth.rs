@@ -7,6 +7,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 
 use super::state::AppState;
+use crate::auth::{AuthError, Principal, Scope, ServiceKey};
 use crate::protocol::ErrorCode;
 
 /// The caller, and the bearer token they presented (forwarded to HTTP tools).
@@ -45,24 +46,78 @@ impl FromRequestParts<AppState> for AuthUser {
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
         let token = bearer(parts);
-        match state.auth.principal(token.as_deref()) {
-            Ok((user, claims)) => Ok(Self {
-                user,
+        match state.auth.principal(token.as_deref()).await {
+            Ok(Principal::User { id, claims }) => Ok(Self {
+                user: id,
                 token,
                 claims,
             }),
-            Err(e) => {
-                // Debug: a token's text (an unknown `alg`…) may hold newlines.
-                tracing::info!(error = ?e.to_string(), "refused unauthenticated request");
-                Err((
-                    StatusCode::UNAUTHORIZED,
-                    Json(super::error::error_body(
-                        ErrorCode::Unauthorized,
-                        &e.to_string(),
-                    )),
-                )
-                    .into_response())
-            }
+            Ok(Principal::Service(key)) => Err(refusal(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "service key `{}` acts on the server API (/v1/server/…) only, never as a user",
+                    key.name
+                ),
+            )),
+            Err(e) => Err(unauthorized(&e)),
         }
     }
+}
+
+/// A backend calling the server API with a service key.
+pub struct ServiceCaller(pub ServiceKey);
+
+impl ServiceCaller {
+    /// Refuses (403) unless the key has `scope`.
+    pub fn must(&self, scope: Scope) -> Result<(), super::error::ApiError> {
+        match self.0.may(scope) {
+            true => Ok(()),
+            false => Err(super::error::ApiError::Forbidden(format!(
+                "service key `{}` lacks the scope `{}`",
+                self.0.name,
+                scope.as_str()
+            ))),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for ServiceCaller {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        match bearer(parts) {
+            Some(token) if token.starts_with(crate::auth::keys::PREFIX) => {
+                match state.auth.principal(Some(&token)).await {
+                    Ok(Principal::Service(key)) => Ok(Self(key)),
+                    Ok(Principal::User { .. }) => Err(needs_key()),
+                    Err(e) => Err(unauthorized(&e)),
+                }
+            }
+            _ => Err(needs_key()),
+        }
+    }
+}
+
+fn needs_key() -> Response {
+    refusal(
+        StatusCode::UNAUTHORIZED,
+        "the server API needs a service key (Authorization: Bearer awk_…; see `agentwire keys create`)",
+    )
+}
+
+fn unauthorized(e: &AuthError) -> Response {
+    // Debug: a token's text (an unknown `alg`…) may hold newlines.
+    tracing::info!(error = ?e.to_string(), "refused unauthenticated request");
+    refusal(StatusCode::UNAUTHORIZED, &e.to_string())
+}
+
+fn refusal(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        Json(super::error::error_body(ErrorCode::Unauthorized, message)),
+    )
+        .into_response()
 }

@@ -38,6 +38,10 @@ pub enum ApiError {
     /// A password sealed under another master key: 409 `MASTER_KEY_MISMATCH`.
     #[error("{0}")]
     MasterKey(String),
+    /// A credential that may not do this (a service key without the
+    /// scope): 403 `UNAUTHORIZED`.
+    #[error("{0}")]
+    Forbidden(String),
     /// The client did not send its body in time: 408.
     #[error("{0}")]
     Timeout(String),
@@ -76,6 +80,7 @@ impl IntoResponse for ApiError {
                 ErrorCode::MasterKeyMismatch,
                 m.clone(),
             ),
+            Self::Forbidden(m) => (StatusCode::FORBIDDEN, ErrorCode::Unauthorized, m.clone()),
             Self::Timeout(m) => (
                 StatusCode::REQUEST_TIMEOUT,
                 ErrorCode::SchemaValidationFailed,

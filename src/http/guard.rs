@@ -63,7 +63,8 @@ pub(super) async fn check(State(state): State<AppState>, request: Request, next:
     let unauthenticated = !state.auth.is_open()
         && state
             .auth
-            .authenticate(super::auth::bearer(&parts).as_deref())
+            .principal(super::auth::bearer(&parts).as_deref())
+            .await
             .is_err();
     if !has_body || unauthenticated || file {
         return next.run(Request::from_parts(parts, body)).await;

@@ -25,6 +25,7 @@ mod openapi;
 mod ops;
 mod rate;
 mod serve;
+mod server_api;
 mod sse;
 mod state;
 mod template_ws;
@@ -133,6 +134,7 @@ pub fn router(state: AppState) -> Router {
         .merge(openai::router())
         .merge(workflows::router())
         .merge(files::router())
+        .merge(server_api::router())
         .merge(web::router())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(guard)

@@ -8,7 +8,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     ag_ui, ai_sdk, answers, api, branches, chats, connections, download, files, history, listing,
-    openai, ops, sse, workflows,
+    openai, ops, server_api, sse, workflows,
 };
 
 /// The API description.
@@ -68,9 +68,12 @@ use super::{
         workflows::invoke,
         files::upload,
         download::download,
+        server_api::start_chat,
+        server_api::post_into,
+        server_api::user_chats,
     ),
     components(schemas(api::ErrorBody, api::ErrorDetail)),
-    modifiers(&Limits),
+    modifiers(&Limits, &Security),
     tags(
         (name = "rest", description = "Chats and agents"),
         (name = "workflows", description = "User-invoked workflows (seed 002); categories also under /workflows/categories"),
@@ -82,6 +85,7 @@ use super::{
         (name = "ai-sdk", description = "The Vercel AI SDK's chat transport (UI message stream), resumable from the log"),
         (name = "openai", description = "OpenAI-compatible passthrough"),
         (name = "files", description = "Files users upload and tools hand back"),
+        (name = "server", description = "The server API: what a backend does with a service key (`agentwire keys create`), never as a user"),
         (name = "ops", description = "Operations"),
     )
 )]
@@ -90,6 +94,38 @@ pub struct ApiDoc;
 /// `GET /openapi.json`.
 pub async fn document() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
+}
+
+/// The credentials: a user's bearer JWT on every route but the server
+/// API's, a service key (with scopes) on those.
+struct Security;
+
+impl Modify for Security {
+    fn modify(&self, doc: &mut Document) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "A user's token (auth mode jwt); also the access_token query parameter",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "service_key",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("A service key, `awk_…` (agentwire keys create --scopes publish,read); the operation names the scope it needs"))
+                    .build(),
+            ),
+        );
+    }
 }
 
 /// The answers every route may give besides its own (`guard`, the rate

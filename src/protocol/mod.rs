@@ -19,5 +19,5 @@ pub use frames::{connection_error, pong, resume_boundary};
 pub use inbound::{ClientFrame, InboundError, parse_client_frame};
 pub use outbound::{
     AgentUsage, BranchReason, ConversationState, Display, Envelope, EventKind, MultitaskStrategy,
-    RunEndReason, TitleSource, TitleUsage, mark_replay, now_ts,
+    RunEndReason, SYSTEM_SPEAKER, TitleSource, TitleUsage, mark_replay, now_ts,
 };

@@ -163,6 +163,13 @@ pub(super) enum Op {
         user: String,
         to: u64,
     },
+    /// A backend's post (the server API): `events` logged as `agent`'s
+    /// turn, between runs.
+    Post {
+        user: String,
+        agent: String,
+        events: Vec<crate::protocol::EventKind>,
+    },
     /// Create this chat as a copy of another's path (`POST …/fork`): its
     /// agent, context and model, and the events to log, read already.
     Fork {
@@ -199,6 +206,7 @@ impl Op {
             | Self::Regenerate { user, .. }
             | Self::Switch { user, .. }
             | Self::Fork { user, .. }
+            | Self::Post { user, .. }
             | Self::Workflow { user, .. } => Some(user),
         }
     }

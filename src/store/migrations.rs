@@ -64,6 +64,11 @@ pub(super) fn sqlite() -> Migrator {
             "files",
             include_str!("../../migrations/sqlite/0011_files.sql"),
         ),
+        (
+            12,
+            "service_keys",
+            include_str!("../../migrations/sqlite/0012_service_keys.sql"),
+        ),
     ])
 }
 
@@ -119,6 +124,11 @@ pub(super) fn postgres() -> Migrator {
             10,
             "staged_at",
             include_str!("../../migrations/postgres/0010_staged_at.sql"),
+        ),
+        (
+            11,
+            "service_keys",
+            include_str!("../../migrations/postgres/0011_service_keys.sql"),
         ),
     ])
 }

@@ -10,6 +10,7 @@
 mod cluster;
 mod error;
 pub mod files;
+mod keys;
 mod migrations;
 mod postgres;
 mod rebuild;
@@ -25,6 +26,7 @@ use uuid::Uuid;
 
 pub use cluster::{Lease, NodeMessage, PgCluster};
 pub use error::StoreError;
+pub use keys::{ServiceKeyRecord, ServiceKeys};
 pub use postgres::PgStore;
 pub use postgres::notice::LogNotice;
 pub use seal::SealError;
@@ -228,6 +230,9 @@ pub struct Reindexed {
 pub trait Store: Send + Sync + 'static {
     /// Checks that the store answers.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// The service keys kept in this store.
+    fn service_keys(&self) -> ServiceKeys;
 
     /// Creates the chat unless a chat with that id exists.
     ///

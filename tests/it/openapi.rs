@@ -567,6 +567,78 @@ async fn every_json_answer_matches_the_document() {
         (200, r#"{"a":1}"#.into())
     );
 
+    // The server API, with service keys (this server is in auth mode none:
+    // its routes still take keys only).
+    let publish =
+        crate::server_api::keys(&server, &["create", "--name", "p", "--scopes", "publish"])
+            .await
+            .unwrap();
+    let read = crate::server_api::keys(&server, &["create", "--name", "r", "--scopes", "read"])
+        .await
+        .unwrap();
+    let with = |key: &str, method: &'static str, path: String, body: Option<Value>| {
+        let (server, key) = (&server, key.to_owned());
+        async move { crate::server_api::call(server, method, &path, &key, body).await }
+    };
+    let started = with(
+        &publish,
+        "POST",
+        "/v1/server/chats".into(),
+        Some(json!({"user": "dev", "agent": "demo", "message": "the job is done"})),
+    )
+    .await;
+    check(
+        &doc,
+        "/v1/server/chats",
+        "post",
+        started.0,
+        &started.1.to_string(),
+    );
+    let chat = started.1["id"].as_str().unwrap().to_owned();
+    for (key, body) in [
+        (&read, json!({"user": "dev", "agent": "demo"})),
+        (&publish, json!({"user": "dev", "agent": "nobody"})),
+        (&publish, json!({"user": "dev"})),
+    ] {
+        let (s, b) = with(key, "POST", "/v1/server/chats".into(), Some(body)).await;
+        check(&doc, "/v1/server/chats", "post", s, &b.to_string());
+    }
+    let (s, b) = http_request(server.addr, "POST", "/v1/server/chats", &ct, "{}").await;
+    assert_eq!(s, 401);
+    check(&doc, "/v1/server/chats", "post", s, &b);
+    for _ in 0..100 {
+        let (_, b) = http_request(server.addr, "GET", &format!("/v1/chats/{chat}"), &[], "").await;
+        if serde_json::from_str::<Value>(&b).unwrap()["state"] == "idle" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let posts = format!("/v1/server/chats/{chat}/posts");
+    for body in [
+        json!({"user": "dev", "text": "ready", "widget": {"component_type": "card", "payload": {}}}),
+        json!({"user": "dev", "text": ""}),
+        json!({"user": "eve", "text": "x"}),
+    ] {
+        let (s, b) = with(&publish, "POST", posts.clone(), Some(body)).await;
+        check(
+            &doc,
+            "/v1/server/chats/{id}/posts",
+            "post",
+            s,
+            &b.to_string(),
+        );
+    }
+    for key in [&read, &publish] {
+        let (s, b) = with(key, "GET", "/v1/server/users/dev/chats".into(), None).await;
+        check(
+            &doc,
+            "/v1/server/users/{user}/chats",
+            "get",
+            s,
+            &b.to_string(),
+        );
+    }
+
     // Every operation of the document was exercised here, but for the streams
     // (tests/it/sse.rs) and the passthrough (tests/it/passthrough.rs).
     let mut documented: Vec<String> = doc["paths"]
@@ -604,6 +676,7 @@ async fn every_json_answer_matches_the_document() {
         "get /v1/connections/{id}",
         "get /v1/files/{id}",
         "get /v1/models",
+        "get /v1/server/users/{user}/chats",
         "get /v1/system-prompts/{agent}/enhanced",
         "get /v1/workflows",
         "get /v1/workflows/categories",
@@ -633,6 +706,8 @@ async fn every_json_answer_matches_the_document() {
         "post /v1/chats/{id}/switch",
         "post /v1/chats/{id}/workflows/{workflow_id}",
         "post /v1/connections",
+        "post /v1/server/chats",
+        "post /v1/server/chats/{id}/posts",
         "put /v1/connections/{id}",
     ];
     assert_eq!(documented, expected);

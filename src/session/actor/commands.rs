@@ -185,6 +185,11 @@ impl Actor {
                 self.regenerate(&user, seq, model, extras).await
             }
             Op::Switch { user, to } => self.switch(&user, to).await,
+            Op::Post {
+                user,
+                agent,
+                events,
+            } => self.post(&user, agent, events).await,
             Op::Fork {
                 user,
                 agent,

@@ -91,6 +91,16 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said
                     files: crate::link::named(&env.attachments),
                 },
             }),
+            // A backend's post as the application: a note, framed, never
+            // the model's own words.
+            EventKind::Text { agent, content } if agent == crate::protocol::SYSTEM_SPEAKER => {
+                out.push(Said {
+                    by: None,
+                    message: Message::user(format!(
+                        "[A note from the application, not written by the user:]\n{content}"
+                    )),
+                });
+            }
             EventKind::Text { agent, content } => out.push(Said {
                 by: Some(agent),
                 message: Message::Assistant {

@@ -23,6 +23,7 @@ mod cluster;
 mod commands;
 mod conversation;
 mod history;
+mod post;
 mod purge;
 mod queue;
 mod requests;

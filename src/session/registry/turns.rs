@@ -194,6 +194,25 @@ impl Registry {
             .await
     }
 
+    /// A backend's post into `user`'s chat (the server API): `events` as
+    /// `agent`'s turn, between runs. Counted as one of the user's turns.
+    pub async fn post(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        agent: String,
+        events: Vec<crate::protocol::EventKind>,
+    ) -> Result<(), SessionError> {
+        self.inner.ctx.quotas.message(user)?;
+        let op = Op::Post {
+            user: user.to_owned(),
+            agent,
+            events,
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
     /// `chat.cancel`: end the active run (no effect when none is active).
     pub async fn cancel(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
         let op = Op::Cancel {

@@ -84,6 +84,10 @@ impl Store for PgStore {
         Ok(())
     }
 
+    fn service_keys(&self) -> crate::store::ServiceKeys {
+        crate::store::ServiceKeys::Postgres(self.pool.clone())
+    }
+
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError> {
         sqlx::query(
             "INSERT INTO chats (id, owner, agent, state, context, created_at, updated_at, active_at)

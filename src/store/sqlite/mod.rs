@@ -146,6 +146,10 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn service_keys(&self) -> crate::store::ServiceKeys {
+        crate::store::ServiceKeys::Sqlite(self.pool.clone())
+    }
+
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError> {
         // Committed by the writer's next transaction (see `write::Creates`).
         let (created, start) = self.creates.push(chat.clone());
@@ -415,28 +419,11 @@ impl Store for SqliteStore {
     }
 
     async fn put_answer(&self, chat_id: Uuid, corr: &str, answer: &str) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO template_answers (chat_id, corr, answer) VALUES (?, ?, ?)
-             ON CONFLICT (chat_id, corr) DO UPDATE SET answer = excluded.answer",
-        )
-        .bind(chat_id.to_string())
-        .bind(corr)
-        .bind(answer)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        reads::put_answer(&self.pool, chat_id, corr, answer).await
     }
 
     async fn answer(&self, chat_id: Uuid, corr: &str) -> Result<Option<String>, StoreError> {
-        Ok(
-            sqlx::query_scalar(
-                "SELECT answer FROM template_answers WHERE chat_id = ? AND corr = ?",
-            )
-            .bind(chat_id.to_string())
-            .bind(corr)
-            .fetch_optional(&self.pool)
-            .await?,
-        )
+        reads::answer(&self.pool, chat_id, corr).await
     }
 
     async fn put_connection(&self, c: &ConnectionRecord) -> Result<bool, StoreError> {

@@ -138,3 +138,37 @@ pub(super) async fn ranges(
     }
     Ok(out)
 }
+
+/// Keeps a template conversation's answer to `corr`.
+pub(super) async fn put_answer(
+    pool: &SqlitePool,
+    chat_id: Uuid,
+    corr: &str,
+    answer: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO template_answers (chat_id, corr, answer) VALUES (?, ?, ?)
+             ON CONFLICT (chat_id, corr) DO UPDATE SET answer = excluded.answer",
+    )
+    .bind(chat_id.to_string())
+    .bind(corr)
+    .bind(answer)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// A template conversation's answer to `corr`.
+pub(super) async fn answer(
+    pool: &SqlitePool,
+    chat_id: Uuid,
+    corr: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT answer FROM template_answers WHERE chat_id = ? AND corr = ?")
+            .bind(chat_id.to_string())
+            .bind(corr)
+            .fetch_optional(pool)
+            .await?,
+    )
+}
