@@ -33,6 +33,7 @@ pub mod llm;
 pub mod mcp;
 pub mod metrics;
 pub mod protocol;
+pub mod schedules;
 pub mod session;
 pub mod store;
 pub mod templates;
@@ -212,6 +213,7 @@ pub async fn run(
         title_model: config.title_model.clone(),
         auto_titles: config.auto_titles,
         continue_delay: config.continue_delay,
+        feed: Arc::default(),
     }));
     if let Some(node) = node {
         // Listening before serving: nothing committed by another node is missed.
@@ -220,6 +222,13 @@ pub async fn run(
             .context("listening for the other nodes")?;
     }
     tracker.spawn(sweep_staged(store.clone(), token.clone()));
+    let scheduler = schedules::Scheduler {
+        registry: registry.clone(),
+        schedules: store.schedules(),
+        tick: std::time::Duration::from_secs(1),
+        grace: config.schedules.grace,
+    };
+    tracker.spawn(scheduler.run(token.clone()));
     let recovered = registry.recover_interrupted().await?;
     if recovered > 0 {
         tracing::info!(

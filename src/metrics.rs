@@ -50,6 +50,9 @@ pub const UPSTREAM_SECONDS: &str = "agentwire_upstream_request_seconds";
 /// Upstream AG-UI runs that failed (unreachable, an error status, a broken
 /// or malformed stream, `RUN_ERROR`), by `agent` and `code`.
 pub const UPSTREAM_ERRORS: &str = "agentwire_upstream_errors_total";
+/// Schedules' due times, by `outcome` (`fired`, `failed`: the run could
+/// not start, `skipped`: missed while no node ran).
+pub const SCHEDULE_FIRINGS: &str = "agentwire_schedule_firings_total";
 /// Fetches of the identity provider's keys (JWKS), by `outcome`.
 pub const JWKS_FETCHES: &str = "agentwire_jwks_fetches_total";
 /// How long a tool call ran, by `kind` (`http`, `ui`, `input`, `builtin`).
@@ -160,6 +163,7 @@ fn describe() {
         "Upstream AG-UI run request to response headers."
     );
     describe_counter!(UPSTREAM_ERRORS, "Upstream AG-UI runs that failed.");
+    describe_counter!(SCHEDULE_FIRINGS, "Schedules' due times, by outcome.");
     describe_counter!(JWKS_FETCHES, "Fetches of the identity provider's keys.");
     describe_histogram!(TOOL_SECONDS, Unit::Seconds, "Tool call duration.");
     describe_counter!(ERRORS, "Errors sent to clients, by code.");

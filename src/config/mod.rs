@@ -18,6 +18,17 @@ pub use files::FileLimits;
 use settings::FileSettings;
 pub use settings::{AuthMode, Cli, Command, KeysCommand, LogFormat, ModelConfig, Settings};
 
+/// What schedules may do.
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleLimits {
+    /// A due time found later than this was missed (no node ran).
+    pub grace: Duration,
+    /// The shortest time between two due times of one schedule.
+    pub min_interval: Duration,
+    /// Schedules one user may have.
+    pub per_user: u64,
+}
+
 /// A configuration error that names the key at fault.
 #[derive(Debug, thiserror::Error)]
 #[error("configuration key `{key}`: {message}")]
@@ -75,6 +86,8 @@ pub struct Config {
     pub outbound_queue: usize,
     pub idle_chat: Duration,
     pub shutdown_grace: Duration,
+    /// Schedules' limits and their missed-time grace.
+    pub schedules: ScheduleLimits,
     /// Runs cut off by a restart are continued from the log (issue 19).
     pub continue_runs: bool,
     /// Tests only: how long a continued run waits before it starts.
@@ -247,6 +260,19 @@ impl Settings {
         let ui_timeout = positive("ui_timeout_seconds", pick!(ui_timeout_seconds), 300)?;
         let idle_chat = positive("idle_chat_seconds", pick!(idle_chat_seconds), 60)?;
         let shutdown_grace = positive("shutdown_grace_seconds", pick!(shutdown_grace_seconds), 10)?;
+        let schedules = ScheduleLimits {
+            grace: Duration::from_secs(positive(
+                "schedule_grace_seconds",
+                pick!(schedule_grace_seconds),
+                60,
+            )?),
+            min_interval: Duration::from_secs(positive(
+                "schedule_min_interval_seconds",
+                pick!(schedule_min_interval_seconds),
+                60,
+            )?),
+            per_user: positive("max_schedules_per_user", pick!(max_schedules_per_user), 100)?,
+        };
         let max_message_bytes = pick!(max_message_bytes).unwrap_or(1 << 20);
         if !(1024..=64 << 20).contains(&max_message_bytes) {
             return Err(bad(
@@ -334,6 +360,7 @@ impl Settings {
             outbound_queue,
             idle_chat: Duration::from_secs(idle_chat),
             shutdown_grace: Duration::from_secs(shutdown_grace),
+            schedules,
             continue_runs: pick!(continue_runs_after_restart).unwrap_or(true),
             continue_delay: Duration::from_millis(self.test_continue_delay_ms.unwrap_or(0)),
             default_agent,

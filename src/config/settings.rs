@@ -153,6 +153,16 @@ pub struct Settings {
     /// Seconds shutdown waits for runs and sockets [default: 10].
     #[arg(long, env = "AGENTWIRE_SHUTDOWN_GRACE_SECONDS", global = true)]
     pub shutdown_grace_seconds: Option<u64>,
+    /// A schedule's due time found later than this many seconds was missed
+    /// (no node ran): its `missed` policy applies [default: 60].
+    #[arg(long, env = "AGENTWIRE_SCHEDULE_GRACE_SECONDS", global = true)]
+    pub schedule_grace_seconds: Option<u64>,
+    /// The shortest time between a schedule's due times [default: 60].
+    #[arg(long, env = "AGENTWIRE_SCHEDULE_MIN_INTERVAL_SECONDS", global = true)]
+    pub schedule_min_interval_seconds: Option<u64>,
+    /// Schedules one user may have [default: 100].
+    #[arg(long, env = "AGENTWIRE_MAX_SCHEDULES_PER_USER", global = true)]
+    pub max_schedules_per_user: Option<u64>,
     /// Continue the runs a restart cut off from the log instead of ending
     /// them `interrupted` (agent, group and template runs; a workflow cut
     /// off during its action is not run again) [default: true].
@@ -315,6 +325,9 @@ pub(super) struct FileSettings {
     pub(super) max_message_bytes: Option<usize>,
     pub(super) outbound_queue: Option<usize>,
     pub(super) idle_chat_seconds: Option<u64>,
+    pub(super) schedule_grace_seconds: Option<u64>,
+    pub(super) schedule_min_interval_seconds: Option<u64>,
+    pub(super) max_schedules_per_user: Option<u64>,
     pub(super) shutdown_grace_seconds: Option<u64>,
     pub(super) continue_runs_after_restart: Option<bool>,
     pub(super) default_agent: Option<String>,

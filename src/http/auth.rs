@@ -101,6 +101,33 @@ impl FromRequestParts<AppState> for ServiceCaller {
     }
 }
 
+/// Whoever calls: a user (their own things) or a service key (with its
+/// scopes, naming the user it acts for).
+pub enum Acting {
+    User(AuthUser),
+    Service(ServiceKey),
+}
+
+impl FromRequestParts<AppState> for Acting {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let token = bearer(parts);
+        match state.auth.principal(token.as_deref()).await {
+            Ok(Principal::User { id, claims }) => Ok(Self::User(AuthUser {
+                user: id,
+                token,
+                claims,
+            })),
+            Ok(Principal::Service(key)) => Ok(Self::Service(key)),
+            Err(e) => Err(unauthorized(&e)),
+        }
+    }
+}
+
 fn needs_key() -> Response {
     refusal(
         StatusCode::UNAUTHORIZED,

@@ -31,6 +31,10 @@ pub enum ApiError {
     /// 404 `CONNECTION_NOT_FOUND`.
     #[error("{0}")]
     ConnectionNotFound(String),
+    /// Something else the request names that does not exist (or is not
+    /// the caller's): 404 `SCHEMA_VALIDATION_FAILED`.
+    #[error("{0}")]
+    NotFound(String),
     /// A file that does not exist, or is not the caller's: 404
     /// `FILE_NOT_FOUND`.
     #[error("{0}")]
@@ -72,6 +76,11 @@ impl IntoResponse for ApiError {
             Self::ConnectionNotFound(m) => (
                 StatusCode::NOT_FOUND,
                 ErrorCode::ConnectionNotFound,
+                m.clone(),
+            ),
+            Self::NotFound(m) => (
+                StatusCode::NOT_FOUND,
+                ErrorCode::SchemaValidationFailed,
                 m.clone(),
             ),
             Self::FileNotFound(m) => (StatusCode::NOT_FOUND, ErrorCode::FileNotFound, m.clone()),
@@ -152,4 +161,10 @@ pub fn rate_limited(message: &str, retry_after_ms: u64) -> Response {
         Json(error_body(code, message)),
     )
         .into_response()
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::Session(SessionError::Persistence(e))
+    }
 }

@@ -185,6 +185,7 @@ pub(super) async fn update_chat(
     let flags = ChatFlags {
         pinned: body.pinned,
         archived: body.archived,
+        read: None,
     };
     state.registry.update(id, &user, title, flags).await?;
     let (chat, last_seq) = state.registry.chat(id, &user).await?;

@@ -15,6 +15,7 @@ mod chats;
 mod connections;
 mod download;
 mod error;
+mod feed;
 mod files;
 mod guard;
 mod history;
@@ -24,6 +25,7 @@ mod openai;
 mod openapi;
 mod ops;
 mod rate;
+mod schedules;
 mod serve;
 mod server_api;
 mod sse;
@@ -135,6 +137,8 @@ pub fn router(state: AppState) -> Router {
         .merge(workflows::router())
         .merge(files::router())
         .merge(server_api::router())
+        .merge(feed::router())
+        .merge(schedules::router())
         .merge(web::router())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(guard)

@@ -7,8 +7,8 @@ use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder}
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    ag_ui, ai_sdk, answers, api, branches, chats, connections, download, files, history, listing,
-    openai, ops, server_api, sse, workflows,
+    ag_ui, ai_sdk, answers, api, branches, chats, connections, download, feed, files, history,
+    listing, openai, ops, schedules, server_api, sse, workflows,
 };
 
 /// The API description.
@@ -68,6 +68,14 @@ use super::{
         workflows::invoke,
         files::upload,
         download::download,
+        feed::read,
+        feed::feed,
+        schedules::create,
+        schedules::list,
+        schedules::one,
+        schedules::remove,
+        schedules::pause,
+        schedules::resume,
         server_api::start_chat,
         server_api::post_into,
         server_api::user_chats,
@@ -85,6 +93,7 @@ use super::{
         (name = "ai-sdk", description = "The Vercel AI SDK's chat transport (UI message stream), resumable from the log"),
         (name = "openai", description = "OpenAI-compatible passthrough"),
         (name = "files", description = "Files users upload and tools hand back"),
+        (name = "schedules", description = "Agents that start on their own: cron schedules in a time zone, a user's own or any user's with a service key"),
         (name = "server", description = "The server API: what a backend does with a service key (`agentwire keys create`), never as a user"),
         (name = "ops", description = "Operations"),
     )

@@ -35,6 +35,11 @@ pub struct ChatView {
     pub created_at: String,
     /// RFC 3339, UTC.
     pub updated_at: String,
+    /// The agents' texts since the user last read the chat (said something
+    /// in it, or marked it read: `chat.read`, `POST /v1/chats/{id}/read`).
+    pub unread: u64,
+    /// Where the user last read it.
+    pub read_seq: u64,
     /// The chat's last seq (single-chat answers only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_seq: Option<u64>,
@@ -88,6 +93,8 @@ pub(super) fn chat_view(chat: &ChatRecord, last_seq: Option<u64>) -> ChatView {
         last_activity_at: rfc3339(chat.listing.active_at),
         created_at: rfc3339(chat.created_at),
         updated_at: rfc3339(chat.updated_at),
+        unread: chat.listing.unread,
+        read_seq: chat.listing.read_seq,
         last_seq,
         found: None,
     }

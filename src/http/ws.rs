@@ -69,6 +69,7 @@ pub async fn upgrade(
                 claims,
                 sub,
                 chats: HashSet::new(),
+                feed: None,
                 max_message_bytes: state.config.max_message_bytes,
                 frames: FrameLimiter::new(state.config.limits.frames_per_second),
             };
@@ -125,6 +126,8 @@ struct Connection {
     sub: Subscriber,
     /// Chats this connection is subscribed to.
     chats: HashSet<Uuid>,
+    /// The task that hands it the user's feed, once subscribed.
+    feed: Option<tokio::task::JoinHandle<()>>,
     /// The configured message size limit.
     max_message_bytes: usize,
     /// Inbound messages per second (`rate_frames_per_second`).
@@ -219,6 +222,40 @@ impl Connection {
             attachments: files,
             ..Caller::bearing(&self.user, self.bearer.as_deref())
         }
+    }
+
+    /// `feed.subscribe`: the user's feed events, on this connection until
+    /// it closes (or falls behind: then `feed.lagged`).
+    async fn follow_feed(&mut self) -> Result<(), SessionError> {
+        if self.feed.as_ref().is_none_or(|task| task.is_finished()) {
+            let rx = self.registry.feed().subscribe(&self.user).ok_or_else(|| {
+                SessionError::RateLimited {
+                    what: "feed subscriptions of this user on this node".into(),
+                    retry_after_ms: 1000,
+                }
+            })?;
+            // Said before any event: what the queue holds waits for it.
+            self.send(subscribed()).await;
+            let sub = self.sub.clone();
+            self.feed = Some(tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = sub.closer.closed() => return,
+                        event = rx.events.recv_async() => match event {
+                            Ok(event) => {
+                                sub.send(Outbound::Frame(event.to_string())).await;
+                            }
+                            Err(_) => break,
+                        },
+                    }
+                }
+                let lagged = serde_json::json!({"type": "feed.lagged"}).to_string();
+                sub.send(Outbound::Frame(lagged)).await;
+            }));
+            return Ok(());
+        }
+        self.send(subscribed()).await;
+        Ok(())
     }
 
     fn admit(&self, chat_id: Uuid) -> Result<(), SessionError> {
@@ -329,6 +366,8 @@ impl Connection {
             ClientFrame::ChatCancel { chat_id } => reg.cancel(chat_id, user).await,
             ClientFrame::ChatPause { chat_id } => reg.pause(chat_id, user).await,
             ClientFrame::ChatResumeRun { chat_id } => reg.resume_run(chat_id, user).await,
+            ClientFrame::ChatRead { chat_id, seq } => reg.mark_read(chat_id, user, seq).await,
+            ClientFrame::FeedSubscribe => self.follow_feed().await,
             ClientFrame::ClientUnsubscribe { chat_id } => {
                 if self.chats.remove(&chat_id) {
                     reg.unsubscribe(chat_id, self.sub.conn_id).await;
@@ -337,6 +376,10 @@ impl Connection {
             }
         }
     }
+}
+
+fn subscribed() -> String {
+    serde_json::json!({"type": "feed.subscribed"}).to_string()
 }
 
 /// Drains the outbound queue into the socket until a close is requested.

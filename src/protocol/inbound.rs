@@ -111,6 +111,16 @@ pub enum ClientFrame {
     /// Make the version holding `to` the active one.
     #[serde(rename = "chat.switch")]
     ChatSwitch { chat_id: Uuid, to: u64 },
+    /// The user read the chat up to `seq` (its end if absent).
+    #[serde(rename = "chat.read")]
+    ChatRead {
+        chat_id: Uuid,
+        #[serde(default)]
+        seq: Option<u64>,
+    },
+    /// Get the user's `feed.chat` events on this connection.
+    #[serde(rename = "feed.subscribe")]
+    FeedSubscribe,
     /// Connection-level liveness check.
     #[serde(rename = "ping")]
     Ping,
@@ -133,8 +143,9 @@ impl ClientFrame {
             | Self::WorkflowInvoke { chat_id, .. }
             | Self::ChatEdit { chat_id, .. }
             | Self::ChatRegenerate { chat_id, .. }
-            | Self::ChatSwitch { chat_id, .. } => Some(*chat_id),
-            Self::Ping => None,
+            | Self::ChatSwitch { chat_id, .. }
+            | Self::ChatRead { chat_id, .. } => Some(*chat_id),
+            Self::Ping | Self::FeedSubscribe => None,
         }
     }
 }

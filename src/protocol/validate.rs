@@ -66,6 +66,14 @@ const SCHEMAS: &[(&str, &str)] = &[
         "chat.switch",
         include_str!("../../protocol/inbound/chat.switch.json"),
     ),
+    (
+        "chat.read",
+        include_str!("../../protocol/inbound/chat.read.json"),
+    ),
+    (
+        "feed.subscribe",
+        include_str!("../../protocol/inbound/feed.subscribe.json"),
+    ),
     ("ping", include_str!("../../protocol/inbound/ping.json")),
 ];
 

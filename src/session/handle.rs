@@ -163,6 +163,11 @@ pub(super) enum Op {
         user: String,
         to: u64,
     },
+    /// Mark the chat read up to `seq` (its end if `None`).
+    MarkRead {
+        user: String,
+        seq: Option<u64>,
+    },
     /// A backend's post (the server API): `events` logged as `agent`'s
     /// turn, between runs.
     Post {
@@ -207,6 +212,7 @@ impl Op {
             | Self::Switch { user, .. }
             | Self::Fork { user, .. }
             | Self::Post { user, .. }
+            | Self::MarkRead { user, .. }
             | Self::Workflow { user, .. } => Some(user),
         }
     }

@@ -11,6 +11,7 @@
 
 mod actor;
 mod conversation_id;
+mod feed;
 mod handle;
 mod node;
 mod quotas;
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use conversation_id::{conversation_chat, is_conversation_chat};
+pub use feed::{Feed, FeedRx};
 pub use node::{Node, start as start_node};
 pub use quotas::{Quotas, Slot, UserSlots};
 pub use registry::{Branches, Caller, MessageRef, Registry};
@@ -74,6 +76,8 @@ pub struct SessionContext {
     pub title_model: Option<String>,
     /// Chats are titled after their first run (`auto_titles`).
     pub auto_titles: bool,
+    /// Users' feeds on this node.
+    pub feed: std::sync::Arc<Feed>,
 }
 
 /// Why a request to a chat failed. Each maps to a contract error code.

@@ -81,6 +81,22 @@ impl Node {
         self.cluster.node()
     }
 
+    /// Sends a feed event of `user`'s to the other nodes (a lost one is a
+    /// lost hint: the list stays right).
+    pub async fn announce(&self, user: &str, event: &str) {
+        let payload = super::feed::wire(self.id(), user, event);
+        if payload.len() >= 7_900 {
+            tracing::warn!(
+                bytes = payload.len(),
+                "a feed event too large to cross nodes"
+            );
+            return;
+        }
+        if let Err(e) = self.cluster.notify_feed(&payload).await {
+            tracing::warn!(error = %e, "cannot send a feed event to the other nodes");
+        }
+    }
+
     pub(super) fn cluster(&self) -> &PgCluster {
         &self.cluster
     }
@@ -224,6 +240,13 @@ async fn listen(node: Arc<Node>, registry: Registry, mut listener: sqlx::postgre
                         .spawn(async move { node.run_command(&on, id).await });
                 }
                 Some(NodeMessage::Reply { id, body }) => node.on_reply(id, &body),
+                Some(NodeMessage::Feed(payload)) => match super::feed::unwire(&payload) {
+                    Some((from, user, event)) if from != node.id() => {
+                        registry.context().feed.deliver(user, &event.into());
+                    }
+                    Some(_) => {}
+                    None => tracing::warn!("unreadable feed notification"),
+                },
                 None => tracing::warn!(channel = n.channel(), "unexpected notification"),
             },
             // The connection was lost, and notifications with it: listen

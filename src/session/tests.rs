@@ -37,6 +37,7 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
         title_model: None,
         // One more envelope after a first run: the tests below count seqs.
         auto_titles: false,
+        feed: Arc::default(),
     }))
 }
 

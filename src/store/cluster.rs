@@ -28,6 +28,8 @@ use super::postgres::notice::{self, LOG_CHANNEL, LogNotice};
 use super::seal::{NodeKey, seal};
 use super::{PgStore, StoreError, now_ms};
 
+/// The channel on which users' feed events cross to every node.
+const FEED_CHANNEL: &str = "agentwire_feed";
 /// The first key of every node's advisory lock (the bytes of "agwt").
 const NODE_LOCK_CLASS: i64 = 0x6167_7774;
 /// About how long PostgreSQL keeps the lock of a node whose machine vanished.
@@ -59,6 +61,8 @@ pub enum NodeMessage {
     Command(Uuid),
     /// The answer to a command this node sent.
     Reply { id: Uuid, body: String },
+    /// A user's feed event (`session::feed`'s wire form).
+    Feed(String),
 }
 
 /// This node's membership of the cluster.
@@ -372,7 +376,20 @@ impl PgCluster {
         Ok(())
     }
 
-    /// A listener on the log channel and this node's channel.
+    /// Sends a user's feed event to every node.
+    ///
+    /// # Errors
+    /// The database cannot be reached.
+    pub async fn notify_feed(&self, payload: &str) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(FEED_CHANNEL)
+            .bind(payload)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// A listener on the log channel, the feed channel and this node's channel.
     ///
     /// # Errors
     /// The database cannot be reached.
@@ -380,13 +397,16 @@ impl PgCluster {
         // A connection of its own, not one of the pool's: the pool stays whole.
         let mut listener = PgListener::connect(&self.url).await?;
         listener
-            .listen_all([LOG_CHANNEL, node_channel(self.node).as_str()])
+            .listen_all([LOG_CHANNEL, FEED_CHANNEL, node_channel(self.node).as_str()])
             .await?;
         Ok(listener)
     }
 
     /// Reads a notification received by [`listen`](Self::listen)'s listener.
     pub fn parse(channel: &str, payload: &str) -> Option<NodeMessage> {
+        if channel == FEED_CHANNEL {
+            return Some(NodeMessage::Feed(payload.to_owned()));
+        }
         if channel == LOG_CHANNEL {
             let notices = notice::parse(payload);
             return (!notices.is_empty()).then_some(NodeMessage::Log(notices));

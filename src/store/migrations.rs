@@ -69,6 +69,16 @@ pub(super) fn sqlite() -> Migrator {
             "service_keys",
             include_str!("../../migrations/sqlite/0012_service_keys.sql"),
         ),
+        (
+            13,
+            "unread",
+            include_str!("../../migrations/sqlite/0013_unread.sql"),
+        ),
+        (
+            14,
+            "schedules",
+            include_str!("../../migrations/sqlite/0014_schedules.sql"),
+        ),
     ])
 }
 
@@ -129,6 +139,16 @@ pub(super) fn postgres() -> Migrator {
             11,
             "service_keys",
             include_str!("../../migrations/postgres/0011_service_keys.sql"),
+        ),
+        (
+            12,
+            "unread",
+            include_str!("../../migrations/postgres/0012_unread.sql"),
+        ),
+        (
+            13,
+            "schedules",
+            include_str!("../../migrations/postgres/0013_schedules.sql"),
         ),
     ])
 }

@@ -12,8 +12,10 @@ mod error;
 pub mod files;
 mod keys;
 mod migrations;
+mod outcomes;
 mod postgres;
 mod rebuild;
+mod schedules;
 mod seal;
 pub mod search;
 mod sqlite;
@@ -27,8 +29,10 @@ use uuid::Uuid;
 pub use cluster::{Lease, NodeMessage, PgCluster};
 pub use error::StoreError;
 pub use keys::{ServiceKeyRecord, ServiceKeys};
+pub use outcomes::{Reindexed, Tidy};
 pub use postgres::PgStore;
 pub use postgres::notice::LogNotice;
+pub use schedules::{ScheduleRecord, Schedules};
 pub use seal::SealError;
 pub use sqlite::SqliteStore;
 pub use writer::{LogWriter, OnCommit};
@@ -98,6 +102,10 @@ pub struct Listing {
     /// When the last `chat.text` was logged (the chat's creation before
     /// any), Unix milliseconds.
     pub active_at: i64,
+    /// The agents' texts since the owner last read the chat.
+    pub unread: u64,
+    /// Where the owner last read it (their last text, or a mark).
+    pub read_seq: u64,
 }
 
 /// One chat a search found.
@@ -154,6 +162,8 @@ impl ListCursor {
 pub struct ChatFlags {
     pub pinned: Option<bool>,
     pub archived: Option<bool>,
+    /// Read up to a seq, with the agents' texts after it still unread.
+    pub read: Option<(u64, u64)>,
 }
 
 /// One envelope to append.
@@ -202,26 +212,6 @@ pub struct StoredEnvelope {
     pub json: String,
 }
 
-/// What is left after [`Store::tidy`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tidy {
-    /// Nothing: no need to call again before the next append.
-    Done,
-    /// Some work was done and more may be due: call again when still idle.
-    Again,
-    /// Work is waiting but not due yet: call again in a while.
-    Later,
-}
-
-/// What [`Store::reindex`] rebuilt.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Reindexed {
-    /// Chats whose title, preview and last activity were set again.
-    pub chats: u64,
-    /// Rows of the search index written (texts and titles).
-    pub rows: u64,
-}
-
 /// The session log: chats and their envelopes.
 ///
 /// Implementations must make [`Store::append`] atomic across all the batches
@@ -233,6 +223,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// The service keys kept in this store.
     fn service_keys(&self) -> ServiceKeys;
+
+    /// The schedules kept in this store.
+    fn schedules(&self) -> Schedules;
 
     /// Creates the chat unless a chat with that id exists.
     ///

@@ -32,6 +32,8 @@ struct Fields {
     content: Option<String>,
     #[serde(default)]
     title: Option<String>,
+    #[serde(default)]
+    agent: Option<String>,
 }
 
 /// What an envelope adds to the search index: `("text", words)` for a
@@ -69,6 +71,11 @@ pub struct BatchMeta {
     pub title: Option<(String, u64)>,
     /// The last `chat.text`'s first words, and when it was logged.
     pub preview: Option<(String, i64)>,
+    /// The seq of the batch's last text of the user's (they read the chat
+    /// up to there).
+    pub read_at: Option<u64>,
+    /// The agents' texts after it (after the batch's start, with none).
+    pub unread: u64,
 }
 
 impl BatchMeta {
@@ -89,6 +96,12 @@ impl BatchMeta {
             }
             if let Some(text) = fields.content.filter(|_| kind == "chat.text") {
                 meta.preview = Some((preview(&text), ts_ms));
+                if fields.agent.as_deref() == Some("user") {
+                    meta.read_at = Some(seq);
+                    meta.unread = 0;
+                } else {
+                    meta.unread += 1;
+                }
             }
         }
         (meta != Self::default()).then_some(meta)

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::support::*;
 
 /// A fresh database for a cluster, or `None` when this pass skips them.
-async fn cluster_database() -> Option<String> {
+pub(crate) async fn cluster_database() -> Option<String> {
     if on_postgres() {
         return None; // Run once, in the default pass.
     }

@@ -28,6 +28,7 @@ const LAYERS: &[&str] = &[
     "workflows",
     "agent",
     "session",
+    "schedules",
     "wire",
     "auth",
     "http",

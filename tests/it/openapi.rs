@@ -639,6 +639,54 @@ async fn every_json_answer_matches_the_document() {
         );
     }
 
+    // Reading a chat, and schedules (the caller's own, in auth mode none).
+    let (s, b) = req("POST", format!("/v1/chats/{chat}/read"), String::new()).await;
+    check(&doc, "/v1/chats/{id}/read", "post", s, &b);
+    let (s, b) = req(
+        "POST",
+        format!("/v1/chats/{missing}/read"),
+        json!({"seq": 1}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/chats/{id}/read", "post", s, &b);
+    let (s, b) = req(
+        "POST",
+        "/v1/schedules".into(),
+        json!({"agent": "demo", "cron": "0 8 * * *"}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/schedules", "post", s, &b);
+    let schedule = serde_json::from_str::<Value>(&b).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = req(
+        "POST",
+        "/v1/schedules".into(),
+        json!({"agent": "demo", "cron": "nope"}).to_string(),
+    )
+    .await;
+    check(&doc, "/v1/schedules", "post", s, &b);
+    let (s, b) = req("GET", "/v1/schedules".into(), String::new()).await;
+    check(&doc, "/v1/schedules", "get", s, &b);
+    for (method, path) in [
+        ("GET", format!("/v1/schedules/{schedule}")),
+        ("POST", format!("/v1/schedules/{schedule}/pause")),
+        ("POST", format!("/v1/schedules/{schedule}/resume")),
+        ("GET", format!("/v1/schedules/{missing}")),
+        ("POST", format!("/v1/schedules/{missing}/pause")),
+    ] {
+        let (s, b) = req(method, path.clone(), String::new()).await;
+        let template = path
+            .replace(&schedule, "{id}")
+            .replace(&missing.to_string(), "{id}");
+        check(&doc, &template, &method.to_lowercase(), s, &b);
+    }
+    let (s, b) = req("DELETE", format!("/v1/schedules/{schedule}"), String::new()).await;
+    check(&doc, "/v1/schedules/{id}", "delete", s, &b);
+    let (s, b) = req("DELETE", format!("/v1/schedules/{schedule}"), String::new()).await;
+    check(&doc, "/v1/schedules/{id}", "delete", s, &b);
+
     // Every operation of the document was exercised here, but for the streams
     // (tests/it/sse.rs) and the passthrough (tests/it/passthrough.rs).
     let mut documented: Vec<String> = doc["paths"]
@@ -656,6 +704,7 @@ async fn every_json_answer_matches_the_document() {
     let expected = [
         "delete /v1/chats/{id}",
         "delete /v1/connections/{id}",
+        "delete /v1/schedules/{id}",
         "get /chat/{thread_id}/model",
         "get /healthz",
         "get /metrics",
@@ -674,8 +723,11 @@ async fn every_json_answer_matches_the_document() {
         "get /v1/chats/{id}/state",
         "get /v1/connections",
         "get /v1/connections/{id}",
+        "get /v1/feed",
         "get /v1/files/{id}",
         "get /v1/models",
+        "get /v1/schedules",
+        "get /v1/schedules/{id}",
         "get /v1/server/users/{user}/chats",
         "get /v1/system-prompts/{agent}/enhanced",
         "get /v1/workflows",
@@ -702,10 +754,14 @@ async fn every_json_answer_matches_the_document() {
         "post /v1/chats/{id}/messages",
         "post /v1/chats/{id}/messages/{seq}/edit",
         "post /v1/chats/{id}/model",
+        "post /v1/chats/{id}/read",
         "post /v1/chats/{id}/regenerate",
         "post /v1/chats/{id}/switch",
         "post /v1/chats/{id}/workflows/{workflow_id}",
         "post /v1/connections",
+        "post /v1/schedules",
+        "post /v1/schedules/{id}/pause",
+        "post /v1/schedules/{id}/resume",
         "post /v1/server/chats",
         "post /v1/server/chats/{id}/posts",
         "put /v1/connections/{id}",

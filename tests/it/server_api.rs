@@ -15,7 +15,11 @@ use crate::support::*;
 /// `agentwire keys <args>` on the server's database: its stdout, or the
 /// failure's stderr.
 pub async fn keys(server: &Server, args: &[&str]) -> Result<String, String> {
-    let url = database_url(server.dir.path()).await;
+    keys_at(&database_url(server.dir.path()).await, args).await
+}
+
+/// [`keys`] on the database at `url`.
+pub async fn keys_at(url: &str, args: &[&str]) -> Result<String, String> {
     let cwd = tempfile::tempdir().unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
         .arg("keys")

@@ -154,7 +154,11 @@ impl Actor {
                 pinned,
                 archived,
             } => {
-                let flags = crate::store::ChatFlags { pinned, archived };
+                let flags = crate::store::ChatFlags {
+                    pinned,
+                    archived,
+                    read: None,
+                };
                 self.update(&user, title, flags).await
             }
             Op::Title {
@@ -185,6 +189,7 @@ impl Actor {
                 self.regenerate(&user, seq, model, extras).await
             }
             Op::Switch { user, to } => self.switch(&user, to).await,
+            Op::MarkRead { user, seq } => self.mark_read(&user, seq).await,
             Op::Post {
                 user,
                 agent,

@@ -22,6 +22,7 @@ mod branches;
 mod cluster;
 mod commands;
 mod conversation;
+mod feed;
 mod history;
 mod post;
 mod purge;
@@ -437,6 +438,7 @@ impl Actor {
             });
         }
         let count = envelopes.len() as u64;
+        let milestone = Self::milestone(&envelopes);
         let fence = match self.role {
             Role::Single => None,
             Role::Owner { epoch } => Some(Fence {
@@ -469,6 +471,9 @@ impl Actor {
             if let Some(cs) = conversation_state {
                 chat.conversation_state = Some(cs.to_owned());
             }
+        }
+        if let Some(reason) = milestone {
+            self.announce(reason).await;
         }
         Ok(())
     }

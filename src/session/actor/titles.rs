@@ -223,6 +223,7 @@ impl Actor {
         let rest = ChatFlags {
             pinned: flags.pinned,
             archived: flags.archived.filter(|a| !a),
+            read: None,
         };
         if rest != ChatFlags::default() {
             self.ctx.store.set_chat_flags(self.chat_id, rest).await?;

@@ -130,6 +130,11 @@ impl Registry {
         &self.inner.ctx
     }
 
+    /// Users' feeds on this node.
+    pub fn feed(&self) -> &Arc<super::Feed> {
+        &self.inner.ctx.feed
+    }
+
     /// Another node committed to `chat_id` up to `seq`: wake the chat's
     /// actor here, if any (a follower reads it; an owner learns it lost the chat).
     pub(super) fn on_commit(&self, chat_id: Uuid, seq: u64) {

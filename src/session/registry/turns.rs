@@ -213,6 +213,21 @@ impl Registry {
             .await
     }
 
+    /// `chat.read`: the user read the chat up to `seq` (its end if `None`).
+    pub async fn mark_read(
+        &self,
+        chat_id: Uuid,
+        user: &str,
+        seq: Option<u64>,
+    ) -> Result<(), SessionError> {
+        let op = Op::MarkRead {
+            user: user.to_owned(),
+            seq,
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
     /// `chat.cancel`: end the active run (no effect when none is active).
     pub async fn cancel(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
         let op = Op::Cancel {

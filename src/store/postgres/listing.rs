@@ -36,6 +36,8 @@ pub(super) fn chat_from_row(row: &PgRow) -> Result<ChatRecord, StoreError> {
             pinned: row.try_get("pinned")?,
             preview: row.try_get("preview")?,
             active_at: row.try_get("active_at")?,
+            unread: row.try_get::<i64, _>("unread")?.max(0) as u64,
+            read_seq: row.try_get::<i64, _>("read_seq")?.max(0) as u64,
         },
     })
 }
@@ -92,7 +94,10 @@ pub(super) async fn index(
         let (title, title_seq) = meta.title.unzip();
         sqlx::query(
             "UPDATE chats SET title = COALESCE($1, title), title_seq = COALESCE($5, title_seq),
-                              preview = COALESCE($2, preview), active_at = COALESCE($3, active_at)
+                              preview = COALESCE($2, preview), active_at = COALESCE($3, active_at),
+                              unread = CASE WHEN $6::int8 IS NULL THEN unread + $7 ELSE $7 END,
+                              read_seq = CASE WHEN $6::int8 IS NULL THEN read_seq
+                                              ELSE GREATEST(read_seq, $6) END
              WHERE id = $4",
         )
         .bind(title)
@@ -100,6 +105,8 @@ pub(super) async fn index(
         .bind(at)
         .bind(b.chat_id)
         .bind(title_seq.map(|s| s as i64))
+        .bind(meta.read_at.map(|s| s as i64))
+        .bind(meta.unread as i64)
         .execute(&mut *tx)
         .await?;
     }
@@ -109,12 +116,15 @@ pub(super) async fn index(
 pub(super) async fn set_flags(pool: &PgPool, id: Uuid, flags: ChatFlags) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE chats SET pinned = COALESCE($1, pinned), archived = COALESCE($2, archived),
+                          read_seq = COALESCE($5, read_seq), unread = COALESCE($6, unread),
                           updated_at = $3 WHERE id = $4",
     )
     .bind(flags.pinned)
     .bind(flags.archived)
     .bind(now_ms())
     .bind(id)
+    .bind(flags.read.map(|(seq, _)| seq as i64))
+    .bind(flags.read.map(|(_, unread)| unread as i64))
     .execute(pool)
     .await?;
     Ok(())

@@ -88,6 +88,10 @@ impl Store for PgStore {
         crate::store::ServiceKeys::Postgres(self.pool.clone())
     }
 
+    fn schedules(&self) -> crate::store::Schedules {
+        crate::store::Schedules::Postgres(self.pool.clone())
+    }
+
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError> {
         sqlx::query(
             "INSERT INTO chats (id, owner, agent, state, context, created_at, updated_at, active_at)

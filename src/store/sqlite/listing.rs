@@ -38,6 +38,8 @@ pub(super) fn chat_from_row(row: &SqliteRow) -> Result<ChatRecord, StoreError> {
             pinned: row.try_get::<i64, _>("pinned")? != 0,
             preview: row.try_get("preview")?,
             active_at: row.try_get("active_at")?,
+            unread: row.try_get::<i64, _>("unread")?.max(0) as u64,
+            read_seq: row.try_get::<i64, _>("read_seq")?.max(0) as u64,
         },
     })
 }
@@ -68,6 +70,17 @@ pub(super) fn index(tx: &Transaction<'_>, chat: &str, batch: &AppendBatch) -> ru
     if let Some((preview, at)) = meta.preview {
         tx.prepare_cached("UPDATE chats SET preview = ?1, active_at = ?2 WHERE id = ?3")?
             .execute(params![preview, at, chat])?;
+        tx.prepare_cached(
+            "UPDATE chats SET
+                 unread = CASE WHEN ?1 IS NULL THEN unread + ?2 ELSE ?2 END,
+                 read_seq = CASE WHEN ?1 IS NULL THEN read_seq ELSE max(read_seq, ?1) END
+             WHERE id = ?3",
+        )?
+        .execute(params![
+            meta.read_at.map(|s| s as i64),
+            meta.unread as i64,
+            chat
+        ])?;
     }
     Ok(())
 }
@@ -78,13 +91,16 @@ pub(super) async fn set_flags(
     flags: ChatFlags,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE chats SET pinned = COALESCE(?, pinned), archived = COALESCE(?, archived),
-                          updated_at = ? WHERE id = ?",
+        "UPDATE chats SET pinned = COALESCE(?1, pinned), archived = COALESCE(?2, archived),
+                          read_seq = COALESCE(?5, read_seq), unread = COALESCE(?6, unread),
+                          updated_at = ?3 WHERE id = ?4",
     )
     .bind(flags.pinned.map(i64::from))
     .bind(flags.archived.map(i64::from))
     .bind(now_ms())
     .bind(id.to_string())
+    .bind(flags.read.map(|(seq, _)| seq as i64))
+    .bind(flags.read.map(|(_, unread)| unread as i64))
     .execute(pool)
     .await?;
     Ok(())

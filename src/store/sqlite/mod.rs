@@ -150,6 +150,10 @@ impl Store for SqliteStore {
         crate::store::ServiceKeys::Sqlite(self.pool.clone())
     }
 
+    fn schedules(&self) -> crate::store::Schedules {
+        crate::store::Schedules::Sqlite(self.pool.clone())
+    }
+
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError> {
         // Committed by the writer's next transaction (see `write::Creates`).
         let (created, start) = self.creates.push(chat.clone());

@@ -168,6 +168,7 @@ async fn listing_on(open: Opener) {
     let unpin = ChatFlags {
         pinned: Some(false),
         archived: Some(false),
+        read: None,
     };
     store.set_chat_flags(c, unpin).await.unwrap();
     store.set_chat_flags(b, unpin).await.unwrap();

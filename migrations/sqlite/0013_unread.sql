@@ -1,0 +1,4 @@
+-- Unread counts (issue 38): the agents' texts since the owner last read
+-- the chat (said something in it, or marked it read up to `read_seq`).
+ALTER TABLE chats ADD COLUMN read_seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE chats ADD COLUMN unread INTEGER NOT NULL DEFAULT 0;

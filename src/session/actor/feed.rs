@@ -1,0 +1,89 @@
+//! The chat's announcements to its owner's feed (`session::feed`).
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::Actor;
+use crate::store::NewEnvelope;
+
+impl Actor {
+    /// Why a batch is announced, if it is: the chat's first envelopes, or a
+    /// run's end (a post's too).
+    pub(super) fn milestone(envelopes: &[NewEnvelope]) -> Option<&'static str> {
+        if envelopes.first().is_some_and(|e| e.seq == 1) {
+            Some("created")
+        } else if envelopes.iter().any(|e| e.kind == "chat.run_complete") {
+            Some("updated")
+        } else {
+            None
+        }
+    }
+
+    /// Tells the owner's feed where the chat stands, as the list shows it.
+    pub(super) async fn announce(&self, reason: &'static str) {
+        let chat = match self.ctx.store.chat(self.chat_id).await {
+            Ok(Some(chat)) => chat,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, chat = %self.chat_id, "cannot announce the chat");
+                return;
+            }
+        };
+        let active_at = chrono::DateTime::from_timestamp_millis(chat.listing.active_at)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+        let event = json!({
+            "type": "feed.chat",
+            "reason": reason,
+            "chat_id": chat.id,
+            "agent": chat.agent,
+            "title": chat.listing.title,
+            "preview": chat.listing.preview,
+            "unread": chat.listing.unread,
+            "read_seq": chat.listing.read_seq,
+            "last_seq": self.next_seq - 1,
+            "active_at": active_at,
+            "archived": chat.archived,
+        });
+        let event: Arc<str> = event.to_string().into();
+        self.ctx.feed.deliver(&chat.owner, &event);
+        if let Some(node) = &self.ctx.node {
+            node.announce(&chat.owner, &event).await;
+        }
+    }
+
+    /// Marks the chat read up to `seq` (its last envelope if `None` or
+    /// past it): the agents' texts after it stay unread.
+    pub(super) async fn mark_read(
+        &mut self,
+        user: &str,
+        seq: Option<u64>,
+    ) -> Result<(), crate::session::SessionError> {
+        self.owned(user)?;
+        let last = self.next_seq - 1;
+        let seq = seq.unwrap_or(last).min(last);
+        let mut unread = 0;
+        if seq < last {
+            let after = self
+                .ctx
+                .store
+                .load_after(self.chat_id, seq, u32::MAX)
+                .await?;
+            unread = after
+                .iter()
+                .filter(|e| e.kind == "chat.text")
+                .filter(|e| {
+                    serde_json::from_str::<serde_json::Value>(&e.json)
+                        .is_ok_and(|v| v["agent"] != "user")
+                })
+                .count() as u64;
+        }
+        let flags = crate::store::ChatFlags {
+            read: Some((seq, unread)),
+            ..Default::default()
+        };
+        self.ctx.store.set_chat_flags(self.chat_id, flags).await?;
+        self.announce("read").await;
+        Ok(())
+    }
+}
