@@ -99,14 +99,21 @@ async fn a_schedule_fires_each_due_time_as_a_chat_the_users_feed_hears_of() {
 
     // Two due times: two chats of hers, each one run of the agent on the
     // schedule's message, each announced to her feed.
-    let mut fired = Vec::new();
-    while fired.len() < 2 {
+    let (mut fired, mut ended) = (Vec::new(), std::collections::HashSet::new());
+    while ended.len() < 2 {
         let m = feed.recv_until(|m| m["type"] == "feed.chat").await;
         let event = m.last().unwrap().clone();
-        if event["reason"] == "created" {
-            fired.push(event["chat_id"].as_str().unwrap().to_owned());
+        let chat = event["chat_id"].as_str().unwrap().to_owned();
+        match event["reason"].as_str() {
+            Some("created") => fired.push(chat),
+            // A run's end, in a chat announced before.
+            _ if fired.contains(&chat) => {
+                ended.insert(chat);
+            }
+            _ => {}
         }
     }
+    let fired: Vec<String> = fired.into_iter().filter(|c| ended.contains(c)).collect();
     assert_ne!(fired[0], fired[1]);
     for chat in &fired {
         let types = log_types(&server, "alice", chat).await;
