@@ -14,6 +14,7 @@ use sqlx::postgres::PgPool;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use uuid::Uuid;
 
+use super::pools::{changed, on_pool};
 use super::{StoreError, now_ms};
 
 /// A service key as stored (without the key).
@@ -72,35 +73,16 @@ impl ServiceKeys {
             created_at: now_ms(),
             revoked_at: None,
         };
+        let sql = "INSERT INTO service_keys (id, name, hash, scopes, created_at)
+                   VALUES ($1, $2, $3, $4, $5)";
         let (id, joined) = (record.id.to_string(), scopes.join(","));
-        match self {
-            Self::Sqlite(pool) => {
-                sqlx::query(
-                    "INSERT INTO service_keys (id, name, hash, scopes, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .bind(&id)
-                .bind(name)
-                .bind(hash)
-                .bind(&joined)
-                .bind(record.created_at)
-                .execute(pool)
-                .await?;
-            }
-            Self::Postgres(pool) => {
-                sqlx::query(
-                    "INSERT INTO service_keys (id, name, hash, scopes, created_at)
-                     VALUES ($1, $2, $3, $4, $5)",
-                )
-                .bind(&id)
-                .bind(name)
-                .bind(hash)
-                .bind(&joined)
-                .bind(record.created_at)
-                .execute(pool)
-                .await?;
-            }
-        }
+        on_pool!(
+            self,
+            sql,
+            [&id, name, hash, &joined, record.created_at],
+            execute,
+            |_| ()
+        );
         Ok(record)
     }
 
@@ -110,20 +92,10 @@ impl ServiceKeys {
     /// The store fails.
     pub async fn list(&self) -> Result<Vec<ServiceKeyRecord>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM service_keys ORDER BY created_at, id");
-        match self {
-            Self::Sqlite(pool) => sqlx::query(sqlx::AssertSqlSafe(sql))
-                .fetch_all(pool)
-                .await?
-                .iter()
-                .map(record)
-                .collect(),
-            Self::Postgres(pool) => sqlx::query(sqlx::AssertSqlSafe(sql))
-                .fetch_all(pool)
-                .await?
-                .iter()
-                .map(record)
-                .collect(),
-        }
+        on_pool!(self, sql, [], fetch_all, |rows: Vec<_>| rows
+            .iter()
+            .map(record)
+            .collect())
     }
 
     /// Revokes the live key with this id or name.
@@ -134,28 +106,10 @@ impl ServiceKeys {
     /// # Errors
     /// The store fails.
     pub async fn revoke(&self, id_or_name: &str) -> Result<bool, StoreError> {
-        let now = now_ms();
-        let done = match self {
-            Self::Sqlite(pool) => sqlx::query(
-                "UPDATE service_keys SET revoked_at = ?1
-                 WHERE revoked_at IS NULL AND (id = ?2 OR name = ?2)",
-            )
-            .bind(now)
-            .bind(id_or_name)
-            .execute(pool)
-            .await?
-            .rows_affected(),
-            Self::Postgres(pool) => sqlx::query(
-                "UPDATE service_keys SET revoked_at = $1
-                 WHERE revoked_at IS NULL AND (id = $2 OR name = $2)",
-            )
-            .bind(now)
-            .bind(id_or_name)
-            .execute(pool)
-            .await?
-            .rows_affected(),
-        };
-        Ok(done > 0)
+        let sql = "UPDATE service_keys SET revoked_at = $1
+                   WHERE revoked_at IS NULL AND (id = $2 OR name = $2)";
+        let n = on_pool!(self, sql, [now_ms(), id_or_name], execute, changed);
+        Ok(n > 0)
     }
 
     /// The live key whose hash is `hash`.
@@ -165,22 +119,10 @@ impl ServiceKeys {
     pub async fn find(&self, hash: &str) -> Result<Option<ServiceKeyRecord>, StoreError> {
         let sql =
             format!("SELECT {COLUMNS} FROM service_keys WHERE hash = $1 AND revoked_at IS NULL");
-        match self {
-            Self::Sqlite(pool) => sqlx::query(sqlx::AssertSqlSafe(sql.replace('$', "?")))
-                .bind(hash)
-                .fetch_optional(pool)
-                .await?
-                .as_ref()
-                .map(record)
-                .transpose(),
-            Self::Postgres(pool) => sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(hash)
-                .fetch_optional(pool)
-                .await?
-                .as_ref()
-                .map(record)
-                .transpose(),
-        }
+        on_pool!(self, sql, [hash], fetch_optional, |row: Option<_>| row
+            .as_ref()
+            .map(record)
+            .transpose())
     }
 }
 

@@ -13,6 +13,7 @@ pub mod files;
 mod keys;
 mod migrations;
 mod outcomes;
+mod pools;
 mod postgres;
 mod rebuild;
 mod schedules;

@@ -9,6 +9,7 @@ use sqlx::sqlite::SqlitePool;
 use uuid::Uuid;
 
 use super::StoreError;
+use super::pools::{changed, on_pool};
 
 /// One schedule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,23 +43,6 @@ pub struct ScheduleRecord {
 pub enum Schedules {
     Sqlite(SqlitePool),
     Postgres(PgPool),
-}
-
-/// Runs one statement on either backend: `$n` parameters (SQLite gets
-/// `?n`), the arguments bound in order, `$on` the rows or result.
-macro_rules! on_pool {
-    ($pool:expr, $sql:expr, [$($arg:expr),*], $method:ident, $on:expr) => {
-        match $pool {
-            Schedules::Sqlite(pool) => {
-                let sql = $sql.replace('$', "?");
-                $on(sqlx::query(sqlx::AssertSqlSafe(sql))$(.bind($arg))*.$method(pool).await?)
-            }
-            Schedules::Postgres(pool) => {
-                let sql = $sql.to_owned();
-                $on(sqlx::query(sqlx::AssertSqlSafe(sql))$(.bind($arg))*.$method(pool).await?)
-            }
-        }
-    };
 }
 
 const COLUMNS: &str = "id, owner, agent, message, context, cron, time_zone, missed, paused,
@@ -159,7 +143,7 @@ impl Schedules {
             sql,
             [paused, next_at, id.to_string(), owner],
             execute,
-            |r| { sqlx_rows(&r) }
+            changed
         );
         Ok(n > 0)
     }
@@ -170,9 +154,7 @@ impl Schedules {
     /// The store fails.
     pub async fn delete(&self, id: Uuid, owner: &str) -> Result<bool, StoreError> {
         let sql = "DELETE FROM schedules WHERE id = $1 AND owner = $2";
-        let n = on_pool!(self, sql, [id.to_string(), owner], execute, |r| sqlx_rows(
-            &r
-        ));
+        let n = on_pool!(self, sql, [id.to_string(), owner], execute, changed);
         Ok(n > 0)
     }
 
@@ -223,31 +205,10 @@ impl Schedules {
             sql,
             [to, at, chat, id.to_string(), from],
             execute,
-            |r| { sqlx_rows(&r) }
+            changed
         );
         Ok(n > 0)
     }
-}
-
-/// Rows a statement changed, on either backend.
-trait Affected {
-    fn affected(&self) -> u64;
-}
-
-impl Affected for sqlx::sqlite::SqliteQueryResult {
-    fn affected(&self) -> u64 {
-        self.rows_affected()
-    }
-}
-
-impl Affected for sqlx::postgres::PgQueryResult {
-    fn affected(&self) -> u64 {
-        self.rows_affected()
-    }
-}
-
-fn sqlx_rows(r: &impl Affected) -> u64 {
-    r.affected()
 }
 
 fn record<R: Row>(row: &R) -> Result<ScheduleRecord, StoreError>

@@ -12,17 +12,8 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::auth::{SECRET, token};
-use crate::server_api::{call, keys};
+use crate::server_api::{call, connect_as, keys};
 use crate::support::*;
-
-async fn connect_as(server: &Server, user: &str) -> Client {
-    Client::connect(&format!(
-        "{}?access_token={}",
-        server.ws_url(),
-        token(user, 600, SECRET)
-    ))
-    .await
-}
 
 /// The next `feed.chat` of a connection's (other messages skipped).
 async fn next_feed(c: &mut Client) -> Value {

@@ -57,7 +57,7 @@ pub async fn call(
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
-async fn connect_as(server: &Server, user: &str) -> Client {
+pub async fn connect_as(server: &Server, user: &str) -> Client {
     Client::connect(&format!(
         "{}?access_token={}",
         server.ws_url(),
@@ -329,33 +329,26 @@ async fn the_server_api_refuses_bad_input_and_keeps_the_limits() {
         assert_eq!(status, want, "{body:.80} → {e}");
         assert!(e["error"]["code"].is_string(), "{e}");
     }
-    let (status, _) = call(
-        &server,
-        "POST",
-        "/v1/server/chats/not-a-uuid/posts",
-        &key,
-        Some(json!({"user": "alice", "text": "x"})),
-    )
-    .await;
-    assert_eq!(status, 400);
-    let (status, _) = call(
-        &server,
-        "POST",
-        "/v1/server/chats",
-        &key,
-        Some(json!({"user": "alice", "agent": "nobody"})),
-    )
-    .await;
-    assert_eq!(status, 422);
-    let (status, _) = call(
-        &server,
-        "POST",
-        "/v1/server/chats",
-        &key,
-        Some(json!({"user": "alice", "agent": "demo", "chat_id": chat})),
-    )
-    .await;
-    assert_eq!(status, 409);
+    for (path, body, want) in [
+        (
+            "/v1/server/chats/not-a-uuid/posts",
+            json!({"user": "alice", "text": "x"}),
+            400,
+        ),
+        (
+            "/v1/server/chats",
+            json!({"user": "alice", "agent": "nobody"}),
+            422,
+        ),
+        (
+            "/v1/server/chats",
+            json!({"user": "alice", "agent": "demo", "chat_id": chat}),
+            409,
+        ),
+    ] {
+        let (status, e) = call(&server, "POST", path, &key, Some(body)).await;
+        assert_eq!(status, want, "{path}: {e}");
+    }
     // Posts count as the user's turns: past the rate, 429 with Retry-After.
     let mut statuses = Vec::new();
     for i in 0..6 {
