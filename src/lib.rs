@@ -155,6 +155,14 @@ pub async fn run(
     agents.limit_upstream_events(config.max_message_bytes);
     let mut auth =
         Authenticator::new(&config.auth).context("configuration key `jwt_public_key`")?;
+    if let AuthConfig::Jwt(jwt) = &config.auth
+        && matches!(jwt.key, config::JwtKey::Jwks(_))
+        && jwt.audience.is_empty()
+    {
+        tracing::warn!(
+            "jwt_audience is not set: any token your identity provider signs for any of its applications signs in here"
+        );
+    }
     if matches!(config.auth, AuthConfig::None) {
         tracing::warn!(
             "auth mode `none`: every request is user `dev`; set AGENTWIRE_AUTH=jwt in production"

@@ -95,7 +95,16 @@ impl Jwks {
         if !found.is_empty() && fresh {
             return Ok((keys, found));
         }
-        match self.refresh().await {
+        // With keys at hand, a token never waits behind another's fetch:
+        // it is checked with the cache (a provider that hangs stalls no one).
+        let refreshed = match fetched {
+            Some(_) => match self.fetching.try_lock() {
+                Ok(guard) => self.refresh_with(guard).await,
+                Err(_) => Ok(()),
+            },
+            None => self.refresh().await,
+        };
+        match refreshed {
             Ok(()) => {}
             // Old keys still verify while the provider is unreachable.
             Err(e) if fetched.is_some() => {
@@ -111,12 +120,27 @@ impl Jwks {
     /// Fetches the keys, unless a fetch ended less than [`MIN_INTERVAL`] ago
     /// (then the cache is what that fetch left).
     async fn refresh(&self) -> Result<(), JwksError> {
-        let mut fetching = self.fetching.lock().await;
+        self.refresh_with(self.fetching.lock().await).await
+    }
+
+    /// [`Self::refresh`], the fetch lock held.
+    async fn refresh_with(
+        &self,
+        mut fetching: tokio::sync::MutexGuard<'_, (Option<Instant>, Option<Url>)>,
+    ) -> Result<(), JwksError> {
         if fetching.0.is_some_and(|at| at.elapsed() < MIN_INTERVAL) {
             return Ok(());
         }
-        fetching.0 = Some(Instant::now());
         let outcome = self.fetch(&mut fetching.1).await;
+        // From the fetch's end: a provider slower than the interval is
+        // still asked at most once per interval.
+        fetching.0 = Some(Instant::now());
+        if outcome.is_err() {
+            // Found again next time: the provider may have moved its keys.
+            if let KeySource::Discovery(_) = self.source {
+                fetching.1 = None;
+            }
+        }
         metrics::counter!(crate::metrics::JWKS_FETCHES,
             "outcome" => if outcome.is_ok() { "ok" } else { "error" })
         .increment(1);

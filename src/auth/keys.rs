@@ -1,7 +1,7 @@
 //! Service keys: a backend's bearer credential, with scopes. A key is
 //! `awk_` and 43 characters of base64url (256 random bits); the store keeps
 //! its SHA-256 only, so a key is shown once, when made. A key acts with its
-//! scopes on the server API (`/v1/server/…`), never as a user.
+//! scopes on the server API (`/v1/server/…`) and schedules, never as a user.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

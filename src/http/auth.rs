@@ -46,7 +46,7 @@ impl FromRequestParts<AppState> for AuthUser {
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
         let token = bearer(parts);
-        match state.auth.principal(token.as_deref()).await {
+        match checked(parts, state, token.as_deref()).await {
             Ok(Principal::User { id, claims }) => Ok(Self {
                 user: id,
                 token,
@@ -55,7 +55,7 @@ impl FromRequestParts<AppState> for AuthUser {
             Ok(Principal::Service(key)) => Err(refusal(
                 StatusCode::FORBIDDEN,
                 &format!(
-                    "service key `{}` acts on the server API (/v1/server/…) only, never as a user",
+                    "service key `{}` acts on the server API (/v1/server/…) and schedules only, never as a user",
                     key.name
                 ),
             )),
@@ -90,7 +90,7 @@ impl FromRequestParts<AppState> for ServiceCaller {
     ) -> Result<Self, Self::Rejection> {
         match bearer(parts) {
             Some(token) if token.starts_with(crate::auth::keys::PREFIX) => {
-                match state.auth.principal(Some(&token)).await {
+                match checked(parts, state, Some(&token)).await {
                     Ok(Principal::Service(key)) => Ok(Self(key)),
                     Ok(Principal::User { .. }) => Err(needs_key()),
                     Err(e) => Err(unauthorized(&e)),
@@ -116,7 +116,7 @@ impl FromRequestParts<AppState> for Acting {
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
         let token = bearer(parts);
-        match state.auth.principal(token.as_deref()).await {
+        match checked(parts, state, token.as_deref()).await {
             Ok(Principal::User { id, claims }) => Ok(Self::User(AuthUser {
                 user: id,
                 token,
@@ -128,6 +128,19 @@ impl FromRequestParts<AppState> for Acting {
     }
 }
 
+/// Who `token` is: as the guard found (it checks each request's
+/// credential once, in auth mode `jwt`), else checked here.
+async fn checked(
+    parts: &Parts,
+    state: &AppState,
+    token: Option<&str>,
+) -> Result<Principal, AuthError> {
+    match parts.extensions.get::<Principal>() {
+        Some(principal) => Ok(principal.clone()),
+        None => state.auth.principal(token).await,
+    }
+}
+
 fn needs_key() -> Response {
     refusal(
         StatusCode::UNAUTHORIZED,
@@ -136,6 +149,16 @@ fn needs_key() -> Response {
 }
 
 fn unauthorized(e: &AuthError) -> Response {
+    // Not the caller's fault (the store, or an identity provider never
+    // reached): 503, the detail kept in the log, not told to the caller.
+    if matches!(e, AuthError::Store(_) | AuthError::Keys(_)) {
+        tracing::warn!(error = %e, "cannot check credentials");
+        let body = super::error::error_body(
+            ErrorCode::PersistenceError,
+            "credentials cannot be checked right now; try again shortly",
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
     // Debug: a token's text (an unknown `alg`…) may hold newlines.
     tracing::info!(error = ?e.to_string(), "refused unauthenticated request");
     refusal(StatusCode::UNAUTHORIZED, &e.to_string())

@@ -59,13 +59,21 @@ pub(super) async fn check(State(state): State<AppState>, request: Request, next:
         }
     }
     // In jwt mode a request that will be refused (401) is not read at all.
-    let (parts, body) = request.into_parts();
-    let unauthenticated = !state.auth.is_open()
-        && state
+    let (mut parts, body) = request.into_parts();
+    let mut unauthenticated = false;
+    if !state.auth.is_open() {
+        // Kept for the handler's extractor: a credential is checked once.
+        match state
             .auth
             .principal(super::auth::bearer(&parts).as_deref())
             .await
-            .is_err();
+        {
+            Ok(principal) => {
+                parts.extensions.insert(principal);
+            }
+            Err(_) => unauthenticated = true,
+        }
+    }
     if !has_body || unauthenticated || file {
         return next.run(Request::from_parts(parts, body)).await;
     }

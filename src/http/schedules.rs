@@ -178,17 +178,37 @@ pub(super) async fn create(
 ) -> Result<Response, ApiError> {
     let body: NewSchedule = parse_body(&body)?;
     let user = owner(&acting, body.user.as_deref(), Scope::Publish)?;
+    // Counted as one of the user's turns: reading a cron expression may
+    // search far (a date that never comes), so each costs some CPU.
+    state.registry.quotas().message(&user)?;
+    if let Some(m) = &body.message {
+        if m.trim().is_empty() {
+            return Err(ApiError::BadRequest("`message` must not be empty".into()));
+        }
+        if m.len() > limits::MAX_TEXT_BYTES {
+            let max = limits::MAX_TEXT_BYTES;
+            return Err(crate::session::SessionError::TooLarge(format!(
+                "`message` is over {max} bytes"
+            ))
+            .into());
+        }
+    }
     let tz = body.time_zone.unwrap_or_else(|| "UTC".into());
-    let spec = Spec::parse(&body.cron, &tz).map_err(ApiError::BadRequest)?;
     let now = chrono::Utc::now().timestamp_millis();
-    let next_at = spec
-        .next_after(now)
-        .ok_or_else(|| ApiError::BadRequest("`cron`: never due".into()))?;
+    let (cron, zone) = (body.cron.clone(), tz.clone());
+    // Off the async threads: the search is plain CPU.
+    let (next_at, gap) = tokio::task::spawn_blocking(move || {
+        let spec = Spec::parse(&cron, &zone)?;
+        let next = spec
+            .next_after(now)
+            .ok_or_else(|| "`cron`: never due".to_owned())?;
+        Ok::<_, String>((next, spec.shortest_gap(now)))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .map_err(ApiError::BadRequest)?;
     let limits = state.config.schedules;
-    if spec
-        .shortest_gap(now)
-        .is_some_and(|gap| gap < limits.min_interval.as_millis() as i64)
-    {
+    if gap.is_some_and(|gap| gap < limits.min_interval.as_millis() as i64) {
         return Err(ApiError::BadRequest(format!(
             "`cron`: due times closer than {} s (schedule_min_interval_seconds)",
             limits.min_interval.as_secs()
@@ -196,9 +216,6 @@ pub(super) async fn create(
     }
     if state.registry.agents().get(&body.agent).is_none() {
         return Err(crate::session::SessionError::UnknownAgent(body.agent).into());
-    }
-    if body.message.as_deref().is_some_and(|m| m.trim().is_empty()) {
-        return Err(ApiError::BadRequest("`message` must not be empty".into()));
     }
     let schedules = state.store.schedules();
     if schedules.count(&user).await? >= limits.per_user {

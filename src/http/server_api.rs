@@ -220,6 +220,11 @@ pub(super) async fn post_into(
         if text.trim().is_empty() {
             return Err(ApiError::BadRequest("`text` must not be empty".into()));
         }
+        if text.len() > limits::MAX_TEXT_BYTES {
+            let max = limits::MAX_TEXT_BYTES;
+            let e = crate::session::SessionError::TooLarge(format!("`text` is over {max} bytes"));
+            return Err(e.into());
+        }
         events.push(EventKind::Text {
             agent: speaker.clone(),
             content: text,

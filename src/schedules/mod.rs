@@ -16,12 +16,15 @@ pub use spec::{Missed, Spec};
 
 use uuid::Uuid;
 
-/// The chat a schedule's due time starts: the same on every node.
+/// The chat a schedule's due time starts: the same on every node, and
+/// marked as derived, so no client can take it first (a client's
+/// `chat.start` of a marked id is refused).
 pub fn chat_for(schedule: Uuid, due_at: i64) -> Uuid {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
+    hash.update(b"agentwire-schedule\0");
     hash.update(schedule.as_bytes());
     hash.update(due_at.to_be_bytes());
     let bytes: [u8; 16] = hash.finalize()[..16].try_into().expect("16 bytes");
-    Uuid::new_v8(bytes)
+    crate::session::marked_chat(bytes)
 }

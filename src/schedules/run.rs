@@ -120,12 +120,15 @@ impl Scheduler {
             ..Caller::user(&s.owner)
         };
         self.registry
-            .start(chat, caller, &s.agent, s.message.clone(), None)
+            .start_conversation(chat, caller, &s.agent, s.message.clone(), None)
             .await
     }
 }
 
-/// Whether a failed start may work at the next tick.
+/// Whether a failed start may work at the next tick: an outage of the
+/// store or of a node. A user's rate or quota is not (the due time counts
+/// as failed and the schedule goes on: one user's schedules never hold the
+/// others' back).
 fn transient(e: &SessionError) -> bool {
     matches!(
         e,
@@ -134,6 +137,5 @@ fn transient(e: &SessionError) -> bool {
             | SessionError::Moved
             | SessionError::NodeLost
             | SessionError::NoAnswer
-            | SessionError::RateLimited { .. }
     )
 }

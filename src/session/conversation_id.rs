@@ -26,6 +26,13 @@ pub fn conversation_chat(user: &str, conversation: &str) -> Uuid {
     Uuid::new_v8(bytes)
 }
 
+/// A derived chat id from 16 bytes of a digest: marked, so only a
+/// derivation makes it (a schedule's due times, `schedules::chat_for`).
+pub fn marked_chat(mut bytes: [u8; 16]) -> Uuid {
+    bytes[..2].copy_from_slice(&MARK);
+    Uuid::new_v8(bytes)
+}
+
 /// Whether `id` is of the derived kind (only [`conversation_chat`] makes one).
 pub fn is_conversation_chat(id: Uuid) -> bool {
     id.get_version_num() == 8 && id.as_bytes()[..2] == MARK

@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use conversation_id::{conversation_chat, is_conversation_chat};
+pub use conversation_id::{conversation_chat, is_conversation_chat, marked_chat};
 pub use feed::{Feed, FeedRx};
 pub use node::{Node, start as start_node};
 pub use quotas::{Quotas, Slot, UserSlots};

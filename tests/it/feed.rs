@@ -161,7 +161,30 @@ async fn a_users_feed_announces_chats_made_for_them_and_counts_unread() {
     );
     assert_eq!(next_sse(&mut sse).await["unread"], 2);
 
-    // Read on one connection: every feed of hers hears it.
+    // Read up to the end of the first answer (over HTTP): the post's text
+    // is still unread.
+    let first_end = updated["last_seq"].as_u64().unwrap();
+    let (status, _) = call(
+        &server,
+        "POST",
+        &format!("/v1/chats/{chat}/read"),
+        &token("alice", 600, SECRET),
+        Some(json!({"seq": first_end})),
+    )
+    .await;
+    assert_eq!(status, 204);
+    let read = next_feed(&mut alice).await;
+    assert_eq!(
+        (
+            read["reason"].as_str(),
+            read["unread"].as_u64(),
+            read["read_seq"].as_u64()
+        ),
+        (Some("read"), Some(1), Some(first_end))
+    );
+    assert_eq!(next_sse(&mut sse).await["unread"], 1);
+    assert_eq!(listed(&server, "alice", chat).await["unread"], 1);
+    // Read on one connection (to the end): every feed of hers hears it.
     alice
         .send(json!({"type": "chat.read", "chat_id": chat}))
         .await;
@@ -172,7 +195,7 @@ async fn a_users_feed_announces_chats_made_for_them_and_counts_unread() {
     );
     assert_eq!(read["read_seq"], read["last_seq"]);
     assert_eq!(next_sse(&mut sse).await["unread"], 0);
-    // Read up to her own message only: the two texts after it are unread.
+    // Another device's older mark changes nothing.
     let (status, _) = call(
         &server,
         "POST",
@@ -182,8 +205,7 @@ async fn a_users_feed_announces_chats_made_for_them_and_counts_unread() {
     )
     .await;
     assert_eq!(status, 204);
-    assert_eq!(next_feed(&mut alice).await["unread"], 2);
-    assert_eq!(listed(&server, "alice", chat).await["unread"], 2);
+    assert_eq!(listed(&server, "alice", chat).await["unread"], 0);
     // Her next message reads the chat; the answer is one unread text.
     alice.resume(chat, 0).await;
     alice

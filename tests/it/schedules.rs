@@ -312,6 +312,14 @@ async fn schedules_are_checked_and_a_key_makes_them_for_a_user() {
     )
     .await;
     assert_eq!(status, 400);
+    // A schedule's chat ids are derived ones: nobody takes one first.
+    let taken = agentwire::schedules::chat_for(Uuid::new_v4(), 1_800_000_000_000);
+    let body = json!({"agent": "demo", "chat_id": taken, "message": "mine"});
+    let (status, e) = call(&server, "POST", "/v1/chats", &alice, Some(body)).await;
+    assert!((400..500).contains(&status), "{status} {e}");
+    let body = json!({"user": "alice", "agent": "demo", "chat_id": taken});
+    let (status, e) = call(&server, "POST", "/v1/server/chats", &publish, Some(body)).await;
+    assert!((400..500).contains(&status), "{status} {e}");
 }
 
 /// The chats a schedule's due times in `(from, to)` (unix ms) would have made.

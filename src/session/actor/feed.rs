@@ -7,6 +7,9 @@ use serde_json::json;
 use super::Actor;
 use crate::store::NewEnvelope;
 
+/// The furthest before the log's end a mark of read counts (in envelopes).
+const MAX_BACK: u64 = 2000;
+
 impl Actor {
     /// Why a batch is announced, if it is: the chat's first envelopes, or a
     /// run's end (a post's too).
@@ -53,30 +56,40 @@ impl Actor {
     }
 
     /// Marks the chat read up to `seq` (its last envelope if `None` or
-    /// past it): the agents' texts after it stay unread.
+    /// past it): the agents' texts after it — and after the user's own
+    /// last text — stay unread. A mark only moves forward (another device's
+    /// older one changes nothing), and one more than [`MAX_BACK`]
+    /// envelopes before the end counts as that far back: what it reads of
+    /// the log is bounded.
     pub(super) async fn mark_read(
         &mut self,
         user: &str,
         seq: Option<u64>,
     ) -> Result<(), crate::session::SessionError> {
         self.owned(user)?;
+        let Some(chat) = self.ctx.store.chat(self.chat_id).await? else {
+            return Ok(());
+        };
         let last = self.next_seq - 1;
-        let seq = seq.unwrap_or(last).min(last);
+        let seq = seq
+            .unwrap_or(last)
+            .min(last)
+            .max(last.saturating_sub(MAX_BACK));
+        if seq <= chat.listing.read_seq {
+            return Ok(());
+        }
         let mut unread = 0;
         if seq < last {
             let after = self
                 .ctx
                 .store
-                .load_after(self.chat_id, seq, u32::MAX)
+                .load_after(self.chat_id, seq, MAX_BACK as u32)
                 .await?;
-            unread = after
-                .iter()
-                .filter(|e| e.kind == "chat.text")
-                .filter(|e| {
-                    serde_json::from_str::<serde_json::Value>(&e.json)
-                        .is_ok_and(|v| v["agent"] != "user")
-                })
-                .count() as u64;
+            for e in after.iter().filter(|e| e.kind == "chat.text") {
+                let by_user = serde_json::from_str::<serde_json::Value>(&e.json)
+                    .is_ok_and(|v| v["agent"] == "user");
+                unread = if by_user { 0 } else { unread + 1 };
+            }
         }
         let flags = crate::store::ChatFlags {
             read: Some((seq, unread)),

@@ -130,6 +130,11 @@ impl Registry {
         &self.inner.ctx
     }
 
+    /// Per-user rates and quotas.
+    pub fn quotas(&self) -> &super::Quotas {
+        &self.inner.ctx.quotas
+    }
+
     /// Users' feeds on this node.
     pub fn feed(&self) -> &Arc<super::Feed> {
         &self.inner.ctx.feed

@@ -220,6 +220,8 @@ impl Registry {
         user: &str,
         seq: Option<u64>,
     ) -> Result<(), SessionError> {
+        // Counted as a turn: each may read part of the log.
+        self.inner.ctx.quotas.message(user)?;
         let op = Op::MarkRead {
             user: user.to_owned(),
             seq,

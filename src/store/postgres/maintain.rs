@@ -91,6 +91,13 @@ pub(super) async fn reindex(pool: &PgPool) -> Result<Reindexed, StoreError> {
     sqlx::query("DELETE FROM chat_search")
         .execute(&mut *tx)
         .await?;
+    // What users read is not in the log: kept as it is (indexing again
+    // would count the agents' texts a second time).
+    sqlx::query(
+        "CREATE TEMP TABLE kept_reads ON COMMIT DROP AS SELECT id, unread, read_seq FROM chats",
+    )
+    .execute(&mut *tx)
+    .await?;
     let chats = sqlx::query(
         "UPDATE chats SET title = NULL, title_seq = NULL, preview = NULL, active_at = created_at",
     )
@@ -144,6 +151,12 @@ pub(super) async fn reindex(pool: &PgPool) -> Result<Reindexed, StoreError> {
             break;
         }
     }
+    sqlx::query(
+        "UPDATE chats SET unread = k.unread, read_seq = k.read_seq
+         FROM kept_reads AS k WHERE k.id = chats.id",
+    )
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(Reindexed { chats, rows })
 }

@@ -59,6 +59,12 @@ pub(super) fn purge(conn: &mut Connection, chat: &Uuid) -> rusqlite::Result<bool
 pub(super) fn reindex(conn: &mut Connection) -> rusqlite::Result<Reindexed> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     tx.execute("DELETE FROM chat_search", [])?;
+    // What users read is not in the log: kept as it is (indexing again
+    // would count the agents' texts a second time).
+    tx.execute(
+        "CREATE TEMP TABLE kept_reads AS SELECT id, unread, read_seq FROM chats",
+        [],
+    )?;
     let chats = tx.execute(
         "UPDATE chats SET title = NULL, title_seq = NULL, preview = NULL, active_at = created_at",
         [],
@@ -93,6 +99,12 @@ pub(super) fn reindex(conn: &mut Connection) -> rusqlite::Result<Reindexed> {
             rows += flush(&done, logged)?;
         }
     }
+    tx.execute(
+        "UPDATE chats SET unread = k.unread, read_seq = k.read_seq
+         FROM kept_reads AS k WHERE k.id = chats.id",
+        [],
+    )?;
+    tx.execute("DROP TABLE kept_reads", [])?;
     tx.commit()?;
     Ok(Reindexed {
         chats: chats as u64,
