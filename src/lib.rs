@@ -41,6 +41,7 @@ pub mod templates;
 pub mod testing;
 pub mod tools;
 pub mod upstream;
+pub mod webhooks;
 pub mod wire;
 pub mod workflows;
 
@@ -153,6 +154,14 @@ pub async fn run(
         &config.models,
     )?;
     agents.limit_upstream_events(config.max_message_bytes);
+    let webhook = match &config.webhook {
+        Some((url, secret)) => Some((
+            url.clone(),
+            webhooks::Secret::parse(secret)
+                .map_err(|e| anyhow::anyhow!("configuration key `webhook_secret`: {e}"))?,
+        )),
+        None => None,
+    };
     let mut auth =
         Authenticator::new(&config.auth).context("configuration key `jwt_public_key`")?;
     if let AuthConfig::Jwt(jwt) = &config.auth
@@ -191,6 +200,10 @@ pub async fn run(
         }
     };
     auth.set_service_keys(store.service_keys());
+    if webhook.is_some() {
+        // Before anything is appended: every event from now on is kept.
+        store.enable_outbox();
+    }
     metrics::install();
     let (writer, writer_task) = LogWriter::spawn(store.clone());
     let token = CancellationToken::new();
@@ -237,6 +250,14 @@ pub async fn run(
         grace: config.schedules.grace,
     };
     tracker.spawn(scheduler.run(token.clone()));
+    if let Some((url, secret)) = webhook {
+        let dispatcher = webhooks::Dispatcher {
+            store: store.clone(),
+            url,
+            secret,
+        };
+        tracker.spawn(dispatcher.run(token.clone()));
+    }
     let recovered = registry.recover_interrupted().await?;
     if recovered > 0 {
         tracing::info!(

@@ -53,6 +53,10 @@ pub const UPSTREAM_ERRORS: &str = "agentwire_upstream_errors_total";
 /// Schedules' due times, by `outcome` (`fired`, `failed`: the run could
 /// not start, `skipped`: missed while no node ran).
 pub const SCHEDULE_FIRINGS: &str = "agentwire_schedule_firings_total";
+/// Webhook attempts, by `outcome` (`delivered`, `failed`: to be tried again).
+pub const WEBHOOK_DELIVERIES: &str = "agentwire_webhook_deliveries_total";
+/// Webhook events not delivered yet (read about every 10 s).
+pub const WEBHOOKS_WAITING: &str = "agentwire_webhooks_waiting";
 /// Fetches of the identity provider's keys (JWKS), by `outcome`.
 pub const JWKS_FETCHES: &str = "agentwire_jwks_fetches_total";
 /// How long a tool call ran, by `kind` (`http`, `ui`, `input`, `builtin`).
@@ -164,6 +168,8 @@ fn describe() {
     );
     describe_counter!(UPSTREAM_ERRORS, "Upstream AG-UI runs that failed.");
     describe_counter!(SCHEDULE_FIRINGS, "Schedules' due times, by outcome.");
+    describe_counter!(WEBHOOK_DELIVERIES, "Webhook attempts, by outcome.");
+    describe_gauge!(WEBHOOKS_WAITING, "Webhook events not delivered yet.");
     describe_counter!(JWKS_FETCHES, "Fetches of the identity provider's keys.");
     describe_histogram!(TOOL_SECONDS, Unit::Seconds, "Tool call duration.");
     describe_counter!(ERRORS, "Errors sent to clients, by code.");

@@ -88,6 +88,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Schedules' limits and their missed-time grace.
     pub schedules: ScheduleLimits,
+    /// Where webhooks go, and their secret (text, read by `webhooks`).
+    pub webhook: Option<(reqwest::Url, String)>,
     /// Runs cut off by a restart are continued from the log (issue 19).
     pub continue_runs: bool,
     /// Tests only: how long a continued run waits before it starts.
@@ -260,6 +262,25 @@ impl Settings {
         let ui_timeout = positive("ui_timeout_seconds", pick!(ui_timeout_seconds), 300)?;
         let idle_chat = positive("idle_chat_seconds", pick!(idle_chat_seconds), 60)?;
         let shutdown_grace = positive("shutdown_grace_seconds", pick!(shutdown_grace_seconds), 10)?;
+        let webhook = match (pick!(webhook_url), pick!(webhook_secret)) {
+            (None, None) => None,
+            (Some(url), Some(secret)) => {
+                let url = reqwest::Url::parse(url.trim())
+                    .ok()
+                    .filter(|u| matches!(u.scheme(), "http" | "https"))
+                    .ok_or_else(|| bad("webhook_url", "must be an http:// or https:// URL"))?;
+                Some((url, secret))
+            }
+            (Some(_), None) => {
+                return Err(bad(
+                    "webhook_secret",
+                    "webhook_url needs a secret to sign with",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(bad("webhook_url", "webhook_secret without webhook_url"));
+            }
+        };
         let schedules = ScheduleLimits {
             grace: Duration::from_secs(positive(
                 "schedule_grace_seconds",
@@ -361,6 +382,7 @@ impl Settings {
             idle_chat: Duration::from_secs(idle_chat),
             shutdown_grace: Duration::from_secs(shutdown_grace),
             schedules,
+            webhook,
             continue_runs: pick!(continue_runs_after_restart).unwrap_or(true),
             continue_delay: Duration::from_millis(self.test_continue_delay_ms.unwrap_or(0)),
             default_agent,

@@ -160,6 +160,18 @@ pub struct Settings {
     /// The shortest time between a schedule's due times [default: 60].
     #[arg(long, env = "AGENTWIRE_SCHEDULE_MIN_INTERVAL_SECONDS", global = true)]
     pub schedule_min_interval_seconds: Option<u64>,
+    /// The endpoint webhooks are sent to (none: no webhooks).
+    #[arg(long, env = "AGENTWIRE_WEBHOOK_URL", global = true)]
+    pub webhook_url: Option<String>,
+    /// The webhooks' signing secret: `whsec_` and base64, or any text of at
+    /// least 16 bytes.
+    #[arg(
+        long,
+        env = "AGENTWIRE_WEBHOOK_SECRET",
+        global = true,
+        hide_env_values = true
+    )]
+    pub webhook_secret: Option<String>,
     /// Schedules one user may have [default: 100].
     #[arg(long, env = "AGENTWIRE_MAX_SCHEDULES_PER_USER", global = true)]
     pub max_schedules_per_user: Option<u64>,
@@ -328,6 +340,8 @@ pub(super) struct FileSettings {
     pub(super) schedule_grace_seconds: Option<u64>,
     pub(super) schedule_min_interval_seconds: Option<u64>,
     pub(super) max_schedules_per_user: Option<u64>,
+    pub(super) webhook_url: Option<String>,
+    pub(super) webhook_secret: Option<String>,
     pub(super) shutdown_grace_seconds: Option<u64>,
     pub(super) continue_runs_after_restart: Option<bool>,
     pub(super) default_agent: Option<String>,

@@ -108,3 +108,28 @@ fn an_identity_provider_is_named_by_issuer_or_jwks_url_over_https() {
     });
     assert_eq!(claim.unwrap_err().key, "jwt_user_claim");
 }
+
+#[test]
+fn webhooks_need_an_http_url_and_a_secret() {
+    let with = |url: Option<&str>, secret: Option<&str>| Settings {
+        webhook_url: url.map(str::to_owned),
+        webhook_secret: secret.map(str::to_owned),
+        ..Settings::default()
+    };
+    let ok = with(
+        Some("https://hooks.example.com/x"),
+        Some("0123456789abcdef"),
+    );
+    assert!(ok.resolve().unwrap().webhook.is_some());
+    assert!(Settings::default().resolve().unwrap().webhook.is_none());
+    let key = |s: Settings| s.resolve().unwrap_err().key;
+    assert_eq!(
+        key(with(Some("https://h.example.com"), None)),
+        "webhook_secret"
+    );
+    assert_eq!(key(with(None, Some("0123456789abcdef"))), "webhook_url");
+    assert_eq!(
+        key(with(Some("ftp://h.example.com"), Some("0123456789abcdef"))),
+        "webhook_url"
+    );
+}

@@ -79,6 +79,11 @@ pub(super) fn sqlite() -> Migrator {
             "schedules",
             include_str!("../../migrations/sqlite/0014_schedules.sql"),
         ),
+        (
+            15,
+            "webhook_outbox",
+            include_str!("../../migrations/sqlite/0015_webhook_outbox.sql"),
+        ),
     ])
 }
 
@@ -149,6 +154,11 @@ pub(super) fn postgres() -> Migrator {
             13,
             "schedules",
             include_str!("../../migrations/postgres/0013_schedules.sql"),
+        ),
+        (
+            14,
+            "webhook_outbox",
+            include_str!("../../migrations/postgres/0014_webhook_outbox.sql"),
         ),
     ])
 }

@@ -12,6 +12,7 @@ mod error;
 pub mod files;
 mod keys;
 mod migrations;
+pub mod outbox;
 mod outcomes;
 mod pools;
 mod postgres;
@@ -30,6 +31,7 @@ use uuid::Uuid;
 pub use cluster::{Lease, NodeMessage, PgCluster};
 pub use error::StoreError;
 pub use keys::{ServiceKeyRecord, ServiceKeys};
+pub use outbox::{Outbox, OutboxRow};
 pub use outcomes::{Reindexed, Tidy};
 pub use postgres::PgStore;
 pub use postgres::notice::LogNotice;
@@ -227,6 +229,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// The schedules kept in this store.
     fn schedules(&self) -> Schedules;
+
+    /// Webhooks' outbox in this store.
+    fn outbox(&self) -> Outbox;
+
+    /// From now on, appends write webhooks' events to the outbox.
+    fn enable_outbox(&self);
 
     /// Creates the chat unless a chat with that id exists.
     ///

@@ -29,6 +29,7 @@ const LAYERS: &[&str] = &[
     "agent",
     "session",
     "schedules",
+    "webhooks",
     "wire",
     "auth",
     "http",

@@ -53,4 +53,5 @@ mod template;
 mod upstream;
 mod upstream_peers;
 mod vendors;
+mod webhooks;
 mod workflows;

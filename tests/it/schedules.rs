@@ -312,6 +312,20 @@ async fn schedules_are_checked_and_a_key_makes_them_for_a_user() {
     )
     .await;
     assert_eq!(status, 400);
+    // Bodies over max_message_bytes (1 MiB here) are refused unread.
+    let huge = json!({"agent": "demo", "cron": "0 8 * * *", "message": "x".repeat(1 << 20)});
+    let (status, _) = call(&server, "POST", "/v1/schedules", &alice, Some(huge.clone())).await;
+    assert_eq!(status, 413);
+    let chat = Uuid::new_v4();
+    let (status, _) = call(
+        &server,
+        "POST",
+        &format!("/v1/chats/{chat}/read"),
+        &alice,
+        Some(huge),
+    )
+    .await;
+    assert_eq!(status, 413);
     // A schedule's chat ids are derived ones: nobody takes one first.
     let taken = agentwire::schedules::chat_for(Uuid::new_v4(), 1_800_000_000_000);
     let body = json!({"agent": "demo", "chat_id": taken, "message": "mine"});

@@ -48,14 +48,23 @@ SELECT ARRAY(SELECT chat_id FROM lost) AS lost,
        (SELECT count(*) FROM notified) AS notified";
 
 /// Commits `batches`, all or nothing.
-pub(super) async fn append(pool: &PgPool, batches: &[AppendBatch]) -> Result<(), StoreError> {
+pub(super) async fn append(
+    pool: &PgPool,
+    batches: &[AppendBatch],
+    outbox: bool,
+) -> Result<(), StoreError> {
     let rows = rows(batches);
+    let events = match outbox {
+        true => crate::store::outbox::rows_of(batches),
+        false => Vec::new(),
+    };
     let changes_state = batches
         .iter()
         .any(|b| b.state.is_some() || b.conversation_state.is_some())
-        || super::listing::touches(batches);
+        || super::listing::touches(batches)
+        || !events.is_empty();
     if changes_state || rows.len() > ROWS_PER_INSERT {
-        return in_transaction(pool, batches).await;
+        return in_transaction(pool, batches, &events).await;
     }
     let fenced: Vec<(Uuid, Fence)> = batches
         .iter()
@@ -129,7 +138,11 @@ impl<'a> Columns<'a> {
 
 /// The transaction for a commit that changes a chat's state or holds many
 /// rows: the fence check, the rows a chunk at a time, the notices, the states.
-async fn in_transaction(pool: &PgPool, batches: &[AppendBatch]) -> Result<(), StoreError> {
+async fn in_transaction(
+    pool: &PgPool,
+    batches: &[AppendBatch],
+    events: &[(String, String, i64, &'static str)],
+) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
     check_fences(&mut tx, batches).await?;
     let rows = rows(batches);
@@ -155,6 +168,22 @@ async fn in_transaction(pool: &PgPool, batches: &[AppendBatch]) -> Result<(), St
     }
     super::listing::index(&mut tx, batches).await?;
     let now = super::super::now_ms();
+    if !events.is_empty() {
+        // Webhooks' events, with what makes them.
+        sqlx::query(
+            "INSERT INTO webhook_outbox (id, chat_id, seq, event, created_at, next_at)
+             SELECT i, c, s, e, $5, $5
+             FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::text[]) AS t(i, c, s, e)
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(events.iter().map(|e| e.0.clone()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.1.clone()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.2).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.3).collect::<Vec<_>>())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    }
     for b in batches {
         if let Some(state) = b.state {
             sqlx::query("UPDATE chats SET state = $1, updated_at = $2 WHERE id = $3")

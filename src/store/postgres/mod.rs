@@ -32,6 +32,8 @@ pub struct PgStore {
     blobs: files::PgBlobs,
     url: String,
     pool_size: u32,
+    /// Webhooks' outbox is written with the log (`Store::enable_outbox`).
+    outbox: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PgStore {
@@ -54,6 +56,7 @@ impl PgStore {
             pool,
             url: url.to_owned(),
             pool_size,
+            outbox: Default::default(),
         })
     }
 
@@ -90,6 +93,15 @@ impl Store for PgStore {
 
     fn schedules(&self) -> crate::store::Schedules {
         crate::store::Schedules::Postgres(self.pool.clone())
+    }
+
+    fn outbox(&self) -> crate::store::Outbox {
+        crate::store::Outbox::Postgres(self.pool.clone())
+    }
+
+    fn enable_outbox(&self) {
+        self.outbox
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError> {
@@ -187,7 +199,8 @@ impl Store for PgStore {
     }
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
-        append::append(&self.pool, batches).await
+        let outbox = self.outbox.load(std::sync::atomic::Ordering::Relaxed);
+        append::append(&self.pool, batches, outbox).await
     }
 
     /// While one commit waits for its WAL flush, the next starts on another

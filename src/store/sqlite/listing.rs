@@ -85,6 +85,32 @@ pub(super) fn index(tx: &Transaction<'_>, chat: &str, batch: &AppendBatch) -> ru
     Ok(())
 }
 
+/// One chat's row.
+pub(super) async fn chat(pool: &SqlitePool, id: Uuid) -> Result<Option<ChatRecord>, StoreError> {
+    sqlx::query("SELECT * FROM chats WHERE id = ?")
+        .bind(id.to_string())
+        .fetch_optional(pool)
+        .await?
+        .as_ref()
+        .map(chat_from_row)
+        .transpose()
+}
+
+/// Switches a chat's model (`None`: the agent's own).
+pub(super) async fn set_model(
+    pool: &SqlitePool,
+    id: Uuid,
+    model: Option<&str>,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE chats SET model = ?, updated_at = ? WHERE id = ?")
+        .bind(model)
+        .bind(now_ms())
+        .bind(id.to_string())
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 pub(super) async fn set_flags(
     pool: &SqlitePool,
     id: Uuid,

@@ -48,6 +48,8 @@ pub struct SqliteStore {
     writer: Arc<Mutex<rusqlite::Connection>>,
     /// Chats waiting for the writer's next transaction.
     creates: Arc<write::Creates>,
+    /// Webhooks' outbox is written with the log (`Store::enable_outbox`).
+    outbox: Arc<std::sync::atomic::AtomicBool>,
     /// This process's lock on the file (see `write::lock`).
     _owner: Arc<std::fs::File>,
     _checkpointer: Arc<checkpoint::Checkpointer>,
@@ -85,6 +87,7 @@ impl SqliteStore {
             tail: Arc::new(Mutex::new(journal::Tail::new(1))),
             writer: Arc::new(Mutex::new(writer)),
             creates: Arc::default(),
+            outbox: Arc::default(),
             _owner: Arc::new(owner),
             _checkpointer: Arc::new(checkpointer),
         })
@@ -118,14 +121,16 @@ impl SqliteStore {
             return Ok(if journaled { Tidy::Later } else { Tidy::Done });
         }
         let chats = creates.iter().map(|(c, _)| c);
-        let probed = match write::append(&mut conn, chats, &plan, &folded, batches, now_ms()) {
-            Ok(probed) => probed,
-            Err(e) => {
-                // The chats are not the batches' fault.
-                write::create(&mut conn, creates);
-                return Err(e.into());
-            }
-        };
+        let outbox = self.outbox.load(std::sync::atomic::Ordering::Relaxed);
+        let probed =
+            match write::append(&mut conn, chats, &plan, &folded, batches, now_ms(), outbox) {
+                Ok(probed) => probed,
+                Err(e) => {
+                    // The chats are not the batches' fault.
+                    write::create(&mut conn, creates);
+                    return Err(e.into());
+                }
+            };
         write::created(creates, &Ok(()));
         let mut tail = self.tail();
         tail.commit(&plan, batches, &probed, std::time::Instant::now());
@@ -136,8 +141,6 @@ impl SqliteStore {
         })
     }
 }
-
-use listing::chat_from_row;
 
 #[async_trait]
 impl Store for SqliteStore {
@@ -152,6 +155,15 @@ impl Store for SqliteStore {
 
     fn schedules(&self) -> crate::store::Schedules {
         crate::store::Schedules::Sqlite(self.pool.clone())
+    }
+
+    fn outbox(&self) -> crate::store::Outbox {
+        crate::store::Outbox::Sqlite(self.pool.clone())
+    }
+
+    fn enable_outbox(&self) {
+        self.outbox
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError> {
@@ -230,23 +242,11 @@ impl Store for SqliteStore {
     }
 
     async fn set_chat_model(&self, id: Uuid, model: Option<&str>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE chats SET model = ?, updated_at = ? WHERE id = ?")
-            .bind(model)
-            .bind(now_ms())
-            .bind(id.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        listing::set_model(&self.pool, id, model).await
     }
 
     async fn chat(&self, id: Uuid) -> Result<Option<ChatRecord>, StoreError> {
-        sqlx::query("SELECT * FROM chats WHERE id = ?")
-            .bind(id.to_string())
-            .fetch_optional(&self.pool)
-            .await?
-            .as_ref()
-            .map(chat_from_row)
-            .transpose()
+        listing::chat(&self.pool, id).await
     }
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {

@@ -246,6 +246,7 @@ pub(super) fn append<'a>(
     folded: &[(String, NewEnvelope)],
     batches: &[AppendBatch],
     now_ms: i64,
+    outbox: bool,
 ) -> rusqlite::Result<Vec<(Uuid, u64)>> {
     let started = std::time::Instant::now();
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -295,6 +296,15 @@ pub(super) fn append<'a>(
         if let Some(below) = plan.delete_below {
             tx.prepare_cached("DELETE FROM journal WHERE id < ?1")?
                 .execute([below])?;
+        }
+        if outbox {
+            for (id, chat, seq, event) in crate::store::outbox::rows_of(batches) {
+                tx.prepare_cached(
+                    "INSERT INTO webhook_outbox (id, chat_id, seq, event, created_at, next_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT (id) DO NOTHING",
+                )?
+                .execute(params![id, chat, seq, event, now_ms])?;
+            }
         }
         for (b, batch) in batches.iter().enumerate() {
             super::listing::index(&tx, &ids[b], batch)?;
