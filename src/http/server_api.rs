@@ -225,6 +225,13 @@ pub(super) async fn post_into(
             let e = crate::session::SessionError::TooLarge(format!("`text` is over {max} bytes"));
             return Err(e.into());
         }
+        // As an agent's turn is logged: its words (a line at a time), then
+        // the whole text (a dialect that streams words shows the post too).
+        events.extend(text.split_inclusive('\n').map(|line| EventKind::Print {
+            agent: speaker.clone(),
+            content: line.to_owned(),
+            corr: None,
+        }));
         events.push(EventKind::Text {
             agent: speaker.clone(),
             content: text,

@@ -145,18 +145,19 @@ async fn a_service_key_starts_and_posts_into_a_users_chat_live() {
         types(&live),
         [
             "chat.select_speaker",
+            "chat.print",
             "chat.text",
             "chat.tool_call",
             "chat.tool_response",
             "chat.run_complete"
         ]
     );
-    assert_eq!(live[1]["agent"], "demo");
-    assert_eq!(live[1]["content"], "Your report is ready");
-    assert_eq!(live[2]["component_type"], "report_card");
-    assert_eq!(live[2]["display"], "artifact");
-    assert_eq!(live[2]["corr"], posted["corr"]);
-    assert_eq!(posted["last_seq"], live[4]["seq"]);
+    assert_eq!(live[2]["agent"], "demo");
+    assert_eq!(live[2]["content"], "Your report is ready");
+    assert_eq!(live[3]["component_type"], "report_card");
+    assert_eq!(live[3]["display"], "artifact");
+    assert_eq!(live[3]["corr"], posted["corr"]);
+    assert_eq!(posted["last_seq"], live[5]["seq"]);
     assert_gap_free(&seqs(&[log.clone(), live.clone()].concat()));
 
     let (status, _) = call(
@@ -169,7 +170,7 @@ async fn a_service_key_starts_and_posts_into_a_users_chat_live() {
     .await;
     assert_eq!(status, 201);
     let live = alice.until_complete(chat).await;
-    assert_eq!(live[1]["agent"], "system");
+    assert_eq!(live[2]["agent"], "system");
     // The chat goes on: her next turn answers as before.
     alice.say(chat, "thanks").await;
     assert_eq!(
@@ -367,4 +368,256 @@ async fn the_server_api_refuses_bad_input_and_keeps_the_limits() {
         .await;
     let texts: Vec<&Value> = log.iter().filter(|m| m["type"] == "chat.text").collect();
     assert_eq!(texts.len(), statuses.iter().filter(|s| **s == 201).count());
+}
+
+/// Issue 38's routes held to what the older ones have: a body over
+/// `max_message_bytes` is 413 and changes nothing; another owner finds
+/// nothing (404) or is refused (403); a burst past the user's rate is 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_new_routes_refuse_oversize_bodies_other_owners_and_bursts() {
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            auth: Some(agentwire::config::AuthMode::Jwt),
+            jwt_secret: Some(SECRET.into()),
+            max_message_bytes: Some(16 * 1024),
+            rate_messages_per_minute: Some(4),
+            rate_chats_per_minute: Some(4),
+            max_streams_per_user: Some(1),
+            schedule_min_interval_seconds: Some(60),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let key = keys(
+        &server,
+        &["create", "--name", "ops", "--scopes", "publish,read"],
+    )
+    .await
+    .unwrap();
+    let (alice, bob) = (token("alice", 600, SECRET), token("bob", 600, SECRET));
+    let chat = Uuid::new_v4();
+    let body = json!({"user": "alice", "agent": "demo", "chat_id": chat});
+    assert_eq!(
+        call(&server, "POST", "/v1/server/chats", &key, Some(body))
+            .await
+            .0,
+        201
+    );
+    let schedule = json!({"agent": "demo", "cron": "0 8 * * *"});
+    let (status, made) = call(&server, "POST", "/v1/schedules", &alice, Some(schedule)).await;
+    assert_eq!(status, 201);
+    let id = made["id"].as_str().unwrap().to_owned();
+
+    // Over the size: 413, nothing made.
+    let big = "x".repeat(20 * 1024);
+    for (path, bearer, body) in [
+        (
+            "/v1/server/chats".to_owned(),
+            &key,
+            json!({"user": "alice", "agent": "demo", "message": big}),
+        ),
+        (
+            format!("/v1/server/chats/{chat}/posts"),
+            &key,
+            json!({"user": "alice", "text": big}),
+        ),
+        (
+            format!("/v1/chats/{chat}/read"),
+            &alice,
+            json!({"seq": 1, "pad": big}),
+        ),
+        (
+            "/v1/schedules".to_owned(),
+            &alice,
+            json!({"agent": "demo", "cron": "0 9 * * *", "message": big}),
+        ),
+        (
+            format!("/v1/schedules/{id}/pause"),
+            &alice,
+            json!({"pad": big}),
+        ),
+        (
+            format!("/v1/schedules/{id}/resume"),
+            &alice,
+            json!({"pad": big}),
+        ),
+    ] {
+        let (status, e) = call(&server, "POST", &path, bearer, Some(body)).await;
+        assert_eq!(status, 413, "{path}: {e}");
+    }
+    let (_, list) = call(&server, "GET", "/v1/schedules", &alice, None).await;
+    assert_eq!(list["schedules"].as_array().unwrap().len(), 1);
+    assert_eq!(list["schedules"][0]["paused"], false);
+
+    // Another owner: bob finds none of alice's; a key names the owner.
+    for (method, path) in [
+        ("POST", format!("/v1/chats/{chat}/read")),
+        ("GET", format!("/v1/schedules/{id}")),
+        ("POST", format!("/v1/schedules/{id}/pause")),
+        ("POST", format!("/v1/schedules/{id}/resume")),
+        ("DELETE", format!("/v1/schedules/{id}")),
+    ] {
+        let (status, e) = call(&server, method, &path, &bob, None).await;
+        assert_eq!(status, 404, "{method} {path}: {e}");
+    }
+    let (_, list) = call(&server, "GET", "/v1/schedules", &bob, None).await;
+    assert_eq!(list["schedules"], json!([]));
+    let wrong = json!({"user": "bob", "text": "hi"});
+    let posts = format!("/v1/server/chats/{chat}/posts");
+    assert_eq!(
+        call(&server, "POST", &posts, &key, Some(wrong)).await.0,
+        404
+    );
+    // A user's token is not a key, a key is not a user.
+    let mine = json!({"user": "alice", "agent": "demo"});
+    assert_eq!(
+        call(&server, "POST", "/v1/server/chats", &alice, Some(mine))
+            .await
+            .0,
+        401
+    );
+    assert_eq!(call(&server, "GET", "/v1/feed", &key, None).await.0, 403);
+
+    // Bursts: each route that takes a turn or makes a chat, past the rate.
+    let burst = |path: String, bearer: String, body: Value| {
+        let server = &server;
+        async move {
+            let mut statuses = Vec::new();
+            for _ in 0..8 {
+                statuses.push(
+                    call(server, "POST", &path, &bearer, Some(body.clone()))
+                        .await
+                        .0,
+                );
+            }
+            assert!(statuses.contains(&429), "{path}: {statuses:?}");
+        }
+    };
+    burst(
+        posts.clone(),
+        key.clone(),
+        json!({"user": "alice", "text": "note"}),
+    )
+    .await;
+    burst(format!("/v1/chats/{chat}/read"), bob.clone(), json!({})).await;
+    burst(
+        "/v1/schedules".into(),
+        bob.clone(),
+        json!({"agent": "demo", "cron": "0 8 * * *"}),
+    )
+    .await;
+    burst(
+        "/v1/server/chats".into(),
+        key.clone(),
+        json!({"user": "carol", "agent": "demo"}),
+    )
+    .await;
+    // Streams: one per user here; the second feed is 429.
+    let open = tokio::spawn({
+        let url = format!("http://{}/v1/feed", server.addr);
+        let alice = alice.clone();
+        async move {
+            let r = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(alice)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            // Held open while the second is tried.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            drop(r);
+            status
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, _) = call(&server, "GET", "/v1/feed", &alice, None).await;
+    assert_eq!(status, 429);
+    assert_eq!(open.await.unwrap(), 200);
+}
+
+/// A backend's post is a run of its own in the log: on every SSE dialect,
+/// a stream that rejoins after any of its events gets exactly the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_resumes_after_any_of_its_events_on_every_sse_wire() {
+    use crate::hitl::{DIALECTS, start};
+    use crate::rejoin::{rejoined, resumes_after_each, until};
+    use crate::sse::{all, open};
+    let demo = include_str!("../../src/agent/demo.yaml").replacen("id: demo", "id: real", 1);
+    let server = Server::start_with(Opts {
+        agents: vec![("real.yaml".into(), demo)],
+        ..Default::default()
+    })
+    .await;
+    let key = keys(&server, &["create", "--name", "crm", "--scopes", "publish"])
+        .await
+        .unwrap();
+    let post = json!({"user": "dev", "text": "Your report is ready.\nRows: 3.\nColumns: 4.\nTotal: 12.\nSee the card.",
+                      "widget": {"component_type": "report_card", "payload": {"rows": 3}}});
+    for d in &DIALECTS {
+        let (o, chat) = start(&server, d, "go").await;
+        all(o.events).await;
+        let path = format!("/v1/chats/{chat}/events?dialect={}", d.rejoin);
+        let (_, view) = http_json(&server, "GET", &format!("/v1/chats/{chat}"), "").await;
+        let before = view["last_seq"].as_u64().unwrap();
+        let (status, e) = call(
+            &server,
+            "POST",
+            &format!("/v1/server/chats/{chat}/posts"),
+            &key,
+            Some(post.clone()),
+        )
+        .await;
+        assert_eq!(status, 201, "{e}");
+        // The post, as the dialect sends it: joined after the first run.
+        let after = format!("{path}&after={before}");
+        let posted = all(open(&server, "GET", &after, None, None).await.events).await;
+        assert!(
+            posted
+                .iter()
+                .any(|e| e.data.to_string().contains("Your report is ready")),
+            "{}: {posted:?}",
+            d.name
+        );
+        resumes_after_each(d.name, &posted, posted.len(), |id| {
+            rejoined(&server, path.clone(), id)
+        })
+        .await;
+    }
+    // The log itself (`chat`): the post's envelopes are its events.
+    let chat = Uuid::new_v4();
+    let body = json!({"user": "dev", "agent": "real", "chat_id": chat, "message": "go"});
+    assert_eq!(
+        call(&server, "POST", "/v1/server/chats", &key, Some(body))
+            .await
+            .0,
+        201
+    );
+    let path = format!("/v1/chats/{chat}/events");
+    let is_end = |e: &crate::sse::Ev| e.event == "chat.run_complete";
+    until(open(&server, "GET", &path, None, None).await.events, is_end).await;
+    let posts = format!("/v1/server/chats/{chat}/posts");
+    assert_eq!(call(&server, "POST", &posts, &key, Some(post)).await.0, 201);
+    // Both runs: to the post's end (the second run_complete).
+    let ends = std::cell::Cell::new(0);
+    let whole = until(open(&server, "GET", &path, None, None).await.events, |e| {
+        ends.set(ends.get() + usize::from(is_end(e)));
+        ends.get() == 2
+    })
+    .await;
+    let last = whole.last().unwrap().id.clone();
+    assert!(whole.iter().any(|e| e.event == "chat.tool_call"));
+    // (Its stream stays open: each rejoin is read to the post's end.)
+    resumes_after_each("chat", &whole, whole.len() - 1, |id| {
+        let (path, server, last) = (path.clone(), &server, last.clone());
+        async move {
+            until(
+                open(server, "GET", &path, None, Some(&id)).await.events,
+                |e| e.id == last,
+            )
+            .await
+        }
+    })
+    .await;
 }
