@@ -23,36 +23,41 @@ impl Actor {
         }
     }
 
-    /// Tells the owner's feed where the chat stands, as the list shows it.
+    /// Tells the owner's feed where the chat stands, as the list shows it:
+    /// off the actor (a read of the chat's row and, on several nodes, a
+    /// NOTIFY), so the run's end is not held up by it.
     pub(super) async fn announce(&self, reason: &'static str) {
-        let chat = match self.ctx.store.chat(self.chat_id).await {
-            Ok(Some(chat)) => chat,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, chat = %self.chat_id, "cannot announce the chat");
-                return;
+        let (ctx, chat_id, last_seq) = (self.ctx.clone(), self.chat_id, self.next_seq - 1);
+        self.ctx.tracker.spawn(async move {
+            let chat = match ctx.store.chat(chat_id).await {
+                Ok(Some(chat)) => chat,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, chat = %chat_id, "cannot announce the chat");
+                    return;
+                }
+            };
+            let active_at = chrono::DateTime::from_timestamp_millis(chat.listing.active_at)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+            let event = json!({
+                "type": "feed.chat",
+                "reason": reason,
+                "chat_id": chat.id,
+                "agent": chat.agent,
+                "title": chat.listing.title,
+                "preview": chat.listing.preview,
+                "unread": chat.listing.unread,
+                "read_seq": chat.listing.read_seq,
+                "last_seq": last_seq,
+                "active_at": active_at,
+                "archived": chat.archived,
+            });
+            let event: Arc<str> = event.to_string().into();
+            ctx.feed.deliver(&chat.owner, &event);
+            if let Some(node) = &ctx.node {
+                node.announce(&chat.owner, &event).await;
             }
-        };
-        let active_at = chrono::DateTime::from_timestamp_millis(chat.listing.active_at)
-            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
-        let event = json!({
-            "type": "feed.chat",
-            "reason": reason,
-            "chat_id": chat.id,
-            "agent": chat.agent,
-            "title": chat.listing.title,
-            "preview": chat.listing.preview,
-            "unread": chat.listing.unread,
-            "read_seq": chat.listing.read_seq,
-            "last_seq": self.next_seq - 1,
-            "active_at": active_at,
-            "archived": chat.archived,
         });
-        let event: Arc<str> = event.to_string().into();
-        self.ctx.feed.deliver(&chat.owner, &event);
-        if let Some(node) = &self.ctx.node {
-            node.announce(&chat.owner, &event).await;
-        }
     }
 
     /// Marks the chat read up to `seq` (its last envelope if `None` or
