@@ -155,9 +155,9 @@ pub async fn run(
     )?;
     agents.limit_upstream_events(config.max_message_bytes);
     let webhook = match &config.webhook {
-        Some((url, secret)) => Some((
-            url.clone(),
-            webhooks::Secret::parse(secret)
+        Some(hook) => Some((
+            hook.clone(),
+            webhooks::Secret::parse(&hook.secret)
                 .map_err(|e| anyhow::anyhow!("configuration key `webhook_secret`: {e}"))?,
         )),
         None => None,
@@ -250,11 +250,13 @@ pub async fn run(
         grace: config.schedules.grace,
     };
     tracker.spawn(scheduler.run(token.clone()));
-    if let Some((url, secret)) = webhook {
+    if let Some((hook, secret)) = webhook {
         let dispatcher = webhooks::Dispatcher {
             store: store.clone(),
-            url,
+            url: hook.url,
             secret,
+            timeout: hook.timeout,
+            remind: hook.remind,
         };
         tracker.spawn(dispatcher.run(token.clone()));
     }

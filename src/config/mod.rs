@@ -29,6 +29,18 @@ pub struct ScheduleLimits {
     pub per_user: u64,
 }
 
+/// Webhooks out: where they go and how.
+#[derive(Debug, Clone)]
+pub struct Webhook {
+    pub url: reqwest::Url,
+    /// The signing secret (text, read by `webhooks`).
+    pub secret: String,
+    /// How long one request may take.
+    pub timeout: Duration,
+    /// Waits for a person are told again this often while open.
+    pub remind: Option<Duration>,
+}
+
 /// A configuration error that names the key at fault.
 #[derive(Debug, thiserror::Error)]
 #[error("configuration key `{key}`: {message}")]
@@ -88,8 +100,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Schedules' limits and their missed-time grace.
     pub schedules: ScheduleLimits,
-    /// Where webhooks go, and their secret (text, read by `webhooks`).
-    pub webhook: Option<(reqwest::Url, String)>,
+    /// Where webhooks go, and how.
+    pub webhook: Option<Webhook>,
     /// Runs cut off by a restart are continued from the log (issue 19).
     pub continue_runs: bool,
     /// Tests only: how long a continued run waits before it starts.
@@ -269,7 +281,24 @@ impl Settings {
                     .ok()
                     .filter(|u| matches!(u.scheme(), "http" | "https"))
                     .ok_or_else(|| bad("webhook_url", "must be an http:// or https:// URL"))?;
-                Some((url, secret))
+                let timeout = positive(
+                    "webhook_timeout_seconds",
+                    pick!(webhook_timeout_seconds),
+                    15,
+                )?;
+                if timeout > 300 {
+                    return Err(bad("webhook_timeout_seconds", "at most 300"));
+                }
+                let remind = match pick!(webhook_remind_seconds) {
+                    Some(0) => return Err(bad("webhook_remind_seconds", "must be greater than 0")),
+                    s => s.map(Duration::from_secs),
+                };
+                Some(Webhook {
+                    url,
+                    secret,
+                    timeout: Duration::from_secs(timeout),
+                    remind,
+                })
             }
             (Some(_), None) => {
                 return Err(bad(

@@ -172,6 +172,15 @@ pub struct Settings {
         hide_env_values = true
     )]
     pub webhook_secret: Option<String>,
+    /// Seconds one webhook request may take; a node holds an event it sends
+    /// for twice that, then another may send it [default: 15].
+    #[arg(long, env = "AGENTWIRE_WEBHOOK_TIMEOUT_SECONDS", global = true)]
+    pub webhook_timeout_seconds: Option<u64>,
+    /// Send `input.requested` and `approval.requested` again every this many
+    /// seconds while the person has not answered, with how long they have
+    /// waited [default: none, sent once].
+    #[arg(long, env = "AGENTWIRE_WEBHOOK_REMIND_SECONDS", global = true)]
+    pub webhook_remind_seconds: Option<u64>,
     /// Schedules one user may have [default: 100].
     #[arg(long, env = "AGENTWIRE_MAX_SCHEDULES_PER_USER", global = true)]
     pub max_schedules_per_user: Option<u64>,
@@ -342,6 +351,8 @@ pub(super) struct FileSettings {
     pub(super) max_schedules_per_user: Option<u64>,
     pub(super) webhook_url: Option<String>,
     pub(super) webhook_secret: Option<String>,
+    pub(super) webhook_timeout_seconds: Option<u64>,
+    pub(super) webhook_remind_seconds: Option<u64>,
     pub(super) shutdown_grace_seconds: Option<u64>,
     pub(super) continue_runs_after_restart: Option<bool>,
     pub(super) default_agent: Option<String>,

@@ -132,4 +132,26 @@ fn webhooks_need_an_http_url_and_a_secret() {
         key(with(Some("ftp://h.example.com"), Some("0123456789abcdef"))),
         "webhook_url"
     );
+    let hook = ok.resolve().unwrap().webhook.unwrap();
+    assert_eq!((hook.timeout.as_secs(), hook.remind), (15, None));
+    let tuned = Settings {
+        webhook_timeout_seconds: Some(301),
+        ..with(Some("https://h.example.com"), Some("0123456789abcdef"))
+    };
+    assert_eq!(key(tuned), "webhook_timeout_seconds");
+    let tuned = Settings {
+        webhook_remind_seconds: Some(0),
+        ..with(Some("https://h.example.com"), Some("0123456789abcdef"))
+    };
+    assert_eq!(key(tuned), "webhook_remind_seconds");
+    let tuned = Settings {
+        webhook_timeout_seconds: Some(2),
+        webhook_remind_seconds: Some(3600),
+        ..with(Some("https://h.example.com"), Some("0123456789abcdef"))
+    };
+    let hook = tuned.resolve().unwrap().webhook.unwrap();
+    assert_eq!(
+        (hook.timeout.as_secs(), hook.remind.map(|r| r.as_secs())),
+        (2, Some(3600))
+    );
 }

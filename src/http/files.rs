@@ -36,11 +36,13 @@ pub fn router() -> Router<AppState> {
 }
 
 /// Whether a request's body is a file the handler streams (the guard
-/// neither asks it to be JSON nor reads it whole).
+/// neither asks it to be JSON nor reads it whole): an upload of a user's,
+/// or of a backend's (`/v1/server/chats/{id}/files`).
 pub(super) fn streams_body(method: &axum::http::Method, path: &str) -> bool {
     method == axum::http::Method::POST
         && path
             .strip_prefix("/v1/chats/")
+            .or_else(|| path.strip_prefix("/v1/server/chats/"))
             .and_then(|rest| rest.strip_suffix("/files"))
             .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
@@ -70,7 +72,7 @@ pub struct FileView {
     pub created_at: String,
 }
 
-fn file_view(f: &FileRecord) -> FileView {
+pub(super) fn file_view(f: &FileRecord) -> FileView {
     FileView {
         id: f.id,
         chat_id: f.chat_id,
@@ -99,13 +101,26 @@ pub(super) async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let chat_id = chat_id(&id)?;
-    let declared = declared_type(&headers);
+    let file = take(&state, &user, chat_id(&id)?, q.name, &headers, body).await?;
+    Ok((StatusCode::CREATED, Json(file_view(&file))).into_response())
+}
+
+/// Keeps a request's body — the raw file, or a multipart form's file — as
+/// a file of `user`'s in `chat_id`, named `name` (or the form's filename).
+pub(super) async fn take(
+    state: &AppState,
+    user: &str,
+    chat_id: Uuid,
+    name: Option<String>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<FileRecord, ApiError> {
+    let declared = declared_type(headers);
     let length = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let file = match declared.as_deref() {
+    match declared.as_deref() {
         Some("multipart/form-data") => {
             let boundary = headers
                 .get(header::CONTENT_TYPE)
@@ -148,10 +163,7 @@ pub(super) async fn upload(
                     }
                 }
             };
-            let name = q
-                .name
-                .clone()
-                .or_else(|| field.file_name().map(str::to_owned));
+            let name = name.or_else(|| field.file_name().map(str::to_owned));
             let declared = field
                 .content_type()
                 .map(|t| t.essence_str().to_ascii_lowercase());
@@ -161,19 +173,18 @@ pub(super) async fn upload(
                 declared: declared.as_deref(),
                 length: None,
             };
-            keep(&state, &user, file, field).await?
+            keep(state, user, file, field).await
         }
         _ => {
             let file = Incoming {
                 chat_id,
-                name: q.name.as_deref(),
+                name: name.as_deref(),
                 declared: declared.as_deref(),
                 length,
             };
-            keep(&state, &user, file, body.into_data_stream()).await?
+            keep(state, user, file, body.into_data_stream()).await
         }
-    };
-    Ok((StatusCode::CREATED, Json(file_view(&file))).into_response())
+    }
 }
 
 /// The media type a `Content-Type` declares, without its parameters, lower case.

@@ -78,6 +78,7 @@ use super::{
         schedules::resume,
         server_api::start_chat,
         server_api::post_into,
+        server_api::upload,
         server_api::user_chats,
     ),
     components(schemas(api::ErrorBody, api::ErrorDetail)),

@@ -170,7 +170,8 @@ fn not_found() -> ApiError {
     security(("bearer" = []), ("service_key" = ["publish"])),
     responses((status = 201, body = ScheduleView), (status = 400, body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-              (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+              (status = 409, body = ErrorBody), (status = 422, body = ErrorBody),
+              (status = 429, body = ErrorBody)))]
 pub(super) async fn create(
     State(state): State<AppState>,
     acting: Acting,
@@ -289,7 +290,8 @@ pub(super) async fn one(
 #[utoipa::path(delete, path = "/v1/schedules/{id}", tag = "schedules",
     params(("id" = Uuid, Path), ForUser), security(("bearer" = []), ("service_key" = ["publish"])),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 429, body = ErrorBody)))]
 pub(super) async fn remove(
     State(state): State<AppState>,
     acting: Acting,
@@ -297,6 +299,7 @@ pub(super) async fn remove(
     Query(q): Query<ForUser>,
 ) -> Result<StatusCode, ApiError> {
     let user = owner(&acting, q.user.as_deref(), Scope::Publish)?;
+    state.registry.quotas().message(&user)?;
     match state
         .store
         .schedules()
@@ -313,7 +316,7 @@ pub(super) async fn remove(
     params(("id" = Uuid, Path), ForUser), security(("bearer" = []), ("service_key" = ["publish"])),
     responses((status = 200, body = ScheduleView), (status = 400, body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-              (status = 404, body = ErrorBody)))]
+              (status = 404, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub(super) async fn pause(
     state: State<AppState>,
     acting: Acting,
@@ -329,7 +332,7 @@ pub(super) async fn pause(
     params(("id" = Uuid, Path), ForUser), security(("bearer" = []), ("service_key" = ["publish"])),
     responses((status = 200, body = ScheduleView), (status = 400, body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-              (status = 404, body = ErrorBody)))]
+              (status = 404, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub(super) async fn resume(
     state: State<AppState>,
     acting: Acting,
@@ -347,6 +350,8 @@ async fn set_paused(
     paused: bool,
 ) -> Result<Json<ScheduleView>, ApiError> {
     let user = owner(&acting, q.user.as_deref(), Scope::Publish)?;
+    // A change, as making one: one of the user's turns.
+    state.registry.quotas().message(&user)?;
     let id = schedule_id(&id)?;
     let schedules = state.store.schedules();
     let found = schedules.get(id, &user).await?.ok_or_else(not_found)?;

@@ -1,13 +1,14 @@
 //! The server API: what a backend does with a service key (never as a
 //! user). With `publish`: start a chat for a user (an agent's first turn,
 //! from an event of the backend's) and post into a user's chat as the
-//! agent or as the system (a message, a widget). With `read`: a user's
-//! chats. Everything is logged and delivered live like any envelope.
+//! agent or as the system (a message, a widget, files it uploaded to the
+//! chat). With `read`: a user's chats. Everything is logged and delivered
+//! live like any envelope.
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
@@ -15,10 +16,11 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::api::ErrorBody;
+use super::api::{ErrorBody, FileRefBody, file_refs};
 use super::auth::ServiceCaller;
 use super::chats::{chat_id, parse_body};
 use super::error::ApiError;
+use super::files::{FileView, file_view};
 use super::state::AppState;
 use super::views::{ChatList, ChatView, chat_view};
 use crate::auth::Scope;
@@ -30,6 +32,11 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/server/chats", post(start_chat))
         .route("/v1/server/chats/{id}/posts", post(post_into))
+        // The body is streamed by the handler, within an upload's limits.
+        .route(
+            "/v1/server/chats/{id}/files",
+            post(upload).layer(DefaultBodyLimit::disable()),
+        )
         .route("/v1/server/users/{user}/chats", get(user_chats))
 }
 
@@ -99,6 +106,12 @@ pub struct ServerPost {
     pub text: Option<String>,
     #[serde(default)]
     pub widget: Option<PostWidget>,
+    /// Files uploaded to this chat for the user
+    /// (`POST /v1/server/chats/{id}/files`), each shown as a file handed
+    /// back (`share_file`'s result: `{type: "file", file_id, name,
+    /// media_type, size}`), after the text and the widget.
+    #[serde(default)]
+    pub attachments: Vec<FileRefBody>,
 }
 
 /// What a post logged.
@@ -110,6 +123,15 @@ pub struct Posted {
     /// The widget's `corr`, to find its `chat.tool_call`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub corr: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub(super) struct ServerUploadQuery {
+    /// The chat's owner, whose file it becomes.
+    user: String,
+    /// The file's name, as the user sees it [default: `file`].
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -268,9 +290,45 @@ pub(super) async fn post_into(
         });
         corr = Some(c);
     }
+    if !body.attachments.is_empty() {
+        let refs = file_refs(&body.attachments);
+        let caller = Caller {
+            attachments: Some(&refs),
+            ..Caller::user(user)
+        };
+        for file in state
+            .registry
+            .attachments(id, caller)
+            .await?
+            .unwrap_or_default()
+        {
+            let c = format!("post-{}", Uuid::new_v4().simple());
+            let tool_name = "share_file".to_owned();
+            events.push(EventKind::ToolCall {
+                tool_name: tool_name.clone(),
+                component_type: None,
+                awaiting_response: false,
+                payload: serde_json::json!({"file_id": file.file_id, "name": file.name}),
+                corr: c.clone(),
+                display: Display::Inline,
+                agent: None,
+            });
+            // As `save_file` hands a file back.
+            let mut content =
+                serde_json::to_value(&file).map_err(|e| ApiError::Internal(e.to_string()))?;
+            content["type"] = Value::String("file".into());
+            events.push(EventKind::ToolResponse {
+                tool_name,
+                content,
+                success: true,
+                corr: c,
+                agent: None,
+            });
+        }
+    }
     if events.is_empty() {
         return Err(ApiError::BadRequest(
-            "post a `text`, a `widget` or both".into(),
+            "post a `text`, a `widget`, `attachments` or more".into(),
         ));
     }
     state.registry.post(id, user, speaker, events).await?;
@@ -281,6 +339,37 @@ pub(super) async fn post_into(
         corr,
     };
     Ok((StatusCode::CREATED, Json(posted)).into_response())
+}
+
+/// Uploads a file into a user's chat for a post to show: the raw body is
+/// the file (or a multipart form's file part), through the limits of a
+/// user's upload, counted against the user's quota and rate.
+#[utoipa::path(post, path = "/v1/server/chats/{id}/files", tag = "server",
+    params(("id" = Uuid, Path), ServerUploadQuery),
+    request_body(description = "The file's bytes, with its Content-Type; or a multipart form \
+        whose first part with a filename is the file",
+        content((Vec<u8> = "application/octet-stream"), (Vec<u8> = "multipart/form-data"))),
+    security(("service_key" = ["publish"])),
+    responses((status = 201, body = FileView), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 408, body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub(super) async fn upload(
+    State(state): State<AppState>,
+    key: ServiceCaller,
+    Path(id): Path<String>,
+    Query(q): Query<ServerUploadQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    key.must(Scope::Publish)?;
+    let id = chat_id(&id)?;
+    let user = user_id(&q.user)?;
+    // Into a chat the user has (a user's own upload may go to one not
+    // started yet; a backend's has nothing to start).
+    state.registry.chat(id, user).await?;
+    let file = super::files::take(&state, user, id, q.name, &headers, body).await?;
+    Ok((StatusCode::CREATED, Json(file_view(&file))).into_response())
 }
 
 /// A user's chats, latest activity first (pinned first, as they see them).

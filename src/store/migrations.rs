@@ -84,6 +84,11 @@ pub(super) fn sqlite() -> Migrator {
             "webhook_outbox",
             include_str!("../../migrations/sqlite/0015_webhook_outbox.sql"),
         ),
+        (
+            16,
+            "webhook_waits",
+            include_str!("../../migrations/sqlite/0016_webhook_waits.sql"),
+        ),
     ])
 }
 
@@ -159,6 +164,11 @@ pub(super) fn postgres() -> Migrator {
             14,
             "webhook_outbox",
             include_str!("../../migrations/postgres/0014_webhook_outbox.sql"),
+        ),
+        (
+            15,
+            "webhook_waits",
+            include_str!("../../migrations/postgres/0015_webhook_waits.sql"),
         ),
     ])
 }

@@ -31,7 +31,7 @@ use uuid::Uuid;
 pub use cluster::{Lease, NodeMessage, PgCluster};
 pub use error::StoreError;
 pub use keys::{ServiceKeyRecord, ServiceKeys};
-pub use outbox::{Outbox, OutboxRow};
+pub use outbox::{Outbox, OutboxRow, Wait};
 pub use outcomes::{Reindexed, Tidy};
 pub use postgres::PgStore;
 pub use postgres::notice::LogNotice;

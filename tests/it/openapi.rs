@@ -628,6 +628,30 @@ async fn every_json_answer_matches_the_document() {
             &b.to_string(),
         );
     }
+    // A backend's file, and a post that shows it.
+    let auth = format!("Bearer {publish}");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("content-type", "text/plain"),
+    ];
+    for user in ["dev", "eve"] {
+        let path = format!("/v1/server/chats/{chat}/files?user={user}&name=n.txt");
+        let (s, b) = http_request(server.addr, "POST", &path, &headers, "notes").await;
+        check(&doc, "/v1/server/chats/{id}/files", "post", s, &b);
+        if s == 201 {
+            let file = serde_json::from_str::<Value>(&b).unwrap()["id"].clone();
+            let body = json!({"user": "dev", "attachments": [{"file_id": file}]});
+            let (s, b) = with(&publish, "POST", posts.clone(), Some(body)).await;
+            assert_eq!(s, 201, "{b}");
+            check(
+                &doc,
+                "/v1/server/chats/{id}/posts",
+                "post",
+                s,
+                &b.to_string(),
+            );
+        }
+    }
     for key in [&read, &publish] {
         let (s, b) = with(key, "GET", "/v1/server/users/dev/chats".into(), None).await;
         check(
@@ -763,6 +787,7 @@ async fn every_json_answer_matches_the_document() {
         "post /v1/schedules/{id}/pause",
         "post /v1/schedules/{id}/resume",
         "post /v1/server/chats",
+        "post /v1/server/chats/{id}/files",
         "post /v1/server/chats/{id}/posts",
         "put /v1/connections/{id}",
     ];

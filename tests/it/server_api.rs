@@ -501,6 +501,13 @@ async fn the_new_routes_refuse_oversize_bodies_other_owners_and_bursts() {
     )
     .await;
     burst(format!("/v1/chats/{chat}/read"), bob.clone(), json!({})).await;
+    // A backend's upload counts against the user's turns as theirs does.
+    burst(
+        format!("/v1/server/chats/{chat}/files?user=alice&name=b.json"),
+        key.clone(),
+        json!({}),
+    )
+    .await;
     burst(
         "/v1/schedules".into(),
         bob.clone(),
@@ -513,6 +520,12 @@ async fn the_new_routes_refuse_oversize_bodies_other_owners_and_bursts() {
         json!({"user": "carol", "agent": "demo"}),
     )
     .await;
+    // Changing a schedule is a turn too.
+    let dave = token("dave", 600, SECRET);
+    let schedule = json!({"agent": "demo", "cron": "0 8 * * *"});
+    let (_, made) = call(&server, "POST", "/v1/schedules", &dave, Some(schedule)).await;
+    let pause = format!("/v1/schedules/{}/pause", made["id"].as_str().unwrap());
+    burst(pause, dave.clone(), json!({})).await;
     // Streams: one per user here; the second feed is 429.
     let open = tokio::spawn({
         let url = format!("http://{}/v1/feed", server.addr);
@@ -620,4 +633,123 @@ async fn a_post_resumes_after_any_of_its_events_on_every_sse_wire() {
         }
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_uploads_a_file_into_a_users_chat_and_posts_it() {
+    let server = jwt_server().await;
+    let publish = keys(
+        &server,
+        &["create", "--name", "reports", "--scopes", "publish"],
+    )
+    .await
+    .unwrap();
+    let read = keys(&server, &["create", "--name", "r", "--scopes", "read"])
+        .await
+        .unwrap();
+    let (alice, bob) = (token("alice", 600, SECRET), token("bob", 600, SECRET));
+    let chat = Uuid::new_v4();
+    let started = json!({"user": "alice", "agent": "demo", "chat_id": chat});
+    assert_eq!(
+        call(&server, "POST", "/v1/server/chats", &publish, Some(started))
+            .await
+            .0,
+        201
+    );
+    let mut c = connect_as(&server, "alice").await;
+    c.resume(chat, 0).await;
+    c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+
+    // The file, as a backend sends it: the raw body, for alice's chat.
+    let upload = |bearer: &str, user: &str, chat: Uuid| {
+        let (server, auth) = (&server, format!("Bearer {bearer}"));
+        let path = format!("/v1/server/chats/{chat}/files?user={user}&name=q3%2Freport.csv");
+        async move {
+            let headers = [
+                ("authorization", auth.as_str()),
+                ("content-type", "text/csv"),
+            ];
+            let (status, body) = http_request(
+                server.addr,
+                "POST",
+                &path,
+                &headers,
+                "month,total\nJuly,42\n",
+            )
+            .await;
+            (
+                status,
+                serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (status, file) = upload(&publish, "alice", chat).await;
+    assert_eq!(status, 201, "{file}");
+    assert_eq!(
+        (file["name"].as_str(), file["media_type"].as_str()),
+        (Some("q3_report.csv"), Some("text/csv"))
+    );
+    let file_id = file["id"].as_str().unwrap().to_owned();
+    // A read key may not; a chat of another user's (or none) is not found.
+    assert_eq!(upload(&read, "alice", chat).await.0, 403);
+    assert_eq!(upload(&publish, "bob", chat).await.0, 404);
+    assert_eq!(upload(&publish, "alice", Uuid::new_v4()).await.0, 404);
+    assert_eq!(upload(&alice, "alice", chat).await.0, 401);
+
+    // Posted with a word: logged as the file an agent hands back.
+    let posts = format!("/v1/server/chats/{chat}/posts");
+    let body = json!({"user": "alice", "text": "Your report is ready.",
+                      "attachments": [{"file_id": file_id}, {"file_id": file_id}]});
+    let (status, posted) = call(&server, "POST", &posts, &publish, Some(body)).await;
+    assert_eq!(status, 201, "{posted}");
+    let live = c.until_complete(chat).await;
+    let calls: Vec<&Value> = live
+        .iter()
+        .filter(|m| m["type"] == "chat.tool_call")
+        .collect();
+    assert_eq!(
+        calls.len(),
+        1,
+        "a file named twice is shown once: {live:#?}"
+    );
+    assert_eq!(calls[0]["tool_name"], "share_file");
+    assert_eq!(calls[0]["payload"]["file_id"], file_id.as_str());
+    let result = live
+        .iter()
+        .find(|m| m["type"] == "chat.tool_response")
+        .unwrap();
+    assert_eq!(result["corr"], calls[0]["corr"]);
+    assert_eq!(
+        result["content"],
+        json!({"type": "file", "file_id": file_id, "name": "q3_report.csv",
+               "media_type": "text/csv", "size": 20})
+    );
+    assert_eq!(posted["last_seq"], live.last().unwrap()["seq"]);
+    // Alice downloads it; Bob cannot.
+    let path = format!("/v1/files/{file_id}");
+    let auth = format!("Bearer {alice}");
+    let (status, bytes) =
+        http_request(server.addr, "GET", &path, &[("authorization", &auth)], "").await;
+    assert_eq!((status, bytes.as_str()), (200, "month,total\nJuly,42\n"));
+    let auth = format!("Bearer {bob}");
+    let (status, _) =
+        http_request(server.addr, "GET", &path, &[("authorization", &auth)], "").await;
+    assert_eq!(status, 404);
+
+    // A file of another chat, or none: FILE_NOT_FOUND, nothing logged.
+    let other = Uuid::new_v4();
+    let body = json!({"user": "alice", "agent": "demo", "chat_id": other});
+    call(&server, "POST", "/v1/server/chats", &publish, Some(body)).await;
+    let (_, elsewhere) = upload(&publish, "alice", other).await;
+    for id in [elsewhere["id"].clone(), json!(Uuid::new_v4())] {
+        let body = json!({"user": "alice", "attachments": [{"file_id": id}]});
+        let (status, e) = call(&server, "POST", &posts, &publish, Some(body)).await;
+        assert_eq!(
+            (status, e["error"]["code"].as_str()),
+            (404, Some("FILE_NOT_FOUND")),
+            "{e}"
+        );
+    }
+    let (_, view) = call(&server, "GET", &format!("/v1/chats/{chat}"), &alice, None).await;
+    assert_eq!(view["last_seq"], posted["last_seq"], "{view}");
 }

@@ -26,12 +26,14 @@ struct Got {
     taken: bool,
 }
 
-/// A backend's endpoint: it refuses (503) its first `fail` requests, then
-/// takes them; or refuses all while `down`.
+/// A backend's endpoint: it holds its first `hold` requests without an
+/// answer (a sender killed meanwhile never hears back), refuses (503) its
+/// next `fail` ones, then takes them.
 #[derive(Clone, Default)]
 struct Receiver {
     got: Arc<Mutex<Vec<Got>>>,
     fail: Arc<Mutex<u32>>,
+    hold: Arc<Mutex<u32>>,
 }
 
 impl Receiver {
@@ -51,7 +53,13 @@ impl Receiver {
                             .unwrap_or_default()
                             .to_owned()
                     };
-                    let taken = {
+                    let held = {
+                        let mut hold = state.hold.lock().unwrap();
+                        let held = *hold > 0;
+                        *hold = hold.saturating_sub(1);
+                        held
+                    };
+                    let taken = !held && {
                         let mut fail = state.fail.lock().unwrap();
                         if *fail > 0 {
                             *fail -= 1;
@@ -68,6 +76,9 @@ impl Receiver {
                         raw: body,
                         taken,
                     });
+                    if held {
+                        tokio::time::sleep(Duration::from_secs(300)).await;
+                    }
                     match taken {
                         true => axum::http::StatusCode::NO_CONTENT,
                         false => axum::http::StatusCode::SERVICE_UNAVAILABLE,
@@ -83,6 +94,19 @@ impl Receiver {
 
     fn got(&self) -> Vec<Got> {
         self.got.lock().unwrap().clone()
+    }
+
+    /// Waits until `n` requests came (taken or not).
+    async fn requests(&self, n: usize) -> Vec<Got> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = self.got();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "requests: {got:#?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Waits until `n` events were taken.
@@ -123,6 +147,23 @@ fn settings(url: &str) -> agentwire::config::Settings {
     }
 }
 
+/// A chat of the demo agent's asking for a name: the client, the chat and
+/// its `chat.input_request`.
+async fn asking(server: &Server) -> (Client, Uuid, Value) {
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start(chat, "ask: Your name?").await;
+    let seen = c.recv_until(|m| m["type"] == "chat.input_request").await;
+    let request = seen.last().unwrap().clone();
+    (c, chat, request)
+}
+
+async fn answer(c: &mut Client, chat: Uuid, request: &Value) {
+    c.send(json!({"type": "user.input.submit", "chat_id": chat,
+                  "request_id": request["request_id"], "text": "Ada"}))
+        .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_are_signed_retried_with_one_id_and_sent_in_order() {
     let (receiver, url) = Receiver::start(2).await;
@@ -131,14 +172,8 @@ async fn events_are_signed_retried_with_one_id_and_sent_in_order() {
         ..Default::default()
     })
     .await;
-    let mut c = server.client().await;
-    let chat = Uuid::new_v4();
-    c.start(chat, "ask: Your name?").await;
-    let seen = c.recv_until(|m| m["type"] == "chat.input_request").await;
-    let request = seen.last().unwrap().clone();
-    c.send(json!({"type": "user.input.submit", "chat_id": chat,
-                  "request_id": request["request_id"], "text": "Ada"}))
-        .await;
+    let (mut c, chat, request) = asking(&server).await;
+    answer(&mut c, chat, &request).await;
     c.until_complete(chat).await;
     c.say(chat, "fail").await;
     c.until_complete(chat).await;
@@ -266,6 +301,120 @@ async fn another_node_sends_what_a_stopped_one_left() {
     let _b = node(db).await;
     let got = receiver.taken(2).await;
     let taken: Vec<&Got> = got.iter().filter(|g| g.taken).collect();
+    assert_eq!(
+        taken
+            .iter()
+            .map(|g| g.body["type"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["chat.created", "run.completed"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_who_has_not_answered_is_reminded_until_they_do() {
+    let (receiver, url) = Receiver::start(0).await;
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            webhook_remind_seconds: Some(1),
+            ..settings(&url)
+        },
+        ..Default::default()
+    })
+    .await;
+    let (mut c, chat, request) = asking(&server).await;
+    let seq = request["seq"].as_u64().unwrap();
+    // Told when asked, then again each second it stays unanswered.
+    let asked = |got: &[Got]| -> Vec<Got> {
+        got.iter()
+            .filter(|g| g.body["type"] == "input.requested")
+            .cloned()
+            .collect()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while asked(&receiver.got()).len() < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:#?}",
+            receiver.got()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let told = asked(&receiver.got());
+    let base = format!("msg_{}_{seq}", chat.simple());
+    assert_eq!(told[0].id, base);
+    let mut last = None;
+    for g in &told {
+        verify(g);
+        let data = &g.body["data"];
+        // (A sweep held up past a whole interval skips to the reminder the
+        // time has reached.)
+        let n = data["reminder"].as_u64().unwrap();
+        assert!(last.is_none_or(|l| n > l), "{told:#?}");
+        last = Some(n);
+        let id = match n {
+            0 => base.clone(),
+            n => format!("{base}_r{n}"),
+        };
+        assert_eq!(g.id, id);
+        assert_eq!(data["waited_seconds"], n, "{data}");
+        assert_eq!(data["seq"], seq);
+        assert_eq!(data["envelope"]["request_id"], request["request_id"]);
+        assert_eq!(data["requested_at"], told[0].body["data"]["requested_at"]);
+    }
+
+    // Answered: told no more.
+    answer(&mut c, chat, &request).await;
+    c.until_complete(chat).await;
+    let got = receiver.taken(1 + told.len() + 1).await;
+    let done = got
+        .iter()
+        .position(|g| g.body["type"] == "run.completed")
+        .unwrap_or_else(|| panic!("{got:#?}"));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let after: Vec<Got> = receiver.got()[done..]
+        .iter()
+        .filter(|g| g.body["type"] == "input.requested")
+        .cloned()
+        .collect();
+    assert!(after.is_empty(), "reminded after the answer: {after:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_while_it_sends_an_event_leaves_it_to_another() {
+    let Some(db) = crate::cluster::cluster_database().await else {
+        return;
+    };
+    // The endpoint never answers the first request: the node sending it is
+    // killed (SIGKILL) while it waits; the other node sends it again, with
+    // the same id, once the first one's hold on it (twice the 2 s request
+    // timeout) has run out.
+    let (receiver, url) = Receiver::start(0).await;
+    *receiver.hold.lock().unwrap() = 1;
+    let agents = tempfile::tempdir().unwrap();
+    let flags = [
+        "--webhook-url",
+        &url,
+        "--webhook-secret",
+        SECRET,
+        "--webhook-timeout-seconds",
+        "2",
+    ];
+    let (mut a, addr) = spawn_agentwire(&db, agents.path(), &flags).await;
+    let mut c = Client::connect(&format!("ws://{addr}/v1/ws")).await;
+    let chat = Uuid::new_v4();
+    c.start(chat, "hello").await;
+    c.until_complete(chat).await;
+    let held = receiver.requests(1).await;
+    assert_eq!(held[0].id, format!("msg_{}_1", chat.simple()));
+    let (_b, _) = spawn_agentwire(&db, agents.path(), &flags).await;
+    a.start_kill().unwrap();
+    a.wait().await.unwrap();
+
+    let got = receiver.taken(2).await;
+    verify(&got[1]);
+    let taken: Vec<&Got> = got.iter().filter(|g| g.taken).collect();
+    assert_eq!(taken[0].id, held[0].id);
+    assert_eq!(taken[0].raw, held[0].raw, "the same event, byte for byte");
     assert_eq!(
         taken
             .iter()

@@ -13,7 +13,7 @@ impl Registry {
     /// (another user's, another chat's or an unknown id is
     /// `FILE_NOT_FOUND`, the same answer for all three). A file named twice
     /// counts once. `None` when the caller names none.
-    pub(super) async fn attachments(
+    pub async fn attachments(
         &self,
         chat_id: Uuid,
         caller: Caller<'_>,

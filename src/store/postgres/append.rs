@@ -15,6 +15,7 @@ use sqlx::postgres::{PgArguments, PgPool, Postgres};
 type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 use uuid::Uuid;
 
+use super::super::outbox::{Effects, effects_of};
 use super::super::{AppendBatch, Fence, NewEnvelope, StoreError};
 use super::notice;
 
@@ -54,17 +55,17 @@ pub(super) async fn append(
     outbox: bool,
 ) -> Result<(), StoreError> {
     let rows = rows(batches);
-    let events = match outbox {
-        true => crate::store::outbox::rows_of(batches),
-        false => Vec::new(),
+    let effects = match outbox {
+        true => effects_of(batches),
+        false => Effects::default(),
     };
     let changes_state = batches
         .iter()
         .any(|b| b.state.is_some() || b.conversation_state.is_some())
         || super::listing::touches(batches)
-        || !events.is_empty();
+        || !effects.is_empty();
     if changes_state || rows.len() > ROWS_PER_INSERT {
-        return in_transaction(pool, batches, &events).await;
+        return in_transaction(pool, batches, &effects).await;
     }
     let fenced: Vec<(Uuid, Fence)> = batches
         .iter()
@@ -141,7 +142,7 @@ impl<'a> Columns<'a> {
 async fn in_transaction(
     pool: &PgPool,
     batches: &[AppendBatch],
-    events: &[(String, String, i64, &'static str)],
+    effects: &Effects,
 ) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
     check_fences(&mut tx, batches).await?;
@@ -168,21 +169,8 @@ async fn in_transaction(
     }
     super::listing::index(&mut tx, batches).await?;
     let now = super::super::now_ms();
-    if !events.is_empty() {
-        // Webhooks' events, with what makes them.
-        sqlx::query(
-            "INSERT INTO webhook_outbox (id, chat_id, seq, event, created_at, next_at)
-             SELECT i, c, s, e, $5, $5
-             FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::text[]) AS t(i, c, s, e)
-             ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(events.iter().map(|e| e.0.clone()).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.1.clone()).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.2).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.3).collect::<Vec<_>>())
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+    if !effects.is_empty() {
+        outbox(&mut tx, effects, now).await?;
     }
     for b in batches {
         if let Some(state) = b.state {
@@ -249,4 +237,58 @@ async fn check_fences(
     } else {
         Err(StoreError::Fenced(lost.into()))
     }
+}
+
+/// Webhooks' events and waits, with what makes them.
+async fn outbox(
+    tx: &mut sqlx::PgConnection,
+    effects: &Effects,
+    now: i64,
+) -> Result<(), StoreError> {
+    let events = &effects.events;
+    if !events.is_empty() {
+        sqlx::query(
+            "INSERT INTO webhook_outbox (id, chat_id, seq, event, created_at, next_at)
+             SELECT i, c, s, e, $5, $5
+             FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::text[]) AS t(i, c, s, e)
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(events.iter().map(|e| e.0.clone()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.1.clone()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.2).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.3).collect::<Vec<_>>())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let opens = &effects.opens;
+    if !opens.is_empty() {
+        sqlx::query(
+            "INSERT INTO webhook_waits (chat_id, seq, event, wait_key, opened_at)
+             SELECT c, s, e, k, $5
+             FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::text[]) AS t(c, s, e, k)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(opens.iter().map(|o| o.0.clone()).collect::<Vec<_>>())
+        .bind(opens.iter().map(|o| o.1).collect::<Vec<_>>())
+        .bind(opens.iter().map(|o| o.2).collect::<Vec<_>>())
+        .bind(opens.iter().map(|o| o.3.clone()).collect::<Vec<_>>())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let closes = &effects.closes;
+    if !closes.is_empty() {
+        sqlx::query(
+            "DELETE FROM webhook_waits w
+             USING UNNEST($1::text[], $2::int8[], $3::text[]) AS t(c, s, k)
+             WHERE w.chat_id = t.c AND w.seq < t.s AND (t.k IS NULL OR w.wait_key = t.k)",
+        )
+        .bind(closes.iter().map(|c| c.0.clone()).collect::<Vec<_>>())
+        .bind(closes.iter().map(|c| c.1).collect::<Vec<_>>())
+        .bind(closes.iter().map(|c| c.2.clone()).collect::<Vec<_>>())
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(())
 }

@@ -298,12 +298,24 @@ pub(super) fn append<'a>(
                 .execute([below])?;
         }
         if outbox {
-            for (id, chat, seq, event) in crate::store::outbox::rows_of(batches) {
+            let effects = crate::store::outbox::effects_of(batches);
+            for (id, chat, seq, event) in effects.events {
                 tx.prepare_cached(
                     "INSERT INTO webhook_outbox (id, chat_id, seq, event, created_at, next_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT (id) DO NOTHING",
                 )?
                 .execute(params![id, chat, seq, event, now_ms])?;
+            }
+            for (chat, seq, event, key) in effects.opens {
+                tx.prepare_cached(
+                    "INSERT INTO webhook_waits (chat_id, seq, event, wait_key, opened_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
+                )?
+                .execute(params![chat, seq, event, key, now_ms])?;
+            }
+            for (chat, seq, key) in effects.closes {
+                tx.prepare_cached(&crate::store::outbox::CLOSE_WAITS.replace('$', "?"))?
+                    .execute(params![chat, seq, key])?;
             }
         }
         for (b, batch) in batches.iter().enumerate() {
