@@ -100,6 +100,32 @@ export declare class Chat extends Emitter {
   switchTo(to: number): void;
   cancel(): void;
   resume(): void;
+  /** Marks this chat read up to `seq` [default: the last envelope delivered]. */
+  markRead(seq?: number): void;
+}
+
+/** Where one of the user's chats stands (`feed.chat`), as `GET /v1/chats` shows it. */
+export interface FeedChat {
+  type: 'feed.chat';
+  reason: 'created' | 'updated' | 'read';
+  chat_id: string;
+  agent: string;
+  title?: string | null;
+  preview?: string | null;
+  unread: number;
+  read_seq: number;
+  last_seq: number;
+  active_at: string;
+  archived: boolean;
+}
+
+/** A feed event: a chat's change, the subscription's start, or its end for falling behind. */
+export type FeedEvent = FeedChat | { type: 'feed.subscribed' } | { type: 'feed.lagged' };
+
+/** A page of the user's chats (`GET /v1/chats`). */
+export interface ChatList {
+  chats: Array<Record<string, unknown> & { id: string; unread: number; read_seq: number; last_seq?: number | null }>;
+  next_cursor?: string | null;
 }
 
 export declare class AgentwireClient extends Emitter {
@@ -109,6 +135,15 @@ export declare class AgentwireClient extends Emitter {
   on(type: 'state', fn: (state: ConnectionState, detail: { replayed?: number; attempt?: number; delayMs?: number }) => void): () => void;
   on(type: 'error', fn: (error: ConnectionError) => void): () => void;
   on(type: 'message', fn: (message: Record<string, unknown>) => void): () => void;
+  /** The user's feed, once `subscribeFeed` was called: on each `feed.subscribed`, read `listChats`. */
+  on(type: 'feed', fn: (event: FeedEvent) => void): () => void;
+  /** Follows the user's feed, again after every reconnect and `feed.lagged`. */
+  subscribeFeed(): void;
+  unsubscribeFeed(): void;
+  /** Marks a chat read up to `seq` [default: its end]. */
+  markRead(chatId: string, seq?: number): void;
+  /** The user's chats, with unread counts (`GET /v1/chats`). */
+  listChats(options?: { limit?: number; cursor?: string; archived?: boolean }): Promise<ChatList>;
   startChat(options: { agent: string; chatId?: string; message?: string; context?: object; attachments?: (string | StoredFile | Attachment)[] }): Chat;
   openChat(chatId: string, options?: { fromStart?: boolean }): Chat;
   closeChat(chatId: string): void;

@@ -45,6 +45,24 @@
 
 const STORAGE_PREFIX = 'agentwire:seq:';
 
+/**
+ * A JSON answer's body, or an error with the server's message, `code` and
+ * `status`.
+ * @param {Response} r @param {string} what
+ */
+async function answered(r, what) {
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    const e = /** @type {Error & {code?: string, status?: number}} */ (
+      new Error(body.error?.message ?? `${what} failed: HTTP ${r.status}`)
+    );
+    e.code = body.error?.code;
+    e.status = r.status;
+    throw e;
+  }
+  return body;
+}
+
 /** A random UUID (v4), without depending on `crypto.randomUUID` being present. */
 export function uuid() {
   const c = globalThis.crypto;
@@ -186,6 +204,11 @@ export class Chat extends Emitter {
   }
 
   /** Ends the active run. */
+  /** Marks this chat read up to `seq` [default: the last envelope delivered]. @param {number} [seq] */
+  markRead(seq) {
+    this.client.markRead(this.id, seq ?? (this.lastSeq || undefined));
+  }
+
   cancel() {
     this.client.send({ type: 'chat.cancel', chat_id: this.id });
   }
@@ -321,6 +344,8 @@ export class AgentwireClient extends Emitter {
     this.resumedCount = 0;
     /** @type {WebSocket | null} */
     this.ws = null;
+    /** Whether the app follows the user's feed (subscribed again on every connect). */
+    this.feed = false;
     this.connect();
   }
 
@@ -340,6 +365,9 @@ export class AgentwireClient extends Emitter {
       const send = (/** @type {any} */ m) => ws.send(JSON.stringify(m));
       // Chats being created go first; every other chat this client follows is
       // resumed from its last seq; then the rest of what waited.
+      // The feed first: what changes from now on is announced; the app
+      // reads the list once the feed says it is subscribed.
+      if (this.feed) send({ type: 'feed.subscribe' });
       const starting = new Set(queued.filter((m) => m.type === 'chat.start').map((m) => m.chat_id));
       queued.filter((m) => m.type === 'chat.start').forEach(send);
       const resuming = [...this.chats.values()].filter((c) => !starting.has(c.id));
@@ -356,6 +384,10 @@ export class AgentwireClient extends Emitter {
         return;
       }
       this.emit('message', m);
+      if (typeof m.type === 'string' && m.type.startsWith('feed.')) {
+        this.receiveFeed(m);
+        return;
+      }
       const chat = m.chat_id ? this.chats.get(m.chat_id) : undefined;
       if (chat) chat.receive(m);
       else if (m.type === 'chat.error') this.emit('error', m);
@@ -478,14 +510,7 @@ export class AgentwireClient extends Emitter {
     const url = `${this.httpUrl}/v1/chats/${encodeURIComponent(chatId)}/files?name=${encodeURIComponent(name)}`;
     const headers = { ...this.authHeaders(), 'content-type': file.type || 'application/octet-stream' };
     const r = await this.fetch(url, { method: 'POST', headers, body: file });
-    const body = await r.json().catch(() => ({}));
-    if (!r.ok) {
-      const e = new Error(body.error?.message ?? `upload failed: HTTP ${r.status}`);
-      e.code = body.error?.code;
-      e.status = r.status;
-      throw e;
-    }
-    return body;
+    return answered(r, 'upload');
   }
 
   /** Where file `fileId` is served (it needs the token: see `fetchFile`). @param {string} fileId */
@@ -514,6 +539,62 @@ export class AgentwireClient extends Emitter {
   /** @param {string} chatId */
   cancel(chatId) {
     this.track(chatId).cancel();
+  }
+
+  /**
+   * Follows the user's feed: `feed` events (`feed.chat`: a chat of theirs
+   * made, updated or read, whether this client follows it or not). The
+   * feed is not a log: on each `feed.subscribed` (the first, and after
+   * every reconnect or `feed.lagged`, when this client subscribes again)
+   * read the list (`listChats`) and apply the events that follow.
+   */
+  subscribeFeed() {
+    if (this.feed) return;
+    this.feed = true;
+    if (this.ws && this.ws.readyState === 1) this.ws.send(JSON.stringify({ type: 'feed.subscribe' }));
+  }
+
+  /** Stops following the feed (on the next connection). */
+  unsubscribeFeed() {
+    this.feed = false;
+  }
+
+  /** @param {any} m */
+  receiveFeed(m) {
+    if (m.type === 'feed.lagged') {
+      // The server ended this feed: subscribe again, then the app reads the list.
+      this.emit('feed', m);
+      if (this.feed) this.send({ type: 'feed.subscribe' });
+      return;
+    }
+    if (this.feed) this.emit('feed', m);
+  }
+
+  /**
+   * Marks chat `chatId` read up to `seq` (default: its end), on every device
+   * of the user's (a mark only moves forward).
+   * @param {string} chatId @param {number} [seq]
+   */
+  markRead(chatId, seq) {
+    /** @type {any} */
+    const msg = { type: 'chat.read', chat_id: chatId };
+    if (seq !== undefined) msg.seq = seq;
+    this.send(msg);
+  }
+
+  /**
+   * The user's chats, latest activity first, with `unread`, `read_seq` and
+   * `last_seq` (`GET /v1/chats`).
+   * @param {{limit?: number, cursor?: string, archived?: boolean}} [options]
+   */
+  async listChats(options = {}) {
+    const q = new URLSearchParams();
+    if (options.limit !== undefined) q.set('limit', String(options.limit));
+    if (options.cursor !== undefined) q.set('cursor', options.cursor);
+    if (options.archived !== undefined) q.set('archived', String(options.archived));
+    const query = q.toString();
+    const r = await this.fetch(`${this.httpUrl}/v1/chats${query ? `?${query}` : ''}`, { headers: this.authHeaders() });
+    return answered(r, 'list');
   }
 
   /** Closes the connection for good. */

@@ -177,3 +177,51 @@ test('the HTTP base and token for files come from the WebSocket URL, path prefix
   assert.deepEqual(at('ws://127.0.0.1:8080/v1/ws', { token: 'x' }), ['http://127.0.0.1:8080', 'x']);
   assert.deepEqual(at('ws://h/v1/ws', { httpUrl: 'http://api.example/' }), ['http://api.example', undefined]);
 });
+
+test('the feed: chats made elsewhere, unread counts, a mark read, again after a reconnect', async () => {
+  const t = await setup();
+  // Through the proxy (which cuts sockets), files and lists straight to the server.
+  const client = new AgentwireClient(`ws://127.0.0.1:${t.proxy.port}/v1/ws`, {
+    storage: null,
+    initialBackoffMs: 50,
+    httpUrl: `http://127.0.0.1:${t.port}`,
+  });
+  cleanups.push(() => client.close());
+  t.client.close();
+  const feed = [];
+  client.on('feed', (e) => feed.push(e));
+  client.subscribeFeed();
+  await until(() => feed.some((e) => e.type === 'feed.subscribed'));
+  // Another device of the same user starts a chat this client does not follow.
+  const other = new AgentwireClient(`ws://127.0.0.1:${t.port}/v1/ws`, { storage: null });
+  cleanups.push(() => other.close());
+  const chat = other.startChat({ agent: 'demo', message: 'hello' });
+  const done = record(chat);
+  await until(() => done.some((m) => m.type === 'chat.run_complete'));
+  const about = () => feed.filter((e) => e.type === 'feed.chat' && e.chat_id === chat.id);
+  await until(() => about().some((e) => e.reason === 'updated' && e.unread === 1));
+  assert.equal(about()[0].reason, 'created');
+  assert.ok(!client.chats.has(chat.id), 'the feed follows no chat');
+  let list = await client.listChats();
+  assert.equal(list.chats.find((c) => c.id === chat.id).unread, 1);
+
+  // Read here: every feed is told, the list agrees.
+  client.markRead(chat.id);
+  await until(() => about().some((e) => e.reason === 'read' && e.unread === 0));
+  list = await client.listChats({ limit: 5 });
+  assert.equal(list.chats.find((c) => c.id === chat.id).unread, 0);
+
+  // The socket drops: subscribed again on the new one, events flow again.
+  const subscribed = feed.filter((e) => e.type === 'feed.subscribed').length;
+  t.proxy.cutAll();
+  await until(() => feed.filter((e) => e.type === 'feed.subscribed').length > subscribed);
+  const before = about().length;
+  other.sendMessage(chat.id, 'again');
+  await until(() => about().slice(before).some((e) => e.reason === 'updated' && e.unread === 1));
+  // A chat followed here reads to its own end.
+  const mine = client.openChat(chat.id);
+  const seen = record(mine);
+  await until(() => seen.filter((m) => m.type === 'chat.run_complete').length === 2);
+  mine.markRead();
+  await until(() => about().some((e, i) => i >= before && e.reason === 'read' && e.read_seq === mine.lastSeq));
+});
