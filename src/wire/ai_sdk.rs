@@ -51,6 +51,10 @@ pub struct AiSdk {
     tools: HashSet<String>,
     /// Calls whose approval was refused: their refusal result is not sent again.
     denied: HashSet<String>,
+    /// Components shown, not waited on (`data-component` parts): they have
+    /// no tool part, so their logged result has no chunk (the `ai` package
+    /// refuses an output for a tool call it has no part of).
+    shown: HashSet<String>,
     /// Requests waiting for a person (a corr or request id).
     open: HashSet<String>,
     /// Backend calls announced and not finished: the response does not end
@@ -78,6 +82,7 @@ impl AiSdk {
             step: false,
             tools: HashSet::new(),
             denied: HashSet::new(),
+            shown: HashSet::new(),
             open: HashSet::new(),
             running: HashSet::new(),
             declared: HashSet::new(),
@@ -320,12 +325,15 @@ impl Encoder for AiSdk {
                     }
                     self.tool_input(o, corr, tool_name, payload, None);
                 }
-                Some(kind) => Self::chunk(
-                    o,
-                    json!({"type": "data-component", "id": corr,
-                           "data": {"tool_name": tool_name, "component_type": kind, "payload": payload,
-                                    "display": display}}),
-                ),
+                Some(kind) => {
+                    self.shown.insert(corr.clone());
+                    Self::chunk(
+                        o,
+                        json!({"type": "data-component", "id": corr,
+                               "data": {"tool_name": tool_name, "component_type": kind, "payload": payload,
+                                        "display": display}}),
+                    );
+                }
             },
             EventKind::ToolResponse {
                 content,
@@ -344,7 +352,7 @@ impl Encoder for AiSdk {
                         Self::chunk(o, json!({"type": "tool-output-denied", "toolCallId": call}));
                         self.denied.insert(call.to_owned());
                     }
-                } else {
+                } else if !self.shown.contains(corr) {
                     self.tool_output(o, corr, content.clone(), *success);
                 }
             }

@@ -331,3 +331,35 @@ fn declared_tools_are_named_parts_and_others_dynamic() {
     assert_eq!(by_call("m1", "tool-input-available")["dynamic"], true);
     assert_eq!(by_call("m1", "tool-output-available")["dynamic"], true);
 }
+
+#[test]
+fn a_component_shown_not_waited_on_is_a_data_part_and_its_result_no_chunk() {
+    // (A backend's post logs a widget so: the call, then its result.)
+    let shown = EventKind::ToolCall {
+        tool_name: "show_card".into(),
+        component_type: Some("card".into()),
+        awaiting_response: false,
+        payload: json!({"rows": 3}),
+        corr: "p1".into(),
+        display: crate::protocol::Display::Inline,
+        agent: None,
+    };
+    let log = [
+        env(1, turn()),
+        env(2, shown),
+        env(3, response("p1", json!("shown to the user"))),
+        env(4, call("c2", None, json!({}))),
+        env(5, response("c2", json!("done"))),
+    ];
+    let out = chunks(&mut AiSdk::new(0), &log);
+    assert_eq!(
+        types(&out),
+        [
+            "start-step",
+            "data-component",
+            "tool-input-available",
+            "tool-output-available"
+        ]
+    );
+    assert_eq!(out[3]["toolCallId"], "c2");
+}

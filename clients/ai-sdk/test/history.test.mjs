@@ -3,21 +3,27 @@
 // same ids, parts and metadata the stream built on the client, for
 // `new Chat({ messages })` after a reload; the conversation goes on from it.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
 import {
   DefaultChatTransport,
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
+  readUIMessageStream,
 } from 'ai';
+
+import { BIN } from '../../js/test/support/helpers.mjs';
 
 import { Chat, startWithAgents, textOf, toolParts, until, words } from './support/chat.mjs';
 
 let server;
 let base;
+let dir;
 before(async () => {
   let port;
-  ({ server, port } = await startWithAgents());
+  ({ server, port, dir } = await startWithAgents());
   base = `http://127.0.0.1:${port}`;
 });
 after(() => server?.kill('SIGKILL'));
@@ -124,4 +130,70 @@ test('a client that dropped mid-answer and came back after the run ended shows t
   again.messages = await load(id);
   assert.deepEqual(shown(again.messages), [['user', 'slow: 40'], ['assistant', words(40)]]);
   assert.equal(again.lastMessage.parts.filter((p) => p.type === 'text').length, 1, 'the answer once');
+});
+
+/** The JSON chunks of an SSE body (`[DONE]` left out). */
+const chunksOf = (body) => body.split('\n\n')
+  .flatMap((event) => event.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)))
+  .filter((d) => d !== '[DONE]')
+  .map((d) => JSON.parse(d));
+
+test("a backend's post (a text, a widget, a file) loads as an assistant message, folds in `ai`, and the chat goes on", async () => {
+  const id = crypto.randomUUID();
+  const chat = new Chat({ id, transport: transport() });
+  await chat.sendMessage({ text: 'hello' });
+  await until(() => chat.status === 'ready', 'the answer');
+  // The backend's key, made beside the running server.
+  const made = spawnSync(BIN, ['keys', 'create', '--name', 'crm', '--scopes', 'publish'], {
+    env: { PATH: process.env.PATH, AGENTWIRE_DATABASE_URL: `sqlite://${join(dir, 'data', 'agentwire.db')}` },
+    encoding: 'utf8',
+  });
+  assert.equal(made.status, 0, made.stderr);
+  const auth = { authorization: `Bearer ${made.stdout.trim()}` };
+  const up = await fetch(`${base}/v1/server/chats/${id}/files?user=dev&name=q3.csv`, {
+    method: 'POST', headers: { ...auth, 'content-type': 'text/csv' }, body: 'month,total\nJuly,42\n',
+  });
+  assert.equal(up.status, 201);
+  const file = await up.json();
+  const before = (await (await fetch(`${base}/v1/chats/${id}`)).json()).last_seq;
+  const posted = await fetch(`${base}/v1/server/chats/${id}/posts`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ user: 'dev', text: 'Your report is ready.', widget: { component_type: 'report_card', payload: { rows: 3 } }, attachments: [{ file_id: file.id }] }),
+  });
+  assert.equal(posted.status, 201);
+
+  // Loaded: the post is an assistant message of its own after the answer.
+  const loaded = await load(id);
+  assert.deepEqual(loaded.map((m) => m.role), ['user', 'assistant', 'assistant']);
+  const post = loaded[2];
+  assert.equal(textOf(post), 'Your report is ready.');
+  const card = post.parts.find((p) => p.type === 'data-component');
+  assert.equal(card?.data.component_type, 'report_card', JSON.stringify(post.parts));
+  const tools = toolParts(post);
+  assert.deepEqual(tools.map((p) => [p.toolName, p.state]), [['share_file', 'output-available']]);
+  assert.deepEqual(tools[0].output, { type: 'file', file_id: file.id, name: 'q3.csv', media_type: 'text/csv', size: 20 });
+
+  // The post's stream, as a rejoin after its opening gives it, folds in the
+  // `ai` package (which refuses an output for a call it has no part of) to
+  // the message loaded.
+  const r = await fetch(`${base}/v1/ai-sdk/chat/${id}/stream`, { headers: { 'last-event-id': `w${before}-0` } });
+  assert.equal(r.status, 200);
+  const chunks = chunksOf(await r.text());
+  const stream = new ReadableStream({
+    start(c) {
+      c.enqueue({ type: 'start', messageId: post.id });
+      chunks.forEach((x) => c.enqueue(x));
+      c.close();
+    },
+  });
+  let folded;
+  for await (const m of readUIMessageStream({ stream, terminateOnError: true })) folded = m;
+  assert.deepEqual(plain(folded.parts), post.parts);
+
+  // A page loaded from these messages goes on.
+  const again = new Chat({ id, transport: transport(), messages: loaded });
+  await again.sendMessage({ text: 'thanks' });
+  await until(() => again.status === 'ready' && again.messages.length === 5, 'the next answer');
+  assert.equal(textOf(again.lastMessage), 'You said: thanks');
 });
