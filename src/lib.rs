@@ -172,6 +172,13 @@ pub async fn run(
             "jwt_audience is not set: any token your identity provider signs for any of its applications signs in here"
         );
     }
+    if let Some(every) = config.webhook.as_ref().and_then(|h| h.remind)
+        && every >= config.input_timeout.max(config.ui_timeout)
+    {
+        tracing::warn!(
+            "webhook_remind_seconds is not shorter than input_timeout_seconds and ui_timeout_seconds: a wait ends at its timeout before its first reminder"
+        );
+    }
     if matches!(config.auth, AuthConfig::None) {
         tracing::warn!(
             "auth mode `none`: every request is user `dev`; set AGENTWIRE_AUTH=jwt in production"

@@ -203,12 +203,12 @@ export class Chat extends Emitter {
     this.client.send({ type: 'chat.switch', chat_id: this.id, to });
   }
 
-  /** Ends the active run. */
   /** Marks this chat read up to `seq` [default: the last envelope delivered]. @param {number} [seq] */
   markRead(seq) {
     this.client.markRead(this.id, seq ?? (this.lastSeq || undefined));
   }
 
+  /** Ends the active run. */
   cancel() {
     this.client.send({ type: 'chat.cancel', chat_id: this.id });
   }
@@ -561,13 +561,13 @@ export class AgentwireClient extends Emitter {
 
   /** @param {any} m */
   receiveFeed(m) {
-    if (m.type === 'feed.lagged') {
-      // The server ended this feed: subscribe again, then the app reads the list.
-      this.emit('feed', m);
-      if (this.feed) this.send({ type: 'feed.subscribe' });
-      return;
+    if (!this.feed) return;
+    this.emit('feed', m);
+    // The server ended this feed: subscribe again (on this connection; a
+    // new one subscribes as it opens), then the app reads the list.
+    if (m.type === 'feed.lagged' && this.ws && this.ws.readyState === 1) {
+      this.ws.send(JSON.stringify({ type: 'feed.subscribe' }));
     }
-    if (this.feed) this.emit('feed', m);
   }
 
   /**

@@ -92,7 +92,8 @@ pub(super) fn file_view(f: &FileRecord) -> FileView {
         content((Vec<u8> = "application/octet-stream"), (Vec<u8> = "multipart/form-data"))),
     responses((status = 201, body = FileView), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 408, body = ErrorBody),
-        (status = 413, body = ErrorBody), (status = 429, body = ErrorBody)))]
+        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody)))]
 pub(super) async fn upload(
     State(state): State<AppState>,
     AuthUser { user, .. }: AuthUser,

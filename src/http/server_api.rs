@@ -353,7 +353,8 @@ pub(super) async fn post_into(
     responses((status = 201, body = FileView), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 408, body = ErrorBody),
-        (status = 413, body = ErrorBody), (status = 429, body = ErrorBody)))]
+        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody)))]
 pub(super) async fn upload(
     State(state): State<AppState>,
     key: ServiceCaller,

@@ -39,6 +39,8 @@ fn effect_of(kind: &str, json: &str, seq: u64) -> Option<Effect> {
         #[serde(default)]
         component_type: Option<String>,
         #[serde(default)]
+        awaiting_response: bool,
+        #[serde(default)]
         request_id: Option<String>,
         #[serde(default)]
         corr: Option<String>,
@@ -55,7 +57,7 @@ fn effect_of(kind: &str, json: &str, seq: u64) -> Option<Effect> {
         "chat.input_request" => Some(Effect::Wait("input.requested", read()?.request_id?)),
         "chat.tool_call" => {
             let f = read()?;
-            (f.component_type.as_deref() == Some("approval"))
+            (f.component_type.as_deref() == Some("approval") && f.awaiting_response)
                 .then(|| Effect::Wait("approval.requested", f.corr.unwrap_or_default()))
         }
         "chat.input_ack" | "chat.input_timeout" => Some(Effect::Close(Some(read()?.request_id?))),
@@ -203,7 +205,7 @@ impl Outbox {
     }
 
     /// Up to `limit` waits for a person open longer than their next
-    /// reminder (one every `every` ms), oldest first.
+    /// reminder (one every `every` ms) and told last already, oldest first.
     ///
     /// # Errors
     /// The store fails.
@@ -213,8 +215,13 @@ impl Outbox {
         every: i64,
         limit: u32,
     ) -> Result<Vec<Wait>, StoreError> {
-        let sql = "SELECT chat_id, seq, event, opened_at, reminders FROM webhook_waits
-             WHERE opened_at + (reminders + 1) * $1 <= $2 ORDER BY opened_at LIMIT $3";
+        // Not while the last telling waits to be delivered (an endpoint
+        // down for an hour gets one reminder, not sixty).
+        let sql = "SELECT chat_id, seq, event, opened_at, reminders FROM webhook_waits w
+             WHERE opened_at + (reminders + 1) * $1 <= $2
+               AND NOT EXISTS (SELECT 1 FROM webhook_outbox o
+                   WHERE o.chat_id = w.chat_id AND o.seq = w.seq AND o.delivered_at IS NULL)
+             ORDER BY opened_at LIMIT $3";
         on_pool!(
             self,
             sql,
@@ -372,13 +379,18 @@ mod tests {
             event_of("chat.input_request", r#"{"request_id":"q"}"#, 4),
             Some("input.requested")
         );
-        let approval = r#"{"component_type":"approval"}"#;
+        let approval = r#"{"component_type":"approval","awaiting_response":true}"#;
         assert_eq!(
             event_of("chat.tool_call", approval, 5),
             Some("approval.requested")
         );
         assert_eq!(
             event_of("chat.tool_call", r#"{"component_type":"chart"}"#, 5),
+            None
+        );
+        // (A backend's post shows one, waiting on nothing.)
+        assert_eq!(
+            event_of("chat.tool_call", r#"{"component_type":"approval"}"#, 5),
             None
         );
     }

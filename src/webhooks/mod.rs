@@ -87,6 +87,8 @@ impl Dispatcher {
                 if shutdown.is_cancelled() {
                     return;
                 }
+                // Now, not the tick's: the sends before this one took time.
+                let now = chrono::Utc::now().timestamp_millis();
                 match outbox.claim(&row.id, now, now.saturating_add(lease)).await {
                     Ok(true) => self.send(&client, &outbox, row).await,
                     Ok(false) => {}
@@ -111,8 +113,13 @@ impl Dispatcher {
         };
         for wait in waits {
             let made = match self.store.chat(wait.chat_id).await {
-                // A chat deleted while it waited is told of no more.
+                // A chat deleted while it waited is told of no more; nor is
+                // one whose run is over (its end was logged while the
+                // outbox was off: nothing closed the wait).
                 Ok(None) => outbox.forget_wait(&wait).await.map(|()| false),
+                Ok(Some(chat)) if chat.state == crate::store::ChatState::Idle => {
+                    outbox.forget_wait(&wait).await.map(|()| false)
+                }
                 Ok(Some(_)) => {
                     let n = reminder_number(&wait, now, every);
                     let at = wait

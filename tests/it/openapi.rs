@@ -638,6 +638,7 @@ async fn every_json_answer_matches_the_document() {
         let path = format!("/v1/server/chats/{chat}/files?user={user}&name=n.txt");
         let (s, b) = http_request(server.addr, "POST", &path, &headers, "notes").await;
         check(&doc, "/v1/server/chats/{id}/files", "post", s, &b);
+        assert_eq!(s, if user == "dev" { 201 } else { 404 }, "{b}");
         if s == 201 {
             let file = serde_json::from_str::<Value>(&b).unwrap()["id"].clone();
             let body = json!({"user": "dev", "attachments": [{"file_id": file}]});

@@ -753,3 +753,72 @@ async fn a_backend_uploads_a_file_into_a_users_chat_and_posts_it() {
     let (_, view) = call(&server, "GET", &format!("/v1/chats/{chat}"), &alice, None).await;
     assert_eq!(view["last_seq"], posted["last_seq"], "{view}");
 }
+
+/// A backend's post on the AI SDK's and AG-UI's routes: their rejoin (with
+/// `Last-Event-ID`) after any event of the post's run gets exactly the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_resumes_after_any_of_its_events_on_the_ai_sdk_and_ag_ui() {
+    use crate::rejoin::{rejoined, resumes_after_each};
+    use crate::sse::{all, open};
+    let demo = include_str!("../../src/agent/demo.yaml").replacen("id: demo", "id: real", 1);
+    let server = Server::start_with(Opts {
+        agents: vec![("real.yaml".into(), demo)],
+        ..Default::default()
+    })
+    .await;
+    let key = keys(&server, &["create", "--name", "crm", "--scopes", "publish"])
+        .await
+        .unwrap();
+    let post = json!({"user": "dev", "text": "Your report is ready.\nRows: 3.\nTotal: 12.",
+                      "widget": {"component_type": "report_card", "payload": {"rows": 3}}});
+    let user = json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]});
+    let ai_sdk = Uuid::new_v4();
+    let body =
+        json!({"id": ai_sdk, "messages": [user], "trigger": "submit-message", "agent": "real"});
+    let first = all(open(&server, "POST", "/v1/ai-sdk/chat", Some(body), None)
+        .await
+        .events)
+    .await;
+    assert!(first.iter().any(|e| e.data["type"] == "finish"));
+    let thread = Uuid::new_v4();
+    let body = json!({"threadId": thread, "runId": "r1", "tools": [], "context": [], "state": {},
+                      "messages": [{"id": "u1", "role": "user", "content": "go"}],
+                      "forwardedProps": {"agent": "real"}});
+    let first = all(open(&server, "POST", "/v1/ag-ui", Some(body), None)
+        .await
+        .events)
+    .await;
+    assert_eq!(first.last().unwrap().data["type"], "RUN_FINISHED");
+    for (what, chat, path, opening) in [
+        (
+            "AI SDK",
+            ai_sdk,
+            format!("/v1/ai-sdk/chat/{ai_sdk}/stream"),
+            0,
+        ),
+        ("AG-UI", thread, format!("/v1/ag-ui/{thread}/stream"), 1),
+    ] {
+        let (_, view) = http_json(&server, "GET", &format!("/v1/chats/{chat}"), "").await;
+        let before = view["last_seq"].as_u64().unwrap();
+        let posts = format!("/v1/server/chats/{chat}/posts");
+        let (status, e) = call(&server, "POST", &posts, &key, Some(post.clone())).await;
+        assert_eq!(status, 201, "{e}");
+        // The post's run as a resume that saw its opening shows it: its
+        // first event's id is the whole-run stream's opening after `before`.
+        let opened = format!("w{before}-{opening}");
+        let rest = rejoined(&server, path.clone(), opened.clone()).await;
+        let text: String = rest.iter().map(|e| e.data.to_string()).collect();
+        assert!(text.contains("Your report is ready"), "{what}: {text}");
+        assert!(text.contains("report_card"), "{what}: {text}");
+        eprintln!(
+            "DBG {what} {:?}",
+            rest.iter()
+                .map(|e| (e.id.clone(), e.data["type"].clone()))
+                .collect::<Vec<_>>()
+        );
+        resumes_after_each(what, &rest, rest.len(), |id| {
+            rejoined(&server, path.clone(), id)
+        })
+        .await;
+    }
+}

@@ -60,6 +60,7 @@ pub(super) async fn purge(pool: &PgPool, chat: Uuid) -> Result<bool, StoreError>
         "DELETE FROM envelopes WHERE chat_id = $1",
         "DELETE FROM template_answers WHERE chat_id = $1",
         "DELETE FROM chat_databases WHERE chat_id = $1",
+        "DELETE FROM webhook_waits WHERE chat_id = $1::text",
         "DELETE FROM chats WHERE id = $1",
     ] {
         sqlx::query(sql).bind(chat).execute(&mut *tx).await?;

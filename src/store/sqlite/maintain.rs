@@ -44,7 +44,13 @@ pub(super) fn purge(conn: &mut Connection, chat: &Uuid) -> rusqlite::Result<bool
              SELECT rowid FROM chat_search WHERE chat_search MATCH ?1 AND chat_id = ?2)",
         params![format!("owner : \"{owner}\""), id],
     )?;
-    for table in ["journal", "envelopes", "template_answers", "chat_databases"] {
+    for table in [
+        "journal",
+        "envelopes",
+        "template_answers",
+        "chat_databases",
+        "webhook_waits",
+    ] {
         tx.execute(&format!("DELETE FROM {table} WHERE chat_id = ?1"), [&id])?;
     }
     tx.execute("DELETE FROM chats WHERE id = ?1", [&id])?;
