@@ -193,6 +193,8 @@ pub struct Limits {
     pub sockets_per_user: Option<u32>,
     /// Runs in flight per user, on one node.
     pub runs_per_user: Option<u32>,
+    /// Requests per service key per minute, on one node.
+    pub key_requests_per_minute: Option<u32>,
 }
 
 impl Default for Config {
@@ -368,6 +370,7 @@ impl Settings {
             streams_per_user: on(pick!(max_streams_per_user), 64),
             sockets_per_user: on(pick!(max_sockets_per_user), 256),
             runs_per_user: on(pick!(max_runs_per_user), 32),
+            key_requests_per_minute: on(pick!(rate_key_requests_per_minute), 6000),
         };
 
         let master_key = pick!(master_key)

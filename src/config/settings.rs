@@ -236,6 +236,10 @@ pub struct Settings {
     /// User turns per user per minute; 0: no limit [default: 600].
     #[arg(long, env = "AGENTWIRE_RATE_MESSAGES_PER_MINUTE", global = true)]
     pub rate_messages_per_minute: Option<u32>,
+    /// Requests per service key per minute, on each node (besides the
+    /// limits of the users it acts for); 0: no limit [default: 6000].
+    #[arg(long, env = "AGENTWIRE_RATE_KEY_REQUESTS_PER_MINUTE", global = true)]
+    pub rate_key_requests_per_minute: Option<u32>,
     /// Inbound WebSocket messages (pings included) per connection per
     /// second; 0: no limit [default: 100].
     #[arg(long, env = "AGENTWIRE_RATE_FRAMES_PER_SECOND", global = true)]
@@ -366,6 +370,7 @@ pub(super) struct FileSettings {
     pub(super) http_body_timeout_seconds: Option<u64>,
     pub(super) rate_chats_per_minute: Option<u32>,
     pub(super) rate_messages_per_minute: Option<u32>,
+    pub(super) rate_key_requests_per_minute: Option<u32>,
     pub(super) rate_frames_per_second: Option<u32>,
     pub(super) max_streams_per_user: Option<u32>,
     pub(super) max_sockets_per_user: Option<u32>,

@@ -91,7 +91,10 @@ impl FromRequestParts<AppState> for ServiceCaller {
         match bearer(parts) {
             Some(token) if token.starts_with(crate::auth::keys::PREFIX) => {
                 match checked(parts, state, Some(&token)).await {
-                    Ok(Principal::Service(key)) => Ok(Self(key)),
+                    Ok(Principal::Service(key)) => {
+                        key_rate(state, &key).map_err(IntoResponse::into_response)?;
+                        Ok(Self(key))
+                    }
                     Ok(Principal::User { .. }) => Err(needs_key()),
                     Err(e) => Err(unauthorized(&e)),
                 }
@@ -122,10 +125,19 @@ impl FromRequestParts<AppState> for Acting {
                 token,
                 claims,
             })),
-            Ok(Principal::Service(key)) => Ok(Self::Service(key)),
+            Ok(Principal::Service(key)) => {
+                key_rate(state, &key).map_err(IntoResponse::into_response)?;
+                Ok(Self::Service(key))
+            }
             Err(e) => Err(unauthorized(&e)),
         }
     }
+}
+
+/// A key's own rate (`rate_key_requests_per_minute`), besides the limits of
+/// the users it acts for: 429 past it.
+fn key_rate(state: &AppState, key: &ServiceKey) -> Result<(), super::error::ApiError> {
+    Ok(state.registry.quotas().key_request(&key.id.to_string())?)
 }
 
 /// Who `token` is: as the guard found (it checks each request's

@@ -252,7 +252,8 @@ pub(super) async fn create(
 #[utoipa::path(get, path = "/v1/schedules", tag = "schedules", params(ForUser),
     security(("bearer" = []), ("service_key" = ["read"])),
     responses((status = 200, body = ScheduleList), (status = 400, body = ErrorBody),
-              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 429, body = ErrorBody)))]
 pub(super) async fn list(
     State(state): State<AppState>,
     acting: Acting,
@@ -270,7 +271,7 @@ pub(super) async fn list(
     params(("id" = Uuid, Path), ForUser), security(("bearer" = []), ("service_key" = ["read"])),
     responses((status = 200, body = ScheduleView), (status = 400, body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-              (status = 404, body = ErrorBody)))]
+              (status = 404, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub(super) async fn one(
     State(state): State<AppState>,
     acting: Acting,

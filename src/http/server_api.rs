@@ -378,7 +378,8 @@ pub(super) async fn upload(
     params(("user" = String, Path), UserChatsQuery),
     security(("service_key" = ["read"])),
     responses((status = 200, body = ChatList), (status = 400, body = ErrorBody),
-              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 429, body = ErrorBody)))]
 pub(super) async fn user_chats(
     State(state): State<AppState>,
     key: ServiceCaller,

@@ -25,6 +25,7 @@ const SWEEP_EVERY: u64 = 4096;
 pub struct Quotas {
     chats: Option<DefaultKeyedRateLimiter<String>>,
     messages: Option<DefaultKeyedRateLimiter<String>>,
+    keys: Option<DefaultKeyedRateLimiter<String>>,
     runs: UserSlots,
     checks: AtomicU64,
 }
@@ -39,6 +40,7 @@ impl Quotas {
         Self {
             chats: per_minute(limits.chats_per_minute),
             messages: per_minute(limits.messages_per_minute),
+            keys: per_minute(limits.key_requests_per_minute),
             runs: UserSlots::new(limits.runs_per_user, "runs in flight"),
             checks: AtomicU64::new(0),
         }
@@ -53,6 +55,7 @@ impl Quotas {
             streams_per_user: None,
             sockets_per_user: None,
             runs_per_user: None,
+            key_requests_per_minute: None,
         })
     }
 
@@ -70,6 +73,18 @@ impl Quotas {
     /// [`SessionError::RateLimited`] past `rate_messages_per_minute`.
     pub fn message(&self, user: &str) -> Result<(), SessionError> {
         self.check(self.messages.as_ref(), user, "messages per minute")
+    }
+
+    /// One more request of the service key `key` (its id).
+    ///
+    /// # Errors
+    /// [`SessionError::RateLimited`] past `rate_key_requests_per_minute`.
+    pub fn key_request(&self, key: &str) -> Result<(), SessionError> {
+        self.check(
+            self.keys.as_ref(),
+            key,
+            "requests per service key per minute",
+        )
     }
 
     fn check(
@@ -177,6 +192,7 @@ mod tests {
             streams_per_user: None,
             sockets_per_user: None,
             runs_per_user: Some(runs),
+            key_requests_per_minute: None,
         }
     }
 

@@ -520,6 +520,36 @@ async fn the_new_routes_refuse_oversize_bodies_other_owners_and_bursts() {
         json!({"user": "carol", "agent": "demo"}),
     )
     .await;
+    // A key has a rate of its own, whichever users it acts for.
+    let limited = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            rate_key_requests_per_minute: Some(5),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let busy = keys(&limited, &["create", "--name", "busy", "--scopes", "read"])
+        .await
+        .unwrap();
+    let calm = keys(&limited, &["create", "--name", "calm", "--scopes", "read"])
+        .await
+        .unwrap();
+    let mut statuses = Vec::new();
+    for n in 0..8 {
+        let path = format!("/v1/server/users/u{n}/chats");
+        statuses.push(call(&limited, "GET", &path, &busy, None).await.0);
+    }
+    assert_eq!(statuses[..5], [200; 5], "{statuses:?}");
+    assert!(statuses[5..].iter().all(|s| *s == 429), "{statuses:?}");
+    let (status, e) = call(&limited, "GET", "/v1/schedules?user=u1", &busy, None).await;
+    assert_eq!(
+        (status, e["error"]["code"].as_str()),
+        (429, Some("RATE_LIMIT_EXCEEDED"))
+    );
+    let other = call(&limited, "GET", "/v1/server/users/u1/chats", &calm, None).await;
+    assert_eq!(other.0, 200, "another key is not held back");
+
     // Changing a schedule is a turn too.
     let dave = token("dave", 600, SECRET);
     let schedule = json!({"agent": "demo", "cron": "0 8 * * *"});
