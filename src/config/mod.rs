@@ -8,6 +8,7 @@
 mod auth;
 mod files;
 mod settings;
+mod webhook;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ pub use auth::{AuthConfig, JwtConfig, JwtKey, KeySource};
 pub use files::FileLimits;
 use settings::FileSettings;
 pub use settings::{AuthMode, Cli, Command, KeysCommand, LogFormat, ModelConfig, Settings};
+pub use webhook::Webhook;
 
 /// What schedules may do.
 #[derive(Debug, Clone, Copy)]
@@ -27,18 +29,6 @@ pub struct ScheduleLimits {
     pub min_interval: Duration,
     /// Schedules one user may have.
     pub per_user: u64,
-}
-
-/// Webhooks out: where they go and how.
-#[derive(Debug, Clone)]
-pub struct Webhook {
-    pub url: reqwest::Url,
-    /// The signing secret (text, read by `webhooks`).
-    pub secret: String,
-    /// How long one request may take.
-    pub timeout: Duration,
-    /// Waits for a person are told again this often while open.
-    pub remind: Option<Duration>,
 }
 
 /// A configuration error that names the key at fault.
@@ -276,42 +266,13 @@ impl Settings {
         let ui_timeout = positive("ui_timeout_seconds", pick!(ui_timeout_seconds), 300)?;
         let idle_chat = positive("idle_chat_seconds", pick!(idle_chat_seconds), 60)?;
         let shutdown_grace = positive("shutdown_grace_seconds", pick!(shutdown_grace_seconds), 10)?;
-        let webhook = match (pick!(webhook_url), pick!(webhook_secret)) {
-            (None, None) => None,
-            (Some(url), Some(secret)) => {
-                let url = reqwest::Url::parse(url.trim())
-                    .ok()
-                    .filter(|u| matches!(u.scheme(), "http" | "https"))
-                    .ok_or_else(|| bad("webhook_url", "must be an http:// or https:// URL"))?;
-                let timeout = positive(
-                    "webhook_timeout_seconds",
-                    pick!(webhook_timeout_seconds),
-                    15,
-                )?;
-                if timeout > 300 {
-                    return Err(bad("webhook_timeout_seconds", "at most 300"));
-                }
-                let remind = match pick!(webhook_remind_seconds) {
-                    Some(0) => return Err(bad("webhook_remind_seconds", "must be greater than 0")),
-                    s => s.map(Duration::from_secs),
-                };
-                Some(Webhook {
-                    url,
-                    secret,
-                    timeout: Duration::from_secs(timeout),
-                    remind,
-                })
-            }
-            (Some(_), None) => {
-                return Err(bad(
-                    "webhook_secret",
-                    "webhook_url needs a secret to sign with",
-                ));
-            }
-            (None, Some(_)) => {
-                return Err(bad("webhook_url", "webhook_secret without webhook_url"));
-            }
-        };
+        let webhook = webhook::resolve(
+            pick!(webhook_url),
+            pick!(webhook_secret),
+            pick!(webhook_timeout_seconds),
+            pick!(webhook_remind_seconds),
+        )
+        .map_err(|(key, message)| bad(key, message))?;
         let schedules = ScheduleLimits {
             grace: Duration::from_secs(positive(
                 "schedule_grace_seconds",
