@@ -63,6 +63,10 @@ pub const JWKS_FETCHES: &str = "agentwire_jwks_fetches_total";
 pub const TOOL_SECONDS: &str = "agentwire_tool_seconds";
 /// Errors sent to clients, by contract `code`.
 pub const ERRORS: &str = "agentwire_errors_total";
+/// Tokens runs used, by `agent` and `kind` (`prompt`, `completion`).
+pub const TOKENS: &str = "agentwire_tokens_total";
+/// What priced runs cost, by `agent`, in 1e-9 of the price table's currency.
+pub const COST_NANOS: &str = "agentwire_cost_nanos_total";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -173,6 +177,21 @@ fn describe() {
     describe_counter!(JWKS_FETCHES, "Fetches of the identity provider's keys.");
     describe_histogram!(TOOL_SECONDS, Unit::Seconds, "Tool call duration.");
     describe_counter!(ERRORS, "Errors sent to clients, by code.");
+    describe_counter!(TOKENS, "Tokens runs used, by agent and kind.");
+    describe_counter!(
+        COST_NANOS,
+        "What priced runs cost, by agent, in 1e-9 of the price table's currency."
+    );
+}
+
+/// Counts what a run of `agent` used (its `chat.usage_summary`).
+pub fn run_usage(agent: &str, prompt: u64, completion: u64, cost: Option<f64>) {
+    let agent = agent.to_owned();
+    counter!(TOKENS, "agent" => agent.clone(), "kind" => "prompt").increment(prompt);
+    counter!(TOKENS, "agent" => agent.clone(), "kind" => "completion").increment(completion);
+    if let Some(cost) = cost {
+        counter!(COST_NANOS, "agent" => agent).increment((cost.max(0.0) * 1e9).round() as u64);
+    }
 }
 
 /// Counts an open connection until dropped.

@@ -45,7 +45,17 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
             Err(_) => RunEndReason::Timeout,
         },
     };
-    let _ = link.emit(summary(&spec.agent, tally)).await;
+    let used = summary(&spec.agent, tally);
+    if let EventKind::UsageSummary {
+        prompt_tokens,
+        completion_tokens,
+        cost,
+        ..
+    } = &used
+    {
+        crate::metrics::run_usage(&spec.agent.id, *prompt_tokens, *completion_tokens, *cost);
+    }
+    let _ = link.emit(used).await;
     let _ = link.emit(EventKind::RunComplete { reason }).await;
 }
 

@@ -31,6 +31,7 @@ mod server_api;
 mod sse;
 mod state;
 mod template_ws;
+mod usage;
 mod views;
 mod web;
 mod workflows;
@@ -139,6 +140,7 @@ pub fn router(state: AppState) -> Router {
         .merge(server_api::router())
         .merge(feed::router())
         .merge(schedules::router())
+        .merge(usage::router())
         .merge(web::router())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(guard)

@@ -8,7 +8,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     ag_ui, ai_sdk, answers, api, branches, chats, connections, download, feed, files, history,
-    listing, openai, ops, schedules, server_api, sse, workflows,
+    listing, openai, ops, schedules, server_api, sse, usage, workflows,
 };
 
 /// The API description.
@@ -80,6 +80,7 @@ use super::{
         server_api::post_into,
         server_api::upload,
         server_api::user_chats,
+        usage::usage,
     ),
     components(schemas(api::ErrorBody, api::ErrorDetail)),
     modifiers(&Limits, &Security),
@@ -96,6 +97,7 @@ use super::{
         (name = "files", description = "Files users upload and tools hand back"),
         (name = "schedules", description = "Agents that start on their own: cron schedules in a time zone, a user's own or any user's with a service key"),
         (name = "server", description = "The server API: what a backend does with a service key (`agentwire keys create`), never as a user"),
+        (name = "usage", description = "Tokens and cost per user, agent and day"),
         (name = "ops", description = "Operations"),
     )
 )]

@@ -89,6 +89,11 @@ pub(super) fn sqlite() -> Migrator {
             "webhook_waits",
             include_str!("../../migrations/sqlite/0016_webhook_waits.sql"),
         ),
+        (
+            17,
+            "usage",
+            include_str!("../../migrations/sqlite/0017_usage.sql"),
+        ),
     ])
 }
 
@@ -169,6 +174,11 @@ pub(super) fn postgres() -> Migrator {
             15,
             "webhook_waits",
             include_str!("../../migrations/postgres/0015_webhook_waits.sql"),
+        ),
+        (
+            16,
+            "usage",
+            include_str!("../../migrations/postgres/0016_usage.sql"),
         ),
     ])
 }

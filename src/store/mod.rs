@@ -21,6 +21,7 @@ mod schedules;
 mod seal;
 pub mod search;
 mod sqlite;
+mod usage;
 mod writer;
 
 use std::sync::Arc;
@@ -38,6 +39,7 @@ pub use postgres::notice::LogNotice;
 pub use schedules::{ScheduleRecord, Schedules};
 pub use seal::SealError;
 pub use sqlite::SqliteStore;
+pub use usage::{Usage, UsageDay};
 pub use writer::{LogWriter, OnCommit};
 
 /// Now, in Unix milliseconds (the stores' `created_at`, `updated_at`, `ts`).
@@ -235,6 +237,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// From now on, appends write webhooks' events to the outbox.
     fn enable_outbox(&self);
+
+    /// The usage ledger in this store.
+    fn usage(&self) -> Usage;
 
     /// Creates the chat unless a chat with that id exists.
     ///

@@ -52,6 +52,7 @@ mod support;
 mod template;
 mod upstream;
 mod upstream_peers;
+mod usage;
 mod vendors;
 mod webhooks;
 mod workflows;

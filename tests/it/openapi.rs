@@ -664,6 +664,12 @@ async fn every_json_answer_matches_the_document() {
         );
     }
 
+    // Usage: the caller's own; a bad date.
+    for path in ["/v1/usage", "/v1/usage?from=soon"] {
+        let (s, b) = req("GET", path.into(), String::new()).await;
+        check(&doc, "/v1/usage", "get", s, &b);
+    }
+
     // Reading a chat, and schedules (the caller's own, in auth mode none).
     let (s, b) = req("POST", format!("/v1/chats/{chat}/read"), String::new()).await;
     check(&doc, "/v1/chats/{id}/read", "post", s, &b);
@@ -755,6 +761,7 @@ async fn every_json_answer_matches_the_document() {
         "get /v1/schedules/{id}",
         "get /v1/server/users/{user}/chats",
         "get /v1/system-prompts/{agent}/enhanced",
+        "get /v1/usage",
         "get /v1/workflows",
         "get /v1/workflows/categories",
         "get /v1/workflows/{id}",

@@ -16,6 +16,7 @@ type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 use uuid::Uuid;
 
 use super::super::outbox::{Effects, effects_of};
+use super::super::usage::{ADD, runs_of};
 use super::super::{AppendBatch, Fence, NewEnvelope, StoreError};
 use super::notice;
 
@@ -63,7 +64,10 @@ pub(super) async fn append(
         .iter()
         .any(|b| b.state.is_some() || b.conversation_state.is_some())
         || super::listing::touches(batches)
-        || !effects.is_empty();
+        || !effects.is_empty()
+        || batches
+            .iter()
+            .any(|b| b.envelopes.iter().any(|e| e.kind == "chat.usage_summary"));
     if changes_state || rows.len() > ROWS_PER_INSERT {
         return in_transaction(pool, batches, &effects).await;
     }
@@ -171,6 +175,16 @@ async fn in_transaction(
     let now = super::super::now_ms();
     if !effects.is_empty() {
         outbox(&mut tx, effects, now).await?;
+    }
+    for (chat, day, prompt, completion, cost) in runs_of(batches) {
+        sqlx::query(ADD)
+            .bind(chat)
+            .bind(day)
+            .bind(prompt)
+            .bind(completion)
+            .bind(cost)
+            .execute(&mut *tx)
+            .await?;
     }
     for b in batches {
         if let Some(state) = b.state {

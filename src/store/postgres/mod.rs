@@ -99,6 +99,10 @@ impl Store for PgStore {
         crate::store::Outbox::Postgres(self.pool.clone())
     }
 
+    fn usage(&self) -> crate::store::Usage {
+        crate::store::Usage::Postgres(self.pool.clone())
+    }
+
     fn enable_outbox(&self) {
         self.outbox
             .store(true, std::sync::atomic::Ordering::Relaxed);

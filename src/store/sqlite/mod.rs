@@ -161,6 +161,10 @@ impl Store for SqliteStore {
         crate::store::Outbox::Sqlite(self.pool.clone())
     }
 
+    fn usage(&self) -> crate::store::Usage {
+        crate::store::Usage::Sqlite(self.pool.clone())
+    }
+
     fn enable_outbox(&self) {
         self.outbox
             .store(true, std::sync::atomic::Ordering::Relaxed);

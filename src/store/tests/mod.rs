@@ -59,6 +59,7 @@ mod files;
 mod listing;
 mod paced;
 mod purge;
+mod usage;
 mod waits;
 
 fn chat(owner: &str) -> ChatRecord {

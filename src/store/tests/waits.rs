@@ -2,6 +2,7 @@
 //! envelopes that open and close them, reminded once per interval by one
 //! claimer, not while the last telling waits, and gone with their chat.
 
+use super::listing::append;
 use super::*;
 
 fn said(seq: u64, kind: &'static str, json: &str) -> NewEnvelope {
@@ -9,17 +10,6 @@ fn said(seq: u64, kind: &'static str, json: &str) -> NewEnvelope {
         json: json.to_owned().into(),
         ..env(seq, kind, None, None)
     }
-}
-
-async fn append(store: &Arc<dyn Store>, chat: Uuid, envelopes: Vec<NewEnvelope>) {
-    let batch = AppendBatch {
-        chat_id: chat,
-        envelopes,
-        state: None,
-        conversation_state: None,
-        fence: None,
-    };
-    store.append(&[batch]).await.unwrap();
 }
 
 /// Marks every event due delivered; their ids.
