@@ -234,6 +234,7 @@ pub async fn run(
         files: config.files.clone(),
         max_branches_per_chat: config.max_branches_per_chat,
         quotas: session::Quotas::new(&config.limits),
+        usage_quotas: config.quotas,
         shutdown: token.clone(),
         tracker: tracker.clone(),
         node: node.clone(),

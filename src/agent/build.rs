@@ -101,6 +101,21 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
+    /// The price of what `speaker` says in this agent's runs: a group
+    /// member's own; the group's selector's under the group's id (or `""`,
+    /// the run's own); else the agent's.
+    pub fn price_of(&self, speaker: &str) -> Option<super::definition::Price> {
+        match &self.group {
+            Some(g) if speaker == self.id || speaker.is_empty() => g.selector_price,
+            Some(g) => g
+                .members
+                .iter()
+                .find(|m| m.name == speaker)
+                .and_then(|m| m.agent.price),
+            None => self.price,
+        }
+    }
+
     /// The tools its file declares by name (a group's: its members' too,
     /// and `handoff_to`): a client may know them ahead; an MCP server's,
     /// a client's own and a workflow's are known only when called.

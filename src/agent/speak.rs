@@ -157,17 +157,7 @@ impl Tally {
     pub(super) fn before(agent: &Agent, used: &BTreeMap<String, Usage>) -> Self {
         let mut tally = Self::default();
         for (name, u) in used {
-            let price = match &agent.group {
-                // The selector's calls count under the group's id.
-                Some(g) if *name == agent.id => g.selector_price,
-                Some(g) => g
-                    .members
-                    .iter()
-                    .find(|m| m.name == *name)
-                    .and_then(|m| m.agent.price),
-                None => agent.price,
-            };
-            tally.of(name, price).model = *u;
+            tally.of(name, agent.price_of(name)).model = *u;
         }
         tally
     }
@@ -250,6 +240,17 @@ pub(super) async fn speak(
     }
 
     for turn in first..agent.max_turns {
+        // A usage quota used up stops the run before its next model call.
+        if let Some(refusal) = link.over_quota().await {
+            link.emit(EventKind::Error {
+                message: refusal.message,
+                error_code: ErrorCode::QuotaExceeded,
+                details: Some(refusal.details),
+                recoverable: false,
+            })
+            .await?;
+            return Ok(Spoke::End(RunEndReason::Error));
+        }
         // What the user said meanwhile to steer the run, before this turn.
         messages.extend(link.steered().await);
         let (method, reason) = match (&voice.chosen, turn) {

@@ -7,6 +7,7 @@
 
 mod auth;
 mod files;
+mod quotas;
 mod settings;
 mod webhook;
 
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 pub use auth::{AuthConfig, JwtConfig, JwtKey, KeySource};
 pub use files::FileLimits;
+pub use quotas::Quotas;
 use settings::FileSettings;
 pub use settings::{AuthMode, Cli, Command, KeysCommand, LogFormat, ModelConfig, Settings};
 pub use webhook::Webhook;
@@ -90,6 +92,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Schedules' limits and their missed-time grace.
     pub schedules: ScheduleLimits,
+    /// What one user's runs may use per day and month.
+    pub quotas: Quotas,
     /// Where webhooks go, and how.
     pub webhook: Option<Webhook>,
     /// Runs cut off by a restart are continued from the log (issue 19).
@@ -273,6 +277,13 @@ impl Settings {
             pick!(webhook_remind_seconds),
         )
         .map_err(|(key, message)| bad(key, message))?;
+        let quotas = Quotas::resolve(
+            pick!(quota_user_tokens_per_day),
+            pick!(quota_user_tokens_per_month),
+            pick!(quota_user_cost_per_day),
+            pick!(quota_user_cost_per_month),
+        )
+        .map_err(|(key, message)| bad(key, message))?;
         let schedules = ScheduleLimits {
             grace: Duration::from_secs(positive(
                 "schedule_grace_seconds",
@@ -375,6 +386,7 @@ impl Settings {
             idle_chat: Duration::from_secs(idle_chat),
             shutdown_grace: Duration::from_secs(shutdown_grace),
             schedules,
+            quotas,
             webhook,
             continue_runs: pick!(continue_runs_after_restart).unwrap_or(true),
             continue_delay: Duration::from_millis(self.test_continue_delay_ms.unwrap_or(0)),

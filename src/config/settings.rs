@@ -181,6 +181,19 @@ pub struct Settings {
     /// waited [default: none, sent once].
     #[arg(long, env = "AGENTWIRE_WEBHOOK_REMIND_SECONDS", global = true)]
     pub webhook_remind_seconds: Option<u64>,
+    /// Tokens one user's runs may use per day (UTC); 0: no limit [default: 0].
+    #[arg(long, env = "AGENTWIRE_QUOTA_USER_TOKENS_PER_DAY", global = true)]
+    pub quota_user_tokens_per_day: Option<u64>,
+    /// Tokens one user's runs may use per month (UTC) [default: 0, none].
+    #[arg(long, env = "AGENTWIRE_QUOTA_USER_TOKENS_PER_MONTH", global = true)]
+    pub quota_user_tokens_per_month: Option<u64>,
+    /// What one user's runs may cost per day, in the prices' currency
+    /// [default: 0, none].
+    #[arg(long, env = "AGENTWIRE_QUOTA_USER_COST_PER_DAY", global = true)]
+    pub quota_user_cost_per_day: Option<f64>,
+    /// What one user's runs may cost per month [default: 0, none].
+    #[arg(long, env = "AGENTWIRE_QUOTA_USER_COST_PER_MONTH", global = true)]
+    pub quota_user_cost_per_month: Option<f64>,
     /// Schedules one user may have [default: 100].
     #[arg(long, env = "AGENTWIRE_MAX_SCHEDULES_PER_USER", global = true)]
     pub max_schedules_per_user: Option<u64>,
@@ -353,6 +366,10 @@ pub(super) struct FileSettings {
     pub(super) schedule_grace_seconds: Option<u64>,
     pub(super) schedule_min_interval_seconds: Option<u64>,
     pub(super) max_schedules_per_user: Option<u64>,
+    pub(super) quota_user_tokens_per_day: Option<u64>,
+    pub(super) quota_user_tokens_per_month: Option<u64>,
+    pub(super) quota_user_cost_per_day: Option<f64>,
+    pub(super) quota_user_cost_per_month: Option<f64>,
     pub(super) webhook_url: Option<String>,
     pub(super) webhook_secret: Option<String>,
     pub(super) webhook_timeout_seconds: Option<u64>,

@@ -155,3 +155,32 @@ fn webhooks_need_an_http_url_and_a_secret() {
         (2, Some(3600))
     );
 }
+
+#[test]
+fn quotas_are_off_unless_set_and_a_cost_is_a_number() {
+    let none = Settings::default().resolve().unwrap().quotas;
+    assert!(!none.any());
+    let set = Settings {
+        quota_user_tokens_per_day: Some(1000),
+        quota_user_tokens_per_month: Some(0),
+        quota_user_cost_per_month: Some(2.5),
+        ..Settings::default()
+    };
+    let q = set.resolve().unwrap().quotas;
+    assert_eq!(
+        (
+            q.tokens_per_day,
+            q.tokens_per_month,
+            q.cost_per_day,
+            q.cost_per_month
+        ),
+        (Some(1000), None, None, Some(2.5))
+    );
+    for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        let s = Settings {
+            quota_user_cost_per_day: Some(bad),
+            ..Settings::default()
+        };
+        assert_eq!(s.resolve().unwrap_err().key, "quota_user_cost_per_day");
+    }
+}

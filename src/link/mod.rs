@@ -17,8 +17,10 @@ use tokio_util::sync::CancellationToken;
 use crate::protocol::{Display, EventKind, RunEndReason};
 
 mod files;
+mod quota;
 
 pub use files::{RunFiles, named};
+pub use quota::{QuotaGate, Refusal};
 
 /// What a run asks of its chat.
 #[derive(Debug)]
@@ -151,6 +153,8 @@ pub struct RunLink {
     steer: Arc<std::sync::atomic::AtomicBool>,
     /// Where the run's tools keep the files they produce.
     files: Option<Arc<RunFiles>>,
+    /// The run's usage quota, and what it has used.
+    quota: Option<Arc<quota::Metered>>,
 }
 
 impl RunLink {
@@ -164,6 +168,7 @@ impl RunLink {
             approved: None,
             steer: Arc::default(),
             files: None,
+            quota: None,
         };
         (link, rx)
     }
@@ -209,7 +214,21 @@ impl RunLink {
             approved: self.approved.clone(),
             steer: self.steer.clone(),
             files: self.files.clone(),
+            quota: self.quota.clone(),
         }
+    }
+
+    /// The link of a run held to a usage quota (if any): `gate` is asked
+    /// before each model turn.
+    #[must_use]
+    pub fn metered(mut self, gate: Option<Arc<dyn QuotaGate>>) -> Self {
+        self.quota = gate.map(|gate| Arc::new(quota::Metered::new(gate)));
+        self
+    }
+
+    /// Why the run may not make another model call, if a quota says so.
+    pub async fn over_quota(&self) -> Option<Refusal> {
+        self.quota.as_ref()?.refusal().await
     }
 
     /// The link of a run that reads and keeps its chat's files in `files`.
@@ -325,6 +344,10 @@ impl RunLink {
         };
         if usage == crate::llm::Usage::default() {
             return Ok(());
+        }
+        if let Some(quota) = &self.quota {
+            let name = speaker.or(self.speaker.as_deref()).unwrap_or_default();
+            quota.add(name, usage);
         }
         let speaker = speaker.map(str::to_owned);
         self.send(RunMsg::Used { speaker, usage }).await

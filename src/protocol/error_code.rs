@@ -36,6 +36,8 @@ pub enum ErrorCode {
     BranchLimitExceeded,
     /// No file of that id is the caller's.
     FileNotFound,
+    /// A run stopped (or not started) at a usage quota.
+    QuotaExceeded,
 }
 
 impl ErrorCode {
@@ -60,6 +62,7 @@ impl ErrorCode {
             Self::MessageNotFound => "MESSAGE_NOT_FOUND",
             Self::BranchLimitExceeded => "BRANCH_LIMIT_EXCEEDED",
             Self::FileNotFound => "FILE_NOT_FOUND",
+            Self::QuotaExceeded => "QUOTA_EXCEEDED",
         }
     }
 }

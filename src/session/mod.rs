@@ -18,6 +18,7 @@ mod quotas;
 mod registry;
 mod subscriber;
 pub mod tree;
+mod usage_quota;
 
 use std::time::Duration;
 
@@ -56,6 +57,8 @@ pub struct SessionContext {
     pub max_branches_per_chat: usize,
     /// Per-user rate limits and quotas.
     pub quotas: Quotas,
+    /// What one user's runs may use per day and month (`quota_user_*`).
+    pub usage_quotas: crate::config::Quotas,
     /// The limits on files: per message, per file (a tool's too), per user.
     pub files: crate::config::FileLimits,
     /// Cancelled when the server shuts down.

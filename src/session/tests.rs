@@ -29,6 +29,7 @@ async fn registry(dir: &std::path::Path, idle: Duration) -> Registry {
         files: crate::config::FileLimits::default(),
         max_branches_per_chat: 1000,
         quotas: Quotas::unlimited(),
+        usage_quotas: crate::config::Quotas::default(),
         shutdown: CancellationToken::new(),
         tracker: TaskTracker::new(),
         node: None,

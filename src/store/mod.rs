@@ -39,7 +39,7 @@ pub use postgres::notice::LogNotice;
 pub use schedules::{ScheduleRecord, Schedules};
 pub use seal::SealError;
 pub use sqlite::SqliteStore;
-pub use usage::{Usage, UsageDay};
+pub use usage::{Spent, Usage, UsageDay};
 pub use writer::{LogWriter, OnCommit};
 
 /// Now, in Unix milliseconds (the stores' `created_at`, `updated_at`, `ts`).

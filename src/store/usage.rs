@@ -121,6 +121,40 @@ impl Usage {
     }
 }
 
+/// What `owner` used from `from` to `to` (days, inclusive): tokens and cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spent {
+    pub tokens: u64,
+    pub cost_nanos: u64,
+}
+
+impl Usage {
+    /// What `owner`'s runs used from `from` to `to` (inclusive).
+    ///
+    /// # Errors
+    /// The store fails.
+    pub async fn spent(&self, owner: &str, from: &str, to: &str) -> Result<Spent, StoreError> {
+        // (PostgreSQL sums BIGINTs as NUMERIC: cast back.)
+        let sql =
+            "SELECT CAST(COALESCE(SUM(prompt_tokens + completion_tokens), 0) AS BIGINT) AS tokens,
+                          CAST(COALESCE(SUM(cost_nanos), 0) AS BIGINT) AS cost FROM usage_daily
+                   WHERE owner = $1 AND day >= $2 AND day <= $3";
+        let (owner, from, to) = (owner.to_owned(), from.to_owned(), to.to_owned());
+        on_pool!(self, sql, [owner, from, to], fetch_one, |r| -> Result<
+            Spent,
+            StoreError,
+        > {
+            let n = |name: &str| -> Result<u64, StoreError> {
+                Ok(Row::try_get::<i64, _>(&r, name)?.max(0) as u64)
+            };
+            Ok(Spent {
+                tokens: n("tokens")?,
+                cost_nanos: n("cost")?,
+            })
+        })
+    }
+}
+
 fn day<R: Row>(row: &R) -> Result<UsageDay, StoreError>
 where
     for<'r> &'r str: sqlx::ColumnIndex<R>,

@@ -92,7 +92,7 @@ async fn logs_to_a_file_have_no_colours_and_name_an_unreachable_model_server() {
     let dir = tempfile::tempdir().unwrap();
     let agents = dir.path().join("agents");
     std::fs::create_dir_all(&agents).unwrap();
-    let dead = free_addr();
+    let (_held, dead) = refused_addr();
     std::fs::write(
         agents.join("remote.yaml"),
         format!("id: remote\nmodel: {{provider: openai, name: m, base_url: 'http://{dead}/v1'}}\n"),

@@ -40,6 +40,7 @@ mod page;
 mod passthrough;
 mod pg_outage;
 mod providers;
+mod quotas;
 mod rejoin;
 mod rest;
 mod resume;

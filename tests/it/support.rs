@@ -426,6 +426,16 @@ pub fn free_addr() -> SocketAddr {
         .unwrap()
 }
 
+/// An address that refuses connections for as long as the socket lives:
+/// bound, never listened on, so no other test's server can take its port
+/// meanwhile (a free port let go could be).
+pub fn refused_addr() -> (tokio::net::TcpSocket, SocketAddr) {
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = held.local_addr().unwrap();
+    (held, addr)
+}
+
 /// Waits until something accepts connections on `addr`.
 pub async fn wait_for(addr: SocketAddr) {
     for _ in 0..200 {

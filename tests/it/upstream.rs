@@ -233,7 +233,7 @@ async fn every_upstream_failure_ends_the_run_with_an_error_naming_the_agent() {
     let n = cases.len();
     let (replies, expect): (Vec<Reply>, Vec<&str>) = cases.into_iter().unzip();
     let mock = MockServer::start(replies).await;
-    let closed = free_addr();
+    let (_held, closed) = refused_addr();
     let server = Server::start_with(Opts {
         settings: agentwire::config::Settings {
             max_message_bytes: Some(2048),

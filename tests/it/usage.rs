@@ -10,7 +10,7 @@ use crate::server_api::{call, keys};
 use crate::support::*;
 
 /// The demo agent at a price (per million tokens).
-fn priced() -> String {
+pub(crate) fn priced() -> String {
     include_str!("../../src/agent/demo.yaml")
         .replacen("id: demo", "id: priced", 1)
         .replacen(

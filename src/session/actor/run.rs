@@ -119,7 +119,9 @@ impl Actor {
         let files = self.ctx.files.clone();
         let store = self.ctx.store.clone();
         let files = crate::link::RunFiles::new(store, owner.clone(), self.chat_id, files);
-        let link = link.keeping_files(files);
+        let quotas = self.ctx.usage_quotas;
+        let gate = super::super::usage_quota::RunQuota::of(&self.ctx.store, quotas, &owner, &agent);
+        let link = link.keeping_files(files).metered(gate);
         // A continued run waits again on what its cut-off self had asked.
         let link = match &extras.resumed {
             Some(resumed) => link

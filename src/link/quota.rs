@@ -1,0 +1,61 @@
+//! A run's usage quota, as the run sees it: what its model calls used so
+//! far (per speaker), and the gate asked before each model turn. The gate
+//! itself — the ledger, the limits, the prices — is the chat's
+//! (`session::usage_quota`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use crate::llm::Usage;
+
+/// Why a run may not make another model call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    /// For the user: which quota, and when it resets.
+    pub message: String,
+    /// `{quota, limit, used, resets_at}`.
+    pub details: serde_json::Value,
+}
+
+/// Decides whether a run that used `used` (per speaker; `""` the run's own
+/// agent) may make another model call.
+#[async_trait::async_trait]
+pub trait QuotaGate: Send + Sync {
+    async fn refusal(&self, used: &BTreeMap<String, Usage>) -> Option<Refusal>;
+}
+
+/// A run's gate and what it has used.
+pub(super) struct Metered {
+    gate: Arc<dyn QuotaGate>,
+    used: Mutex<BTreeMap<String, Usage>>,
+}
+
+impl std::fmt::Debug for Metered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metered")
+            .field("used", &self.used)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Metered {
+    pub(super) fn new(gate: Arc<dyn QuotaGate>) -> Self {
+        Self {
+            gate,
+            used: Mutex::default(),
+        }
+    }
+
+    /// Counts a model call's `usage` as `speaker`'s.
+    pub(super) fn add(&self, speaker: &str, usage: Usage) {
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        let u = used.entry(speaker.to_owned()).or_default();
+        u.prompt_tokens += usage.prompt_tokens;
+        u.completion_tokens += usage.completion_tokens;
+    }
+
+    pub(super) async fn refusal(&self) -> Option<Refusal> {
+        let used = self.used.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.gate.refusal(&used).await
+    }
+}

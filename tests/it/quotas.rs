@@ -1,0 +1,153 @@
+//! Usage quotas (issue 39): a user whose quota is used up gets no more
+//! model calls — a run stops before its next turn, the next run before its
+//! first — with `QUOTA_EXCEEDED` naming the quota and when it resets; the
+//! count is the store's, shared by every node.
+
+use chrono::Datelike;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::auth::{SECRET, token};
+use crate::support::*;
+
+fn settings(quotas: agentwire::config::Settings) -> agentwire::config::Settings {
+    agentwire::config::Settings {
+        auth: Some(agentwire::config::AuthMode::Jwt),
+        jwt_secret: Some(SECRET.into()),
+        ..quotas
+    }
+}
+
+/// `user`'s run of the priced demo in a new chat: what it logged.
+async fn run(server: &Server, user: &str, text: &str) -> Vec<Value> {
+    let mut c = crate::server_api::connect_as(server, user).await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "priced", text).await;
+    c.until_complete(chat).await
+}
+
+fn refusal(log: &[Value]) -> &Value {
+    let error = log
+        .iter()
+        .find(|m| m["type"] == "chat.error")
+        .unwrap_or_else(|| panic!("no error: {log:#?}"));
+    assert_eq!(error["error_code"], "QUOTA_EXCEEDED", "{error}");
+    assert_eq!(error["recoverable"], false);
+    assert_eq!(log.last().unwrap()["reason"], "error");
+    error
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_up_quota_stops_the_next_turn_and_the_next_run() {
+    let server = Server::start_with(Opts {
+        settings: settings(agentwire::config::Settings {
+            quota_user_tokens_per_day: Some(1),
+            ..Default::default()
+        }),
+        agents: vec![("priced.yaml".into(), crate::usage::priced())],
+    })
+    .await;
+    // The first turn may go (nothing used yet); it asks, and once answered
+    // the run would speak again: its quota stops it first.
+    let mut c = crate::server_api::connect_as(&server, "alice").await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "priced", "ask: Your name?").await;
+    let asked = c.recv_until(|m| m["type"] == "chat.input_request").await;
+    let request = asked.last().unwrap().clone();
+    c.send(json!({"type": "user.input.submit", "chat_id": chat,
+                  "request_id": request["request_id"], "text": "Ada"}))
+        .await;
+    let rest = c.until_complete(chat).await;
+    let error = refusal(&rest);
+    assert!(
+        !rest
+            .iter()
+            .any(|m| m["type"] == "chat.text" && m["agent"] == "priced"),
+        "no second turn: {rest:#?}"
+    );
+    let tomorrow = chrono::Utc::now().date_naive() + chrono::Days::new(1);
+    let details = &error["details"];
+    assert_eq!(details["quota"], "tokens_per_day");
+    assert_eq!(details["limit"], 1.0);
+    assert!(details["used"].as_f64().unwrap() >= 1.0, "{details}");
+    assert_eq!(details["resets_at"], format!("{tomorrow}T00:00:00Z"));
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("alice") && message.contains("quota_user_tokens_per_day"),
+        "{message}"
+    );
+
+    // The next run makes no model call at all.
+    let next = run(&server, "alice", "hello").await;
+    refusal(&next);
+    assert_eq!(
+        types(&next),
+        [
+            "chat.text",
+            "chat.error",
+            "chat.usage_summary",
+            "chat.run_complete"
+        ],
+        "{next:#?}"
+    );
+    // Another user's day is their own.
+    let theirs = run(&server, "bob", "hello").await;
+    assert_eq!(theirs.last().unwrap()["reason"], "completed", "{theirs:#?}");
+    // The refused runs used nothing.
+    let (_, usage) = crate::server_api::call(
+        &server,
+        "GET",
+        "/v1/usage",
+        &token("alice", 600, SECRET),
+        None,
+    )
+    .await;
+    assert_eq!(usage["total"]["runs"], 2, "{usage}");
+    let summary = next
+        .iter()
+        .find(|m| m["type"] == "chat.usage_summary")
+        .unwrap();
+    assert_eq!(summary["total_tokens"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_quota_is_counted_across_nodes() {
+    let Some(db) = crate::cluster::cluster_database().await else {
+        return;
+    };
+    let node = |db: String| async move {
+        Server::start_with(Opts {
+            settings: settings(agentwire::config::Settings {
+                database_url: Some(db),
+                quota_user_cost_per_month: Some(0.000_001),
+                ..Default::default()
+            }),
+            agents: vec![("priced.yaml".into(), crate::usage::priced())],
+        })
+        .await
+    };
+    let (a, b) = (node(db.clone()).await, node(db).await);
+    let first = run(&a, "carol", "hello there").await;
+    assert_eq!(first.last().unwrap()["reason"], "completed");
+    let cost = first
+        .iter()
+        .find(|m| m["type"] == "chat.usage_summary")
+        .and_then(|m| m["cost"].as_f64())
+        .unwrap();
+    assert!(cost >= 0.000_001, "the run costs past the quota: {cost}");
+    // On the other node, the month's cost is the same ledger's.
+    let next = run(&b, "carol", "hello").await;
+    let error = refusal(&next);
+    assert_eq!(error["details"]["quota"], "cost_per_month");
+    let month = chrono::Utc::now().date_naive();
+    let next_month = chrono::NaiveDate::from_ymd_opt(
+        month.year() + i32::from(month.month() == 12),
+        month.month() % 12 + 1,
+        1,
+    )
+    .unwrap();
+    assert_eq!(
+        error["details"]["resets_at"],
+        format!("{next_month}T00:00:00Z")
+    );
+}
