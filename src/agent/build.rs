@@ -33,6 +33,8 @@ pub struct Agent {
     /// Log the model's streamed reasoning as `chat.reasoning`.
     pub show_reasoning: bool,
     pub price: Option<Price>,
+    /// What all its runs may use (its file's `quota:`).
+    pub quota: crate::config::Quotas,
     pub tools: Vec<Tool>,
     /// MCP servers: their tools are offered as each lists them now.
     pub mcp: Vec<Arc<crate::tools::McpSource>>,
@@ -182,6 +184,7 @@ impl Agent {
             return Err("run_timeout_seconds: must be at least 1".into());
         }
         let template = file.template.map(Template::from_spec).transpose()?;
+        let quota = file.quota.unwrap_or_default().quotas()?;
         let titles = template.is_none()
             && file
                 .model
@@ -231,6 +234,7 @@ impl Agent {
             tool_call_format: file.tool_call_format,
             show_reasoning: file.show_reasoning,
             price,
+            quota,
             tools,
             mcp,
             provider,

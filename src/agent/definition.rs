@@ -51,6 +51,9 @@ pub struct AgentFile {
     /// show; `false` drops it.
     #[serde(default = "default_show_reasoning")]
     pub show_reasoning: bool,
+    /// What all runs of this agent may use, every user's together.
+    #[serde(default)]
+    pub quota: Option<AgentQuota>,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
     /// MCP servers whose tools the agent may call (see `tools::mcp`): a
@@ -220,6 +223,40 @@ pub enum ToolCallFormat {
     Native,
     /// `{"tool": …, "parameters": …, "terminate": …}` in the reply text.
     Json,
+}
+
+/// An agent file's `quota:`: tokens or cost per UTC day and month, for all
+/// its runs together.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentQuota {
+    #[serde(default)]
+    pub tokens_per_day: Option<u64>,
+    #[serde(default)]
+    pub tokens_per_month: Option<u64>,
+    #[serde(default)]
+    pub cost_per_day: Option<f64>,
+    #[serde(default)]
+    pub cost_per_month: Option<f64>,
+}
+
+impl AgentQuota {
+    /// Checked: 0 is no limit; a cost is a finite number of 0 or more.
+    pub(super) fn quotas(self) -> Result<crate::config::Quotas, String> {
+        let cost = |field: &str, v: Option<f64>| match v {
+            Some(c) if !c.is_finite() || c < 0.0 => {
+                Err(format!("quota.{field}: must be a number of 0 or more"))
+            }
+            Some(0.0) => Ok(None),
+            c => Ok(c),
+        };
+        Ok(crate::config::Quotas {
+            tokens_per_day: self.tokens_per_day.filter(|&n| n > 0),
+            tokens_per_month: self.tokens_per_month.filter(|&n| n > 0),
+            cost_per_day: cost("cost_per_day", self.cost_per_day)?,
+            cost_per_month: cost("cost_per_month", self.cost_per_month)?,
+        })
+    }
 }
 
 /// What a model costs, per million tokens.

@@ -59,6 +59,23 @@ fn bad_files_name_the_file_and_field() {
         .to_string();
     assert!(err.contains("already defined"), "{err}");
 
+    for (quota, field) in [
+        ("{cost_per_day: -1}", "quota.cost_per_day"),
+        ("{tokens_per_week: 5}", "tokens_per_week"),
+    ] {
+        std::fs::write(
+            &path,
+            format!(
+                "id: x\nmodel: {{provider: scripted, script: {{rules: []}}}}\nquota: {quota}\n"
+            ),
+        )
+        .unwrap();
+        let err = AgentRegistry::load(dir.path(), true, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field), "{err}");
+    }
+
     std::fs::write(
         &path,
         "id: helper\nmodel: {provider: scripted, script: {rules: [{reply: hi}]}}\n",

@@ -30,7 +30,10 @@ pub use super::speak::{GroupResumed, Resumed, RunSpec};
 pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
     // A continued run counts on from what it had used.
     let mut tally = match &spec.resumed {
-        Some(resumed) => Tally::before(&spec.agent, &resumed.usage),
+        Some(resumed) => {
+            link.used_before(&resumed.usage);
+            Tally::before(&spec.agent, &resumed.usage)
+        }
         None => Tally::default(),
     };
     // A continued run has what it had not used of its time.
@@ -45,17 +48,7 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
             Err(_) => RunEndReason::Timeout,
         },
     };
-    let used = summary(&spec.agent, tally);
-    if let EventKind::UsageSummary {
-        prompt_tokens,
-        completion_tokens,
-        cost,
-        ..
-    } = &used
-    {
-        crate::metrics::run_usage(&spec.agent.id, *prompt_tokens, *completion_tokens, *cost);
-    }
-    let _ = link.emit(used).await;
+    let _ = link.emit(summary(&spec.agent, tally)).await;
     let _ = link.emit(EventKind::RunComplete { reason }).await;
 }
 
@@ -96,6 +89,14 @@ fn summary(agent: &Agent, tally: Tally) -> EventKind {
     let total = |f: fn(&AgentUsage) -> u64| per.values().map(f).sum::<u64>();
     let (prompt_tokens, completion_tokens) =
         (total(|u| u.prompt_tokens), total(|u| u.completion_tokens));
+    // (What the summary logs, this node's /metrics count.)
+    let priced_cost: f64 = per.values().filter_map(|u| u.cost).sum();
+    crate::metrics::run_usage(
+        &agent.id,
+        prompt_tokens,
+        completion_tokens,
+        priced.then_some(priced_cost),
+    );
     EventKind::UsageSummary {
         total_tokens: prompt_tokens + completion_tokens,
         prompt_tokens,
@@ -121,6 +122,11 @@ fn round(cost: f64) -> f64 {
 /// a template's walk, a group's turns, or the agentic loop.
 async fn body(spec: &RunSpec, link: &RunLink, tally: &mut Tally) -> Result<RunEndReason, Gone> {
     let agent = &spec.agent;
+    // A quota reached: the run makes no call at all (a template's, a
+    // workflow's, an upstream agent's, a group's selector's too).
+    if let Some(refusal) = link.over_quota().await {
+        return super::speak::refuse(link, refusal).await;
+    }
     // A workflow's prompt: the user's message for whoever answers next.
     let mut prompt = None;
     if let Some(invocation) = &spec.workflow {

@@ -242,14 +242,7 @@ pub(super) async fn speak(
     for turn in first..agent.max_turns {
         // A usage quota used up stops the run before its next model call.
         if let Some(refusal) = link.over_quota().await {
-            link.emit(EventKind::Error {
-                message: refusal.message,
-                error_code: ErrorCode::QuotaExceeded,
-                details: Some(refusal.details),
-                recoverable: false,
-            })
-            .await?;
-            return Ok(Spoke::End(RunEndReason::Error));
+            return refuse(link, refusal).await.map(Spoke::End);
         }
         // What the user said meanwhile to steer the run, before this turn.
         messages.extend(link.steered().await);
@@ -450,6 +443,21 @@ async fn end(
     recoverable: bool,
 ) -> Result<Spoke, Gone> {
     fail(link, code, message, recoverable).await.map(Spoke::End)
+}
+
+/// Ends the run at a usage quota: `QUOTA_EXCEEDED`, then `error`.
+pub(super) async fn refuse(
+    link: &RunLink,
+    refusal: crate::link::Refusal,
+) -> Result<RunEndReason, Gone> {
+    link.emit(EventKind::Error {
+        message: refusal.message,
+        error_code: ErrorCode::QuotaExceeded,
+        details: Some(refusal.details),
+        recoverable: false,
+    })
+    .await?;
+    Ok(RunEndReason::Error)
 }
 
 /// Emits a run error; the run ends with `error`.

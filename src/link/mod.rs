@@ -226,6 +226,16 @@ impl RunLink {
         self
     }
 
+    /// What a continued run had used before the restart (per speaker), for
+    /// its quota: the ledger learns of it only when the run ends.
+    pub fn used_before(&self, used: &std::collections::BTreeMap<String, crate::llm::Usage>) {
+        if let Some(quota) = &self.quota {
+            for (speaker, usage) in used {
+                quota.add(speaker, *usage);
+            }
+        }
+    }
+
     /// Why the run may not make another model call, if a quota says so.
     pub async fn over_quota(&self) -> Option<Refusal> {
         self.quota.as_ref()?.refusal().await

@@ -1,63 +1,97 @@
 //! Usage quotas at run time (issue 39): the gate a run asks before each
-//! model turn. What the user had used before the run is read once from the
-//! store's ledger (shared by every node), at the run's first turn; what the
-//! run has used since is the link's count, priced as its summary will be.
-//! A quota used up stops the run before its next model call, with
-//! `QUOTA_EXCEEDED` naming the quota and when it resets.
+//! model turn. What was used before the run — by the user
+//! (`quota_user_*`), by every run of the agent (its file's `quota:`) — is
+//! read from the store's ledger (shared by every node) at the run's start,
+//! and again if it goes on into another day; what the run has used since is the link's count, priced as
+//! its summary will be. A quota reached stops the run before its next
+//! model call, with `QUOTA_EXCEEDED` naming the quota and when it resets.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Datelike, Days, Months, NaiveDate, Utc};
 use serde_json::json;
-use tokio::sync::OnceCell;
+use tokio::sync::Mutex;
 
 use crate::agent::Agent;
 use crate::config::Quotas;
 use crate::link::{QuotaGate, Refusal};
 use crate::llm::Usage;
-use crate::store::{Spent, Store};
+use crate::store::{Spent, Store, StoreError};
+
+/// What was used before the run, today and this month: by the user, and
+/// by the agent's runs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Before {
+    user: (Spent, Spent),
+    agent: (Spent, Spent),
+}
 
 /// The gate of one run of `owner`'s.
 pub(super) struct RunQuota {
     store: Arc<dyn Store>,
     owner: String,
-    quotas: Quotas,
+    user: Quotas,
     agent: Arc<Agent>,
-    /// What the user had used before the run: today, and this month.
-    before: OnceCell<(Spent, Spent)>,
+    /// Read once a day: a run that goes on past midnight (UTC) reads the
+    /// new day's again.
+    before: Mutex<Option<(NaiveDate, Before)>>,
 }
 
 impl RunQuota {
-    /// The gate of a run, if any quota is set.
+    /// The gate of a run, if any quota is set for its user or its agent.
     pub(super) fn of(
         store: &Arc<dyn Store>,
-        quotas: Quotas,
+        user: Quotas,
         owner: &str,
         agent: &Arc<Agent>,
     ) -> Option<Arc<dyn QuotaGate>> {
-        quotas.any().then(|| {
+        (user.any() || agent.quota.any()).then(|| {
             Arc::new(Self {
                 store: store.clone(),
                 owner: owner.to_owned(),
-                quotas,
+                user,
                 agent: agent.clone(),
-                before: OnceCell::new(),
+                before: Mutex::new(None),
             }) as Arc<dyn QuotaGate>
         })
     }
 
-    async fn before(&self, today: NaiveDate) -> Option<(Spent, Spent)> {
+    async fn before(&self, today: NaiveDate) -> Option<Before> {
         let read = || async {
             let ledger = self.store.usage();
             let day = today.to_string();
             let month = today.with_day(1).unwrap_or(today).to_string();
-            let spent_today = ledger.spent(&self.owner, &day, &day).await?;
-            let spent_month = ledger.spent(&self.owner, &month, &day).await?;
-            Ok::<_, crate::store::StoreError>((spent_today, spent_month))
+            let of = |owner: Option<&'_ str>, agent: Option<&'_ str>| {
+                let (ledger, day, month) = (&ledger, &day, &month);
+                let (owner, agent) = (owner.map(str::to_owned), agent.map(str::to_owned));
+                async move {
+                    let (o, a) = (owner.as_deref(), agent.as_deref());
+                    let today = ledger.spent(o, a, day, day).await?;
+                    let this_month = ledger.spent(o, a, month, day).await?;
+                    Ok::<_, StoreError>((today, this_month))
+                }
+            };
+            let mut before = Before::default();
+            if self.user.any() {
+                before.user = of(Some(&self.owner), None).await?;
+            }
+            if self.agent.quota.any() {
+                before.agent = of(None, Some(&self.agent.id)).await?;
+            }
+            Ok::<_, StoreError>(before)
         };
-        match self.before.get_or_try_init(read).await {
-            Ok(before) => Some(*before),
+        let mut cached = self.before.lock().await;
+        if let Some((day, before)) = *cached
+            && day == today
+        {
+            return Some(before);
+        }
+        match read().await {
+            Ok(before) => {
+                *cached = Some((today, before));
+                Some(before)
+            }
             Err(e) => {
                 // Not known: the run goes on (its own failures show elsewhere).
                 tracing::warn!(error = %e, user = %self.owner, "cannot read the usage ledger for a quota");
@@ -81,9 +115,10 @@ impl RunQuota {
     }
 }
 
-/// One quota's check: its name, limit, what is used (before and in the run)
-/// and when it resets.
-struct Check {
+/// A quota reached: whose, which, its limit, what is used (before and in
+/// the run), when it resets, in what.
+struct Over {
+    scope: &'static str,
     quota: &'static str,
     limit: f64,
     used: f64,
@@ -91,80 +126,100 @@ struct Check {
     unit: &'static str,
 }
 
+/// The first of `quotas` that `before` and the run's `tokens` and `cost`
+/// reach.
+fn reached(
+    scope: &'static str,
+    quotas: &Quotas,
+    (day, month): (Spent, Spent),
+    (tokens, cost): (u64, f64),
+    (tomorrow, next_month): (DateTime<Utc>, DateTime<Utc>),
+) -> Option<Over> {
+    let tokens_used = |before: Spent| (before.tokens + tokens) as f64;
+    let cost_used = |before: Spent| before.cost_nanos as f64 / 1e9 + cost;
+    let per = |n: Option<u64>| n.map(|n| n as f64);
+    // (quota, limit, used, when it resets, unit)
+    let checks = [
+        (
+            "tokens_per_day",
+            per(quotas.tokens_per_day),
+            tokens_used(day),
+            tomorrow,
+            "tokens",
+        ),
+        (
+            "tokens_per_month",
+            per(quotas.tokens_per_month),
+            tokens_used(month),
+            next_month,
+            "tokens",
+        ),
+        (
+            "cost_per_day",
+            quotas.cost_per_day,
+            cost_used(day),
+            tomorrow,
+            "in cost",
+        ),
+        (
+            "cost_per_month",
+            quotas.cost_per_month,
+            cost_used(month),
+            next_month,
+            "in cost",
+        ),
+    ];
+    checks
+        .into_iter()
+        .find_map(|(quota, limit, used, resets, unit)| {
+            let limit = limit.filter(|&l| used >= l)?;
+            Some(Over {
+                scope,
+                quota,
+                limit,
+                used,
+                resets,
+                unit,
+            })
+        })
+}
+
 #[async_trait::async_trait]
 impl QuotaGate for RunQuota {
     async fn refusal(&self, used: &BTreeMap<String, Usage>) -> Option<Refusal> {
-        let now = Utc::now();
-        let today = now.date_naive();
-        let (day, month) = self.before(today).await?;
-        let tokens: u64 = used
-            .values()
-            .map(|u| u.prompt_tokens + u.completion_tokens)
-            .sum();
-        let cost = self.cost(used);
+        let today = Utc::now().date_naive();
+        let before = self.before(today).await?;
+        let run = (
+            used.values()
+                .map(|u| u.prompt_tokens + u.completion_tokens)
+                .sum(),
+            self.cost(used),
+        );
         let midnight = |d: NaiveDate| d.and_hms_opt(0, 0, 0).map(|t| t.and_utc());
-        let tomorrow = midnight(today + Days::new(1))?;
-        let next_month = midnight(today.with_day(1)? + Months::new(1))?;
-        let q = &self.quotas;
-        let tokens_used = |before: Spent| (before.tokens + tokens) as f64;
-        let cost_used = |before: Spent| before.cost_nanos as f64 / 1e9 + cost;
-        let per = |n: Option<u64>| n.map(|n| n as f64);
-        // (quota, limit, used, when it resets, unit)
-        let checks = [
-            (
-                "tokens_per_day",
-                per(q.tokens_per_day),
-                tokens_used(day),
-                tomorrow,
-                "tokens",
-            ),
-            (
-                "tokens_per_month",
-                per(q.tokens_per_month),
-                tokens_used(month),
-                next_month,
-                "tokens",
-            ),
-            (
-                "cost_per_day",
-                q.cost_per_day,
-                cost_used(day),
-                tomorrow,
-                "in cost",
-            ),
-            (
-                "cost_per_month",
-                q.cost_per_month,
-                cost_used(month),
-                next_month,
-                "in cost",
-            ),
-        ];
-        let over = checks
-            .into_iter()
-            .find_map(|(quota, limit, used, resets, unit)| {
-                let limit = limit.filter(|&l| used >= l)?;
-                Some(Check {
-                    quota,
-                    limit,
-                    used,
-                    resets,
-                    unit,
-                })
-            })?;
+        let resets = (
+            midnight(today + Days::new(1))?,
+            midnight(today.with_day(1)? + Months::new(1))?,
+        );
+        let over = reached("user", &self.user, before.user, run, resets)
+            .or_else(|| reached("agent", &self.agent.quota, before.agent, run, resets))?;
         let resets = over
             .resets
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        Some(Refusal {
-            message: format!(
-                "{} has used {} of the {} {} their quota allows (quota_user_{}); it resets at {resets}",
-                self.owner,
-                round(over.used),
-                round(over.limit),
-                over.unit,
-                over.quota,
+        let (used, limit) = (round(over.used), round(over.limit));
+        let whose = match over.scope {
+            "user" => format!(
+                "{} has used {used} of the {limit} {} their quota allows (quota_user_{})",
+                self.owner, over.unit, over.quota
             ),
+            _ => format!(
+                "agent `{}` has used {used} of the {limit} {} its quota allows (its file's quota.{})",
+                self.agent.id, over.unit, over.quota
+            ),
+        };
+        Some(Refusal {
+            message: format!("{whose}; it resets at {resets}"),
             details: json!({
+                "scope": over.scope,
                 "quota": over.quota,
                 "limit": over.limit,
                 "used": over.used,
@@ -179,6 +234,6 @@ fn round(n: f64) -> String {
     if n.fract() == 0.0 {
         format!("{n:.0}")
     } else {
-        format!("{:.6}", n).trim_end_matches('0').to_owned()
+        format!("{n:.6}").trim_end_matches('0').to_owned()
     }
 }

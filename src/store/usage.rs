@@ -4,6 +4,8 @@
 //! the log does — across nodes, restarts and continued runs (a run logs one
 //! summary). A deleted chat's usage stays: it was spent.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use sqlx::Row;
 use sqlx::postgres::PgPool;
@@ -12,12 +14,18 @@ use sqlx::sqlite::SqlitePool;
 use super::pools::on_pool;
 use super::{AppendBatch, StoreError};
 
-/// What one run's summary adds: `(chat, day, prompt, completion, cost)`,
-/// its cost in 1e-9 (`None`: tokens used at no known price).
-pub(super) type RunUsage = (uuid::Uuid, String, i64, i64, Option<i64>);
+/// What one run's summary adds: `(chat, day, prompt, completion, cost,
+/// unpriced)`, its cost in 1e-9 (of the speakers that have a price),
+/// `unpriced` 1 when some of its tokens had none.
+pub(super) type RunUsage = (uuid::Uuid, String, i64, i64, i64, i64);
 
 /// The runs `batches` end, with what they used.
 pub(super) fn runs_of(batches: &[AppendBatch]) -> Vec<RunUsage> {
+    #[derive(Deserialize)]
+    struct Member {
+        #[serde(default)]
+        cost: Option<f64>,
+    }
     #[derive(Deserialize)]
     struct Summary {
         #[serde(default)]
@@ -26,6 +34,10 @@ pub(super) fn runs_of(batches: &[AppendBatch]) -> Vec<RunUsage> {
         completion_tokens: u64,
         #[serde(default)]
         cost: Option<f64>,
+        /// A group's members: the priced ones' cost counts when the run's
+        /// has none (a member without a price).
+        #[serde(default)]
+        by_agent: BTreeMap<String, Member>,
     }
     let mut out = Vec::new();
     for b in batches {
@@ -42,32 +54,61 @@ pub(super) fn runs_of(batches: &[AppendBatch]) -> Vec<RunUsage> {
                 .format("%Y-%m-%d")
                 .to_string();
             let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-            let cost = s.cost.map(|c| (c.max(0.0) * 1e9).round() as i64);
+            let used = s.prompt_tokens.saturating_add(s.completion_tokens) > 0;
+            let (cost, unpriced) = match s.cost {
+                Some(cost) => (cost, false),
+                None => (s.by_agent.values().filter_map(|m| m.cost).sum(), used),
+            };
             out.push((
                 b.chat_id,
                 day,
                 tokens(s.prompt_tokens),
                 tokens(s.completion_tokens),
-                cost,
+                (cost.max(0.0) * 1e9).round() as i64,
+                i64::from(unpriced),
             ));
         }
     }
     out
 }
 
-/// Adds one run to its chat's owner's and agent's day: `$1` the chat, `$2`
-/// the day, `$3`/`$4` the tokens, `$5` the cost or null.
-pub(super) const ADD: &str = "INSERT INTO usage_daily
+/// What an upsert adds to a row that exists.
+macro_rules! add_to_row {
+    () => {
+        " ON CONFLICT (owner, agent, day) DO UPDATE SET
+            runs = usage_daily.runs + excluded.runs,
+            prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,
+            completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,
+            cost_nanos = usage_daily.cost_nanos + excluded.cost_nanos,
+            unpriced_runs = usage_daily.unpriced_runs + excluded.unpriced_runs"
+    };
+}
+
+/// Adds one run to its chat's owner's and agent's day (SQLite, where one
+/// writer commits): `$1` the chat, `$2` the day, `$3`/`$4` the tokens, `$5`
+/// the cost, `$6` unpriced.
+pub(super) const ADD: &str = concat!(
+    "INSERT INTO usage_daily
         (owner, agent, day, runs, prompt_tokens, completion_tokens, cost_nanos, unpriced_runs)
-    SELECT owner, agent, $2, 1, $3, $4, COALESCE($5, 0),
-           CASE WHEN $5 IS NULL AND $3 + $4 > 0 THEN 1 ELSE 0 END
-    FROM chats WHERE id = $1
-    ON CONFLICT (owner, agent, day) DO UPDATE SET
-        runs = usage_daily.runs + 1,
-        prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,
-        completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,
-        cost_nanos = usage_daily.cost_nanos + excluded.cost_nanos,
-        unpriced_runs = usage_daily.unpriced_runs + excluded.unpriced_runs";
+    SELECT owner, agent, $2, 1, $3, $4, $5, $6 FROM chats WHERE id = $1",
+    add_to_row!()
+);
+
+/// Adds a commit's runs (PostgreSQL), one row per owner, agent and day, in
+/// that order: commits running at once lock the rows they share in the same
+/// order (none waits for another that waits for it). `$1`–`$6` the columns
+/// of [`RunUsage`].
+pub(super) const ADD_MANY: &str = concat!(
+    "INSERT INTO usage_daily
+        (owner, agent, day, runs, prompt_tokens, completion_tokens, cost_nanos, unpriced_runs)
+    SELECT c.owner, c.agent, t.d, COUNT(*), SUM(t.p), SUM(t.c), SUM(t.n), SUM(t.u)
+    FROM UNNEST($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[])
+        AS t(chat, d, p, c, n, u)
+    JOIN chats c ON c.id = t.chat
+    GROUP BY c.owner, c.agent, t.d
+    ORDER BY c.owner, c.agent, t.d",
+    add_to_row!()
+);
 
 /// One user's use of one agent on one day.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +162,7 @@ impl Usage {
     }
 }
 
-/// What `owner` used from `from` to `to` (days, inclusive): tokens and cost.
+/// What was used from one day to another: tokens and cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Spent {
     pub tokens: u64,
@@ -129,29 +170,41 @@ pub struct Spent {
 }
 
 impl Usage {
-    /// What `owner`'s runs used from `from` to `to` (inclusive).
+    /// What the runs of `owner` (or anyone's) of `agent` (or any) used
+    /// from `from` to `to` (inclusive).
     ///
     /// # Errors
     /// The store fails.
-    pub async fn spent(&self, owner: &str, from: &str, to: &str) -> Result<Spent, StoreError> {
+    pub async fn spent(
+        &self,
+        owner: Option<&str>,
+        agent: Option<&str>,
+        from: &str,
+        to: &str,
+    ) -> Result<Spent, StoreError> {
         // (PostgreSQL sums BIGINTs as NUMERIC: cast back.)
         let sql =
             "SELECT CAST(COALESCE(SUM(prompt_tokens + completion_tokens), 0) AS BIGINT) AS tokens,
                           CAST(COALESCE(SUM(cost_nanos), 0) AS BIGINT) AS cost FROM usage_daily
-                   WHERE owner = $1 AND day >= $2 AND day <= $3";
-        let (owner, from, to) = (owner.to_owned(), from.to_owned(), to.to_owned());
-        on_pool!(self, sql, [owner, from, to], fetch_one, |r| -> Result<
-            Spent,
-            StoreError,
-        > {
-            let n = |name: &str| -> Result<u64, StoreError> {
-                Ok(Row::try_get::<i64, _>(&r, name)?.max(0) as u64)
-            };
-            Ok(Spent {
-                tokens: n("tokens")?,
-                cost_nanos: n("cost")?,
-            })
-        })
+                   WHERE ($1 IS NULL OR owner = $1) AND ($2 IS NULL OR agent = $2)
+                     AND day >= $3 AND day <= $4";
+        let (owner, agent) = (owner.map(str::to_owned), agent.map(str::to_owned));
+        let (from, to) = (from.to_owned(), to.to_owned());
+        on_pool!(
+            self,
+            sql,
+            [owner, agent, from, to],
+            fetch_one,
+            |r| -> Result<Spent, StoreError> {
+                let n = |name: &str| -> Result<u64, StoreError> {
+                    Ok(Row::try_get::<i64, _>(&r, name)?.max(0) as u64)
+                };
+                Ok(Spent {
+                    tokens: n("tokens")?,
+                    cost_nanos: n("cost")?,
+                })
+            }
+        )
     }
 }
 
@@ -173,4 +226,45 @@ where
         cost_nanos: n("cost_nanos")?,
         unpriced_runs: n("unpriced_runs")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewEnvelope;
+
+    fn summary(json: &str) -> AppendBatch {
+        AppendBatch {
+            chat_id: uuid::Uuid::nil(),
+            envelopes: vec![NewEnvelope {
+                seq: 9,
+                kind: "chat.usage_summary",
+                ts_ms: 1_795_737_600_000,
+                corr: None,
+                client_msg_id: None,
+                json: json.to_owned().into(),
+            }],
+            state: None,
+            conversation_state: None,
+            fence: None,
+        }
+    }
+
+    #[test]
+    fn a_runs_cost_is_what_had_a_price() {
+        let run = |json: &str| {
+            let (_, day, p, c, cost, unpriced) = runs_of(&[summary(json)]).remove(0);
+            (day, p, c, cost, unpriced)
+        };
+        let priced = r#"{"prompt_tokens":10,"completion_tokens":2,"cost":0.25}"#;
+        assert_eq!(run(priced), ("2026-11-27".into(), 10, 2, 250_000_000, 0));
+        // A group with a member at no price: the priced member's cost counts,
+        // and the run is one with unpriced tokens.
+        let mixed = r#"{"prompt_tokens":10,"completion_tokens":2,
+            "by_agent":{"a":{"cost":0.5},"b":{}}}"#;
+        assert_eq!(run(mixed).3, 500_000_000);
+        assert_eq!(run(mixed).4, 1);
+        let unused = r#"{"prompt_tokens":0,"completion_tokens":0}"#;
+        assert_eq!((run(unused).3, run(unused).4), (0, 0));
+    }
 }

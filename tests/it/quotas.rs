@@ -68,6 +68,7 @@ async fn a_used_up_quota_stops_the_next_turn_and_the_next_run() {
     let tomorrow = chrono::Utc::now().date_naive() + chrono::Days::new(1);
     let details = &error["details"];
     assert_eq!(details["quota"], "tokens_per_day");
+    assert_eq!(details["scope"], "user");
     assert_eq!(details["limit"], 1.0);
     assert!(details["used"].as_f64().unwrap() >= 1.0, "{details}");
     assert_eq!(details["resets_at"], format!("{tomorrow}T00:00:00Z"));
@@ -150,4 +151,39 @@ async fn a_cost_quota_is_counted_across_nodes() {
         error["details"]["resets_at"],
         format!("{next_month}T00:00:00Z")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_quota_counts_every_users_runs() {
+    // An agent file's `quota:` is every user's runs of it together.
+    let shared = include_str!("../../src/agent/demo.yaml").replacen(
+        "id: demo",
+        "id: shared\nquota: {tokens_per_day: 1}",
+        1,
+    );
+    let server = Server::start_with(Opts {
+        settings: settings(Default::default()),
+        agents: vec![("shared.yaml".into(), shared)],
+    })
+    .await;
+    let start = |user: &'static str, agent: &'static str| {
+        let server = &server;
+        async move {
+            let mut c = crate::server_api::connect_as(server, user).await;
+            let chat = Uuid::new_v4();
+            c.start_with(chat, agent, "hello").await;
+            c.until_complete(chat).await
+        }
+    };
+    let first = start("dana", "shared").await;
+    assert_eq!(first.last().unwrap()["reason"], "completed");
+    let other = start("eli", "shared").await;
+    let error = refusal(&other);
+    assert_eq!(error["details"]["scope"], "agent");
+    assert_eq!(error["details"]["quota"], "tokens_per_day");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("agent `shared`"), "{message}");
+    // Another agent, the same user: not held.
+    let demo = start("eli", "demo").await;
+    assert_eq!(demo.last().unwrap()["reason"], "completed");
 }

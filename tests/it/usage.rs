@@ -131,6 +131,21 @@ async fn usage_adds_up_per_user_agent_and_day() {
     let (status, _) = http_get(server.addr, "/v1/usage", &[]).await;
     assert_eq!(status, 401);
 
+    // A fork copies no summary: what was spent is counted once.
+    let (_, list) = call(&server, "GET", "/v1/chats", &alice, None).await;
+    let source = list["chats"][0]["id"].as_str().unwrap().to_owned();
+    let (status, forked) = call(
+        &server,
+        "POST",
+        &format!("/v1/chats/{source}/fork"),
+        &alice,
+        Some(serde_json::json!({})),
+    )
+    .await;
+    assert_eq!(status, 201, "{forked}");
+    let (_, after) = call(&server, "GET", "/v1/usage", &alice, None).await;
+    assert_eq!(after["total"], mine["total"], "{after}");
+
     // /metrics: tokens and cost per agent (other tests' servers count in the
     // same process: at least these runs').
     let (_, metrics) = http_get(server.addr, "/metrics", &[]).await;

@@ -125,6 +125,8 @@ pub(super) fn build(
                 max_tool_result_chars: file.max_tool_result_chars,
                 tool_call_format: m.tool_call_format.unwrap_or(file.tool_call_format),
                 show_reasoning: file.show_reasoning,
+                // The group's quota counts its members' runs (under its id).
+                quota: None,
                 tools: m.tools,
                 mcp_servers: Vec::new(),
                 template: None,

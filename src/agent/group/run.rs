@@ -62,6 +62,10 @@ pub(in crate::agent) async fn run(
         let (index, chosen, resumed) = match going_on.take() {
             Some((index, resumed)) => (index, ("continue", None), Some(resumed)),
             None => {
+                // A quota reached: not even the selector is asked.
+                if let Some(refusal) = link.over_quota().await {
+                    return crate::agent::speak::refuse(link, refusal).await;
+                }
                 // The selector's calls count under the group's id.
                 let ask = Ask {
                     selector,

@@ -306,6 +306,8 @@ impl Registry {
                             | "chat.turn_discarded"
                             | "chat.queued"
                             | "chat.tool_progress"
+                            // The source's runs spent it: a copy would count twice.
+                            | "chat.usage_summary"
                     ) {
                         continue;
                     }

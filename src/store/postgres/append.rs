@@ -16,7 +16,7 @@ type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 use uuid::Uuid;
 
 use super::super::outbox::{Effects, effects_of};
-use super::super::usage::{ADD, runs_of};
+use super::super::usage::{ADD_MANY, RunUsage, runs_of};
 use super::super::{AppendBatch, Fence, NewEnvelope, StoreError};
 use super::notice;
 
@@ -176,13 +176,16 @@ async fn in_transaction(
     if !effects.is_empty() {
         outbox(&mut tx, effects, now).await?;
     }
-    for (chat, day, prompt, completion, cost) in runs_of(batches) {
-        sqlx::query(ADD)
-            .bind(chat)
-            .bind(day)
-            .bind(prompt)
-            .bind(completion)
-            .bind(cost)
+    let runs = runs_of(batches);
+    if !runs.is_empty() {
+        let column = |f: fn(&RunUsage) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
+        sqlx::query(ADD_MANY)
+            .bind(runs.iter().map(|r| r.0).collect::<Vec<Uuid>>())
+            .bind(runs.iter().map(|r| r.1.clone()).collect::<Vec<String>>())
+            .bind(column(|r| r.2))
+            .bind(column(|r| r.3))
+            .bind(column(|r| r.4))
+            .bind(column(|r| r.5))
             .execute(&mut *tx)
             .await?;
     }

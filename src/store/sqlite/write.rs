@@ -297,9 +297,17 @@ pub(super) fn append<'a>(
             tx.prepare_cached("DELETE FROM journal WHERE id < ?1")?
                 .execute([below])?;
         }
-        for (chat, day, prompt, completion, cost) in crate::store::usage::runs_of(batches) {
+        for (chat, day, prompt, completion, cost, unpriced) in crate::store::usage::runs_of(batches)
+        {
             tx.prepare_cached(&crate::store::usage::ADD.replace('$', "?"))?
-                .execute(params![chat.to_string(), day, prompt, completion, cost])?;
+                .execute(params![
+                    chat.to_string(),
+                    day,
+                    prompt,
+                    completion,
+                    cost,
+                    unpriced
+                ])?;
         }
         if outbox {
             let effects = crate::store::outbox::effects_of(batches);
