@@ -1,6 +1,7 @@
 //! `GET /v1/usage`: tokens and cost per user, agent and day (issue 39),
-//! from the store's ledger (`store::usage`). A user sees their own; a
-//! service key with `read` sees everyone's, or one user's (`?user=`).
+//! from the store's ledger (`store::usage`). A user sees their own; an
+//! operator (a token with `"admin": true`) and a service key with `read`
+//! see everyone's, or one user's (`?user=`).
 
 use axum::Router;
 use axum::extract::{Query, State};
@@ -34,8 +35,8 @@ pub(super) struct UsageQuery {
     from: Option<String>,
     /// The last day, included [default: today, UTC]. At most 366 days.
     to: Option<String>,
-    /// With a service key: one user's only [default: everyone's]. A user
-    /// may name only themselves.
+    /// With a service key or an operator's token: one user's only
+    /// [default: everyone's]. A user may name only themselves.
     user: Option<String>,
 }
 
@@ -88,6 +89,18 @@ fn used(d: &UsageDay) -> Used {
     }
 }
 
+/// The user an operator or a key names, checked (`None`: everyone).
+fn named(user: Option<&str>) -> Result<Option<String>, ApiError> {
+    match user {
+        Some(user) if user.is_empty() || user.len() > 256 || limits::has_control_chars(user) => {
+            Err(ApiError::BadRequest(
+                "`user`: 1 to 256 bytes, no control characters".into(),
+            ))
+        }
+        user => Ok(user.map(str::to_owned)),
+    }
+}
+
 fn date(field: &str, text: &str) -> Result<NaiveDate, ApiError> {
     NaiveDate::parse_from_str(text, "%Y-%m-%d")
         .map_err(|_| ApiError::BadRequest(format!("`{field}`: a date, YYYY-MM-DD")))
@@ -105,6 +118,10 @@ pub(super) async fn usage(
     Query(q): Query<UsageQuery>,
 ) -> Result<Json<UsageReport>, ApiError> {
     let owner = match &acting {
+        // An operator (a token with `"admin": true`) sees everyone's.
+        Acting::User(u) if u.claims.get("admin") == Some(&serde_json::Value::Bool(true)) => {
+            named(q.user.as_deref())?
+        }
         Acting::User(u) => match q.user.as_deref() {
             Some(other) if other != u.user => {
                 return Err(ApiError::Forbidden(
@@ -120,14 +137,7 @@ pub(super) async fn usage(
                     key.name
                 )));
             }
-            if let Some(user) = q.user.as_deref()
-                && (user.is_empty() || user.len() > 256 || limits::has_control_chars(user))
-            {
-                return Err(ApiError::BadRequest(
-                    "`user`: 1 to 256 bytes, no control characters".into(),
-                ));
-            }
-            q.user.clone()
+            named(q.user.as_deref())?
         }
     };
     let to = match q.to.as_deref() {

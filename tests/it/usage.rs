@@ -103,6 +103,19 @@ async fn usage_adds_up_per_user_agent_and_day() {
     );
     assert_eq!(row["cost"], 0.0);
 
+    // An operator's token (`"admin": true`) sees everyone's.
+    let now = chrono::Utc::now().timestamp();
+    let operator = jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &serde_json::json!({"sub": "ops", "admin": true, "exp": now + 600, "iat": now}),
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .unwrap();
+    let (_, all) = call(&server, "GET", "/v1/usage", &operator, None).await;
+    assert_eq!(all["total"]["runs"], 3, "{all}");
+    let (_, one) = call(&server, "GET", "/v1/usage?user=bob", &operator, None).await;
+    assert_eq!(one["total"]["runs"], 1, "{one}");
+
     // A key with `read` sees everyone's, or one user's; `publish` alone may not.
     let read = keys(
         &server,
