@@ -33,6 +33,9 @@ pub struct Agent {
     /// Log the model's streamed reasoning as `chat.reasoning`.
     pub show_reasoning: bool,
     pub price: Option<Price>,
+    /// Its model, as usage names it: the file's `model.name`, else its
+    /// provider (`scripted`); empty for a group that lends none.
+    pub model: String,
     /// What all its runs may use (its file's `quota:`).
     pub quota: crate::config::Quotas,
     pub tools: Vec<Tool>,
@@ -185,6 +188,11 @@ impl Agent {
         }
         let template = file.template.map(Template::from_spec).transpose()?;
         let quota = file.quota.unwrap_or_default().quotas()?;
+        let model = file.model.as_ref().map_or_else(String::new, |m| {
+            m.name
+                .clone()
+                .unwrap_or_else(|| format!("{:?}", m.provider).to_lowercase())
+        });
         let titles = template.is_none()
             && file
                 .model
@@ -234,6 +242,7 @@ impl Agent {
             tool_call_format: file.tool_call_format,
             show_reasoning: file.show_reasoning,
             price,
+            model,
             quota,
             tools,
             mcp,

@@ -24,6 +24,8 @@ pub struct ModelEntry {
     pub base_url: String,
     /// The environment variable holding the API key, if any.
     pub api_key_env: Option<String>,
+    /// What it costs, per million tokens.
+    pub price: Option<super::definition::Price>,
     http: reqwest::Client,
 }
 
@@ -122,6 +124,10 @@ impl ModelRegistry {
                     .unwrap_or_else(|| super::providers::default_base_url(kind).to_owned()),
                 api_key_env: m.api_key_env.clone(),
                 vendor_model: m.model.clone().unwrap_or_else(|| m.name.clone()),
+                price: m.price.map(|p| super::definition::Price {
+                    prompt_per_million: p.prompt_per_million,
+                    completion_per_million: p.completion_per_million,
+                }),
                 http: http.clone(),
             }));
         }

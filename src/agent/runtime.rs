@@ -48,7 +48,9 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
             Err(_) => RunEndReason::Timeout,
         },
     };
-    let _ = link.emit(summary(&spec.agent, tally)).await;
+    let _ = link
+        .emit(summary(&spec.agent, tally, spec.model_name()))
+        .await;
     let _ = link.emit(EventKind::RunComplete { reason }).await;
 }
 
@@ -56,13 +58,13 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
 /// speaker) and ended without logging one: a run a restart cut off as it
 /// was ending.
 pub fn summary_of(agent: &Agent, used: &BTreeMap<String, Usage>) -> EventKind {
-    summary(agent, Tally::before(agent, used))
+    summary(agent, Tally::before(agent, used), &agent.model)
 }
 
 /// `chat.usage_summary`: the run's total, and per member in a group (a
 /// group's id only when its selector was asked). The run has a `cost` when
 /// every speaker that used tokens has a price.
-fn summary(agent: &Agent, tally: Tally) -> EventKind {
+fn summary(agent: &Agent, tally: Tally, model: &str) -> EventKind {
     let group = agent.group.is_some();
     let mut cost = Some(0.0);
     let mut per = BTreeMap::new();
@@ -103,6 +105,7 @@ fn summary(agent: &Agent, tally: Tally) -> EventKind {
         completion_tokens,
         cost: cost.filter(|_| priced).map(round),
         by_agent: group.then_some(per),
+        model: (!model.is_empty()).then(|| model.to_owned()),
     }
 }
 
@@ -143,7 +146,7 @@ async fn body(spec: &RunSpec, link: &RunLink, tally: &mut Tally) -> Result<RunEn
             system_prompt: &agent.system_prompt,
             provider: agent.provider.as_ref(),
         };
-        let usage = &mut tally.of(&agent.id, agent.price).model;
+        let usage = &mut tally.of(&agent.id, spec.own_price()).model;
         let place = spec.resumed.as_ref().and_then(|r| r.template.as_ref());
         return crate::templates::run(&speaker, template, link, usage, place).await;
     }
@@ -188,7 +191,7 @@ async fn alone(
         thread: spec.chat_id,
         state: spec.agent_state.get(&agent.id),
     };
-    let Spent { model, tools, .. } = tally.of(&agent.id, agent.price);
+    let Spent { model, tools, .. } = tally.of(&agent.id, spec.own_price());
     let env = spec.call_env(link, tools, agent, provider);
     Ok(match take_turn(&voice, &env, &mut messages, model).await? {
         Spoke::End(reason) => reason,

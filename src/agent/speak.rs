@@ -45,6 +45,8 @@ pub struct RunSpec {
     pub bearer: Option<String>,
     /// The chat's own model, overriding the agent's.
     pub provider: Option<Arc<dyn crate::llm::Provider>>,
+    /// That model's name and price (its `[[models]]` entry).
+    pub model: Option<(String, Option<Price>)>,
     /// A workflow the user invoked: the run is its invocation.
     pub workflow: Option<crate::workflows::Invocation>,
     /// A run a restart cut off, going on from the log.
@@ -96,6 +98,23 @@ pub struct GroupResumed {
 }
 
 impl RunSpec {
+    /// The price of the run's own model: the chat's switched one's, else
+    /// the agent's.
+    pub(super) fn own_price(&self) -> Option<Price> {
+        match &self.model {
+            Some((_, price)) => *price,
+            None => self.agent.price,
+        }
+    }
+
+    /// The run's own model, as usage names it.
+    pub(super) fn model_name(&self) -> &str {
+        match &self.model {
+            Some((name, _)) => name,
+            None => &self.agent.model,
+        }
+    }
+
     /// What the tool calls of `agent` (the run's agent or a group member,
     /// speaking through `link` on `provider`) may use of the run.
     pub(super) fn call_env<'a>(

@@ -84,7 +84,7 @@ pub(super) async fn run(
         Action::Steps { steps, tools } => {
             let agent = &spec.agent;
             let provider = spec.provider.as_deref().unwrap_or(agent.provider.as_ref());
-            let spent = tally.of(&agent.id, agent.price);
+            let spent = tally.of(&agent.id, spec.own_price());
             let env = spec.call_env(link, &spent.tools, agent, provider);
             let n = steps.len();
             let mut results = Vec::with_capacity(n);

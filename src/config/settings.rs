@@ -429,4 +429,16 @@ pub struct ModelConfig {
     /// Other names for it (`qwen` for `qwen3-8b`).
     #[serde(default)]
     pub aliases: Vec<String>,
+    /// What it costs, per million tokens (a chat switched to it is priced
+    /// at it) [default: none, unpriced].
+    #[serde(default)]
+    pub price: Option<ModelPrice>,
+}
+
+/// A `[[models]]` entry's price, per million tokens.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    pub prompt_per_million: f64,
+    pub completion_per_million: f64,
 }

@@ -54,13 +54,16 @@ pub struct Used {
     pub unpriced_runs: u64,
 }
 
-/// One user's use of one agent on one day.
+/// One user's use of one agent's model on one day.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct UsageRow {
     /// `YYYY-MM-DD`, UTC (the day the run ended).
     pub day: String,
     pub user: String,
     pub agent: String,
+    /// The runs' own model: the chat's switched one, else the agent's
+    /// (empty when a run named none).
+    pub model: String,
     #[serde(flatten)]
     pub used: Used,
 }
@@ -70,7 +73,7 @@ pub struct UsageRow {
 pub struct UsageReport {
     pub from: String,
     pub to: String,
-    /// By day, then user, then agent.
+    /// By day, then user, agent and model.
     pub days: Vec<UsageRow>,
     /// The sum of `days`.
     pub total: Used,
@@ -177,6 +180,7 @@ pub(super) async fn usage(
                 day: d.day.clone(),
                 user: d.owner.clone(),
                 agent: d.agent.clone(),
+                model: d.model.clone(),
                 used: u,
             }
         })

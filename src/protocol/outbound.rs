@@ -290,6 +290,10 @@ pub enum EventKind {
         /// calls under the group's own id).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by_agent: Option<std::collections::BTreeMap<String, AgentUsage>>,
+        /// The run's own model (the chat's switched one, else its agent's):
+        /// what `GET /v1/usage` counts it under.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     /// A model turn cut off by a restart is dropped (its prints from
     /// `from_seq`, the turn's `chat.select_speaker`, on); the run goes on and

@@ -14,6 +14,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 use crate::agent::Agent;
+use crate::agent::definition::Price;
 use crate::config::Quotas;
 use crate::link::{QuotaGate, Refusal};
 use crate::llm::Usage;
@@ -33,6 +34,8 @@ pub(super) struct RunQuota {
     owner: String,
     user: Quotas,
     agent: Arc<Agent>,
+    /// The price of the chat's switched model, for the run's own speaker.
+    switched: Option<Option<Price>>,
     /// Read once a day: a run that goes on past midnight (UTC) reads the
     /// new day's again.
     before: Mutex<Option<(NaiveDate, Before)>>,
@@ -45,6 +48,7 @@ impl RunQuota {
         user: Quotas,
         owner: &str,
         agent: &Arc<Agent>,
+        switched: Option<Option<Price>>,
     ) -> Option<Arc<dyn QuotaGate>> {
         (user.any() || agent.quota.any()).then(|| {
             Arc::new(Self {
@@ -52,6 +56,7 @@ impl RunQuota {
                 owner: owner.to_owned(),
                 user,
                 agent: agent.clone(),
+                switched,
                 before: Mutex::new(None),
             }) as Arc<dyn QuotaGate>
         })
@@ -104,7 +109,12 @@ impl RunQuota {
     fn cost(&self, used: &BTreeMap<String, Usage>) -> f64 {
         used.iter()
             .filter_map(|(speaker, u)| {
-                let p = self.agent.price_of(speaker)?;
+                // The run's own speaker is on the chat's model, if switched.
+                let own = speaker.is_empty() || *speaker == self.agent.id;
+                let p = match self.switched {
+                    Some(price) if own && self.agent.group.is_none() => price?,
+                    _ => self.agent.price_of(speaker)?,
+                };
                 Some(
                     (u.prompt_tokens as f64 * p.prompt_per_million
                         + u.completion_tokens as f64 * p.completion_per_million)

@@ -14,10 +14,10 @@ use sqlx::sqlite::SqlitePool;
 use super::pools::on_pool;
 use super::{AppendBatch, StoreError};
 
-/// What one run's summary adds: `(chat, day, prompt, completion, cost,
-/// unpriced)`, its cost in 1e-9 (of the speakers that have a price),
+/// What one run's summary adds: `(chat, model, day, prompt, completion,
+/// cost, unpriced)`, its cost in 1e-9 (of the speakers that have a price),
 /// `unpriced` 1 when some of its tokens had none.
-pub(super) type RunUsage = (uuid::Uuid, String, i64, i64, i64, i64);
+pub(super) type RunUsage = (uuid::Uuid, String, String, i64, i64, i64, i64);
 
 /// The runs `batches` end, with what they used.
 pub(super) fn runs_of(batches: &[AppendBatch]) -> Vec<RunUsage> {
@@ -38,6 +38,8 @@ pub(super) fn runs_of(batches: &[AppendBatch]) -> Vec<RunUsage> {
         /// has none (a member without a price).
         #[serde(default)]
         by_agent: BTreeMap<String, Member>,
+        #[serde(default)]
+        model: Option<String>,
     }
     let mut out = Vec::new();
     for b in batches {
@@ -61,6 +63,7 @@ pub(super) fn runs_of(batches: &[AppendBatch]) -> Vec<RunUsage> {
             };
             out.push((
                 b.chat_id,
+                s.model.unwrap_or_default(),
                 day,
                 tokens(s.prompt_tokens),
                 tokens(s.completion_tokens),
@@ -75,7 +78,7 @@ pub(super) fn runs_of(batches: &[AppendBatch]) -> Vec<RunUsage> {
 /// What an upsert adds to a row that exists.
 macro_rules! add_to_row {
     () => {
-        " ON CONFLICT (owner, agent, day) DO UPDATE SET
+        " ON CONFLICT (owner, agent, model, day) DO UPDATE SET
             runs = usage_daily.runs + excluded.runs,
             prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,
             completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,
@@ -85,36 +88,38 @@ macro_rules! add_to_row {
 }
 
 /// Adds one run to its chat's owner's and agent's day (SQLite, where one
-/// writer commits): `$1` the chat, `$2` the day, `$3`/`$4` the tokens, `$5`
-/// the cost, `$6` unpriced.
+/// writer commits): `$1` the chat, `$2` the model, `$3` the day, `$4`/`$5`
+/// the tokens, `$6` the cost, `$7` unpriced.
 pub(super) const ADD: &str = concat!(
     "INSERT INTO usage_daily
-        (owner, agent, day, runs, prompt_tokens, completion_tokens, cost_nanos, unpriced_runs)
-    SELECT owner, agent, $2, 1, $3, $4, $5, $6 FROM chats WHERE id = $1",
+        (owner, agent, model, day, runs, prompt_tokens, completion_tokens, cost_nanos, unpriced_runs)
+    SELECT owner, agent, $2, $3, 1, $4, $5, $6, $7 FROM chats WHERE id = $1",
     add_to_row!()
 );
 
-/// Adds a commit's runs (PostgreSQL), one row per owner, agent and day, in
-/// that order: commits running at once lock the rows they share in the same
-/// order (none waits for another that waits for it). `$1`–`$6` the columns
-/// of [`RunUsage`].
+/// Adds a commit's runs (PostgreSQL), one row per owner, agent, model and
+/// day, in that order: commits running at once lock the rows they share in
+/// the same order (none waits for another that waits for it). `$1`–`$7` the
+/// columns of [`RunUsage`].
 pub(super) const ADD_MANY: &str = concat!(
     "INSERT INTO usage_daily
-        (owner, agent, day, runs, prompt_tokens, completion_tokens, cost_nanos, unpriced_runs)
-    SELECT c.owner, c.agent, t.d, COUNT(*), SUM(t.p), SUM(t.c), SUM(t.n), SUM(t.u)
-    FROM UNNEST($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[])
-        AS t(chat, d, p, c, n, u)
+        (owner, agent, model, day, runs, prompt_tokens, completion_tokens, cost_nanos, unpriced_runs)
+    SELECT c.owner, c.agent, t.m, t.d, COUNT(*), SUM(t.p), SUM(t.c), SUM(t.n), SUM(t.u)
+    FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[])
+        AS t(chat, m, d, p, c, n, u)
     JOIN chats c ON c.id = t.chat
-    GROUP BY c.owner, c.agent, t.d
-    ORDER BY c.owner, c.agent, t.d",
+    GROUP BY c.owner, c.agent, t.m, t.d
+    ORDER BY c.owner, c.agent, t.m, t.d",
     add_to_row!()
 );
 
-/// One user's use of one agent on one day.
+/// One user's use of one agent's model on one day.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageDay {
     pub owner: String,
     pub agent: String,
+    /// The runs' own model (empty: not named).
+    pub model: String,
     /// `YYYY-MM-DD`, UTC.
     pub day: String,
     pub runs: u64,
@@ -135,7 +140,7 @@ pub enum Usage {
 
 impl Usage {
     /// The days from `from` to `to` (inclusive, `YYYY-MM-DD`) of `owner`
-    /// (or of everyone), by day, then user, then agent; at most `limit`.
+    /// (or of everyone), by day, then user, agent and model; at most `limit`.
     ///
     /// # Errors
     /// The store fails.
@@ -146,10 +151,10 @@ impl Usage {
         to: &str,
         limit: u32,
     ) -> Result<Vec<UsageDay>, StoreError> {
-        let sql = "SELECT owner, agent, day, runs, prompt_tokens, completion_tokens,
+        let sql = "SELECT owner, agent, model, day, runs, prompt_tokens, completion_tokens,
                           cost_nanos, unpriced_runs FROM usage_daily
                    WHERE ($1 IS NULL OR owner = $1) AND day >= $2 AND day <= $3
-                   ORDER BY day, owner, agent LIMIT $4";
+                   ORDER BY day, owner, agent, model LIMIT $4";
         let (from, to) = (from.to_owned(), to.to_owned());
         let owner = owner.map(str::to_owned);
         on_pool!(
@@ -219,6 +224,7 @@ where
     Ok(UsageDay {
         owner: row.try_get("owner")?,
         agent: row.try_get("agent")?,
+        model: row.try_get("model")?,
         day: row.try_get("day")?,
         runs: n("runs")?,
         prompt_tokens: n("prompt_tokens")?,
@@ -253,7 +259,7 @@ mod tests {
     #[test]
     fn a_runs_cost_is_what_had_a_price() {
         let run = |json: &str| {
-            let (_, day, p, c, cost, unpriced) = runs_of(&[summary(json)]).remove(0);
+            let (_, _, day, p, c, cost, unpriced) = runs_of(&[summary(json)]).remove(0);
             (day, p, c, cost, unpriced)
         };
         let priced = r#"{"prompt_tokens":10,"completion_tokens":2,"cost":0.25}"#;

@@ -19,6 +19,7 @@ name = "qwen3-8b"
 provider = "openai"
 base_url = "{}/v1"
 aliases = ["qwen"]
+price = {{prompt_per_million = 1000000.0, completion_per_million = 2000000.0}}
 
 [[models]]
 name = "offline"
@@ -80,6 +81,32 @@ async fn a_chat_switches_models_and_keeps_the_choice() {
     let second = c.until_complete(chat).await;
     assert_eq!(last_text(&second), "from qwen");
     assert_eq!(qwen.requests()[0].body["model"], "qwen3-8b");
+    // Its run is the switched model's, at that model's price (1 + 1 tokens),
+    // and the usage ledger counts each run under its own model.
+    let used = second
+        .iter()
+        .find(|m| m["type"] == "chat.usage_summary")
+        .unwrap();
+    assert_eq!(
+        (&used["model"], &used["cost"]),
+        (&json!("qwen3-8b"), &json!(3.0))
+    );
+    let (_, usage) = http_json(&server, "GET", "/v1/usage", "").await;
+    let rows: Vec<(&str, u64, f64)> = usage["days"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let model = r["model"].as_str().unwrap();
+            (
+                model,
+                r["runs"].as_u64().unwrap(),
+                r["cost"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(rows.contains(&("qwen3-8b", 1, 3.0)), "{usage}");
+    assert_eq!(rows.len(), 2, "the agent's model and qwen: {usage}");
     // The history travels with the chat to the new model.
     let history = qwen.requests()[0].body["messages"]
         .as_array()

@@ -66,6 +66,11 @@ async fn usage_adds_up_per_user_agent_and_day() {
         (row["user"].as_str(), row["agent"].as_str(), n(row, "runs")),
         (Some("alice"), Some("priced"), 2)
     );
+    assert_eq!(
+        row["model"], "scripted",
+        "the agent's model, named by its provider"
+    );
+    assert_eq!(a["model"], "scripted");
     for f in ["prompt_tokens", "completion_tokens"] {
         assert_eq!(n(row, f), n(&a, f) + n(&b, f), "{f}: {mine}");
     }

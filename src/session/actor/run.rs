@@ -58,7 +58,8 @@ impl Actor {
             .as_ref()
             .and_then(|b| b.model.clone())
             .or_else(|| extras.model.clone())
-            .or_else(|| chat.model.clone());
+            .or_else(|| chat.model.clone())
+            .and_then(|m| self.ctx.agents.models().resolve(&m));
         // This request's context, else the one kept with the chat.
         let context = match extras.context {
             Some(map) => Some(serde_json::Value::Object(map)),
@@ -119,8 +120,9 @@ impl Actor {
         let files = self.ctx.files.clone();
         let store = self.ctx.store.clone();
         let files = crate::link::RunFiles::new(store, owner.clone(), self.chat_id, files);
-        let quotas = self.ctx.usage_quotas;
-        let gate = super::super::usage_quota::RunQuota::of(&self.ctx.store, quotas, &owner, &agent);
+        let (quotas, price) = (self.ctx.usage_quotas, model.as_ref().map(|m| m.price));
+        let gate =
+            super::super::usage_quota::RunQuota::of(&self.ctx.store, quotas, &owner, &agent, price);
         let link = link.keeping_files(files).metered(gate);
         // A continued run waits again on what its cut-off self had asked.
         let link = match &extras.resumed {
@@ -194,9 +196,8 @@ impl Actor {
             }
         }
         // A model the chat switched to overrides the agent's.
-        let provider = model
-            .and_then(|m| self.ctx.agents.models().resolve(&m))
-            .map(|m| m.provider.clone());
+        let provider = model.as_ref().map(|m| m.provider.clone());
+        let model = model.map(|m| (m.name.clone(), m.price));
         let spec = RunSpec {
             chat_id: self.chat_id,
             user: owner,
@@ -208,6 +209,7 @@ impl Actor {
             context_type: extras.context_type,
             bearer: extras.bearer,
             provider,
+            model,
             workflow,
             resumed: extras.resumed,
             client_tools: extras.client_tools,

@@ -182,10 +182,11 @@ async fn in_transaction(
         sqlx::query(ADD_MANY)
             .bind(runs.iter().map(|r| r.0).collect::<Vec<Uuid>>())
             .bind(runs.iter().map(|r| r.1.clone()).collect::<Vec<String>>())
-            .bind(column(|r| r.2))
+            .bind(runs.iter().map(|r| r.2.clone()).collect::<Vec<String>>())
             .bind(column(|r| r.3))
             .bind(column(|r| r.4))
             .bind(column(|r| r.5))
+            .bind(column(|r| r.6))
             .execute(&mut *tx)
             .await?;
     }

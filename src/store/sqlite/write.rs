@@ -297,11 +297,13 @@ pub(super) fn append<'a>(
             tx.prepare_cached("DELETE FROM journal WHERE id < ?1")?
                 .execute([below])?;
         }
-        for (chat, day, prompt, completion, cost, unpriced) in crate::store::usage::runs_of(batches)
+        for (chat, model, day, prompt, completion, cost, unpriced) in
+            crate::store::usage::runs_of(batches)
         {
             tx.prepare_cached(&crate::store::usage::ADD.replace('$', "?"))?
                 .execute(params![
                     chat.to_string(),
+                    model,
                     day,
                     prompt,
                     completion,

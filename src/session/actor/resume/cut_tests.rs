@@ -190,6 +190,7 @@ fn a_run_that_logged_its_summary_is_finished_with_its_reason() {
         completion_tokens: 1,
         cost: None,
         by_agent: None,
+        model: None,
     };
     let failed = EventKind::Error {
         message: "boom".into(),

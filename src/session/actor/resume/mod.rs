@@ -436,6 +436,7 @@ impl Actor {
                     completion_tokens: 0,
                     cost: None,
                     by_agent: None,
+                    model: None,
                 },
             };
             events.push((summary, None));
