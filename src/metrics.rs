@@ -63,7 +63,7 @@ pub const JWKS_FETCHES: &str = "agentwire_jwks_fetches_total";
 pub const TOOL_SECONDS: &str = "agentwire_tool_seconds";
 /// Errors sent to clients, by contract `code`.
 pub const ERRORS: &str = "agentwire_errors_total";
-/// Tokens runs used, by `agent` and `kind` (`prompt`, `completion`).
+/// Tokens runs used, by `agent`, `model` and `kind` (`prompt`, `completion`).
 pub const TOKENS: &str = "agentwire_tokens_total";
 /// What priced runs cost, by `agent`, in 1e-9 of the price table's currency.
 pub const COST_NANOS: &str = "agentwire_cost_nanos_total";
@@ -177,18 +177,19 @@ fn describe() {
     describe_counter!(JWKS_FETCHES, "Fetches of the identity provider's keys.");
     describe_histogram!(TOOL_SECONDS, Unit::Seconds, "Tool call duration.");
     describe_counter!(ERRORS, "Errors sent to clients, by code.");
-    describe_counter!(TOKENS, "Tokens runs used, by agent and kind.");
+    describe_counter!(TOKENS, "Tokens runs used, by agent, model and kind.");
     describe_counter!(
         COST_NANOS,
         "What priced runs cost, by agent, in 1e-9 of the price table's currency."
     );
 }
 
-/// Counts what a run of `agent` used (its `chat.usage_summary`).
-pub fn run_usage(agent: &str, prompt: u64, completion: u64, cost: Option<f64>) {
-    let agent = agent.to_owned();
-    counter!(TOKENS, "agent" => agent.clone(), "kind" => "prompt").increment(prompt);
-    counter!(TOKENS, "agent" => agent.clone(), "kind" => "completion").increment(completion);
+/// Counts what a run of `agent` on `model` used (its `chat.usage_summary`).
+pub fn run_usage(agent: &str, model: &str, prompt: u64, completion: u64, cost: Option<f64>) {
+    let (agent, model) = (agent.to_owned(), model.to_owned());
+    let kind = |kind: &'static str| counter!(TOKENS, "agent" => agent.clone(), "model" => model.clone(), "kind" => kind);
+    kind("prompt").increment(prompt);
+    kind("completion").increment(completion);
     if let Some(cost) = cost {
         counter!(COST_NANOS, "agent" => agent).increment((cost.max(0.0) * 1e9).round() as u64);
     }

@@ -95,6 +95,7 @@ fn summary(agent: &Agent, tally: Tally, model: &str) -> EventKind {
     let priced_cost: f64 = per.values().filter_map(|u| u.cost).sum();
     crate::metrics::run_usage(
         &agent.id,
+        model,
         prompt_tokens,
         completion_tokens,
         priced.then_some(priced_cost),

@@ -175,7 +175,7 @@ async fn usage_adds_up_per_user_agent_and_day() {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("{prefix}: {metrics}"))
     };
-    let prompt = value(r#"agentwire_tokens_total{agent="priced",kind="prompt"}"#);
+    let prompt = value(r#"agentwire_tokens_total{agent="priced",model="scripted",kind="prompt"}"#);
     assert!(prompt >= (n(&a, "prompt_tokens") + n(&b, "prompt_tokens")) as f64);
     let nanos = value(r#"agentwire_cost_nanos_total{agent="priced"}"#);
     assert!(nanos >= (cost * 1e9).floor(), "{nanos} < {cost}");
