@@ -106,6 +106,25 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
+    /// The model the run's own speaker is on, as usage names and prices it:
+    /// the chat's switched one (`switched`: its name and price) where the
+    /// run speaks on it — not a template's walk, not an upstream agent; a
+    /// group names it only when it lends its model (its members keep their
+    /// prices) — else the agent's own.
+    pub fn own_model(
+        &self,
+        switched: Option<(&str, Option<super::definition::Price>)>,
+    ) -> (String, Option<super::definition::Price>) {
+        let on_it = self.template.is_none() && self.upstream.is_none();
+        match switched {
+            Some((name, price)) if on_it && self.group.is_none() => (name.to_owned(), price),
+            Some((name, _)) if on_it && !self.model.is_empty() => {
+                (name.to_owned(), self.price_of(""))
+            }
+            _ => (self.model.clone(), self.price_of("")),
+        }
+    }
+
     /// The price of what `speaker` says in this agent's runs: a group
     /// member's own; the group's selector's under the group's id (or `""`,
     /// the run's own); else the agent's.

@@ -23,6 +23,7 @@ pub mod runtime;
 mod scripted;
 mod speak;
 mod speaker;
+mod tally;
 mod turn;
 mod upstream;
 mod workflow;

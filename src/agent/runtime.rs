@@ -13,8 +13,9 @@ use super::build::Agent;
 use super::definition::{Price, ToolCallFormat};
 use super::group;
 use super::prompt::{definitions, system_prompt};
-use super::speak::{Spent, Spoke, Tally, Voice};
+use super::speak::{Spoke, Voice};
 use super::speaker::take_turn;
+use super::tally::{Spent, Tally};
 use super::workflow::{self, Then};
 use crate::link::{Gone, RunControl, RunLink};
 use crate::llm::{Message, Usage};
@@ -32,7 +33,7 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
     let mut tally = match &spec.resumed {
         Some(resumed) => {
             link.used_before(&resumed.usage);
-            Tally::before(&spec.agent, &resumed.usage)
+            Tally::before(&spec.agent, &resumed.usage, spec.own_price())
         }
         None => Tally::default(),
     };
@@ -49,16 +50,21 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
         },
     };
     let _ = link
-        .emit(summary(&spec.agent, tally, spec.model_name()))
+        .emit(summary(&spec.agent, tally, &spec.model_name()))
         .await;
     let _ = link.emit(EventKind::RunComplete { reason }).await;
 }
 
 /// The `chat.usage_summary` of a run of `agent` that used `used` (per
 /// speaker) and ended without logging one: a run a restart cut off as it
-/// was ending.
-pub fn summary_of(agent: &Agent, used: &BTreeMap<String, Usage>) -> EventKind {
-    summary(agent, Tally::before(agent, used), &agent.model)
+/// was ending, on the chat's model `switched` (if it switched).
+pub fn summary_of(
+    agent: &Agent,
+    used: &BTreeMap<String, Usage>,
+    switched: Option<&super::ModelEntry>,
+) -> EventKind {
+    let (model, price) = agent.own_model(switched.map(|m| (m.name.as_str(), m.price)));
+    summary(agent, Tally::before(agent, used, price), &model)
 }
 
 /// `chat.usage_summary`: the run's total, and per member in a group (a

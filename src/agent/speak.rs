@@ -98,21 +98,24 @@ pub struct GroupResumed {
 }
 
 impl RunSpec {
-    /// The price of the run's own model: the chat's switched one's, else
-    /// the agent's.
+    /// The run's own model, as usage names and prices it
+    /// ([`Agent::own_model`]).
+    fn own_model(&self) -> (String, Option<Price>) {
+        let switched = self
+            .model
+            .as_ref()
+            .map(|(name, price)| (name.as_str(), *price));
+        self.agent.own_model(switched)
+    }
+
+    /// The price of the run's own speaker.
     pub(super) fn own_price(&self) -> Option<Price> {
-        match &self.model {
-            Some((_, price)) => *price,
-            None => self.agent.price,
-        }
+        self.own_model().1
     }
 
     /// The run's own model, as usage names it.
-    pub(super) fn model_name(&self) -> &str {
-        match &self.model {
-            Some((name, _)) => name,
-            None => &self.agent.model,
-        }
+    pub(super) fn model_name(&self) -> String {
+        self.own_model().0
     }
 
     /// What the tool calls of `agent` (the run's agent or a group member,
@@ -139,54 +142,6 @@ impl RunSpec {
                 chat_id: self.chat_id,
             }),
         }
-    }
-}
-
-/// What a run used, per speaker (the agent; in a group each member, and
-/// the selector under the group's id), written as it is used so a run cut
-/// short still counts what it spent.
-#[derive(Default)]
-pub(super) struct Tally(pub BTreeMap<String, Spent>);
-
-/// What one speaker used.
-#[derive(Default)]
-pub(super) struct Spent {
-    /// Its own model calls.
-    pub model: Usage,
-    /// Its tools' model calls (`ask_database`, `ask_analyst`: on its model).
-    pub tools: Mutex<Usage>,
-    /// Its model's price.
-    pub price: Option<Price>,
-}
-
-impl Spent {
-    /// Both kinds of calls together.
-    pub(super) fn total(&self) -> Usage {
-        let tools = *self.tools.lock().unwrap_or_else(|e| e.into_inner());
-        Usage {
-            prompt_tokens: self.model.prompt_tokens + tools.prompt_tokens,
-            completion_tokens: self.model.completion_tokens + tools.completion_tokens,
-        }
-    }
-}
-
-impl Tally {
-    /// A continued run's tally: what its cut-off self had used (`used`, per
-    /// speaker), each at its speaker's price in `agent`.
-    pub(super) fn before(agent: &Agent, used: &BTreeMap<String, Usage>) -> Self {
-        let mut tally = Self::default();
-        for (name, u) in used {
-            tally.of(name, agent.price_of(name)).model = *u;
-        }
-        tally
-    }
-
-    /// The entry of `speaker` (created with `price`).
-    pub(super) fn of(&mut self, speaker: &str, price: Option<Price>) -> &mut Spent {
-        self.0.entry(speaker.to_owned()).or_insert_with(|| Spent {
-            price,
-            ..Spent::default()
-        })
     }
 }
 

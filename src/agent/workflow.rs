@@ -10,7 +10,8 @@
 
 use serde_json::{Value, json};
 
-use super::speak::{RunSpec, Tally};
+use super::speak::RunSpec;
+use super::tally::Tally;
 use crate::link::{Gone, RunLink, ToolOutcome};
 use crate::llm::ToolCall;
 use crate::protocol::{Display, ErrorCode, EventKind, RunEndReason};

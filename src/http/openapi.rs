@@ -97,7 +97,7 @@ use super::{
         (name = "files", description = "Files users upload and tools hand back"),
         (name = "schedules", description = "Agents that start on their own: cron schedules in a time zone, a user's own or any user's with a service key"),
         (name = "server", description = "The server API: what a backend does with a service key (`agentwire keys create`), never as a user"),
-        (name = "usage", description = "Tokens and cost per user, agent and day"),
+        (name = "usage", description = "Tokens and cost per user, agent, model and day"),
         (name = "ops", description = "Operations"),
     )
 )]

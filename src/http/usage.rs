@@ -1,4 +1,4 @@
-//! `GET /v1/usage`: tokens and cost per user, agent and day (issue 39),
+//! `GET /v1/usage`: tokens and cost per user, agent, model and day (issue 39),
 //! from the store's ledger (`store::usage`). A user sees their own; an
 //! operator (a token with `"admin": true`) and a service key with `read`
 //! see everyone's, or one user's (`?user=`).
@@ -109,7 +109,7 @@ fn date(field: &str, text: &str) -> Result<NaiveDate, ApiError> {
         .map_err(|_| ApiError::BadRequest(format!("`{field}`: a date, YYYY-MM-DD")))
 }
 
-/// Tokens and cost per user, agent and day.
+/// Tokens and cost per user, agent, model and day.
 #[utoipa::path(get, path = "/v1/usage", tag = "usage", params(UsageQuery),
     security(("bearer" = []), ("service_key" = ["read"])),
     responses((status = 200, body = UsageReport), (status = 400, body = ErrorBody),

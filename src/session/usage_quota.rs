@@ -34,29 +34,43 @@ pub(super) struct RunQuota {
     owner: String,
     user: Quotas,
     agent: Arc<Agent>,
-    /// The price of the chat's switched model, for the run's own speaker.
-    switched: Option<Option<Price>>,
+    /// The price of the run's own speaker (the chat's model, if switched).
+    own_price: Option<Price>,
     /// Read once a day: a run that goes on past midnight (UTC) reads the
     /// new day's again.
     before: Mutex<Option<(NaiveDate, Before)>>,
 }
 
+/// The gate of a run of `owner`'s with `agent` (on the chat's model
+/// `switched`, if it switched), if any quota is set for the user or the agent.
+pub(super) fn gate(
+    ctx: &super::SessionContext,
+    owner: &str,
+    agent: &Arc<Agent>,
+    switched: Option<&crate::agent::ModelEntry>,
+) -> Option<Arc<dyn QuotaGate>> {
+    RunQuota::of(&ctx.store, ctx.usage_quotas, owner, agent, switched)
+}
+
 impl RunQuota {
     /// The gate of a run, if any quota is set for its user or its agent.
-    pub(super) fn of(
+    fn of(
         store: &Arc<dyn Store>,
         user: Quotas,
         owner: &str,
         agent: &Arc<Agent>,
-        switched: Option<Option<Price>>,
+        switched: Option<&crate::agent::ModelEntry>,
     ) -> Option<Arc<dyn QuotaGate>> {
+        let own_price = agent
+            .own_model(switched.map(|m| (m.name.as_str(), m.price)))
+            .1;
         (user.any() || agent.quota.any()).then(|| {
             Arc::new(Self {
                 store: store.clone(),
                 owner: owner.to_owned(),
                 user,
                 agent: agent.clone(),
-                switched,
+                own_price,
                 before: Mutex::new(None),
             }) as Arc<dyn QuotaGate>
         })
@@ -109,11 +123,11 @@ impl RunQuota {
     fn cost(&self, used: &BTreeMap<String, Usage>) -> f64 {
         used.iter()
             .filter_map(|(speaker, u)| {
-                // The run's own speaker is on the chat's model, if switched.
-                let own = speaker.is_empty() || *speaker == self.agent.id;
-                let p = match self.switched {
-                    Some(price) if own && self.agent.group.is_none() => price?,
-                    _ => self.agent.price_of(speaker)?,
+                // One agent speaks on the run's own model; a group's
+                // members on theirs.
+                let p = match self.agent.group {
+                    None => self.own_price?,
+                    Some(_) => self.agent.price_of(speaker)?,
                 };
                 Some(
                     (u.prompt_tokens as f64 * p.prompt_per_million

@@ -1,6 +1,6 @@
-//! Usage and cost per user, agent and day (issue 39): each run's
-//! `chat.usage_summary` adds to its chat's owner's and agent's row of the
-//! day, in the transaction that logs it, so the ledger holds exactly what
+//! Usage and cost per user, agent, model and day (issue 39): each run's
+//! `chat.usage_summary` adds to its chat's owner's, agent's and model's row
+//! of the day, in the transaction that logs it, so the ledger holds exactly what
 //! the log does — across nodes, restarts and continued runs (a run logs one
 //! summary). A deleted chat's usage stays: it was spent.
 

@@ -107,6 +107,12 @@ async fn a_chat_switches_models_and_keeps_the_choice() {
         .collect();
     assert!(rows.contains(&("qwen3-8b", 1, 3.0)), "{usage}");
     assert_eq!(rows.len(), 2, "the agent's model and qwen: {usage}");
+    let first = rows.iter().find(|r| r.0 != "qwen3-8b").unwrap();
+    assert_eq!(first.1, 1, "{usage}");
+    assert!(
+        !first.0.is_empty(),
+        "the agent's own model is named: {usage}"
+    );
     // The history travels with the chat to the new model.
     let history = qwen.requests()[0].body["messages"]
         .as_array()

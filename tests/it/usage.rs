@@ -1,5 +1,5 @@
 //! Usage and cost (issue 39): `GET /v1/usage` adds up the runs' summaries
-//! per user, agent and day — a user sees their own, a `read` key anyone's —
+//! per user, agent, model and day — a user sees their own, a `read` key anyone's —
 //! and `/metrics` counts tokens and cost per agent.
 
 use serde_json::Value;
@@ -118,6 +118,15 @@ async fn usage_adds_up_per_user_agent_and_day() {
     .unwrap();
     let (_, all) = call(&server, "GET", "/v1/usage", &operator, None).await;
     assert_eq!(all["total"]["runs"], 3, "{all}");
+    // Only the JSON `true`: a string "true" is no operator.
+    let pretender = jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &serde_json::json!({"sub": "bob", "admin": "true", "exp": now + 600, "iat": now}),
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .unwrap();
+    let (_, own) = call(&server, "GET", "/v1/usage", &pretender, None).await;
+    assert_eq!(own["total"]["runs"], 1, "{own}");
     let (_, one) = call(&server, "GET", "/v1/usage?user=bob", &operator, None).await;
     assert_eq!(one["total"]["runs"], 1, "{one}");
 

@@ -6,7 +6,8 @@
 use super::super::build::{Group, Member, Target};
 use super::super::definition::ToolCallFormat;
 use super::super::prompt::{definitions, system_prompt};
-use super::super::speak::{Resumed, RunSpec, Spent, Spoke, Tally, Voice};
+use super::super::speak::{Resumed, RunSpec, Spoke, Voice};
+use super::super::tally::{Spent, Tally};
 use super::select::{Ask, Chooser, Pick};
 use super::view::view;
 use crate::link::{Gone, RunLink, Said};

@@ -120,9 +120,7 @@ impl Actor {
         let files = self.ctx.files.clone();
         let store = self.ctx.store.clone();
         let files = crate::link::RunFiles::new(store, owner.clone(), self.chat_id, files);
-        let (quotas, price) = (self.ctx.usage_quotas, model.as_ref().map(|m| m.price));
-        let gate =
-            super::super::usage_quota::RunQuota::of(&self.ctx.store, quotas, &owner, &agent, price);
+        let gate = super::super::usage_quota::gate(&self.ctx, &owner, &agent, model.as_deref());
         let link = link.keeping_files(files).metered(gate);
         // A continued run waits again on what its cut-off self had asked.
         let link = match &extras.resumed {

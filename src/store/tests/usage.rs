@@ -42,6 +42,12 @@ async fn usage_on(open: Opener) {
             ),
             // Tokens at no known price, then a run that used none.
             summary(4, day1 + 12, r#"{"prompt_tokens":7,"completion_tokens":3}"#),
+            // Another model the same day: a row of its own.
+            summary(
+                6,
+                day1 + 20,
+                r#"{"prompt_tokens":4,"completion_tokens":1,"model":"qwen"}"#,
+            ),
             summary(5, day2, r#"{"prompt_tokens":0,"completion_tokens":0}"#),
         ],
     )
@@ -77,6 +83,7 @@ async fn usage_on(open: Opener) {
             (
                 d.day.as_str(),
                 d.agent.as_str(),
+                d.model.as_str(),
                 d.runs,
                 d.prompt_tokens,
                 d.completion_tokens,
@@ -88,9 +95,10 @@ async fn usage_on(open: Opener) {
     assert_eq!(
         seen,
         [
-            ("2026-11-27", "analyst", 1, 1, 1, 500_000_000, 0),
-            ("2026-11-27", "demo", 3, 157, 28, 1_200_001, 1),
-            ("2026-11-28", "demo", 1, 0, 0, 0, 0),
+            ("2026-11-27", "analyst", "", 1, 1, 1, 500_000_000, 0),
+            ("2026-11-27", "demo", "", 3, 157, 28, 1_200_001, 1),
+            ("2026-11-27", "demo", "qwen", 1, 4, 1, 0, 1),
+            ("2026-11-28", "demo", "", 1, 0, 0, 0, 0),
         ]
     );
     // Everyone's, one day; a limit; a purge keeps what was spent.
@@ -115,7 +123,7 @@ async fn usage_on(open: Opener) {
         .days(Some("erin"), "2026-11-27", "2026-11-27", 100)
         .await
         .unwrap();
-    assert_eq!(kept.iter().map(|d| d.runs).sum::<u64>(), 4);
+    assert_eq!(kept.iter().map(|d| d.runs).sum::<u64>(), 5);
     let none = usage
         .days(Some("erin"), "2026-11-29", "2026-12-31", 100)
         .await

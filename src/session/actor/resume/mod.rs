@@ -428,8 +428,13 @@ impl Actor {
                 .chat
                 .as_ref()
                 .and_then(|c| self.ctx.agents.get(&c.agent));
+            let chat_model = self.chat.as_ref().and_then(|c| c.model.clone());
+            let switched = (carried.model.clone().or(chat_model))
+                .and_then(|m| self.ctx.agents.models().resolve(&m));
             let summary = match agent {
-                Some(agent) => crate::agent::runtime::summary_of(&agent, &carried.used),
+                Some(agent) => {
+                    crate::agent::runtime::summary_of(&agent, &carried.used, switched.as_deref())
+                }
                 None => EventKind::UsageSummary {
                     total_tokens: 0,
                     prompt_tokens: 0,
