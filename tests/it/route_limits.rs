@@ -636,3 +636,43 @@ async fn the_chat_lists_routes_refuse_oversize_bodies_other_users_and_bursts() {
         assert_eq!(status, 200, "{path}: {body}");
     }
 }
+
+/// Issue 38's and 39's reads (a user's schedules, one schedule, usage): a
+/// body past the limit is not read, another user's is not there, no token
+/// is 401, and reads past the turn rate still answer. (Their writes are held
+/// to the limits in `server_api::the_new_routes_refuse_…`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schedule_and_usage_reads_ignore_bodies_hide_what_is_not_yours_and_are_not_rate_limited()
+ {
+    let (server, _files) = jwt_server(Some(2)).await;
+    let (alice, bob) = (Caller::new(&server, "alice"), Caller::new(&server, "bob"));
+    let made = json!({"agent": "demo", "cron": "0 8 * * *"}).to_string();
+    let (status, schedule) = alice.send("POST", "/v1/schedules", Some(made)).await;
+    assert_eq!(status, 201, "{schedule}");
+    let one = format!("/v1/schedules/{}", schedule["id"].as_str().unwrap());
+    let big = "x".repeat(MAX + 1);
+    let reads = [
+        "/v1/schedules".to_owned(),
+        one.clone(),
+        "/v1/usage".to_owned(),
+    ];
+    for path in &reads {
+        let (status, body) = alice.send("GET", path, Some(big.clone())).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        let (status, _) = http_get(server.addr, path, &[]).await;
+        assert_eq!(status, 401, "{path}");
+    }
+    // Bob's view: not alice's schedule, none of his own, his own usage.
+    let (status, body) = bob.send("GET", &one, None).await;
+    assert_eq!(status, 404, "{body}");
+    let (_, list) = bob.send("GET", "/v1/schedules", None).await;
+    assert_eq!(list["schedules"], json!([]));
+    let (status, body) = bob.send("GET", "/v1/usage?user=alice", None).await;
+    assert_eq!(status, 403, "{body}");
+    // Past the turn rate (2 a minute here), reads still answer.
+    for _ in 0..4 {
+        for path in &reads {
+            assert_eq!(alice.send("GET", path, None).await.0, 200, "{path}");
+        }
+    }
+}

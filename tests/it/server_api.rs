@@ -542,6 +542,14 @@ async fn the_new_routes_refuse_oversize_bodies_other_owners_and_bursts() {
     }
     assert_eq!(statuses[..5], [200; 5], "{statuses:?}");
     assert!(statuses[5..].iter().all(|s| *s == 429), "{statuses:?}");
+    for path in ["/v1/schedules?user=u1", "/v1/usage"] {
+        let (status, e) = call(&limited, "GET", path, &busy, None).await;
+        assert_eq!(
+            (status, e["error"]["code"].as_str()),
+            (429, Some("RATE_LIMIT_EXCEEDED")),
+            "{path}"
+        );
+    }
     let (status, e) = call(&limited, "GET", "/v1/schedules?user=u1", &busy, None).await;
     assert_eq!(
         (status, e["error"]["code"].as_str()),
@@ -556,6 +564,21 @@ async fn the_new_routes_refuse_oversize_bodies_other_owners_and_bursts() {
     let (_, made) = call(&server, "POST", "/v1/schedules", &dave, Some(schedule)).await;
     let pause = format!("/v1/schedules/{}/pause", made["id"].as_str().unwrap());
     burst(pause, dave.clone(), json!({})).await;
+    // As is resuming one (another user, whose turns are untouched), and
+    // deleting (a third: each refused with 404 until the rate says 429).
+    let fran = token("fran", 600, SECRET);
+    let schedule = json!({"agent": "demo", "cron": "0 8 * * *"});
+    let (_, made) = call(&server, "POST", "/v1/schedules", &fran, Some(schedule)).await;
+    let resume = format!("/v1/schedules/{}/resume", made["id"].as_str().unwrap());
+    burst(resume, fran.clone(), json!({})).await;
+    let gus = token("gus", 600, SECRET);
+    let gone = format!("/v1/schedules/{}", Uuid::new_v4());
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        statuses.push(call(&server, "DELETE", &gone, &gus, None).await.0);
+    }
+    assert!(statuses.contains(&429), "DELETE: {statuses:?}");
+    assert_eq!(statuses[0], 404, "{statuses:?}");
     // Streams: one per user here; the second feed is 429.
     let open = tokio::spawn({
         let url = format!("http://{}/v1/feed", server.addr);
