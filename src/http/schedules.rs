@@ -146,12 +146,7 @@ fn owner(acting: &Acting, named: Option<&str>, scope: Scope) -> Result<String, A
             let user = named.ok_or_else(|| {
                 ApiError::BadRequest("a service key names the user: `user`".into())
             })?;
-            if user.is_empty() || user.len() > 256 || limits::has_control_chars(user) {
-                return Err(ApiError::BadRequest(
-                    "`user`: 1 to 256 bytes, no control characters".into(),
-                ));
-            }
-            Ok(user.to_owned())
+            Ok(super::server_api::user_id(user)?.to_owned())
         }
     }
 }

@@ -141,7 +141,7 @@ pub(super) struct UserChatsQuery {
 }
 
 /// A user id as a path or a body names it: as a token's `sub` may be.
-fn user_id(user: &str) -> Result<&str, ApiError> {
+pub(super) fn user_id(user: &str) -> Result<&str, ApiError> {
     if user.is_empty() || user.len() > 256 || limits::has_control_chars(user) {
         return Err(ApiError::BadRequest(
             "`user`: 1 to 256 bytes, no control characters".into(),

@@ -16,7 +16,6 @@ use super::auth::Acting;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::auth::Scope;
-use crate::protocol::limits;
 use crate::store::UsageDay;
 
 /// The most rows one answer holds (`truncated` past it).
@@ -94,14 +93,8 @@ fn used(d: &UsageDay) -> Used {
 
 /// The user an operator or a key names, checked (`None`: everyone).
 fn named(user: Option<&str>) -> Result<Option<String>, ApiError> {
-    match user {
-        Some(user) if user.is_empty() || user.len() > 256 || limits::has_control_chars(user) => {
-            Err(ApiError::BadRequest(
-                "`user`: 1 to 256 bytes, no control characters".into(),
-            ))
-        }
-        user => Ok(user.map(str::to_owned)),
-    }
+    let user = user.map(super::server_api::user_id).transpose()?;
+    Ok(user.map(str::to_owned))
 }
 
 fn date(field: &str, text: &str) -> Result<NaiveDate, ApiError> {
@@ -162,35 +155,28 @@ pub(super) async fn usage(
         .store
         .usage()
         .days(owner.as_deref(), &from, &to, MAX_ROWS + 1)
-        .await
-        .map_err(crate::session::SessionError::from)?;
+        .await?;
     let truncated = rows.len() > MAX_ROWS as usize;
-    let mut total = Used::default();
-    let days: Vec<UsageRow> = rows
+    let kept = &rows[..rows.len().min(MAX_ROWS as usize)];
+    let mut sum = UsageDay::default();
+    for d in kept {
+        sum.runs += d.runs;
+        sum.prompt_tokens += d.prompt_tokens;
+        sum.completion_tokens += d.completion_tokens;
+        sum.cost_nanos += d.cost_nanos;
+        sum.unpriced_runs += d.unpriced_runs;
+    }
+    let days = kept
         .iter()
-        .take(MAX_ROWS as usize)
-        .map(|d| {
-            let u = used(d);
-            total.runs += u.runs;
-            total.prompt_tokens += u.prompt_tokens;
-            total.completion_tokens += u.completion_tokens;
-            total.total_tokens += u.total_tokens;
-            total.unpriced_runs += u.unpriced_runs;
-            UsageRow {
-                day: d.day.clone(),
-                user: d.owner.clone(),
-                agent: d.agent.clone(),
-                model: d.model.clone(),
-                used: u,
-            }
+        .map(|d| UsageRow {
+            day: d.day.clone(),
+            user: d.owner.clone(),
+            agent: d.agent.clone(),
+            model: d.model.clone(),
+            used: used(d),
         })
         .collect();
-    let nanos: u64 = rows
-        .iter()
-        .take(MAX_ROWS as usize)
-        .map(|d| d.cost_nanos)
-        .sum();
-    total.cost = nanos as f64 / 1e9;
+    let total = used(&sum);
     Ok(Json(UsageReport {
         from,
         to,

@@ -115,9 +115,10 @@ pub(super) fn effects_of(batches: &[AppendBatch]) -> Effects {
     out
 }
 
-/// The SQL that closes waits: `$1` chat, `$2` seq, `$3` key or null.
+/// The SQL that closes waits (SQLite's writer; PostgreSQL's closes a
+/// commit's at once): `?1` chat, `?2` seq, `?3` key or null.
 pub(super) const CLOSE_WAITS: &str = "DELETE FROM webhook_waits
-    WHERE chat_id = $1 AND seq < $2 AND ($3 IS NULL OR wait_key = $3)";
+    WHERE chat_id = ?1 AND seq < ?2 AND (?3 IS NULL OR wait_key = ?3)";
 
 /// A wait for a person still open.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -87,13 +87,13 @@ macro_rules! add_to_row {
     };
 }
 
-/// Adds one run to its chat's owner's and agent's day (SQLite, where one
-/// writer commits): `$1` the chat, `$2` the model, `$3` the day, `$4`/`$5`
-/// the tokens, `$6` the cost, `$7` unpriced.
+/// Adds one run to its chat's owner's, agent's and model's day (SQLite,
+/// where one writer commits): `?1` the chat, `?2` the model, `?3` the day,
+/// `?4`/`?5` the tokens, `?6` the cost, `?7` unpriced.
 pub(super) const ADD: &str = concat!(
     "INSERT INTO usage_daily
         (owner, agent, model, day, runs, prompt_tokens, completion_tokens, cost_nanos, unpriced_runs)
-    SELECT owner, agent, $2, $3, 1, $4, $5, $6, $7 FROM chats WHERE id = $1",
+    SELECT owner, agent, ?2, ?3, 1, ?4, ?5, ?6, ?7 FROM chats WHERE id = ?1",
     add_to_row!()
 );
 
@@ -114,7 +114,7 @@ pub(super) const ADD_MANY: &str = concat!(
 );
 
 /// One user's use of one agent's model on one day.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UsageDay {
     pub owner: String,
     pub agent: String,

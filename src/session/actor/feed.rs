@@ -27,6 +27,12 @@ impl Actor {
     /// off the actor (a read of the chat's row and, on several nodes, a
     /// NOTIFY), so the run's end is not held up by it.
     pub(super) async fn announce(&self, reason: &'static str) {
+        // On one node, nobody to tell unless the owner follows their feed
+        // here: no read, no task.
+        let followed = |owner: &str| self.ctx.feed.follows(owner);
+        if self.ctx.node.is_none() && self.chat.as_ref().is_some_and(|c| !followed(&c.owner)) {
+            return;
+        }
         let (ctx, chat_id, last_seq) = (self.ctx.clone(), self.chat_id, self.next_seq - 1);
         self.ctx.tracker.spawn(async move {
             let chat = match ctx.store.chat(chat_id).await {

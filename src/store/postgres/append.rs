@@ -64,12 +64,10 @@ pub(super) async fn append(
         .iter()
         .any(|b| b.state.is_some() || b.conversation_state.is_some())
         || super::listing::touches(batches)
-        || !effects.is_empty()
-        || batches
-            .iter()
-            .any(|b| b.envelopes.iter().any(|e| e.kind == "chat.usage_summary"));
-    if changes_state || rows.len() > ROWS_PER_INSERT {
-        return in_transaction(pool, batches, &effects).await;
+        || !effects.is_empty();
+    let runs = runs_of(batches);
+    if changes_state || !runs.is_empty() || rows.len() > ROWS_PER_INSERT {
+        return in_transaction(pool, batches, &effects, &runs).await;
     }
     let fenced: Vec<(Uuid, Fence)> = batches
         .iter()
@@ -147,6 +145,7 @@ async fn in_transaction(
     pool: &PgPool,
     batches: &[AppendBatch],
     effects: &Effects,
+    runs: &[RunUsage],
 ) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
     check_fences(&mut tx, batches).await?;
@@ -176,7 +175,6 @@ async fn in_transaction(
     if !effects.is_empty() {
         outbox(&mut tx, effects, now).await?;
     }
-    let runs = runs_of(batches);
     if !runs.is_empty() {
         let column = |f: fn(&RunUsage) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
         sqlx::query(ADD_MANY)

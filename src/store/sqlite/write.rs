@@ -300,7 +300,7 @@ pub(super) fn append<'a>(
         for (chat, model, day, prompt, completion, cost, unpriced) in
             crate::store::usage::runs_of(batches)
         {
-            tx.prepare_cached(&crate::store::usage::ADD.replace('$', "?"))?
+            tx.prepare_cached(crate::store::usage::ADD)?
                 .execute(params![
                     chat.to_string(),
                     model,
@@ -328,7 +328,7 @@ pub(super) fn append<'a>(
                 .execute(params![chat, seq, event, key, now_ms])?;
             }
             for (chat, seq, key) in effects.closes {
-                tx.prepare_cached(&crate::store::outbox::CLOSE_WAITS.replace('$', "?"))?
+                tx.prepare_cached(crate::store::outbox::CLOSE_WAITS)?
                     .execute(params![chat, seq, key])?;
             }
         }
