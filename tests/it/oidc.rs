@@ -19,35 +19,76 @@ use crate::support::*;
 const AUDIENCE: &str = "https://agentwire.test";
 
 /// The provider on a free port: its child process (killed when dropped)
-/// and its issuer URL.
+/// and its issuer URL. Node normally says READY within a second; a start
+/// that stalls (seen once on a loaded CI machine, with nothing printed) is
+/// killed and tried once more, and a failure shows what the provider wrote
+/// to stderr.
 async fn provider() -> (tokio::process::Child, String) {
+    let mut stderrs = Vec::new();
+    for _ in 0..2 {
+        match start_provider().await {
+            Ok(started) => return started,
+            Err(stderr) => stderrs.push(stderr),
+        }
+    }
+    panic!("the provider never printed READY; its stderr: {stderrs:#?}");
+}
+
+/// One start of the provider, or what it wrote to stderr when it did not
+/// print READY within 60 s.
+async fn start_provider() -> Result<(tokio::process::Child, String), String> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/oidc");
     let mut child = tokio::process::Command::new("node")
         .arg(dir.join("provider.mjs"))
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("PORT", "0")
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    // stderr is drained all along (a full pipe would stall the provider)
+    // and its last lines kept for the failure message.
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut err_lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let kept = stderr.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = err_lines.next_line().await {
+            let mut kept = kept.lock().unwrap();
+            if kept.len() == 20 {
+                kept.remove(0);
+            }
+            kept.push(line);
+        }
+    });
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let port = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("the provider exited");
+    let ready = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(Some(line)) = lines.next_line().await {
             if let Some(port) = line.strip_prefix("READY ") {
-                return port.trim().to_owned();
+                return Some(port.trim().to_owned());
             }
         }
+        None
     })
-    .await
-    .expect("the provider printed READY");
-    (child, format!("http://127.0.0.1:{port}"))
+    .await;
+    match ready {
+        Ok(Some(port)) => Ok((child, format!("http://127.0.0.1:{port}"))),
+        outcome => {
+            let _ = child.kill().await;
+            let status = child.try_wait().ok().flatten();
+            Err(format!(
+                "{} (exit: {status:?}): {}",
+                if outcome.is_err() {
+                    "no READY in 60 s"
+                } else {
+                    "exited"
+                },
+                stderr.lock().unwrap().join("\n")
+            ))
+        }
+    }
 }
 
 /// An access token for `resource` (its last segment picks the algorithm),
