@@ -36,6 +36,7 @@ pub mod protocol;
 pub mod schedules;
 pub mod session;
 pub mod store;
+pub mod telemetry;
 pub mod templates;
 #[doc(hidden)]
 pub mod testing;

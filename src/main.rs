@@ -62,6 +62,9 @@ async fn serve() -> anyhow::Result<()> {
     }
     match cli.command.clone().unwrap_or(Command::Serve) {
         Command::Serve => {
+            // Flushed when `serve` returns (the guard is dropped).
+            let _traces = agentwire::telemetry::init(&config.telemetry)
+                .context("starting the trace exporter (`[telemetry]`, OTEL_EXPORTER_OTLP_*)")?;
             let (soft, hard) = agentwire::raise_fd_limit();
             tracing::debug!(soft, hard, "open file limit");
             let listener = tokio::net::TcpListener::bind(config.listen)

@@ -8,7 +8,8 @@ example agent and its MCP tests.
 Tools: add, echo, slow_count (reports progress), fail (an isError result),
 add_tool (registers a tool and sends notifications/tools/list_changed),
 crash (the process exits mid-call), whoami (the Authorization header seen,
-over HTTP), picture (an image and a text block), hang (never answers),
+over HTTP), trace_context (the `traceparent` of the call: its HTTP header
+and its `_meta`'s), picture (an image and a text block), hang (never answers),
 wait_for_cancel (writes a file when the client cancels it), environment (the
 names of the process's environment variables, and the values of those asked),
 research (marked `execution.taskSupport: "required"`: a client that does not
@@ -96,6 +97,14 @@ async def wait_for_cancel(marker: str, ctx: Context) -> str:
 def whoami(ctx: Context) -> str:
     headers = ctx.headers or {}
     return headers.get("authorization", "<none>")
+
+
+@mcp.tool(description="The trace context of this call: the traceparent header (HTTP) and the one in _meta")
+def trace_context(ctx: Context) -> str:
+    headers = ctx.headers or {}
+    params = ctx.request_context.params or {}
+    meta = params.get("_meta") or {}
+    return json.dumps({"header": headers.get("traceparent"), "meta": meta.get("traceparent")})
 
 
 @mcp.tool(description="A one-pixel picture, with a caption")

@@ -20,6 +20,7 @@ use super::workflow::{self, Then};
 use crate::link::{Gone, RunControl, RunLink};
 use crate::llm::{Message, Usage};
 use crate::protocol::{AgentUsage, EventKind, RunEndReason};
+use crate::telemetry::{Span, SpanKind, kv};
 use crate::templates::Speaker;
 use crate::workflows::Workflow;
 
@@ -29,6 +30,29 @@ pub use super::speak::{GroupResumed, Resumed, RunSpec};
 /// stopped.
 #[tracing::instrument(skip_all, fields(agent = %spec.agent.id))]
 pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
+    // The run's span (traces on): under the request that started it.
+    let span = if crate::telemetry::on() {
+        let parent = crate::telemetry::propagate::context_of(spec.traceparent.as_deref());
+        Span::under(
+            &parent,
+            format!("invoke_agent {}", spec.agent.id).into(),
+            SpanKind::Internal,
+            vec![
+                kv("gen_ai.operation.name", "invoke_agent"),
+                kv("gen_ai.agent.name", spec.agent.id.clone()),
+                kv("gen_ai.conversation.id", spec.chat_id.to_string()),
+                kv("user.id", spec.user.clone()),
+                kv("agentwire.run.continued", spec.resumed.is_some()),
+            ],
+        )
+    } else {
+        Span::none()
+    };
+    span.scope(framed(spec, link, control, &span)).await;
+}
+
+/// [`run`], framed: its timeout, cancellation, and its last two envelopes.
+async fn framed(spec: RunSpec, link: RunLink, control: RunControl, span: &Span) {
     // A continued run counts on from what it had used.
     let mut tally = match &spec.resumed {
         Some(resumed) => {
@@ -49,9 +73,31 @@ pub async fn run(spec: RunSpec, link: RunLink, control: RunControl) {
             Err(_) => RunEndReason::Timeout,
         },
     };
-    let _ = link
-        .emit(summary(&spec.agent, tally, &spec.model_name()))
-        .await;
+    let summary = summary(&spec.agent, tally, &spec.model_name());
+    if let EventKind::UsageSummary {
+        prompt_tokens,
+        completion_tokens,
+        cost,
+        ..
+    } = &summary
+    {
+        span.record(|| {
+            let mut attributes = vec![
+                kv("agentwire.run.end_reason", reason.as_str()),
+                kv("gen_ai.usage.input_tokens", *prompt_tokens as i64),
+                kv("gen_ai.usage.output_tokens", *completion_tokens as i64),
+            ];
+            attributes.extend(cost.map(|c| kv("agentwire.run.cost", c)));
+            attributes
+        });
+    }
+    if reason == RunEndReason::Error {
+        span.fail(
+            || "run_error".to_owned(),
+            || "the run ended with an error".to_owned(),
+        );
+    }
+    let _ = link.emit(summary).await;
     let _ = link.emit(EventKind::RunComplete { reason }).await;
 }
 

@@ -132,7 +132,7 @@ impl ScriptedProvider {
     /// The events answering `request`, each with the pause before it.
     fn respond(&self, request: &ChatRequest) -> VecDeque<(Duration, StreamEvent)> {
         let mut out = VecDeque::new();
-        out.push_back((Duration::ZERO, StreamEvent::MessageStart));
+        out.push_back((Duration::ZERO, StreamEvent::MessageStart { model: None }));
         let prompt_tokens = words(&request.system_prompt)
             + request
                 .messages
@@ -293,6 +293,10 @@ impl ScriptedProvider {
 
 #[async_trait]
 impl Provider for ScriptedProvider {
+    fn names(&self) -> (&'static str, &str) {
+        ("agentwire.scripted", "scripted")
+    }
+
     async fn stream_chat(
         &self,
         request: ChatRequest,

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::build::Agent;
 use super::definition::{Price, ToolCallFormat};
 use super::prompt::{definitions, fit_budget};
-use super::turn::{TurnOutput, stream_turn};
+use super::turn::{TurnOutput, model_call};
 use crate::link::{Gone, RunLink, Said, ToolOutcome};
 use crate::llm::{ChatRequest, Message, Provider, Usage};
 use crate::protocol::{ErrorCode, EventKind, RunEndReason};
@@ -56,6 +56,8 @@ pub struct RunSpec {
     /// The state each agent served over AG-UI last shared in the chat (its
     /// `chat.agent_state`s), by speaker.
     pub agent_state: std::collections::HashMap<String, Value>,
+    /// The `traceparent` of the request that started the run (traces on).
+    pub traceparent: Option<String>,
 }
 
 /// What a run that a restart cut off had done, read from the log: it goes on
@@ -237,11 +239,10 @@ pub(super) async fn speak(
             tools: tools.clone(),
             max_tokens: 4096,
         };
-        let turn = match voice.provider.stream_chat(request).await {
-            Ok(stream) => {
-                let reasoning = agent.show_reasoning;
-                stream_turn(voice.name, link, stream, usage, (json_mode, reasoning)).await?
-            }
+        let modes = (json_mode, agent.show_reasoning);
+        let turn = match model_call(voice.provider, request, voice.name, link, usage, modes).await?
+        {
+            Ok(turn) => turn,
             Err(e) => return end(link, e.code, e.message, e.recoverable).await,
         };
         let TurnOutput {
@@ -249,6 +250,7 @@ pub(super) async fn speak(
             calls,
             failure,
             json_call,
+            ..
         } = turn;
         if let Some(e) = failure {
             return end(link, e.code, e.message, e.recoverable).await;

@@ -15,8 +15,9 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 
 use crate::link::{Gone, RunLink};
-use crate::llm::{ProviderError, StreamEvent, ToolCall, Usage};
+use crate::llm::{ChatRequest, Provider, ProviderError, StopReason, StreamEvent, ToolCall, Usage};
 use crate::protocol::EventKind;
+use crate::telemetry::{Span, SpanKind, kv};
 
 /// A parsed JSON-format tool call: the raw text, the call, and `terminate`.
 pub(super) type JsonCall = Result<(String, ToolCall, bool), (String, String)>;
@@ -31,6 +32,104 @@ pub(super) struct TurnOutput {
     pub failure: Option<ProviderError>,
     /// `json` mode: the tool call found in the text, if any.
     pub json_call: Option<JsonCall>,
+    /// The vendor's name for the model that answered, if it said.
+    pub model: Option<String>,
+    /// Why the model stopped, if it finished.
+    pub stop: Option<StopReason>,
+    /// When the first fragment came.
+    pub first_at: Option<std::time::Instant>,
+}
+
+/// One model call under its span (`chat {model}`, with the GenAI
+/// conventions' attributes): the stream read to its end, or why it did
+/// not start.
+pub(super) async fn model_call(
+    provider: &dyn Provider,
+    request: ChatRequest,
+    speaker: &str,
+    link: &RunLink,
+    usage: &mut Usage,
+    modes: (bool, bool),
+) -> Result<Result<TurnOutput, ProviderError>, Gone> {
+    let (system, model) = provider.names();
+    let span = Span::start(
+        || format!("chat {model}").into(),
+        SpanKind::Client,
+        || {
+            vec![
+                kv("gen_ai.operation.name", "chat"),
+                kv("gen_ai.provider.name", system),
+                kv("gen_ai.request.model", model.to_owned()),
+                kv("gen_ai.request.max_tokens", i64::from(request.max_tokens)),
+                kv("gen_ai.agent.name", speaker.to_owned()),
+            ]
+        },
+    );
+    let (started, before) = (std::time::Instant::now(), *usage);
+    let turn = match provider.stream_chat(request).await {
+        Ok(stream) => stream_turn(speaker, link, stream, usage, modes).await?,
+        Err(e) => {
+            span.fail(|| e.code.as_str().to_owned(), || e.message.clone());
+            return Ok(Err(e));
+        }
+    };
+    span.record(|| turn.attributes(before, *usage, started));
+    if let Some(e) = &turn.failure {
+        span.fail(|| e.code.as_str().to_owned(), || e.message.clone());
+    }
+    Ok(Ok(turn))
+}
+
+impl TurnOutput {
+    /// What the turn's span records of it.
+    fn attributes(
+        &self,
+        before: Usage,
+        after: Usage,
+        started: std::time::Instant,
+    ) -> Vec<opentelemetry::KeyValue> {
+        let mut attributes = vec![
+            kv(
+                "gen_ai.usage.input_tokens",
+                (after.prompt_tokens - before.prompt_tokens) as i64,
+            ),
+            kv(
+                "gen_ai.usage.output_tokens",
+                (after.completion_tokens - before.completion_tokens) as i64,
+            ),
+        ];
+        if let Some(model) = &self.model {
+            attributes.push(kv("gen_ai.response.model", model.clone()));
+        }
+        if let Some(stop) = self.stop {
+            let reason = match stop {
+                StopReason::EndTurn => "stop",
+                StopReason::ToolUse => "tool_call",
+                StopReason::MaxTokens => "length",
+            };
+            attributes.push(kv(
+                "gen_ai.response.finish_reasons",
+                opentelemetry::Value::Array(vec![opentelemetry::StringValue::from(reason)].into()),
+            ));
+        }
+        if let Some(first) = self.first_at {
+            let seconds = first.saturating_duration_since(started).as_secs_f64();
+            attributes.push(kv("gen_ai.response.time_to_first_chunk", seconds));
+        }
+        if crate::telemetry::capture_content() {
+            let mut parts = Vec::new();
+            if !self.text.is_empty() {
+                parts.push(serde_json::json!({"type": "text", "content": self.text}));
+            }
+            for call in &self.calls {
+                parts.push(serde_json::json!({"type": "tool_call", "id": call.id,
+                    "name": call.name, "arguments": call.input}));
+            }
+            let output = serde_json::json!([{"role": "assistant", "parts": parts}]);
+            attributes.push(kv("gen_ai.output.messages", output.to_string()));
+        }
+        attributes
+    }
 }
 
 /// Reads the provider stream of one turn to its end.
@@ -46,6 +145,7 @@ pub(super) async fn stream_turn(
     let mut failure = None;
     let mut filter = JsonFilter::default();
     let before = *usage;
+    let (mut model, mut stop, mut first_at) = (None, None, None);
     let print = |content: String| EventKind::Print {
         agent: speaker.to_owned(),
         content,
@@ -53,9 +153,10 @@ pub(super) async fn stream_turn(
     };
     while let Some(event) = stream.next().await {
         match event {
-            StreamEvent::MessageStart => {}
+            StreamEvent::MessageStart { model: named } => model = named,
             StreamEvent::ContentDelta(delta) if delta.is_empty() => {}
             StreamEvent::ContentDelta(delta) => {
+                first_at.get_or_insert_with(std::time::Instant::now);
                 let shown = if json_mode {
                     filter.push(&delta)
                 } else {
@@ -75,6 +176,7 @@ pub(super) async fn stream_turn(
             }
             StreamEvent::ThinkingDelta(t) => tracing::trace!(thinking = %t),
             StreamEvent::ToolUseStart { index, id, name } => {
+                first_at.get_or_insert_with(std::time::Instant::now);
                 calls.entry(index).or_insert((id, name, String::new()));
             }
             StreamEvent::ToolInputDelta { index, json } => {
@@ -82,7 +184,8 @@ pub(super) async fn stream_turn(
                     call.2.push_str(&json);
                 }
             }
-            StreamEvent::MessageComplete { usage: u, .. } => {
+            StreamEvent::MessageComplete { usage: u, stop: s } => {
+                stop = Some(s);
                 usage.prompt_tokens += u.prompt_tokens;
                 usage.completion_tokens += u.completion_tokens;
             }
@@ -139,6 +242,9 @@ pub(super) async fn stream_turn(
         calls,
         failure,
         json_call,
+        model,
+        stop,
+        first_at,
     })
 }
 

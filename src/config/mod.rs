@@ -9,6 +9,8 @@ mod auth;
 mod files;
 mod quotas;
 mod settings;
+mod telemetry;
+mod validate;
 mod webhook;
 
 use std::net::SocketAddr;
@@ -20,6 +22,7 @@ pub use files::FileLimits;
 pub use quotas::Quotas;
 use settings::FileSettings;
 pub use settings::{AuthMode, Cli, Command, KeysCommand, LogFormat, ModelConfig, Settings};
+pub use telemetry::{OtlpProtocol, Telemetry};
 pub use webhook::Webhook;
 
 /// What schedules may do.
@@ -39,6 +42,13 @@ pub struct ScheduleLimits {
 pub struct ConfigError {
     pub key: &'static str,
     pub message: String,
+}
+
+/// A sibling module's refusal: the key and why.
+impl From<(&'static str, String)> for ConfigError {
+    fn from((key, message): (&'static str, String)) -> Self {
+        Self { key, message }
+    }
 }
 
 fn bad(key: &'static str, message: impl Into<String>) -> ConfigError {
@@ -96,6 +106,8 @@ pub struct Config {
     pub quotas: Quotas,
     /// Where webhooks go, and how.
     pub webhook: Option<Webhook>,
+    /// Traces: on or off, where to, what they hold.
+    pub telemetry: Telemetry,
     /// Runs cut off by a restart are continued from the log (issue 19).
     pub continue_runs: bool,
     /// Tests only: how long a continued run waits before it starts.
@@ -388,15 +400,16 @@ impl Settings {
             schedules,
             quotas,
             webhook,
+            telemetry: telemetry::resolve(file.telemetry.as_ref(), |k| std::env::var(k).ok())?,
             continue_runs: pick!(continue_runs_after_restart).unwrap_or(true),
             continue_delay: Duration::from_millis(self.test_continue_delay_ms.unwrap_or(0)),
             default_agent,
             title_model: pick!(title_model).filter(|m| !m.is_empty()),
             auto_titles: pick!(auto_titles).unwrap_or(true),
             log_format: pick!(log_format).unwrap_or_default(),
-            models: validate_models(file.models.clone())?,
-            cors_origins: validate_origins(pick!(cors_origins).unwrap_or_default())?,
-            allowed_hosts: validate_hosts(pick!(allowed_hosts).unwrap_or_default())?,
+            models: validate::models(file.models.clone())?,
+            cors_origins: validate::origins(pick!(cors_origins).unwrap_or_default())?,
+            allowed_hosts: validate::hosts(pick!(allowed_hosts).unwrap_or_default())?,
             outbound_queue_bytes,
             http_header_timeout: Duration::from_secs(header_timeout),
             http_body_timeout: Duration::from_secs(body_timeout),
@@ -406,70 +419,6 @@ impl Settings {
             connection_hosts: pick!(connection_hosts).unwrap_or_default(),
         })
     }
-}
-
-fn validate_origins(origins: Vec<String>) -> Result<Vec<String>, ConfigError> {
-    for o in &origins {
-        let ok = o == "*"
-            || ((o.starts_with("http://") || o.starts_with("https://")) && !o.ends_with('/'));
-        if !ok {
-            return Err(bad(
-                "cors_origins",
-                format!("`{o}` must be `*` or an origin like https://app.example.com (no path)"),
-            ));
-        }
-    }
-    Ok(origins)
-}
-
-fn validate_hosts(hosts: Vec<String>) -> Result<Vec<String>, ConfigError> {
-    hosts
-        .into_iter()
-        .map(|h| {
-            let h = h.trim().to_ascii_lowercase();
-            // A name or IPv4 address, or an IPv6 address in brackets; no port.
-            let v6 = h.starts_with('[') && h.ends_with(']');
-            let ok = !h.is_empty()
-                && h.chars().all(|c| {
-                    c.is_ascii_alphanumeric() || matches!(c, '.' | '-') || (v6 && "[]:".contains(c))
-                });
-            if ok {
-                Ok(h)
-            } else {
-                Err(bad(
-                    "allowed_hosts",
-                    format!("`{h}` must be a host name like chat.example.com (no scheme, no port)"),
-                ))
-            }
-        })
-        .collect()
-}
-
-fn validate_models(models: Vec<ModelConfig>) -> Result<Vec<ModelConfig>, ConfigError> {
-    let mut names = std::collections::HashSet::new();
-    for m in &models {
-        if !matches!(
-            m.provider.as_str(),
-            "openai" | "anthropic" | "gemini" | "ollama"
-        ) {
-            return Err(bad(
-                "models",
-                format!(
-                    "model `{}`: provider `{}` is not openai, anthropic, gemini or ollama",
-                    m.name, m.provider
-                ),
-            ));
-        }
-        for name in std::iter::once(&m.name).chain(&m.aliases) {
-            if name.is_empty() || !names.insert(name.clone()) {
-                return Err(bad(
-                    "models",
-                    format!("the name `{name}` is empty or used twice"),
-                ));
-            }
-        }
-    }
-    Ok(models)
 }
 
 fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {

@@ -405,6 +405,8 @@ pub(super) struct FileSettings {
     pub(super) file_media_types: Option<Vec<String>>,
     #[serde(default)]
     pub(super) models: Vec<ModelConfig>,
+    /// Traces (`[telemetry]`).
+    pub(super) telemetry: Option<super::telemetry::TelemetryFile>,
 }
 
 /// A model a chat can switch to (`[[models]]` in `agentwire.toml`).

@@ -102,6 +102,8 @@ fn cors(origins: &[String]) -> CorsLayer {
             header::CONTENT_TYPE,
             header::ACCEPT,
             HeaderName::from_static("last-event-id"),
+            HeaderName::from_static("traceparent"),
+            HeaderName::from_static("tracestate"),
         ])
         .expose_headers([
             HeaderName::from_static("x-conversation-id"),
@@ -109,6 +111,19 @@ fn cors(origins: &[String]) -> CorsLayer {
             header::CONTENT_RANGE,
         ])
         .max_age(std::time::Duration::from_secs(600))
+}
+
+/// A request that carries a `traceparent` is handled in its trace (traces
+/// on): a run it starts continues it.
+async fn continue_trace(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use opentelemetry::trace::FutureExt as _;
+    match crate::telemetry::propagate::extract(request.headers()) {
+        Some(cx) => next.run(request).with_context(cx).await,
+        None => next.run(request).await,
+    }
 }
 
 /// The application's routes.
@@ -146,6 +161,7 @@ pub fn router(state: AppState) -> Router {
         .layer(guard)
         .layer(axum::middleware::map_response(json_errors))
         .layer(axum::middleware::map_response(nosniff))
+        .layer(axum::middleware::from_fn(continue_trace))
         .with_state(state);
     if origins.is_empty() {
         app

@@ -47,6 +47,7 @@ pub async fn upgrade(
 ) -> Result<Response, ApiError> {
     // Held for the connection's life: 429 past `max_sockets_per_user`.
     let slot = state.sockets.take(&user)?;
+    let traceparent = crate::telemetry::propagate::current_traceparent().map(Box::from);
     Ok(
         limited(ws, state.config.max_message_bytes).on_upgrade(move |socket| {
             // Everything is set up here, before the connection's future
@@ -72,6 +73,7 @@ pub async fn upgrade(
                 feed: None,
                 max_message_bytes: state.config.max_message_bytes,
                 frames: FrameLimiter::new(state.config.limits.frames_per_second),
+                traceparent,
             };
             let span = tracing::info_span!("serve", conn_id, user = %conn.user);
             let serving = serve(conn, stream, writer, state.shutdown.clone(), slot);
@@ -132,6 +134,9 @@ struct Connection {
     max_message_bytes: usize,
     /// Inbound messages per second (`rate_frames_per_second`).
     frames: FrameLimiter,
+    /// The `traceparent` the upgrade request carried (traces on): the runs
+    /// this connection starts continue that trace.
+    traceparent: Option<Box<str>>,
 }
 
 impl Connection {
@@ -221,6 +226,7 @@ impl Connection {
         Caller {
             attachments: files,
             ..Caller::bearing(&self.user, self.bearer.as_deref())
+                .traced(self.traceparent.as_deref())
         }
     }
 
@@ -327,7 +333,8 @@ impl Connection {
                 workflow,
                 parameters,
             } => {
-                let caller = Caller::bearing(user, self.bearer.as_deref());
+                let caller = Caller::bearing(user, self.bearer.as_deref())
+                    .traced(self.traceparent.as_deref());
                 let parameters = parameters.unwrap_or_else(|| serde_json::json!({}));
                 reg.invoke_workflow(chat_id, caller, &workflow, parameters, &self.claims)
                     .await
@@ -359,7 +366,8 @@ impl Connection {
                 seq,
                 model,
             } => {
-                let caller = Caller::bearing(user, self.bearer.as_deref());
+                let caller = Caller::bearing(user, self.bearer.as_deref())
+                    .traced(self.traceparent.as_deref());
                 reg.regenerate(chat_id, caller, seq, model.as_deref()).await
             }
             ClientFrame::ChatSwitch { chat_id, to } => reg.switch(chat_id, user, to).await,

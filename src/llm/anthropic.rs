@@ -121,6 +121,10 @@ impl Anthropic {
 
 #[async_trait]
 impl Provider for Anthropic {
+    fn names(&self) -> (&'static str, &str) {
+        ("anthropic", &self.endpoint.model)
+    }
+
     async fn stream_chat(
         &self,
         request: ChatRequest,
@@ -151,7 +155,9 @@ impl Decoder for EventDecoder {
                 let usage = &v["message"]["usage"];
                 self.usage.prompt_tokens = usage["input_tokens"].as_u64().unwrap_or(0);
                 self.usage.completion_tokens = usage["output_tokens"].as_u64().unwrap_or(0);
-                out.push(StreamEvent::MessageStart);
+                out.push(StreamEvent::MessageStart {
+                    model: v["message"]["model"].as_str().map(str::to_owned),
+                });
             }
             "content_block_start" => {
                 let block = &v["content_block"];

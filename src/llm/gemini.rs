@@ -108,6 +108,10 @@ impl Gemini {
 
 #[async_trait]
 impl Provider for Gemini {
+    fn names(&self) -> (&'static str, &str) {
+        ("gcp.gemini", &self.endpoint.model)
+    }
+
     async fn stream_chat(
         &self,
         request: ChatRequest,
@@ -150,7 +154,9 @@ impl Decoder for ResponseDecoder {
         }
         if !self.started {
             self.started = true;
-            out.push(StreamEvent::MessageStart);
+            out.push(StreamEvent::MessageStart {
+                model: v["modelVersion"].as_str().map(str::to_owned),
+            });
         }
         if let Some(u) = v.get("usageMetadata") {
             self.usage = Usage {

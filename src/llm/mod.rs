@@ -218,8 +218,9 @@ pub struct ProviderError {
 /// What a provider streams back.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamEvent {
-    /// The model started generating.
-    MessageStart,
+    /// The model started generating; the vendor's name for the model that
+    /// answers, if it says.
+    MessageStart { model: Option<String> },
     /// A fragment of the answer.
     ContentDelta(String),
     /// A fragment of reasoning (logged, not shown).
@@ -251,6 +252,12 @@ pub trait Provider: Send + Sync + 'static {
         &self,
         request: ChatRequest,
     ) -> Result<BoxStream<'static, StreamEvent>, ProviderError>;
+
+    /// Who serves the model and its name, for traces
+    /// (`gen_ai.provider.name`, `gen_ai.request.model`).
+    fn names(&self) -> (&'static str, &str) {
+        ("unknown", "")
+    }
 }
 
 /// Cuts a text a model reads (a tool result, a file) to `max_chars`, with a

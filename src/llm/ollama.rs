@@ -96,6 +96,10 @@ impl Ollama {
 
 #[async_trait]
 impl Provider for Ollama {
+    fn names(&self) -> (&'static str, &str) {
+        ("ollama", &self.endpoint.model)
+    }
+
     async fn stream_chat(
         &self,
         request: ChatRequest,
@@ -130,7 +134,9 @@ impl Decoder for LineDecoder {
         }
         if !self.started {
             self.started = true;
-            out.push(StreamEvent::MessageStart);
+            out.push(StreamEvent::MessageStart {
+                model: v["model"].as_str().map(str::to_owned),
+            });
         }
         let message = &v["message"];
         if let Some(t) = message["thinking"].as_str().filter(|t| !t.is_empty()) {

@@ -133,6 +133,10 @@ pub(super) fn function_tools(tools: &[ToolDefinition]) -> Value {
 
 #[async_trait]
 impl Provider for OpenAi {
+    fn names(&self) -> (&'static str, &str) {
+        ("openai", &self.endpoint.model)
+    }
+
     async fn stream_chat(
         &self,
         request: ChatRequest,
@@ -188,7 +192,9 @@ impl Decoder for ChunkDecoder {
         }
         if !self.started {
             self.started = true;
-            out.push(StreamEvent::MessageStart);
+            out.push(StreamEvent::MessageStart {
+                model: chunk["model"].as_str().map(str::to_owned),
+            });
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             self.usage = Usage {

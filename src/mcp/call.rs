@@ -14,6 +14,8 @@ use tokio::sync::mpsc;
 
 use super::handler::Progress;
 use super::server::{Conn, McpServer, lock};
+use crate::llm::cap_chars;
+use crate::telemetry::{Span, SpanKind, kv, propagate};
 
 /// A call's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,12 +67,64 @@ impl McpServer {
         timeout: Duration,
         progress: mpsc::Sender<Progress>,
     ) -> Result<Called, CallError> {
+        // Its span (traces on), whose context the server gets in `_meta`
+        // (and, over HTTP, as the `traceparent` header).
+        let span = Span::start(
+            || format!("tools/call {tool}").into(),
+            SpanKind::Client,
+            || {
+                vec![
+                    kv("mcp.method.name", "tools/call"),
+                    kv("gen_ai.operation.name", "execute_tool"),
+                    kv("gen_ai.tool.name", tool.to_owned()),
+                    kv("agentwire.mcp.server", self.shared.name.clone()),
+                ]
+            },
+        );
+        let traceparent = span.context().and_then(propagate::traceparent_of);
+        let called = self
+            .call_traced(tool, arguments, timeout, progress, traceparent)
+            .await;
+        match &called {
+            Ok(c) if c.is_error => {
+                span.fail(|| "tool_error".to_owned(), || cap_chars(&c.text, 200))
+            }
+            Ok(_) => {}
+            Err(e) => span.fail(
+                || {
+                    match e {
+                        CallError::Down(_) => "down",
+                        CallError::Timeout { .. } => "timeout",
+                        CallError::Failed { .. } => "failed",
+                    }
+                    .to_owned()
+                },
+                || e.to_string(),
+            ),
+        }
+        called
+    }
+
+    /// [`call`](Self::call), `traceparent` in the request's `_meta`.
+    async fn call_traced(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        timeout: Duration,
+        progress: mpsc::Sender<Progress>,
+        traceparent: Option<String>,
+    ) -> Result<Called, CallError> {
         let name = self.shared.name.clone();
         let Some(conn) = lock(&self.shared.conn).clone() else {
             return Err(CallError::Down(name));
         };
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let options = PeerRequestOptions::with_timeout(timeout).reset_timeout_on_progress();
+        let mut options = PeerRequestOptions::with_timeout(timeout).reset_timeout_on_progress();
+        if let Some(traceparent) = traceparent {
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.insert("traceparent".to_owned(), Value::String(traceparent));
+            options.meta = Some(meta);
+        }
         let handle = match conn
             .peer
             .send_cancellable_request(

@@ -176,6 +176,11 @@ impl StreamableHttpClient for Client {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Answer {
+        let mut custom_headers = custom_headers;
+        // A traced call's context, in `_meta`, also as the HTTP header.
+        if let Some(traceparent) = traceparent_in(&message) {
+            custom_headers.insert(HeaderName::from_static("traceparent"), traceparent);
+        }
         let in_session = session_id.is_some();
         let listing = matches!(&message, ClientJsonRpcMessage::Request(r)
             if matches!(r.request, ClientRequest::ListToolsRequest(_)));
@@ -231,6 +236,21 @@ impl StreamableHttpClient for Client {
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await
     }
+}
+
+/// The `traceparent` a `tools/call` carries in its `_meta` (traces on).
+fn traceparent_in(message: &ClientJsonRpcMessage) -> Option<HeaderValue> {
+    let ClientJsonRpcMessage::Request(r) = message else {
+        return None;
+    };
+    if !matches!(r.request, ClientRequest::CallToolRequest(_)) {
+        return None;
+    }
+    // rmcp keeps a request's `_meta` in its extensions until it is sent.
+    let text = rmcp::model::GetMeta::get_meta(&r.request)
+        .get("traceparent")?
+        .as_str()?;
+    HeaderValue::from_str(text).ok()
 }
 
 #[cfg(test)]

@@ -89,6 +89,20 @@ pub enum RunEndReason {
     Interrupted,
 }
 
+impl RunEndReason {
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Cancelled => "cancelled",
+            Self::MaxTurns => "max_turns",
+            Self::Timeout => "timeout",
+            Self::Error => "error",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// One member's share of a group run's usage (`chat.usage_summary.by_agent`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct AgentUsage {

@@ -257,6 +257,10 @@ pub struct RunExtras {
     /// message's).
     #[serde(default)]
     pub attachments: Option<Vec<crate::protocol::Attachment>>,
+    /// The W3C `traceparent` of the request that started the run (traces
+    /// on): the run's span continues that trace, on whichever node runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// A user's message that started a run, named by its seq, or by its place

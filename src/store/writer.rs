@@ -158,7 +158,14 @@ async fn run(store: Arc<dyn Store>, mut rx: mpsc::Receiver<Request>) {
 /// Commits one group and answers each of its waiters, in order.
 async fn commit(store: Arc<dyn Store>, batches: Vec<AppendBatch>, waiters: Vec<Waiter>) {
     let started = std::time::Instant::now();
+    // One commit in `commit_sample_ratio` gets a span (traces on).
+    let span = crate::telemetry::commit_span(batches.len(), || {
+        batches.iter().map(|b| b.envelopes.len()).sum()
+    });
     let mut result = store.append(&batches).await;
+    if let Err(e) = &result {
+        span.fail(|| "store_error".to_owned(), || e.to_string());
+    }
     let (mut batches, mut waiters) = (batches, waiters);
     // Chats whose lease moved fail alone; the rest commit without them.
     if let Err(StoreError::Fenced(lost)) = &result {

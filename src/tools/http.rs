@@ -85,6 +85,8 @@ impl HttpTool {
         if let Some(token) = bearer {
             req = req.header(reqwest::header::AUTHORIZATION, format!("Bearer {token}"));
         }
+        // The calling span's context (traces on).
+        let req = crate::telemetry::propagate::inject(req);
         let response = req.send().await.map_err(|e| {
             if e.is_timeout() {
                 format!(

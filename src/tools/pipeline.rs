@@ -9,23 +9,76 @@ use serde_json::{Value, json};
 use super::env::CallEnv;
 use super::preview::PREVIEW_SUFFIX;
 use super::record::{refuse, show};
-use super::tool::Tool;
+use super::tool::{Tool, ToolKind};
 use crate::link::{ComponentOutcome, Gone, RunLink, ToolOutcome};
 use crate::llm::ToolCall;
 use crate::protocol::{Display, EventKind, RunEndReason};
+use crate::telemetry::{Span, SpanKind, kv};
 
-/// The `component_type` of an approval request.
-pub const APPROVAL: &str = "approval";
+pub use super::record::APPROVAL;
 /// An approval request's `corr`: the call's id and this.
 pub const APPROVAL_SUFFIX: &str = ".approval";
 
 /// Runs one tool call to its outcome; a result's content is capped at
-/// `env.max_result_chars` (the log keeps it whole).
+/// `env.max_result_chars` (the log keeps it whole). Under its span
+/// (`execute_tool {name}`), the approval's wait and the call's own spans
+/// (an MCP call's, the `traceparent` an HTTP tool is sent) its children.
 pub async fn execute(
     call: &ToolCall,
     tools: &[Tool],
     env: &CallEnv<'_>,
 ) -> Result<ToolOutcome, Gone> {
+    let span = Span::start(
+        || format!("execute_tool {}", call.name).into(),
+        SpanKind::Internal,
+        || {
+            let mut attributes = vec![
+                kv("gen_ai.operation.name", "execute_tool"),
+                kv("gen_ai.tool.name", call.name.clone()),
+                kv("gen_ai.tool.call.id", call.id.clone()),
+                kv("gen_ai.tool.type", "function"),
+            ];
+            if crate::telemetry::capture_content() {
+                attributes.push(kv("gen_ai.tool.call.arguments", call.input.to_string()));
+            }
+            attributes
+        },
+    );
+    let outcome = span.scope(checked(call, tools, env)).await;
+    match &outcome {
+        Ok(ToolOutcome::Result { content, is_error }) => {
+            span.record(|| {
+                let mut attributes = vec![kv(
+                    "agentwire.tool.outcome",
+                    if *is_error { "error" } else { "ok" },
+                )];
+                // A secret answer (a `password` input request's) never.
+                let secret = tools.iter().any(|t| {
+                    t.name == call.name
+                        && matches!(t.kind, ToolKind::InputRequest { password: true, .. })
+                });
+                if crate::telemetry::capture_content() && !secret {
+                    attributes.push(kv("gen_ai.tool.call.result", content.clone()));
+                }
+                attributes
+            });
+            if *is_error {
+                span.fail(|| "tool_error".to_owned(), || cap(content, 200));
+            }
+        }
+        Ok(ToolOutcome::End(reason)) => span.record(|| {
+            vec![
+                kv("agentwire.tool.outcome", "ended"),
+                kv("agentwire.run.end_reason", reason.as_str()),
+            ]
+        }),
+        Err(Gone) => span.record(|| vec![kv("agentwire.tool.outcome", "gone")]),
+    }
+    outcome
+}
+
+/// [`execute`]'s steps.
+async fn checked(call: &ToolCall, tools: &[Tool], env: &CallEnv<'_>) -> Result<ToolOutcome, Gone> {
     let link = env.link;
     let offered = tools
         .iter()

@@ -8,6 +8,7 @@ use tokio::sync::oneshot;
 use crate::link::{ComponentOutcome, Gone, RunLink, RunMsg, ToolOutcome};
 use crate::llm::ToolCall;
 use crate::protocol::{Display, EventKind};
+use crate::telemetry::{Span, SpanKind, kv};
 
 /// A tool the server runs: its `chat.tool_call` logged, then the work, then
 /// its `chat.tool_response`.
@@ -80,6 +81,9 @@ pub(super) fn backend_call(call: &ToolCall) -> EventKind {
     }
 }
 
+/// The `component_type` of an approval request.
+pub const APPROVAL: &str = "approval";
+
 /// Shows a component and waits for the client's result.
 pub(super) async fn show(
     link: &RunLink,
@@ -89,6 +93,26 @@ pub(super) async fn show(
     corr: &str,
     display: Display,
 ) -> Result<ComponentOutcome, Gone> {
+    // The wait for a person, as a span of its own.
+    let approval = component_type == APPROVAL;
+    let span = Span::start(
+        || {
+            let kind = if approval { "approval" } else { "ui" };
+            format!("await_{kind} {tool_name}").into()
+        },
+        SpanKind::Internal,
+        || {
+            vec![
+                kv(
+                    "agentwire.wait.kind",
+                    if approval { "approval" } else { "ui" },
+                ),
+                kv("agentwire.component_type", component_type.clone()),
+                kv("gen_ai.tool.name", tool_name.to_owned()),
+                kv("agentwire.corr", corr.to_owned()),
+            ]
+        },
+    );
     let (respond, answer) = oneshot::channel();
     link.send(RunMsg::ShowComponent {
         tool_name: tool_name.to_owned(),
@@ -102,5 +126,19 @@ pub(super) async fn show(
         respond,
     })
     .await?;
-    answer.await.map_err(|_| Gone)
+    let outcome = answer.await.map_err(|_| Gone)?;
+    span.record(|| match &outcome {
+        ComponentOutcome::Returned(data) => {
+            let mut attributes = vec![kv("agentwire.wait.outcome", "answered")];
+            if approval {
+                let granted = data["approved"].as_bool() == Some(true);
+                attributes.push(kv("agentwire.approval.granted", granted));
+            } else if crate::telemetry::capture_content() {
+                attributes.push(kv("agentwire.wait.answer", data.to_string()));
+            }
+            attributes
+        }
+        ComponentOutcome::TimedOut => vec![kv("agentwire.wait.outcome", "timed_out")],
+    });
+    Ok(outcome)
 }

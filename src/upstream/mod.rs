@@ -181,6 +181,27 @@ impl Upstream {
         self.failure(ErrorCode::TransportError, None, what)
     }
 
+    /// A span for one run of this agent (`invoke_agent {agent}`, a
+    /// client's), nothing when traces are off.
+    pub fn span(&self, speaker: &str) -> crate::telemetry::Span {
+        use crate::telemetry::{Span, SpanKind, kv};
+        Span::start(
+            || format!("invoke_agent {}", self.agent).into(),
+            SpanKind::Client,
+            || {
+                vec![
+                    kv("gen_ai.operation.name", "invoke_agent"),
+                    kv("gen_ai.agent.name", speaker.to_owned()),
+                    kv("agentwire.upstream.protocol", "ag-ui"),
+                    kv(
+                        "server.address",
+                        self.url.host_str().unwrap_or_default().to_owned(),
+                    ),
+                ]
+            },
+        )
+    }
+
     /// Starts one AG-UI run: POSTs `input` and returns its events, read
     /// as they come. Dropping them closes the connection, which is how a
     /// cancelled run stops the upstream one.
@@ -200,6 +221,7 @@ impl Upstream {
         {
             request = request.bearer_auth(token);
         }
+        let request = crate::telemetry::propagate::inject(request);
         let started = std::time::Instant::now();
         let sent = tokio::time::timeout(self.timeout, request.send()).await;
         metrics::histogram!(crate::metrics::UPSTREAM_SECONDS, "agent" => self.agent.clone())

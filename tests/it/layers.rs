@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&str] = &[
     "config",
     "metrics",
+    "telemetry",
     "protocol",
     "store",
     "databases",

@@ -51,6 +51,7 @@ mod soak;
 mod sse;
 mod support;
 mod template;
+mod traces;
 mod upstream;
 mod upstream_peers;
 mod usage;

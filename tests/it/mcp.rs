@@ -24,7 +24,7 @@ use crate::vendors::{OpenAiWire, Wire};
 
 /// The toolbox's tools agentwire takes: all but `research`, which runs
 /// only as a task.
-const TOOLS: u64 = 12;
+const TOOLS: u64 = 13;
 
 fn toolbox() -> (PathBuf, PathBuf) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mcp");
@@ -112,7 +112,7 @@ async fn http_toolbox_on(
 }
 
 /// The toolbox over Streamable HTTP on `addr`, with `env`.
-async fn http_toolbox_with(
+pub(crate) async fn http_toolbox_with(
     addr: std::net::SocketAddr,
     env: &[(&str, &str)],
 ) -> (tokio::process::Child, std::net::SocketAddr) {

@@ -87,14 +87,27 @@ pub(super) async fn speak(
             history: up.history,
         };
         let body = input.to_json();
-        let run = match up.run(&body, env.bearer).await {
-            Ok(events) => read(up, voice, env, events, messages, usage, &mut state).await?,
-            Err(failure) => return failed(link, failure).await,
+        // The upstream run's span (traces on): its context goes with the
+        // request as `traceparent`.
+        let span = up.span(voice.name);
+        let run = match span.scope(up.run(&body, env.bearer)).await {
+            Ok(events) => {
+                let read = read(up, voice, env, events, messages, usage, &mut state);
+                span.scope(read).await?
+            }
+            Err(failure) => Err(failure),
         };
         let after = match run {
             Ok(after) => after,
-            Err(failure) => return failed(link, failure).await,
+            Err(failure) => {
+                span.fail(
+                    || failure.code.as_str().to_owned(),
+                    || failure.message.clone(),
+                );
+                return failed(link, failure).await;
+            }
         };
+        drop(span);
         match after {
             After::Done(text) => {
                 if !text.is_empty() {

@@ -122,6 +122,7 @@ pub(in crate::http) async fn begin_turn(
         context: turn.context,
         client_tools: turn.client_tools,
         attachments: turn.attachments,
+        traceparent: None,
     };
     let before = registry.last_seq(turn.chat_id).await?;
     // The chat is created without a message (the files go with the turn).

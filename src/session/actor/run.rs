@@ -212,6 +212,7 @@ impl Actor {
             resumed: extras.resumed,
             client_tools: extras.client_tools,
             agent_state,
+            traceparent: extras.traceparent,
         };
         if !resumed
             && let Err(e) = self

@@ -21,6 +21,9 @@ pub struct Caller<'a> {
     /// The files the message attaches (`None`: none named; an edit then
     /// keeps the edited message's).
     pub attachments: Option<&'a [crate::protocol::FileRef]>,
+    /// The `traceparent` its connection was opened with (a WebSocket's; an
+    /// HTTP request's is the current trace context).
+    pub traceparent: Option<&'a str>,
 }
 
 impl<'a> Caller<'a> {
@@ -38,6 +41,16 @@ impl<'a> Caller<'a> {
             context: None,
             client_tools: &[],
             attachments: None,
+            traceparent: None,
+        }
+    }
+
+    /// The caller, its connection opened with `traceparent`.
+    #[must_use]
+    pub fn traced(self, traceparent: Option<&'a str>) -> Self {
+        Self {
+            traceparent,
+            ..self
         }
     }
 
@@ -53,6 +66,10 @@ impl<'a> Caller<'a> {
             branch: None,
             model: None,
             attachments: None,
+            traceparent: self
+                .traceparent
+                .map(str::to_owned)
+                .or_else(crate::telemetry::propagate::current_traceparent),
         }
     }
 }
