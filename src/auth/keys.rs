@@ -29,15 +29,19 @@ pub enum Scope {
     Publish,
     /// Read users' chats and their logs.
     Read,
+    /// The operator's page and API (`/admin`, `/v1/admin/…`): every run,
+    /// wait and error; cancel a run, end a wait.
+    Admin,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 2] = [Scope::Publish, Scope::Read];
+    pub const ALL: [Scope; 3] = [Scope::Publish, Scope::Read, Scope::Admin];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Publish => "publish",
             Self::Read => "read",
+            Self::Admin => "admin",
         }
     }
 
@@ -51,13 +55,13 @@ impl Scope {
             let scope = Self::ALL
                 .into_iter()
                 .find(|s| s.as_str() == name)
-                .ok_or_else(|| format!("unknown scope `{name}` (known: publish, read)"))?;
+                .ok_or_else(|| format!("unknown scope `{name}` (known: publish, read, admin)"))?;
             if !scopes.contains(&scope) {
                 scopes.push(scope);
             }
         }
         if scopes.is_empty() {
-            return Err("name at least one scope (publish, read)".into());
+            return Err("name at least one scope (publish, read, admin)".into());
         }
         Ok(scopes)
     }
@@ -169,9 +173,9 @@ mod tests {
             [Scope::Publish, Scope::Read]
         );
         assert!(
-            Scope::parse_list("publish,admin")
+            Scope::parse_list("publish,owner")
                 .unwrap_err()
-                .contains("admin")
+                .contains("owner")
         );
         assert!(Scope::parse_list(" , ").is_err());
     }

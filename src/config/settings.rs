@@ -48,7 +48,7 @@ pub enum KeysCommand {
         /// A name for the key (one live key per name).
         #[arg(long)]
         name: String,
-        /// What it may do, comma-separated: publish, read.
+        /// What it may do, comma-separated: publish, read, admin.
         #[arg(long)]
         scopes: String,
     },

@@ -134,6 +134,42 @@ impl FromRequestParts<AppState> for Acting {
     }
 }
 
+impl Acting {
+    /// Whether the caller is an operator: a user whose token says
+    /// `"admin": true` (JSON true), or a service key with `admin`.
+    pub fn is_operator(&self) -> bool {
+        match self {
+            Self::User(u) => u.claims.get("admin") == Some(&serde_json::Value::Bool(true)),
+            Self::Service(key) => key.may(crate::auth::Scope::Admin),
+        }
+    }
+}
+
+/// An operator (see [`Acting::is_operator`]), named for the record:
+/// `user:<id>` or `key:<name>`. Anyone else gets 403.
+pub struct Operator(pub String);
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let acting = Acting::from_request_parts(parts, state).await?;
+        if !acting.is_operator() {
+            return Err(super::error::ApiError::Forbidden(
+                "the operator's API needs a token with `\"admin\": true` or a service key with the scope `admin`".into(),
+            )
+            .into_response());
+        }
+        Ok(Self(match acting {
+            Acting::User(u) => format!("user:{}", u.user),
+            Acting::Service(key) => format!("key:{}", key.name),
+        }))
+    }
+}
+
 /// A key's own rate (`rate_key_requests_per_minute`), besides the limits of
 /// the users it acts for: 429 past it.
 fn key_rate(state: &AppState, key: &ServiceKey) -> Result<(), super::error::ApiError> {

@@ -4,6 +4,7 @@
 //! The only module that knows axum. Transports translate frames to and from
 //! [`Registry`] calls and never touch the store.
 
+mod admin;
 mod ag_ui;
 mod ai_sdk;
 mod ai_sdk_ws;
@@ -156,6 +157,7 @@ pub fn router(state: AppState) -> Router {
         .merge(feed::router())
         .merge(schedules::router())
         .merge(usage::router())
+        .merge(admin::router())
         .merge(web::router())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(guard)

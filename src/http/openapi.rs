@@ -7,8 +7,8 @@ use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, ResponseBuilder}
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    ag_ui, ai_sdk, answers, api, branches, chats, connections, download, feed, files, history,
-    listing, openai, ops, schedules, server_api, sse, usage, workflows,
+    admin, ag_ui, ai_sdk, answers, api, branches, chats, connections, download, feed, files,
+    history, listing, openai, ops, schedules, server_api, sse, usage, workflows,
 };
 
 /// The API description.
@@ -81,6 +81,10 @@ use super::{
         server_api::upload,
         server_api::user_chats,
         usage::usage,
+        admin::overview,
+        admin::log,
+        admin::cancel,
+        admin::end_wait,
     ),
     components(schemas(api::ErrorBody, api::ErrorDetail)),
     modifiers(&Limits, &Security),
@@ -98,6 +102,7 @@ use super::{
         (name = "schedules", description = "Agents that start on their own: cron schedules in a time zone, a user's own or any user's with a service key"),
         (name = "server", description = "The server API: what a backend does with a service key (`agentwire keys create`), never as a user"),
         (name = "usage", description = "Tokens and cost per user, agent, model and day"),
+        (name = "admin", description = "The operator's API (a token with \"admin\": true, or a service key with `admin`): runs, waits, errors; cancel a run, end a wait"),
         (name = "ops", description = "Operations"),
     )
 )]
@@ -133,7 +138,7 @@ impl Modify for Security {
             SecurityScheme::Http(
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
-                    .description(Some("A service key, `awk_…` (agentwire keys create --scopes publish,read); the operation names the scope it needs"))
+                    .description(Some("A service key, `awk_…` (agentwire keys create --scopes publish,read,admin); the operation names the scope it needs"))
                     .build(),
             ),
         );

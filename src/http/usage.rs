@@ -114,10 +114,9 @@ pub(super) async fn usage(
     Query(q): Query<UsageQuery>,
 ) -> Result<Json<UsageReport>, ApiError> {
     let owner = match &acting {
-        // An operator (a token with `"admin": true`) sees everyone's.
-        Acting::User(u) if u.claims.get("admin") == Some(&serde_json::Value::Bool(true)) => {
-            named(q.user.as_deref())?
-        }
+        // An operator (a token with `"admin": true`, a key with `admin`)
+        // sees everyone's.
+        a if a.is_operator() => named(q.user.as_deref())?,
         Acting::User(u) => match q.user.as_deref() {
             Some(other) if other != u.user => {
                 return Err(ApiError::Forbidden(

@@ -1,4 +1,4 @@
-//! The web page at `/`: a chat UI on the JavaScript client, built into the
+//! The web page at `/` (and the operator's at `/admin`): a chat UI on the JavaScript client, built into the
 //! binary (no build step, nothing fetched at run time), with the pinned
 //! libraries of `web/vendor/` for charts and markdown.
 //!
@@ -24,6 +24,11 @@ const STYLE: &str = include_str!("../../web/style.css");
 const CLIENT: &str = include_str!("../../clients/js/agentwire.js");
 const CHART: &str = include_str!("../../web/chart.html");
 const CHART_JS: &str = include_str!("../../web/chart.js");
+// The operator's page (`/admin`): it reads `/v1/admin/…` with the
+// operator's credential; the page itself holds nothing.
+const ADMIN: &str = include_str!("../../web/admin.html");
+const ADMIN_JS: &str = include_str!("../../web/admin.js");
+const ADMIN_CSS: &str = include_str!("../../web/admin.css");
 
 /// Pinned browser libraries (`web/vendor/README.md`): charts and markdown.
 const VENDOR: &[(&str, &str)] = &[
@@ -75,6 +80,12 @@ pub fn router() -> Router<AppState> {
         .route("/assets/agentwire.js", get(|| asset(JS, CLIENT)))
         .route("/assets/chart.js", get(|| asset(JS, CHART_JS)))
         .route("/assets/chart.html", get(chart))
+        .route("/admin", get(|| asset("text/html; charset=utf-8", ADMIN)))
+        .route("/assets/admin.js", get(|| asset(JS, ADMIN_JS)))
+        .route(
+            "/assets/admin.css",
+            get(|| asset("text/css; charset=utf-8", ADMIN_CSS)),
+        )
 }
 
 async fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {

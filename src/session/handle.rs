@@ -98,6 +98,11 @@ pub(super) enum Op {
     Cancel {
         user: String,
     },
+    /// End a wait for a person as if its time ran out (an operator's act).
+    EndWait {
+        user: String,
+        id: String,
+    },
     /// Pause a template conversation.
     Pause {
         user: String,
@@ -200,6 +205,7 @@ impl Op {
             | Self::ComponentResult { user, .. }
             | Self::ArtifactPatch { user, .. }
             | Self::Cancel { user }
+            | Self::EndWait { user, .. }
             | Self::Pause { user }
             | Self::ResumeRun { user }
             | Self::Archive { user }

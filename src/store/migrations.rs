@@ -94,6 +94,11 @@ pub(super) fn sqlite() -> Migrator {
             "usage",
             include_str!("../../migrations/sqlite/0017_usage.sql"),
         ),
+        (
+            18,
+            "operator",
+            include_str!("../../migrations/sqlite/0018_operator.sql"),
+        ),
     ])
 }
 
@@ -179,6 +184,11 @@ pub(super) fn postgres() -> Migrator {
             16,
             "usage",
             include_str!("../../migrations/postgres/0016_usage.sql"),
+        ),
+        (
+            17,
+            "operator",
+            include_str!("../../migrations/postgres/0017_operator.sql"),
         ),
     ])
 }

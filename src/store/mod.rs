@@ -12,11 +12,13 @@ mod error;
 pub mod files;
 mod keys;
 mod migrations;
+mod operations;
 pub mod outbox;
 mod outcomes;
 mod pools;
 mod postgres;
 mod rebuild;
+mod records;
 mod schedules;
 mod seal;
 pub mod search;
@@ -32,10 +34,12 @@ use uuid::Uuid;
 pub use cluster::{Lease, NodeMessage, PgCluster};
 pub use error::StoreError;
 pub use keys::{ServiceKeyRecord, ServiceKeys};
+pub use operations::{LoggedError, Operations, OperatorAct};
 pub use outbox::{Outbox, OutboxRow, Wait};
 pub use outcomes::{Reindexed, Tidy};
 pub use postgres::PgStore;
 pub use postgres::notice::LogNotice;
+pub use records::{ChatDatabaseRecord, ConnectionRecord};
 pub use schedules::{ScheduleRecord, Schedules};
 pub use seal::SealError;
 pub use sqlite::SqliteStore;
@@ -240,6 +244,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// The usage ledger in this store.
     fn usage(&self) -> Usage;
+
+    /// What the operator's page reads and records.
+    fn operations(&self) -> Operations;
 
     /// Creates the chat unless a chat with that id exists.
     ///
@@ -448,29 +455,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// The chat's database, if it has one.
     async fn chat_database(&self, chat_id: Uuid) -> Result<Option<ChatDatabaseRecord>, StoreError>;
-}
-
-/// The database a chat talks to (seed 003's `connection`, `db_schema`,
-/// `sql_result`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatDatabaseRecord {
-    pub connection_id: Uuid,
-    pub db_schema: String,
-    /// JSON `{columns, rows}`.
-    pub sql_result: Option<String>,
-}
-
-/// A user's database connection as stored (seed 003): its spec as JSON, its
-/// password sealed by the caller (`databases::Vault`), never in clear.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConnectionRecord {
-    pub id: Uuid,
-    pub owner: String,
-    pub spec: String,
-    pub secret: Option<Vec<u8>>,
-    /// Unix milliseconds.
-    pub created_at: i64,
-    pub updated_at: i64,
 }
 
 /// Takes envelopes from a query's rows until `limit` of them or until they

@@ -2,6 +2,7 @@
 //! client, a temporary SQLite file per test. Every message the client receives
 //! is validated against `protocol/outbound/`.
 
+mod admin;
 mod agent_loop;
 mod attachments;
 mod auth;

@@ -664,6 +664,53 @@ async fn every_json_answer_matches_the_document() {
         );
     }
 
+    // The operator's API: an `admin` key; a `read` key refused.
+    let admin = crate::server_api::keys(&server, &["create", "--name", "a", "--scopes", "admin"])
+        .await
+        .unwrap();
+    for key in [&admin, &read] {
+        let (s, b) = with(key, "GET", "/v1/admin/overview".into(), None).await;
+        check(&doc, "/v1/admin/overview", "get", s, &b.to_string());
+    }
+    for target in [chat.clone(), missing.to_string()] {
+        let (s, b) = with(&admin, "GET", format!("/v1/admin/chats/{target}/log"), None).await;
+        check(
+            &doc,
+            "/v1/admin/chats/{chat_id}/log",
+            "get",
+            s,
+            &b.to_string(),
+        );
+        let (s, b) = with(
+            &admin,
+            "POST",
+            format!("/v1/admin/chats/{target}/waits/w1/end"),
+            None,
+        )
+        .await;
+        check(
+            &doc,
+            "/v1/admin/chats/{chat_id}/waits/{wait_id}/end",
+            "post",
+            s,
+            &b.to_string(),
+        );
+        let (s, b) = with(
+            &admin,
+            "POST",
+            format!("/v1/admin/chats/{target}/cancel"),
+            None,
+        )
+        .await;
+        check(
+            &doc,
+            "/v1/admin/chats/{chat_id}/cancel",
+            "post",
+            s,
+            &b.to_string(),
+        );
+    }
+
     // Usage: the caller's own; a bad date.
     for path in ["/v1/usage", "/v1/usage?from=soon"] {
         let (s, b) = req("GET", path.into(), String::new()).await;
@@ -739,6 +786,8 @@ async fn every_json_answer_matches_the_document() {
         "get /chat/{thread_id}/model",
         "get /healthz",
         "get /metrics",
+        "get /v1/admin/chats/{chat_id}/log",
+        "get /v1/admin/overview",
         "get /v1/ag-ui/{id}/messages",
         "get /v1/ag-ui/{thread}/stream",
         "get /v1/agents",
@@ -770,6 +819,8 @@ async fn every_json_answer_matches_the_document() {
         "post /chat",
         "post /chat/{thread_id}/message",
         "post /chat/{thread_id}/model",
+        "post /v1/admin/chats/{chat_id}/cancel",
+        "post /v1/admin/chats/{chat_id}/waits/{wait_id}/end",
         "post /v1/ag-ui",
         "post /v1/agent/chat",
         "post /v1/ai-sdk/chat",

@@ -97,8 +97,8 @@ async fn a_service_key_starts_and_posts_into_a_users_chat_live() {
     )
     .await;
     assert!(again.unwrap_err().contains("billing"));
-    let bad = keys(&server, &["create", "--name", "x", "--scopes", "admin"]).await;
-    assert!(bad.unwrap_err().contains("admin"));
+    let bad = keys(&server, &["create", "--name", "x", "--scopes", "owner"]).await;
+    assert!(bad.unwrap_err().contains("owner"));
 
     // A chat started for alice by the backend: an event, told as her turn.
     let chat = Uuid::new_v4();

@@ -143,6 +143,10 @@ impl Actor {
                 self.cancel_run(RunEndReason::Cancelled);
                 Ok(())
             }
+            Op::EndWait { user, id } => {
+                self.owned(&user)?;
+                self.end_wait(id).await
+            }
             Op::Pause { user } => self.pause(&user).await,
             Op::ResumeRun { user } => self.resume_run(&user).await,
             Op::SetModel { user, model } => self.set_model(&user, model).await,

@@ -346,6 +346,22 @@ impl Actor {
         }
     }
 
+    /// Ends the wait `id` (an input request, a UI tool call or an approval)
+    /// as if its time ran out: what it logs and what the run does are a
+    /// timeout's (an operator's act).
+    pub(super) async fn end_wait(&mut self, id: String) -> Result<(), SessionError> {
+        let now = Instant::now();
+        if let Some(pending) = self.inputs.get_mut(&id) {
+            pending.deadline = now;
+        } else if let Some(pending) = self.components.get_mut(&id) {
+            pending.deadline = now;
+        } else {
+            return Err(SessionError::RequestNotFound(id));
+        }
+        self.expire().await;
+        Ok(())
+    }
+
     /// Times out the input requests and UI tool calls whose deadline passed.
     pub(super) async fn expire(&mut self) {
         let now = Instant::now();

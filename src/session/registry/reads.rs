@@ -151,4 +151,29 @@ impl Registry {
             .await?
             .map_or(0, |(seq, _)| seq))
     }
+
+    /// Where chats run, for the operator's page: the cluster's live nodes
+    /// and the node holding each of `chats` (PostgreSQL); `None` on one
+    /// node.
+    ///
+    /// # Errors
+    /// The store fails.
+    pub async fn placement(
+        &self,
+        chats: &[Uuid],
+    ) -> Result<Option<(Vec<i64>, std::collections::HashMap<Uuid, i64>)>, SessionError> {
+        let Some(node) = &self.inner.ctx.node else {
+            return Ok(None);
+        };
+        let cluster = node.cluster();
+        let mut live: Vec<i64> = cluster.live_nodes().await?.into_iter().collect();
+        live.sort_unstable();
+        let mut holders = std::collections::HashMap::new();
+        for &chat in chats {
+            if let Some(holder) = cluster.holder(chat).await? {
+                holders.insert(chat, holder);
+            }
+        }
+        Ok(Some((live, holders)))
+    }
 }

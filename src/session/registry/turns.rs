@@ -239,6 +239,17 @@ impl Registry {
             .await
     }
 
+    /// Ends the wait `id` of `user`'s chat as if its time ran out (an
+    /// operator's act, made as the chat's owner).
+    pub async fn end_wait(&self, chat_id: Uuid, user: &str, id: &str) -> Result<(), SessionError> {
+        let op = Op::EndWait {
+            user: user.to_owned(),
+            id: id.to_owned(),
+        };
+        self.call_op(chat_id, op, Origin::Local { attempt: 0 })
+            .await
+    }
+
     /// `chat.pause`: pause a template conversation.
     pub async fn pause(&self, chat_id: Uuid, user: &str) -> Result<(), SessionError> {
         let op = Op::Pause {

@@ -103,6 +103,10 @@ impl Store for PgStore {
         crate::store::Usage::Postgres(self.pool.clone())
     }
 
+    fn operations(&self) -> crate::store::Operations {
+        crate::store::Operations::Postgres(self.pool.clone())
+    }
+
     fn enable_outbox(&self) {
         self.outbox
             .store(true, std::sync::atomic::Ordering::Relaxed);

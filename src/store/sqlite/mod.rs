@@ -165,6 +165,10 @@ impl Store for SqliteStore {
         crate::store::Usage::Sqlite(self.pool.clone())
     }
 
+    fn operations(&self) -> crate::store::Operations {
+        crate::store::Operations::Sqlite(self.pool.clone())
+    }
+
     fn enable_outbox(&self) {
         self.outbox
             .store(true, std::sync::atomic::Ordering::Relaxed);

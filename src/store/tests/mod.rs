@@ -57,6 +57,7 @@ macro_rules! conformance {
 
 mod files;
 mod listing;
+mod operations;
 mod paced;
 mod purge;
 mod usage;
