@@ -6,6 +6,8 @@
 // followed). Everything a chat, a model or a tool wrote goes into the page
 // as text (textContent), never as HTML.
 
+import { drawChart } from '/assets/chart-frame.js';
+
 const params = new URLSearchParams(location.search);
 if (params.has('access_token')) {
   sessionStorage.setItem('agentwire.admin.token', params.get('access_token'));
@@ -187,33 +189,6 @@ async function followTimeline() {
 
 // ----- usage and cost -----------------------------------------------------------
 
-/** Draws a Vega-Lite spec in a sandboxed frame of no origin (as the chat page does). */
-function chart(box, spec) {
-  const frame = el('iframe', { attrs: { sandbox: 'allow-scripts', src: '/assets/chart.html', title: 'usage chart', referrerpolicy: 'no-referrer' } });
-  box.className = 'chart';
-  box.removeAttribute('data-drawn');
-  box.replaceChildren(frame);
-  const fail = (text) => {
-    window.removeEventListener('message', onMessage);
-    clearTimeout(timer);
-    box.textContent = `chart: ${text}`;
-  };
-  const timer = setTimeout(() => fail('it took too long to draw'), CHART_TIMEOUT_MS);
-  const onMessage = (e) => {
-    if (e.source !== frame.contentWindow || !e.data || typeof e.data !== 'object') return;
-    if (typeof e.data.error === 'string') return fail(e.data.error.slice(0, 500));
-    if (e.data.drawn !== true) return;
-    window.removeEventListener('message', onMessage);
-    clearTimeout(timer);
-    const size = (v, max) => `${Math.max(1, Math.min(Number.isFinite(v) ? v : 1, max))}px`;
-    frame.style.width = size(e.data.width, 1200);
-    frame.style.height = size(e.data.height, 600);
-    box.setAttribute('data-drawn', 'true');
-  };
-  window.addEventListener('message', onMessage);
-  frame.addEventListener('load', () => frame.contentWindow.postMessage({ spec }, '*'), { once: true });
-}
-
 async function usage() {
   try {
     const u = await api('/v1/usage');
@@ -222,7 +197,9 @@ async function usage() {
       (t.unpriced_runs ? ` (${t.unpriced_runs} runs unpriced)` : '') + (u.truncated ? ' (truncated)' : '');
     const values = u.days.map((d) => ({ day: d.day, agent: d.agent, user: d.user, runs: d.runs, tokens: d.total_tokens, cost: d.cost }));
     if (values.length === 0) { $('usage').textContent = 'No usage yet.'; return; }
-    chart($('usage'), {
+    $('usage').replaceChildren();
+    $('usage').removeAttribute('data-drawn');
+    drawChart($('usage'), {
       $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
       width: 420, height: 160,
       data: { values },
@@ -233,7 +210,7 @@ async function usage() {
         color: { field: 'agent', type: 'nominal' },
         tooltip: [{ field: 'agent' }, { field: 'user' }, { field: 'tokens', aggregate: 'sum' }, { field: 'cost', aggregate: 'sum' }],
       },
-    });
+    }, { title: 'usage chart', timeoutMs: CHART_TIMEOUT_MS, max: { width: 1200, height: 600 } });
   } catch (e) {
     $('usage').textContent = `usage: ${e.message}`;
   }

@@ -2,6 +2,7 @@
 // model output goes into the page as text (textContent), never as HTML.
 import { AgentwireClient } from '/assets/agentwire.js';
 import { Tree } from '/assets/tree.js';
+import { drawChart } from '/assets/chart-frame.js';
 
 // A token given as `?access_token=` is read once, then taken out of the
 // address bar and the history (kept for this tab only, so a reload still
@@ -628,38 +629,11 @@ const CHART_MAX = { width: 2000, height: 2000 };
 /** How long a chart may take to draw before its frame is removed. */
 const CHART_TIMEOUT_MS = 20000;
 
-/**
- * Draws a Vega-Lite spec (text or object) in `card`, in a frame of its own:
- * `sandbox="allow-scripts"` without `allow-same-origin` gives it no origin,
- * so nothing in it reaches this page, its storage or its token; its own CSP
- * (`/assets/chart.html`) lets it load nothing from anywhere else. The spec
- * goes in by `postMessage`; only a size or an error comes back.
- */
+/** Draws a Vega-Lite spec (text or object) in `card`, in a sandboxed frame of its own (`chart-frame.js`). */
 function chart(card, spec) {
   const box = el('div', { cls: 'chart' });
-  const frame = el('iframe', { attrs: { sandbox: 'allow-scripts', src: '/assets/chart.html', title: 'chart', referrerpolicy: 'no-referrer' } });
-  box.append(frame);
   card.append(box);
-  const fail = (text) => {
-    window.removeEventListener('message', onMessage);
-    clearTimeout(timer);
-    frame.remove();
-    box.textContent = `chart: ${text}`;
-  };
-  const timer = setTimeout(() => fail('it took too long to draw'), CHART_TIMEOUT_MS);
-  const onMessage = (e) => {
-    if (e.source !== frame.contentWindow || !e.data || typeof e.data !== 'object') return;
-    if (typeof e.data.error === 'string') return fail(e.data.error.slice(0, 500));
-    if (e.data.drawn !== true) return;
-    window.removeEventListener('message', onMessage);
-    clearTimeout(timer);
-    const size = (v, max) => `${Math.max(1, Math.min(Number.isFinite(v) ? v : 1, max))}px`;
-    frame.style.width = size(e.data.width, CHART_MAX.width);
-    frame.style.height = size(e.data.height, CHART_MAX.height);
-    box.setAttribute('data-drawn', 'true');
-  };
-  window.addEventListener('message', onMessage);
-  frame.addEventListener('load', () => frame.contentWindow.postMessage({ spec }, '*'), { once: true });
+  drawChart(box, spec, { timeoutMs: CHART_TIMEOUT_MS, max: CHART_MAX });
 }
 
 function show(chat, agent) {

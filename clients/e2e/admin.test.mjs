@@ -94,7 +94,7 @@ test('an operator sees every run, wait and error, follows a timeline, ends a wai
   await waiting.locator('button[data-timeline]').click();
   await page.locator('#timeline li[data-type="chat.input_request"]', { hasText: '<img src=x' }).waitFor();
   assert.equal(await page.locator('#timeline img, #runs img, #errors img').count(), 0);
-  await page.screenshot({ path: join(SHOTS, 'admin-timeline.png') });
+  await page.screenshot({ path: join(SHOTS, 'admin-timeline.png'), fullPage: true });
 
   // End the wait: the user's run ends as if no answer came in time.
   await waiting.locator('button[data-wait]').click();

@@ -238,6 +238,9 @@ pub struct AgentQuota {
     pub cost_per_day: Option<f64>,
     #[serde(default)]
     pub cost_per_month: Option<f64>,
+    /// Runs of the agent in flight at once, on every node together.
+    #[serde(default)]
+    pub concurrent_runs: Option<u32>,
 }
 
 impl AgentQuota {
@@ -255,6 +258,7 @@ impl AgentQuota {
             tokens_per_month: self.tokens_per_month.filter(|&n| n > 0),
             cost_per_day: cost("cost_per_day", self.cost_per_day)?,
             cost_per_month: cost("cost_per_month", self.cost_per_month)?,
+            concurrent_runs: self.concurrent_runs.filter(|&n| n > 0),
         })
     }
 }

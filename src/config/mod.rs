@@ -294,6 +294,7 @@ impl Settings {
             pick!(quota_user_tokens_per_month),
             pick!(quota_user_cost_per_day),
             pick!(quota_user_cost_per_month),
+            pick!(quota_user_concurrent_runs),
         )
         .map_err(|(key, message)| bad(key, message))?;
         let schedules = ScheduleLimits {

@@ -1,5 +1,5 @@
 //! Usage quotas (`quota_user_*`): what one user's runs may use per day and
-//! per month (UTC), in tokens or cost.
+//! per month (UTC), in tokens or cost, and how many may be in flight.
 
 /// A user's quotas; `None` is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -9,6 +9,8 @@ pub struct Quotas {
     /// In the currency of the agents' prices.
     pub cost_per_day: Option<f64>,
     pub cost_per_month: Option<f64>,
+    /// Runs in flight at once, on every node together.
+    pub concurrent_runs: Option<u32>,
 }
 
 impl Quotas {
@@ -24,6 +26,7 @@ impl Quotas {
         tokens_per_month: Option<u64>,
         cost_per_day: Option<f64>,
         cost_per_month: Option<f64>,
+        concurrent_runs: Option<u32>,
     ) -> Result<Self, (&'static str, String)> {
         let cost = |key: &'static str, v: Option<f64>| match v {
             Some(c) if !c.is_finite() || c < 0.0 => {
@@ -37,6 +40,7 @@ impl Quotas {
             tokens_per_month: tokens_per_month.filter(|&n| n > 0),
             cost_per_day: cost("quota_user_cost_per_day", cost_per_day)?,
             cost_per_month: cost("quota_user_cost_per_month", cost_per_month)?,
+            concurrent_runs: concurrent_runs.filter(|&n| n > 0),
         })
     }
 }

@@ -194,6 +194,10 @@ pub struct Settings {
     /// What one user's runs may cost per month [default: 0, none].
     #[arg(long, env = "AGENTWIRE_QUOTA_USER_COST_PER_MONTH", global = true)]
     pub quota_user_cost_per_month: Option<f64>,
+    /// Runs one user may have in flight at once, on every node together
+    /// [default: 0, none].
+    #[arg(long, env = "AGENTWIRE_QUOTA_USER_CONCURRENT_RUNS", global = true)]
+    pub quota_user_concurrent_runs: Option<u32>,
     /// Schedules one user may have [default: 100].
     #[arg(long, env = "AGENTWIRE_MAX_SCHEDULES_PER_USER", global = true)]
     pub max_schedules_per_user: Option<u64>,
@@ -370,6 +374,7 @@ pub(super) struct FileSettings {
     pub(super) quota_user_tokens_per_month: Option<u64>,
     pub(super) quota_user_cost_per_day: Option<f64>,
     pub(super) quota_user_cost_per_month: Option<f64>,
+    pub(super) quota_user_concurrent_runs: Option<u32>,
     pub(super) webhook_url: Option<String>,
     pub(super) webhook_secret: Option<String>,
     pub(super) webhook_timeout_seconds: Option<u64>,

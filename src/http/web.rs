@@ -24,6 +24,7 @@ const STYLE: &str = include_str!("../../web/style.css");
 const CLIENT: &str = include_str!("../../clients/js/agentwire.js");
 const CHART: &str = include_str!("../../web/chart.html");
 const CHART_JS: &str = include_str!("../../web/chart.js");
+const CHART_FRAME: &str = include_str!("../../web/chart-frame.js");
 // The operator's page (`/admin`): it reads `/v1/admin/…` with the
 // operator's credential; the page itself holds nothing.
 const ADMIN: &str = include_str!("../../web/admin.html");
@@ -80,6 +81,7 @@ pub fn router() -> Router<AppState> {
         .route("/assets/agentwire.js", get(|| asset(JS, CLIENT)))
         .route("/assets/chart.js", get(|| asset(JS, CHART_JS)))
         .route("/assets/chart.html", get(chart))
+        .route("/assets/chart-frame.js", get(|| asset(JS, CHART_FRAME)))
         .route("/admin", get(|| asset("text/html; charset=utf-8", ADMIN)))
         .route("/assets/admin.js", get(|| asset(JS, ADMIN_JS)))
         .route(

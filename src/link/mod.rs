@@ -230,6 +230,7 @@ impl RunLink {
     /// its quota: the ledger learns of it only when the run ends.
     pub fn used_before(&self, used: &std::collections::BTreeMap<String, crate::llm::Usage>) {
         if let Some(quota) = &self.quota {
+            quota.continued();
             for (speaker, usage) in used {
                 quota.add(speaker, *usage);
             }

@@ -4,6 +4,7 @@
 //! (`session::usage_quota`).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::llm::Usage;
@@ -18,16 +19,20 @@ pub struct Refusal {
 }
 
 /// Decides whether a run that used `used` (per speaker; `""` the run's own
-/// agent) may make another model call.
+/// agent) may make another model call; `starting`: the run's first ask, a
+/// new run's (not one continued after a restart), when what is in flight
+/// counts too.
 #[async_trait::async_trait]
 pub trait QuotaGate: Send + Sync {
-    async fn refusal(&self, used: &BTreeMap<String, Usage>) -> Option<Refusal>;
+    async fn refusal(&self, used: &BTreeMap<String, Usage>, starting: bool) -> Option<Refusal>;
 }
 
 /// A run's gate and what it has used.
 pub(super) struct Metered {
     gate: Arc<dyn QuotaGate>,
     used: Mutex<BTreeMap<String, Usage>>,
+    /// The gate was asked already, or the run is continued: not starting.
+    started: AtomicBool,
 }
 
 impl std::fmt::Debug for Metered {
@@ -43,7 +48,13 @@ impl Metered {
         Self {
             gate,
             used: Mutex::default(),
+            started: AtomicBool::new(false),
         }
+    }
+
+    /// The run is continued after a restart: it started before.
+    pub(super) fn continued(&self) {
+        self.started.store(true, Ordering::Relaxed);
     }
 
     /// Counts a model call's `usage` as `speaker`'s.
@@ -56,6 +67,7 @@ impl Metered {
 
     pub(super) async fn refusal(&self) -> Option<Refusal> {
         let used = self.used.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        self.gate.refusal(&used).await
+        let starting = !self.started.swap(true, Ordering::Relaxed);
+        self.gate.refusal(&used, starting).await
     }
 }

@@ -119,6 +119,62 @@ impl RunQuota {
         }
     }
 
+    /// A new run past `concurrent_runs` (the user's, the agent's): the runs
+    /// in flight, on every node, are the store's chats in state `running`
+    /// — this run's own among them.
+    async fn in_flight(&self) -> Option<Refusal> {
+        let ledger = self.store.usage();
+        let checks = [
+            (
+                "user",
+                self.user.concurrent_runs,
+                Some(self.owner.as_str()),
+                None,
+            ),
+            (
+                "agent",
+                self.agent.quota.concurrent_runs,
+                None,
+                Some(self.agent.id.as_str()),
+            ),
+        ];
+        for (scope, limit, owner, agent) in checks {
+            let Some(limit) = limit else { continue };
+            let running = match ledger.running(owner, agent).await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, user = %self.owner, "cannot count the runs in flight for a quota");
+                    continue;
+                }
+            };
+            let others = running.saturating_sub(1);
+            if others < u64::from(limit) {
+                continue;
+            }
+            let whose = match scope {
+                "user" => format!(
+                    "{} has {others} other runs in flight, the {limit} their quota allows (quota_user_concurrent_runs)",
+                    self.owner
+                ),
+                _ => format!(
+                    "agent `{}` has {others} other runs in flight, the {limit} its quota allows (its file's quota.concurrent_runs)",
+                    self.agent.id
+                ),
+            };
+            return Some(Refusal {
+                message: format!("{whose}; one must end first"),
+                details: json!({
+                    "scope": scope,
+                    "quota": "concurrent_runs",
+                    "limit": limit,
+                    "used": others,
+                    "resets_at": null,
+                }),
+            });
+        }
+        None
+    }
+
     /// What `used` cost at its speakers' prices (unpriced speakers: 0).
     fn cost(&self, used: &BTreeMap<String, Usage>) -> f64 {
         used.iter()
@@ -210,7 +266,10 @@ fn reached(
 
 #[async_trait::async_trait]
 impl QuotaGate for RunQuota {
-    async fn refusal(&self, used: &BTreeMap<String, Usage>) -> Option<Refusal> {
+    async fn refusal(&self, used: &BTreeMap<String, Usage>, starting: bool) -> Option<Refusal> {
+        if starting && let Some(refusal) = self.in_flight().await {
+            return Some(refusal);
+        }
         let today = Utc::now().date_naive();
         let before = self.before(today).await?;
         let run = (

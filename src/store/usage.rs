@@ -175,6 +175,27 @@ pub struct Spent {
 }
 
 impl Usage {
+    /// How many chats of `owner` (or anyone's) with `agent` (or any) have a
+    /// run in flight, on every node.
+    ///
+    /// # Errors
+    /// The store fails.
+    pub async fn running(
+        &self,
+        owner: Option<&str>,
+        agent: Option<&str>,
+    ) -> Result<u64, StoreError> {
+        let sql = "SELECT COUNT(*) AS n FROM chats
+                   WHERE state = 'running' AND ($1 IS NULL OR owner = $1) AND ($2 IS NULL OR agent = $2)";
+        let (owner, agent) = (owner.map(str::to_owned), agent.map(str::to_owned));
+        let n: i64 = on_pool!(self, sql, [owner, agent], fetch_one, |row| Row::try_get(
+            &row, "n"
+        ))?;
+        Ok(n.max(0) as u64)
+    }
+}
+
+impl Usage {
     /// What the runs of `owner` (or anyone's) of `agent` (or any) used
     /// from `from` to `to` (inclusive).
     ///

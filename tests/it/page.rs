@@ -39,6 +39,7 @@ async fn the_page_and_its_assets_load_only_from_here_and_are_framed_by_no_one() 
         "/assets/tree.js",
         "/assets/chart.js",
         "/admin",
+        "/assets/chart-frame.js",
         "/assets/admin.js",
         "/assets/admin.css",
         "/assets/vendor/vega.min.js",

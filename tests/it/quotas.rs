@@ -187,3 +187,84 @@ async fn an_agents_quota_counts_every_users_runs() {
     let demo = start("eli", "demo").await;
     assert_eq!(demo.last().unwrap()["reason"], "completed");
 }
+
+/// `user`'s run of `agent` on `server` that streams until cancelled: its
+/// socket and chat, once it streams.
+async fn streaming(server: &Server, user: &str, agent: &str) -> (Client, Uuid) {
+    let mut c = crate::server_api::connect_as(server, user).await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, agent, "slow: 100000").await;
+    c.recv_until(|m| m["type"] == "chat.print").await;
+    (c, chat)
+}
+
+/// A new run of `user`'s: what it logged.
+async fn started(server: &Server, user: &str, agent: &str) -> Vec<Value> {
+    let mut c = crate::server_api::connect_as(server, user).await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, agent, "hello").await;
+    c.until_complete(chat).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_in_flight_are_counted_on_every_node_for_the_user_and_the_agent() {
+    // Two nodes on PostgreSQL (the count is the store's); one on SQLite.
+    let db = crate::cluster::cluster_database().await;
+    let limited = include_str!("../../src/agent/demo.yaml").replacen(
+        "id: demo",
+        "id: limited\nquota: {concurrent_runs: 1}",
+        1,
+    );
+    let node = |db: Option<String>| {
+        let limited = limited.clone();
+        async move {
+            Server::start_with(Opts {
+                settings: settings(agentwire::config::Settings {
+                    database_url: db,
+                    quota_user_concurrent_runs: Some(2),
+                    ..Default::default()
+                }),
+                agents: vec![("limited.yaml".into(), limited)],
+            })
+            .await
+        }
+    };
+    let a = node(db.clone()).await;
+    let b = match db {
+        Some(db) => Some(node(Some(db)).await),
+        None => None,
+    };
+    let other = b.as_ref().unwrap_or(&a);
+    // Alice's two runs in flight (one on each node): her third is refused.
+    let (mut first, one) = streaming(&a, "alice", "demo").await;
+    let (_second, _two) = streaming(other, "alice", "demo").await;
+    let third = started(other, "alice", "demo").await;
+    let error = refusal(&third);
+    assert_eq!(error["details"]["scope"], "user");
+    assert_eq!(error["details"]["quota"], "concurrent_runs");
+    assert_eq!(error["details"]["limit"], 2);
+    assert_eq!(error["details"]["used"], 2);
+    assert!(error["details"]["resets_at"].is_null());
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("quota_user_concurrent_runs"), "{message}");
+    // Bob is not held by Alice's runs; one ends, and Alice may run again.
+    assert_eq!(
+        started(&a, "bob", "demo").await.last().unwrap()["reason"],
+        "completed"
+    );
+    first
+        .send(json!({"type": "chat.cancel", "chat_id": one}))
+        .await;
+    first.until_complete(one).await;
+    assert_eq!(
+        started(other, "alice", "demo").await.last().unwrap()["reason"],
+        "completed"
+    );
+
+    // The agent's own quota: one run of it at a time, whoever runs it.
+    let (_held, _chat) = streaming(&a, "carol", "limited").await;
+    let error = refusal(&started(other, "dave", "limited").await).clone();
+    assert_eq!(error["details"]["scope"], "agent");
+    assert_eq!(error["details"]["quota"], "concurrent_runs");
+    assert_eq!(error["details"]["used"], 1);
+}
