@@ -92,7 +92,14 @@ function render(o) {
   const sources = [
     ...o.mcp_servers.map((m) => el('tr', {}, td(m.agent), td(`MCP ${m.name}`),
       el('td', { text: m.state, cls: `state-${m.state}` }), td(m.tools, 'num'), td(m.restarts, 'num'), td(clip(m.error))))
-    , ...o.upstream_agents.map((u) => el('tr', {}, td(u.agent), td(`AG-UI ${u.endpoint}`), td('—'), td('—'), td('—'), td(''))),
+    , ...o.upstream_agents.map((u) => {
+      // Failing: its last call failed after its last answer (or it never answered).
+      const failing = u.last_error_at && (!u.last_ok_at || u.last_error_at >= u.last_ok_at);
+      const state = u.runs === 0 ? 'idle' : failing ? 'failing' : 'ok';
+      return el('tr', { attrs: { 'data-upstream': u.agent } }, td(u.agent), td(`AG-UI ${u.endpoint}`),
+        el('td', { text: state, cls: failing ? 'state-down' : 'state-ready' }),
+        td(`${u.runs} runs`, 'num'), td(`${u.errors} errors`, 'num'), td(clip(u.last_error)));
+    }),
   ];
   $('sources').tBodies[0].replaceChildren(...sources);
   $('errors').tBodies[0].replaceChildren(...o.errors.map((e) => el('tr', {},
@@ -118,6 +125,8 @@ let timeline = { chat: null, after: 0, first: null, opened: new Map(), prints: n
 
 function openTimeline(chat) {
   clearTimeout(timeline.timer);
+  // A new object each time: a read still in flight for the one before
+  // sees it is no longer current and stops.
   timeline = { chat, after: 0, first: null, opened: new Map(), prints: null, timer: null };
   $('timeline').replaceChildren();
   $('timeline-chat').textContent = chat;
@@ -169,11 +178,12 @@ function line(env) {
 }
 
 async function followTimeline() {
-  const chat = timeline.chat;
+  const mine = timeline;
+  const chat = mine.chat;
   try {
     for (;;) {
-      const page = await api(`/v1/admin/chats/${chat}/log?after=${timeline.after}`);
-      if (timeline.chat !== chat) return;
+      const page = await api(`/v1/admin/chats/${chat}/log?after=${mine.after}`);
+      if (timeline !== mine) return;
       for (const env of page.envelopes) {
         timeline.after = Math.max(timeline.after, env.seq);
         const li = line(env);
@@ -184,7 +194,7 @@ async function followTimeline() {
   } catch (e) {
     setStatus('error', `timeline: ${e.message}`);
   }
-  if (timeline.chat === chat) timeline.timer = setTimeout(followTimeline, TIMELINE_MS);
+  if (timeline === mine) mine.timer = setTimeout(followTimeline, TIMELINE_MS);
 }
 
 // ----- usage and cost -----------------------------------------------------------
@@ -216,7 +226,10 @@ async function usage() {
   }
 }
 
-refresh();
-usage();
-setInterval(refresh, OVERVIEW_MS);
-setInterval(usage, USAGE_MS);
+// Each read waits for the one before (a slow server is not piled on).
+async function every(ms, read) {
+  await read();
+  setTimeout(() => every(ms, read), ms);
+}
+every(OVERVIEW_MS, refresh);
+every(USAGE_MS, usage);

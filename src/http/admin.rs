@@ -21,13 +21,19 @@ use super::error::ApiError;
 use super::state::AppState;
 use crate::store::{ChatState, OperatorAct, StoredEnvelope};
 
-/// Runs the overview lists at most (the oldest first are kept).
+/// Runs the overview lists at most.
 const MAX_RUNS: usize = 100;
 /// Errors and acts it lists.
 const RECENT: u32 = 50;
-/// What one read of a run's log holds at most.
+/// What one read of a chat's log holds at most.
 const PAGE: u32 = 1000;
 const PAGE_BYTES: usize = 2 << 20;
+/// The envelopes of a run the overview reads: its first few (when it
+/// began), and its last ones (what it waits for: a run that waits streams
+/// nothing more, so its open waits are at its end).
+const HEAD: u32 = 8;
+const TAIL: u32 = 200;
+const READ_BYTES: usize = 256 << 10;
 
 /// The routes of this module.
 pub fn router() -> Router<AppState> {
@@ -50,7 +56,7 @@ pub struct Overview {
     /// The cluster's live nodes, each with the runs it holds (PostgreSQL);
     /// on one node, that node alone.
     pub nodes: Vec<NodeRuns>,
-    /// Runs in flight, on every node, the oldest first.
+    /// Runs in flight, on every node (at most 100), the oldest first.
     pub runs: Vec<RunView>,
     /// Each agent's MCP servers as this node sees them.
     #[schema(value_type = Vec<Object>)]
@@ -108,10 +114,19 @@ pub struct WaitView {
     pub seconds: f64,
 }
 
+/// An agent served over AG-UI, as this node saw its calls.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct UpstreamView {
     pub agent: String,
+    /// `host:port`.
     pub endpoint: String,
+    /// Runs asked of it since this node started, and those that failed.
+    pub runs: u64,
+    pub errors: u64,
+    pub last_error: Option<String>,
+    pub last_error_at: Option<String>,
+    /// When it last answered a run with an event stream.
+    pub last_ok_at: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -218,15 +233,26 @@ pub(super) async fn overview(
         let Some(chat) = store.chat(chat_id).await? else {
             continue;
         };
-        let start = store.run_start(chat_id, u64::MAX).await?;
-        let (page, _) = store
-            .load_bounded(chat_id, start.saturating_sub(1), PAGE, PAGE_BYTES)
-            .await?;
-        let envelopes = parsed(&page);
-        let (Some(first), Some(last)) = (envelopes.first(), page.last()) else {
+        let Some((last_seq, step)) = store.last(chat_id).await? else {
             continue;
         };
-        let started = ts_ms(first);
+        // When it began: its first envelope but a title (a chat's title
+        // is logged after the run before, so it may lead this run's).
+        let start = store.run_start(chat_id, u64::MAX).await?;
+        let (head, _) = store
+            .load_bounded(chat_id, start.saturating_sub(1), HEAD, READ_BYTES)
+            .await?;
+        let Some(first) = parsed(&head)
+            .into_iter()
+            .find(|e| e["type"] != "chat.title")
+        else {
+            continue;
+        };
+        let from = last_seq
+            .saturating_sub(u64::from(TAIL))
+            .max(start.saturating_sub(1));
+        let (tail, _) = store.load_bounded(chat_id, from, TAIL, READ_BYTES).await?;
+        let started = ts_ms(&first);
         runs.push(RunView {
             chat_id,
             owner: chat.owner,
@@ -235,9 +261,9 @@ pub(super) async fn overview(
             node: None,
             started_at: rfc3339(started),
             age_seconds: (now - started).max(0) as f64 / 1000.0,
-            step: last.kind.clone(),
-            last_seq: last.seq,
-            waiting: open_waits(&envelopes, now),
+            step,
+            last_seq,
+            waiting: open_waits(&parsed(&tail), now),
         });
     }
     runs.sort_by(|a, b| b.age_seconds.total_cmp(&a.age_seconds));
@@ -277,9 +303,17 @@ pub(super) async fn overview(
     let upstream_agents = agents
         .iter()
         .filter_map(|a| {
-            a.upstream.as_ref().map(|u| UpstreamView {
-                agent: a.id.clone(),
-                endpoint: u.endpoint(),
+            a.upstream.as_ref().map(|u| {
+                let health = u.health();
+                UpstreamView {
+                    agent: a.id.clone(),
+                    endpoint: u.endpoint(),
+                    runs: health.runs,
+                    errors: health.errors,
+                    last_error: health.last_error,
+                    last_error_at: health.last_error_at,
+                    last_ok_at: health.last_ok_at,
+                }
             })
         })
         .collect();
@@ -422,6 +456,11 @@ pub(super) async fn cancel(
     Path(chat_id): Path<Uuid>,
 ) -> Result<Json<Done>, ApiError> {
     let chat = chat_of(&state, chat_id).await?;
+    if chat.state != ChatState::Running {
+        return Err(ApiError::NotFound(format!(
+            "no run is in flight in chat {chat_id}"
+        )));
+    }
     state.registry.cancel(chat_id, &chat.owner).await?;
     record(&state, by, "cancel", chat_id, None).await
 }

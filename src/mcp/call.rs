@@ -86,9 +86,14 @@ impl McpServer {
             .call_traced(tool, arguments, timeout, progress, traceparent)
             .await;
         match &called {
-            Ok(c) if c.is_error => {
-                span.fail(|| "tool_error".to_owned(), || cap_chars(&c.text, 200))
-            }
+            // The tool's own words only when contents are captured.
+            Ok(c) if c.is_error => span.fail(
+                || "tool_error".to_owned(),
+                || match crate::telemetry::capture_content() {
+                    true => cap_chars(&c.text, 200),
+                    false => "the tool answered with an error".to_owned(),
+                },
+            ),
             Ok(_) => {}
             Err(e) => span.fail(
                 || {

@@ -32,6 +32,8 @@ struct Before {
 pub(super) struct RunQuota {
     store: Arc<dyn Store>,
     owner: String,
+    /// The run's chat (not counted among the others in flight).
+    chat: uuid::Uuid,
     user: Quotas,
     agent: Arc<Agent>,
     /// The price of the run's own speaker (the chat's model, if switched).
@@ -45,11 +47,12 @@ pub(super) struct RunQuota {
 /// `switched`, if it switched), if any quota is set for the user or the agent.
 pub(super) fn gate(
     ctx: &super::SessionContext,
-    owner: &str,
+    (owner, chat): (&str, uuid::Uuid),
     agent: &Arc<Agent>,
     switched: Option<&crate::agent::ModelEntry>,
 ) -> Option<Arc<dyn QuotaGate>> {
-    RunQuota::of(&ctx.store, ctx.usage_quotas, owner, agent, switched)
+    let gate = RunQuota::of(&ctx.store, ctx.usage_quotas, (owner, chat), agent, switched)?;
+    Some(Arc::new(gate))
 }
 
 impl RunQuota {
@@ -57,22 +60,21 @@ impl RunQuota {
     fn of(
         store: &Arc<dyn Store>,
         user: Quotas,
-        owner: &str,
+        (owner, chat): (&str, uuid::Uuid),
         agent: &Arc<Agent>,
         switched: Option<&crate::agent::ModelEntry>,
-    ) -> Option<Arc<dyn QuotaGate>> {
+    ) -> Option<Self> {
         let own_price = agent
             .own_model(switched.map(|m| (m.name.as_str(), m.price)))
             .1;
-        (user.any() || agent.quota.any()).then(|| {
-            Arc::new(Self {
-                store: store.clone(),
-                owner: owner.to_owned(),
-                user,
-                agent: agent.clone(),
-                own_price,
-                before: Mutex::new(None),
-            }) as Arc<dyn QuotaGate>
+        (user.any() || agent.quota.any()).then(|| Self {
+            store: store.clone(),
+            owner: owner.to_owned(),
+            chat,
+            user,
+            agent: agent.clone(),
+            own_price,
+            before: Mutex::new(None),
         })
     }
 
@@ -119,9 +121,9 @@ impl RunQuota {
         }
     }
 
-    /// A new run past `concurrent_runs` (the user's, the agent's): the runs
-    /// in flight, on every node, are the store's chats in state `running`
-    /// — this run's own among them.
+    /// A new run past `concurrent_runs` (the user's, the agent's): the
+    /// other runs in flight, on every node, are the store's other chats in
+    /// state `running` (this run's own may or may not be yet).
     async fn in_flight(&self) -> Option<Refusal> {
         let ledger = self.store.usage();
         let checks = [
@@ -140,14 +142,13 @@ impl RunQuota {
         ];
         for (scope, limit, owner, agent) in checks {
             let Some(limit) = limit else { continue };
-            let running = match ledger.running(owner, agent).await {
+            let others = match ledger.running(owner, agent, self.chat).await {
                 Ok(n) => n,
                 Err(e) => {
                     tracing::warn!(error = %e, user = %self.owner, "cannot count the runs in flight for a quota");
                     continue;
                 }
             };
-            let others = running.saturating_sub(1);
             if others < u64::from(limit) {
                 continue;
             }

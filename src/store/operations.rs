@@ -57,11 +57,15 @@ impl Operations {
         match self {
             // SQLite: the journal's rows (not folded yet: the newest) too;
             // a folded row may linger there until the journal's head
-            // passes it, so the same row twice is one (`UNION`).
+            // passes it, so the same row twice is one (`UNION`). Each side
+            // takes its newest first (the table's on its partial index; the
+            // journal is short).
             Self::Sqlite(pool) => sqlx::query(
-                "SELECT chat_id, seq, ts, payload FROM envelopes WHERE type = 'chat.error'
+                "SELECT * FROM (SELECT chat_id, seq, ts, payload FROM envelopes
+                                WHERE type = 'chat.error' ORDER BY ts DESC LIMIT ?1)
                  UNION
-                 SELECT chat_id, seq, ts, payload FROM journal WHERE type = 'chat.error'
+                 SELECT * FROM (SELECT chat_id, seq, ts, payload FROM journal
+                                WHERE type = 'chat.error' ORDER BY ts DESC LIMIT ?1)
                  ORDER BY ts DESC LIMIT ?1",
             )
             .bind(limit)

@@ -175,8 +175,8 @@ pub struct Spent {
 }
 
 impl Usage {
-    /// How many chats of `owner` (or anyone's) with `agent` (or any) have a
-    /// run in flight, on every node.
+    /// How many chats of `owner` (or anyone's) with `agent` (or any), but
+    /// `except`, have a run in flight, on every node.
     ///
     /// # Errors
     /// The store fails.
@@ -184,13 +184,16 @@ impl Usage {
         &self,
         owner: Option<&str>,
         agent: Option<&str>,
+        except: uuid::Uuid,
     ) -> Result<u64, StoreError> {
         let sql = "SELECT COUNT(*) AS n FROM chats
-                   WHERE state = 'running' AND ($1 IS NULL OR owner = $1) AND ($2 IS NULL OR agent = $2)";
+                   WHERE state = 'running' AND CAST(id AS TEXT) <> $3
+                     AND ($1 IS NULL OR owner = $1) AND ($2 IS NULL OR agent = $2)";
         let (owner, agent) = (owner.map(str::to_owned), agent.map(str::to_owned));
-        let n: i64 = on_pool!(self, sql, [owner, agent], fetch_one, |row| Row::try_get(
-            &row, "n"
-        ))?;
+        let except = except.to_string();
+        let n: i64 = on_pool!(self, sql, [owner, agent, except], fetch_one, |row| {
+            Row::try_get(&row, "n")
+        })?;
         Ok(n.max(0) as u64)
     }
 }

@@ -92,10 +92,13 @@ pub fn init(config: &Telemetry) -> anyhow::Result<Option<Guard>> {
         }
         OtlpProtocol::HttpProtobuf => {
             install_crypto();
-            // A blocking client is built (and later dropped) off the runtime.
-            let client = std::thread::spawn(|| {
+            // A blocking client is built (and later dropped) off the runtime,
+            // each export bounded by OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT.
+            let timeout = export_timeout();
+            let client = std::thread::spawn(move || {
                 reqwest::blocking::Client::builder()
-                    .connect_timeout(std::time::Duration::from_secs(10))
+                    .connect_timeout(std::time::Duration::from_secs(10).min(timeout))
+                    .timeout(timeout)
                     .build()
             })
             .join()
@@ -177,4 +180,21 @@ pub fn kv(key: &'static str, value: impl Into<opentelemetry::Value>) -> opentele
 fn install_crypto() {
     // Fails only if a provider was installed first; either is fine.
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// How long one export may take: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT` or
+/// `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds), else the specification's
+/// 10 s.
+fn export_timeout() -> std::time::Duration {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .iter()
+    .find_map(|name| std::env::var(name).ok()?.trim().parse::<u64>().ok())
+    .filter(|&ms| ms > 0)
+    .map_or(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis,
+    )
 }

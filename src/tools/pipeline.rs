@@ -63,7 +63,12 @@ pub async fn execute(
                 attributes
             });
             if *is_error {
-                span.fail(|| "tool_error".to_owned(), || cap(content, 200));
+                // The tool's own words only when contents are captured.
+                let why = || match crate::telemetry::capture_content() {
+                    true => cap(content, 200),
+                    false => "the tool answered with an error".to_owned(),
+                };
+                span.fail(|| "tool_error".to_owned(), why);
             }
         }
         Ok(ToolOutcome::End(reason)) => span.record(|| {

@@ -23,10 +23,12 @@ use tokio_util::io::StreamReader;
 use crate::protocol::ErrorCode;
 
 mod event;
+mod health;
 pub mod input;
 mod verify;
 
 pub use event::{Event, Finished, Interrupt};
+pub use health::Health;
 pub use input::{AgUiSpec, History, RunInput};
 pub use verify::Verifier;
 
@@ -47,6 +49,8 @@ pub struct Upstream {
     client: reqwest::Client,
     /// The longest event accepted (`max_message_bytes`).
     max_event_bytes: AtomicUsize,
+    /// What its calls did lately, on this node.
+    health: health::Kept,
 }
 
 /// Why an upstream run failed: for the run's `chat.error`.
@@ -119,6 +123,7 @@ impl Upstream {
             history: spec.history,
             client,
             max_event_bytes: AtomicUsize::new(1 << 20),
+            health: health::Kept::default(),
         })
     }
 
@@ -131,6 +136,11 @@ impl Upstream {
     /// Sets the longest event accepted (the server's `max_message_bytes`).
     pub fn limit_events(&self, bytes: usize) {
         self.max_event_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// What its calls did lately, on this node.
+    pub fn health(&self) -> Health {
+        self.health.read()
     }
 
     /// `host:port`, for messages (a path may carry a secret).
@@ -162,6 +172,7 @@ impl Upstream {
         metrics::counter!(crate::metrics::UPSTREAM_ERRORS,
             "agent" => self.agent.clone(), "code" => code.as_str())
         .increment(1);
+        self.health.failed(&message);
         Failure {
             code,
             message,
@@ -222,6 +233,7 @@ impl Upstream {
             request = request.bearer_auth(token);
         }
         let request = crate::telemetry::propagate::inject(request);
+        self.health.started();
         let started = std::time::Instant::now();
         let sent = tokio::time::timeout(self.timeout, request.send()).await;
         metrics::histogram!(crate::metrics::UPSTREAM_SECONDS, "agent" => self.agent.clone())
@@ -272,6 +284,7 @@ impl Upstream {
                 format_args!("HTTP {status} with `{media}`, not an event stream"),
             ));
         }
+        self.health.answered();
         let max = self.max_event_bytes.load(Ordering::Relaxed);
         let reader = StreamReader::new(response.bytes_stream().map_err(std::io::Error::other));
         // A line longer than an event may be cannot be one.

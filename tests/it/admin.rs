@@ -175,6 +175,8 @@ async fn an_operator_sees_every_run_and_ends_a_wait_and_a_run_of_anyone() {
     assert_eq!(done["by"], "key:ops");
     let seen = c.until_complete(streaming).await;
     assert_eq!(seen.last().unwrap()["reason"], "cancelled");
+    // No run in flight any more: nothing to cancel, nothing recorded.
+    assert_eq!(call(&server, "POST", &cancel, &ops, None).await.0, 404);
     let unknown = format!("/v1/admin/chats/{}/cancel", Uuid::new_v4());
     assert_eq!(call(&server, "POST", &unknown, &ops, None).await.0, 404);
 
@@ -252,4 +254,38 @@ async fn on_two_nodes_each_run_names_its_node_and_either_node_acts_on_it() {
     assert_eq!(status, 200, "{done}");
     let seen = c.until_complete(chat).await;
     assert_eq!(seen.last().unwrap()["reason"], "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_agent_that_fails_shows_its_last_error() {
+    let (_held, closed) = refused_addr();
+    let server = Server::start_with(Opts {
+        settings: settings(None),
+        agents: vec![(
+            "gone.yaml".into(),
+            format!("id: gone\nag_ui: {{url: \"http://{closed}/\"}}\n"),
+        )],
+    })
+    .await;
+    let root = operator_token("root", json!(true));
+    let (_, before) = call(&server, "GET", "/v1/admin/overview", &root, None).await;
+    let gone = &before["upstream_agents"][0];
+    assert_eq!(
+        (gone["agent"].as_str(), gone["runs"].as_u64()),
+        (Some("gone"), Some(0))
+    );
+    let mut c = connect_as(&server, "alice").await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "gone", "hello").await;
+    c.until_complete(chat).await;
+    let (_, after) = call(&server, "GET", "/v1/admin/overview", &root, None).await;
+    let gone = &after["upstream_agents"][0];
+    assert_eq!(gone["runs"], 1, "{after}");
+    assert_eq!(gone["errors"], 1, "{after}");
+    let error = gone["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("agent `gone`") && error.contains("cannot connect"),
+        "{error}"
+    );
+    assert!(gone["last_error_at"].is_string() && gone["last_ok_at"].is_null());
 }

@@ -120,7 +120,8 @@ impl Actor {
         let files = self.ctx.files.clone();
         let store = self.ctx.store.clone();
         let files = crate::link::RunFiles::new(store, owner.clone(), self.chat_id, files);
-        let gate = super::super::usage_quota::gate(&self.ctx, &owner, &agent, model.as_deref());
+        let who = (owner.as_str(), self.chat_id);
+        let gate = super::super::usage_quota::gate(&self.ctx, who, &agent, model.as_deref());
         let link = link.keeping_files(files).metered(gate);
         // A continued run waits again on what its cut-off self had asked.
         let link = match &extras.resumed {
