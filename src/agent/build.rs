@@ -75,6 +75,13 @@ pub struct Group {
     pub selector_default: bool,
     /// The selector's system prompt, `{roles}` and `{agentlist}` filled.
     pub selector_prompt: String,
+    /// Whether a selector model is there (a group's or its own): `manual`
+    /// with no choice made asks it, as `auto` would.
+    pub can_select: bool,
+    /// How often `auto` asks again when the selector names no member.
+    pub selector_retries: u32,
+    /// Who may speak after whom.
+    pub transitions: super::group::graph::Transitions,
 }
 
 /// One member of a group.

@@ -96,6 +96,43 @@ pub struct GroupSpec {
     /// The model `auto` asks, and its prompt.
     #[serde(default)]
     pub selector: Option<SelectorSpec>,
+    /// AG2's `allowed_or_disallowed_speaker_transitions`: for each member,
+    /// who may (or may not) speak after it.
+    #[serde(default)]
+    pub allowed_or_disallowed_speaker_transitions:
+        Option<std::collections::BTreeMap<String, Vec<String>>>,
+    /// AG2's `speaker_transitions_type`: `allowed` or `disallowed`
+    /// (required with the transitions).
+    #[serde(default)]
+    pub speaker_transitions_type: Option<TransitionsType>,
+    /// AG2's `allow_repeat_speaker`: `true`, `false`, or the members that
+    /// may speak twice in a row (not with the transitions).
+    #[serde(default)]
+    pub allow_repeat_speaker: Option<RepeatSpec>,
+    /// AG2's `max_retries_for_selecting_speaker`: how often `auto` asks
+    /// again when its selector names no single member.
+    #[serde(default = "default_selector_retries")]
+    pub max_retries_for_selecting_speaker: u32,
+}
+
+fn default_selector_retries() -> u32 {
+    2
+}
+
+/// Whether a group's transitions list who may follow, or who may not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransitionsType {
+    Allowed,
+    Disallowed,
+}
+
+/// `allow_repeat_speaker`: for every member, or for those named.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum RepeatSpec {
+    All(bool),
+    Members(Vec<String>),
 }
 
 fn default_max_rounds() -> u32 {

@@ -103,7 +103,8 @@ async fn the_example_agents_load() {
             "mcp-toolbox",
             "ollama-assistant",
             "research-team",
-            "research-team-local"
+            "research-team-local",
+            "support-desk"
         ]
     );
     let flows: Vec<&str> = reg.workflows().all().map(|w| w.id.as_str()).collect();

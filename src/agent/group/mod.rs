@@ -6,6 +6,7 @@
 //! speak (`speak`) on its own view of the shared transcript, stop on the
 //! termination marker, a handoff to the user or `max_rounds`.
 
+pub(super) mod graph;
 mod run;
 mod select;
 mod view;
@@ -171,7 +172,20 @@ pub(super) fn build(
         };
         after.insert(from, to);
     }
+    let transitions = {
+        let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+        graph::Transitions::build(
+            (
+                &spec.allowed_or_disallowed_speaker_transitions,
+                spec.speaker_transitions_type,
+                &spec.allow_repeat_speaker,
+            ),
+            &names,
+        )?
+    };
+    let selector_retries = spec.max_retries_for_selecting_speaker;
     let selector_spec = spec.selector.unwrap_or_default();
+    let can_select = selector_spec.model.is_some() || default.is_some();
     let (selector, selector_price, selector_default): (Arc<dyn Provider>, _, _) = match (
         &selector_spec.model,
         &default,
@@ -210,6 +224,9 @@ pub(super) fn build(
         selector_price,
         selector_default,
         selector_prompt,
+        can_select,
+        selector_retries,
+        transitions,
         members,
     };
     let price = file.model.as_ref().and_then(|m| m.price);

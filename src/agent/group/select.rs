@@ -1,9 +1,12 @@
 //! Who speaks next in a group: a handoff (the member's `handoff_to` call,
 //! or an `after` rule) overrides the method; else the first turn may be
-//! fixed (`first`), and the method picks: `round_robin`, `random` (seeded
-//! per chat and run), `auto` (the selector model, asked again once, then
-//! round robin with the reason logged), `manual` (the user, asked with the
-//! members as options; the chat accepts nothing else).
+//! fixed (`first`); else the transitions (`graph`) say who may speak — one
+//! member alone speaks without asking, none ends the run — and the method
+//! picks among them: `round_robin` (the next allowed in member order),
+//! `random` (seeded per chat and run), `auto` (the selector model, asked
+//! again `max_retries_for_selecting_speaker` times, then round robin with
+//! the reason logged), `manual` (the user, asked with the allowed members
+//! as options; an empty answer lets the selector choose, as AG2's does).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -13,6 +16,7 @@ use super::super::build::{Group, Target};
 use super::super::definition::SelectionMethod;
 use super::super::prompt::fit_budget;
 use super::SPEAKER_REQUEST;
+use super::graph::After;
 use super::view::view;
 use crate::link::{Gone, InputOutcome, RunLink, RunMsg, Said};
 use crate::llm::{Message, Provider, Usage, complete};
@@ -96,59 +100,112 @@ impl<'a> Chooser<'a> {
             });
         }
         let n = group.members.len();
-        let round_robin = previous.map_or(0, |p| (p + 1) % n);
         let method = group.method.as_str();
         let member = |index, reason| Pick::Member {
             index,
             method,
             reason,
         };
+        let after = group.transitions.after(previous);
+        let eligible: Vec<usize> = match &after {
+            // A dead end (AG2's `NoEligibleSpeaker`): the conversation ends.
+            After::Nobody => return Ok(Pick::End(RunEndReason::Completed)),
+            After::Anyone => (0..n).collect(),
+            After::Only(only) if only.len() == 1 => {
+                let why = "the only member allowed to speak next".to_owned();
+                return Ok(member(only[0], Some(why)));
+            }
+            After::Only(only) => only.clone(),
+        };
+        // The next allowed member in member order, after the last speaker.
+        let round_robin = match previous {
+            None => eligible[0],
+            Some(p) => (1..=n)
+                .map(|k| (p + k) % n)
+                .find(|i| eligible.contains(i))
+                .unwrap_or(eligible[0]),
+        };
         Ok(match group.method {
             SelectionMethod::RoundRobin => member(round_robin, None),
             SelectionMethod::Random => {
-                // Anyone but the last speaker, when there is anyone else.
-                let candidates: Vec<usize> =
-                    (0..n).filter(|i| n == 1 || Some(*i) != previous).collect();
+                // With no rule, anyone but the last speaker (when there is
+                // anyone else); with one, whom it allows.
+                let candidates: Vec<usize> = match after {
+                    After::Anyone => (0..n).filter(|i| n == 1 || Some(*i) != previous).collect(),
+                    _ => eligible.clone(),
+                };
                 let draw = self.rng.random_range(0..candidates.len());
                 self.draws += 1;
                 let reason = format!("seed {}, draw {}", self.seed, self.draws);
                 member(candidates[draw], Some(reason))
             }
             SelectionMethod::Auto => {
-                let before = *ask.usage;
-                let chosen = self.ask_selector(transcript, ask.selector, ask.usage).await;
-                // The selector's calls are the group's own (its agent's).
-                ask.link.used(None, before, *ask.usage).await?;
-                match chosen {
-                    Ok(index) => member(index, None),
-                    Err(why) => Pick::Member {
-                        index: round_robin,
-                        method: "round_robin",
-                        reason: Some(format!("{why}; round robin instead")),
-                    },
-                }
+                self.auto(transcript, &eligible, round_robin, ask, None)
+                    .await?
             }
-            SelectionMethod::Manual => match self.ask_user(ask.link).await? {
+            SelectionMethod::Manual => match self.ask_user(ask.link, &eligible).await? {
                 Some(Ok(index)) => member(index, None),
+                // No choice made: the selector chooses (AG2's `auto`), if
+                // the group has one.
+                Some(Err(None)) if group.can_select => {
+                    let why = Some("no choice was made".to_owned());
+                    self.auto(transcript, &eligible, round_robin, ask, why)
+                        .await?
+                }
                 Some(Err(why)) => Pick::Member {
                     index: round_robin,
                     method: "round_robin",
-                    reason: Some(format!("{why}; round robin instead")),
+                    reason: Some(format!(
+                        "{}; round robin instead",
+                        why.unwrap_or_else(|| "no choice was made".to_owned())
+                    )),
                 },
                 None => Pick::End(RunEndReason::Timeout),
             },
         })
     }
 
-    /// `auto`: asks the selector model, once more if its answer names no
-    /// member (AG2's `max_attempts`).
+    /// `auto`: the selector's pick among `eligible` (`reason`: why it was
+    /// asked, if not the method), else `fallback` by round robin.
+    async fn auto(
+        &self,
+        transcript: &[Said],
+        eligible: &[usize],
+        fallback: usize,
+        ask: Ask<'_>,
+        reason: Option<String>,
+    ) -> Result<Pick, Gone> {
+        let before = *ask.usage;
+        let chosen = self
+            .ask_selector(transcript, eligible, ask.selector, ask.usage)
+            .await;
+        // The selector's calls are the group's own (its agent's).
+        ask.link.used(None, before, *ask.usage).await?;
+        Ok(match chosen {
+            Ok(index) => Pick::Member {
+                index,
+                method: "auto",
+                reason,
+            },
+            Err(why) => Pick::Member {
+                index: fallback,
+                method: "round_robin",
+                reason: Some(format!("{why}; round robin instead")),
+            },
+        })
+    }
+
+    /// Asks the selector model to name one of `eligible`, again up to
+    /// `max_retries_for_selecting_speaker` times when its answer names none
+    /// (AG2's `max_attempts`).
     async fn ask_selector(
         &self,
         transcript: &[Said],
+        eligible: &[usize],
         selector: &dyn Provider,
         usage: &mut Usage,
     ) -> Result<usize, String> {
-        let names = self.names();
+        let names = self.names(eligible);
         let list = format!("[{}]", names.join(", "));
         let mut messages = view(transcript, None, 2_000);
         // The selector reads no more of the conversation than a member may.
@@ -157,7 +214,7 @@ impl<'a> Chooser<'a> {
                 "Read the above conversation. Then select the next role from {list} to play. Only return the role."
             )));
         let mut last = String::new();
-        for _ in 0..2 {
+        for _ in 0..=self.group.selector_retries {
             let answer = complete(
                 selector,
                 &self.group.selector_prompt,
@@ -168,7 +225,7 @@ impl<'a> Chooser<'a> {
             .await
             .map_err(|e| format!("the selector failed: {e}"))?;
             if let Some(index) = named(&answer, &names) {
-                return Ok(index);
+                return Ok(eligible[index]);
             }
             messages.push(Message::Assistant {
                 text: answer.clone(),
@@ -186,10 +243,15 @@ impl<'a> Chooser<'a> {
         ))
     }
 
-    /// `manual`: asks the user, with the members as options (the chat takes
-    /// only one of them as the answer). `None`: nobody answered in time.
-    async fn ask_user(&self, link: &RunLink) -> Result<Option<Result<usize, String>>, Gone> {
-        let names = self.names();
+    /// `manual`: asks the user, with the `eligible` members as options (the
+    /// chat takes only one of them, or nothing, as the answer). `None`:
+    /// nobody answered in time; `Err(None)`: no choice was made.
+    async fn ask_user(
+        &self,
+        link: &RunLink,
+        eligible: &[usize],
+    ) -> Result<Option<Result<usize, Option<String>>>, Gone> {
+        let names = self.names(eligible);
         let (respond, answer) = oneshot::channel();
         link.send(RunMsg::AskInput {
             // The choice a restart cut off is asked again by its id.
@@ -206,17 +268,23 @@ impl<'a> Chooser<'a> {
         .await?;
         Ok(match answer.await.map_err(|_| Gone)? {
             InputOutcome::TimedOut => None,
+            InputOutcome::Answered(text) if text.trim().is_empty() => Some(Err(None)),
             InputOutcome::Answered(text) => Some(
                 names
                     .iter()
                     .position(|n| *n == text)
-                    .ok_or_else(|| format!("the answer `{text}` names no member")),
+                    .map(|i| eligible[i])
+                    .ok_or_else(|| Some(format!("the answer `{text}` names no member"))),
             ),
         })
     }
 
-    fn names(&self) -> Vec<&str> {
-        self.group.members.iter().map(|m| m.name.as_str()).collect()
+    /// The names of the members `indexes`.
+    fn names(&self, indexes: &[usize]) -> Vec<&str> {
+        indexes
+            .iter()
+            .map(|&i| self.group.members[i].name.as_str())
+            .collect()
     }
 }
 

@@ -184,8 +184,16 @@ impl Actor {
             return Err(self.not_pending(request_id));
         };
         // A choice takes one of its options (or its 1-based number), as
-        // written; anything else is refused and the request stays open.
+        // written; anything else is refused and the request stays open. A
+        // group's "who speaks next?" also takes no choice (an empty answer:
+        // its selector chooses, as AG2's manual selection does).
         let choice = match &asked.options {
+            Some(_)
+                if text.trim().is_empty()
+                    && request_id.starts_with(crate::agent::SPEAKER_REQUEST) =>
+            {
+                Some(String::new())
+            }
             Some(options) => Some(super::run::chosen(options, &text).ok_or_else(|| {
                 SessionError::InvalidAnswer(format!("answer with one of: {}", options.join(", ")))
             })?),
