@@ -63,6 +63,8 @@ pub struct Group {
     pub first: Option<usize>,
     /// A member's text containing it ends the run.
     pub marker: Option<String>,
+    /// A member's text matching it ends the run.
+    pub pattern: Option<regex::Regex>,
     /// `handoff_to`, offered to every member when the file asks for it.
     pub handoff_tool: Option<Tool>,
     /// After member `i` speaks: who is next.
@@ -82,6 +84,14 @@ pub struct Group {
     pub selector_retries: u32,
     /// Who may speak after whom.
     pub transitions: super::group::graph::Transitions,
+}
+
+impl Group {
+    /// Whether a member's last text `text` ends the run (`termination`).
+    pub fn ends(&self, text: &str) -> bool {
+        self.marker.as_deref().is_some_and(|m| text.contains(m))
+            || self.pattern.as_ref().is_some_and(|p| p.is_match(text))
+    }
 }
 
 /// One member of a group.

@@ -204,6 +204,11 @@ pub struct TerminationSpec {
     /// `is_termination_msg`, e.g. `TERMINATE`).
     #[serde(default)]
     pub marker: Option<String>,
+    /// A regular expression a member's last text matches to end the run
+    /// (AG2's `is_termination_msg` as a pattern, e.g. `TERMINATE\s*$` for
+    /// a marker at the end only).
+    #[serde(default)]
+    pub pattern: Option<String>,
 }
 
 /// Handoffs, which override the selection method.

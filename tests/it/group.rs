@@ -915,6 +915,89 @@ async fn the_example_team_plans_looks_up_and_writes() {
     assert_attributed(&msgs);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_termination_pattern_ends_the_run_where_it_matches() {
+    // AG2's usual `is_termination_msg` as a pattern: the marker at the
+    // end of the words (the writer's).
+    let group = team("  max_rounds: 6\n  termination: {pattern: 'TERMINATE\\s*$'}");
+    let server = server(&[("team", group)]).await;
+    let msgs = talk(&server, Uuid::new_v4(), "quiet please").await;
+    assert_eq!(
+        picks(&msgs),
+        pairs(&[
+            ("planner", "round_robin"),
+            ("researcher", "round_robin"),
+            ("writer", "round_robin"),
+        ])
+    );
+    assert_eq!(last_text(&msgs), "Final answer. TERMINATE");
+    assert_eq!(reason(&msgs), "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_goes_on_where_the_group_stopped() {
+    let one_each = team("  max_rounds: 1\n  termination: {marker: NEVER}");
+    let handing =
+        team("  max_rounds: 3\n  handoffs: {tool: true}").replace("id: team", "id: handing");
+    let opening = team("  max_rounds: 1\n  first: planner\n  termination: {marker: NEVER}")
+        .replace("id: team", "id: opening");
+    let server = server(&[
+        ("team", one_each),
+        ("handing", handing),
+        ("opening", opening),
+    ])
+    .await;
+    // One member turn per message: each message goes on with the next.
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start_with(chat, "team", "quiet please").await;
+    let mut order = picks(&c.until_complete(chat).await);
+    for _ in 0..3 {
+        c.say(chat, "quiet please").await;
+        order.extend(picks(&c.until_complete(chat).await));
+    }
+    assert_eq!(
+        order,
+        pairs(&[
+            ("planner", "round_robin"),
+            ("researcher", "round_robin"),
+            ("writer", "round_robin"),
+            ("planner", "round_robin"),
+        ])
+    );
+    // Handed to the user: the user's answer goes back to that member.
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start_with(chat, "handing", "hand user").await;
+    let first = c.until_complete(chat).await;
+    assert_eq!(picks(&first), pairs(&[("planner", "round_robin")]));
+    assert_eq!(reason(&first), "completed");
+    c.say(chat, "quiet please").await;
+    let next = c.until_complete(chat).await;
+    let back = reasons(&next);
+    assert_eq!(
+        (back[0].0.as_str(), back[0].1.as_str()),
+        ("planner", "handoff")
+    );
+    assert!(
+        back[0].2.contains("handed the conversation over"),
+        "{back:?}"
+    );
+    // `first` opens every run instead.
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start_with(chat, "opening", "quiet please").await;
+    assert_eq!(
+        picks(&c.until_complete(chat).await),
+        pairs(&[("planner", "first")])
+    );
+    c.say(chat, "quiet please").await;
+    assert_eq!(
+        picks(&c.until_complete(chat).await),
+        pairs(&[("planner", "first")])
+    );
+}
+
 /// `examples/agents/support-desk.yaml` as shipped: triage opens, the
 /// selector picks among those triage may hand to, and triage alone may
 /// follow billing, so it speaks without the selector and wraps up.

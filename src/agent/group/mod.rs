@@ -184,6 +184,15 @@ pub(super) fn build(
         )?
     };
     let selector_retries = spec.max_retries_for_selecting_speaker;
+    let pattern = match spec.termination.pattern.as_deref() {
+        Some(p) => Some(
+            regex::RegexBuilder::new(p)
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| format!("group.termination.pattern: {e}"))?,
+        ),
+        None => None,
+    };
     let selector_spec = spec.selector.unwrap_or_default();
     let can_select = selector_spec.model.is_some() || default.is_some();
     let (selector, selector_price, selector_default): (Arc<dyn Provider>, _, _) = match (
@@ -218,6 +227,7 @@ pub(super) fn build(
         max_rounds: spec.max_rounds,
         first,
         marker: spec.termination.marker.filter(|m| !m.is_empty()),
+        pattern,
         handoff_tool: spec.handoffs.tool.then(|| Tool::handoff(&names)),
         after,
         selector: selector.clone(),

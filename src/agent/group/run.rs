@@ -59,10 +59,27 @@ pub(in crate::agent) async fn run(
             going_on = Some((index, resumed));
         }
     }
+    // A new run goes on where the group stopped (AG2's resumed group
+    // chat), unless `first` opens every run: after the member that spoke
+    // last, or back with the one that handed the conversation to the user.
+    let mut back = None;
+    if spec.resumed.is_none()
+        && group.first.is_none()
+        && let Some((last, handed)) = stopped_at(group, &chooser, &spec.history)
+    {
+        match handed {
+            true => back = Some(last),
+            false => previous = Some(last),
+        }
+    }
     for _ in first_round..group.max_rounds {
-        let (index, chosen, resumed) = match going_on.take() {
-            Some((index, resumed)) => (index, ("continue", None), Some(resumed)),
-            None => {
+        let (index, chosen, resumed) = match (going_on.take(), back.take()) {
+            (Some((index, resumed)), _) => (index, ("continue", None), Some(resumed)),
+            (None, Some(index)) => {
+                let why = "the user answered it: it handed the conversation over".to_owned();
+                (index, ("handoff", Some(why)), None)
+            }
+            (None, None) => {
                 // A quota reached: not even the selector is asked.
                 if let Some(refusal) = link.over_quota().await {
                     return crate::agent::speak::refuse(link, refusal).await;
@@ -102,9 +119,7 @@ pub(in crate::agent) async fn run(
             Ok(done) => done,
             Err(end) => return Ok(end),
         };
-        if let Some(marker) = &group.marker
-            && text.contains(marker.as_str())
-        {
+        if group.ends(&text) {
             return Ok(RunEndReason::Completed);
         }
         handoff = to.map(|to| target(group, &to));
@@ -114,6 +129,47 @@ pub(in crate::agent) async fn run(
         }
     }
     Ok(RunEndReason::MaxTurns)
+}
+
+/// Where the group stopped in `history` (before this run's message): the
+/// member that spoke last, and whether it handed the conversation to the
+/// user (its `handoff_to` call, or its `after` rule). `None`: no member
+/// has spoken yet (or none of this group's).
+fn stopped_at(group: &Group, chooser: &Chooser<'_>, history: &[Said]) -> Option<(usize, bool)> {
+    let (mut last, mut handoff) = (None, None);
+    // The last member's turn, read backwards to the message before it.
+    for said in history.iter().rev() {
+        let Some(by) = &said.by else {
+            match last {
+                Some(_) => break,
+                None => continue,
+            }
+        };
+        // Another agent's turn (the chat changed agents) is not ours.
+        let Some(index) = group.members.iter().position(|m| &m.name == by) else {
+            match last {
+                Some(_) => break,
+                None => return None,
+            }
+        };
+        match last {
+            None => last = Some(index),
+            Some(l) if l != index => break,
+            Some(_) => {}
+        }
+        if handoff.is_none()
+            && let crate::llm::Message::Assistant { tool_calls, .. } = &said.message
+            && let Some(call) = tool_calls
+                .iter()
+                .rev()
+                .find(|c| c.name == crate::tools::HANDOFF_TOOL)
+        {
+            handoff = call.input["agent"].as_str().map(|to| target(group, to));
+        }
+    }
+    let last = last?;
+    let to_user = matches!(chooser.forced(last, handoff), Some((Target::User, _)));
+    Some((last, to_user))
 }
 
 /// Whom a `handoff_to` names: a member, or else the user.

@@ -102,6 +102,16 @@ fn mistakes_name_the_file_and_the_field() {
             "group.members[0].agent",
         ),
         (
+            group("  members: [{name: a}, {name: b}]\n  termination: {pattern: '('}\n"),
+            "group.termination.pattern",
+        ),
+        (
+            group(
+                "  members: [{name: a}, {name: b}]\n  allowed_or_disallowed_speaker_transitions: {a: [c]}\n  speaker_transitions_type: allowed\n",
+            ),
+            "group.allowed_or_disallowed_speaker_transitions.a",
+        ),
+        (
             group("  members: [{agent: helper, tools: [{name: t, builtin: progress}]}]\n"),
             "group.members[0].tools",
         ),

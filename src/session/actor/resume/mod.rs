@@ -132,10 +132,10 @@ impl Actor {
                     None => plan,
                 };
                 drop(members);
-                match (plan, a.group.as_ref().and_then(|g| g.marker.as_deref())) {
+                match (plan, a.group.as_ref()) {
                     // The member's last words ended the conversation.
-                    (Plan::Continue { group: Some(g), .. }, Some(marker))
-                        if g.done && g.last_text.as_deref().is_some_and(|t| t.contains(marker)) =>
+                    (Plan::Continue { group: Some(g), .. }, Some(group))
+                        if g.done && g.last_text.as_deref().is_some_and(|t| group.ends(t)) =>
                     {
                         Plan::Finish {
                             reason: RunEndReason::Completed,
