@@ -110,8 +110,11 @@ pub struct Member {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     Member(usize),
-    /// Back to the user: the run ends.
+    /// Back to the user: the run ends (the user's answer goes back to the
+    /// member that handed over).
     User,
+    /// The conversation ends (the next message starts after the member).
+    Terminate,
 }
 
 impl std::fmt::Debug for Agent {

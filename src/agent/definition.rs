@@ -218,9 +218,15 @@ pub struct HandoffSpec {
     /// Offer every member the `handoff_to(agent)` tool (`user` ends the run).
     #[serde(default)]
     pub tool: bool,
-    /// After member `a` speaks, member `b` (or `user`: the run ends).
+    /// After member `a` speaks without a handoff, member `b`, or `user`
+    /// (the run ends; the user's answer goes back to `a`), `stay` (`a`
+    /// again), `terminate` (the run ends), `select` (the method picks).
     #[serde(default)]
     pub after: std::collections::BTreeMap<String, String>,
+    /// AG2's after-work target of the group: the same choices, for every
+    /// member without its own `after`.
+    #[serde(default)]
+    pub after_work: Option<String>,
 }
 
 /// `auto` selection's model and prompt.

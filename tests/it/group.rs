@@ -935,6 +935,55 @@ async fn a_termination_pattern_ends_the_run_where_it_matches() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_work_targets_stay_terminate_select_or_go_back_to_the_user() {
+    let quiet = "  termination: {marker: NEVER}\n  max_rounds: 3";
+    let stay = team(&format!("{quiet}\n  handoffs: {{after_work: stay}}"));
+    let ending = team(&format!(
+        "{quiet}\n  handoffs: {{after_work: terminate, after: {{planner: researcher}}}}"
+    ))
+    .replace("id: team", "id: ending");
+    let asking = team(&format!(
+        "{quiet}\n  handoffs: {{after_work: user, after: {{planner: select}}}}"
+    ))
+    .replace("id: team", "id: asking");
+    let server = server(&[("team", stay), ("ending", ending), ("asking", asking)]).await;
+    let msgs = talk(&server, Uuid::new_v4(), "quiet please").await;
+    assert_eq!(
+        picks(&msgs),
+        pairs(&[
+            ("planner", "round_robin"),
+            ("planner", "after"),
+            ("planner", "after")
+        ])
+    );
+    // Terminate: the run ends; the next message goes on after that member.
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start_with(chat, "ending", "quiet please").await;
+    let first = c.until_complete(chat).await;
+    assert_eq!(
+        picks(&first),
+        pairs(&[("planner", "round_robin"), ("researcher", "after")])
+    );
+    assert_eq!(reason(&first), "completed");
+    c.say(chat, "quiet please").await;
+    let next = c.until_complete(chat).await;
+    assert_eq!(picks(&next), pairs(&[("writer", "round_robin")]));
+    // `select`: the method picks after the planner; back to the user after
+    // the researcher, whose turn the next message is.
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "asking", "quiet please").await;
+    let first = c.until_complete(chat).await;
+    assert_eq!(
+        picks(&first),
+        pairs(&[("planner", "round_robin"), ("researcher", "round_robin")])
+    );
+    c.say(chat, "quiet please").await;
+    let next = c.until_complete(chat).await;
+    assert_eq!(picks(&next), pairs(&[("researcher", "handoff")]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_goes_on_where_the_group_stopped() {
     let one_each = team("  max_rounds: 1\n  termination: {marker: NEVER}");
     let handing =

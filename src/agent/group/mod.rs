@@ -161,16 +161,38 @@ pub(super) fn build(
         Some(name) => Some(index(name).ok_or(format!("group.first: `{name}` is not a member"))?),
         None => None,
     };
+    // Where a member's turn leads when it hands to nobody (AG2's after
+    // work): the group's `after_work`, then its own `after` (`select`:
+    // the method picks).
+    let rule = |at: &str, from: usize, to: &str| -> Result<Option<Target>, String> {
+        Ok(match (index(to), to) {
+            (Some(i), _) => Some(Target::Member(i)),
+            (None, TO_USER) => Some(Target::User),
+            (None, "stay") => Some(Target::Member(from)),
+            (None, "terminate") => Some(Target::Terminate),
+            (None, "select") => None,
+            _ => {
+                return Err(format!(
+                    "{at}: `{to}` is neither a member nor `{TO_USER}`, `stay`, `terminate` or `select`"
+                ));
+            }
+        })
+    };
     let mut after = HashMap::new();
+    if let Some(to) = &spec.handoffs.after_work {
+        for from in 0..names.len() {
+            if let Some(target) = rule("group.handoffs.after_work", from, to)? {
+                after.insert(from, target);
+            }
+        }
+    }
     for (from, to) in &spec.handoffs.after {
         let at = format!("group.handoffs.after.{from}");
         let from = index(from).ok_or(format!("{at}: `{from}` is not a member"))?;
-        let to = match index(to) {
-            Some(i) => Target::Member(i),
-            None if to == TO_USER => Target::User,
-            None => return Err(format!("{at}: `{to}` is neither a member nor `{TO_USER}`")),
+        match rule(&at, from, to)? {
+            Some(target) => after.insert(from, target),
+            None => after.remove(&from),
         };
-        after.insert(from, to);
     }
     let transitions = {
         let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();

@@ -51,7 +51,7 @@ pub(in crate::agent) async fn run(
             first_round = place.rounds;
             previous = Some(index);
             handoff = place.handoff.as_deref().map(|to| target(group, to));
-            if let Some((Target::User, _)) = chooser.forced(index, handoff) {
+            if let Some((Target::User | Target::Terminate, _)) = chooser.forced(index, handoff) {
                 return Ok(RunEndReason::Completed);
             }
         } else {
@@ -69,7 +69,10 @@ pub(in crate::agent) async fn run(
     {
         match handed {
             true => back = Some(last),
-            false => previous = Some(last),
+            false => {
+                previous = Some(last);
+                chooser.ended = matches!(chooser.forced(last, None), Some((Target::Terminate, _)));
+            }
         }
     }
     for _ in first_round..group.max_rounds {
@@ -124,7 +127,7 @@ pub(in crate::agent) async fn run(
         }
         handoff = to.map(|to| target(group, &to));
         previous = Some(index);
-        if let Some((Target::User, _)) = chooser.forced(index, handoff) {
+        if let Some((Target::User | Target::Terminate, _)) = chooser.forced(index, handoff) {
             return Ok(RunEndReason::Completed);
         }
     }

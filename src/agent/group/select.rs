@@ -42,6 +42,9 @@ pub(super) struct Chooser<'a> {
     seed: u64,
     rng: StdRng,
     draws: u64,
+    /// The next pick goes on after a conversation the last speaker's
+    /// `after` rule ended (`terminate`): that rule is spent.
+    pub(super) ended: bool,
 }
 
 impl<'a> Chooser<'a> {
@@ -54,6 +57,7 @@ impl<'a> Chooser<'a> {
             seed,
             rng: StdRng::seed_from_u64(seed),
             draws: 0,
+            ended: false,
         }
     }
 
@@ -78,7 +82,9 @@ impl<'a> Chooser<'a> {
         ask: Ask<'_>,
     ) -> Result<Pick, Gone> {
         let group = self.group;
+        let spent = std::mem::take(&mut self.ended);
         if let Some(p) = previous
+            && !spent
             && let Some((target, method)) = self.forced(p, handoff)
         {
             return Ok(match target {
@@ -87,7 +93,7 @@ impl<'a> Chooser<'a> {
                     method,
                     reason: None,
                 },
-                Target::User => Pick::End(RunEndReason::Completed),
+                Target::User | Target::Terminate => Pick::End(RunEndReason::Completed),
             });
         }
         if previous.is_none()

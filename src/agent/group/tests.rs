@@ -106,6 +106,10 @@ fn mistakes_name_the_file_and_the_field() {
             "group.termination.pattern",
         ),
         (
+            group("  members: [{name: a}, {name: b}]\n  handoffs: {after_work: nowhere}\n"),
+            "group.handoffs.after_work",
+        ),
+        (
             group(
                 "  members: [{name: a}, {name: b}]\n  allowed_or_disallowed_speaker_transitions: {a: [c]}\n  speaker_transitions_type: allowed\n",
             ),
