@@ -111,7 +111,7 @@ pub struct Member {
 pub enum Target {
     Member(usize),
     /// Back to the user: the run ends (the user's answer goes back to the
-    /// member that handed over).
+    /// member that handed over, unless `first` opens every run).
     User,
     /// The conversation ends (the next message starts after the member).
     Terminate,

@@ -219,7 +219,8 @@ pub struct HandoffSpec {
     #[serde(default)]
     pub tool: bool,
     /// After member `a` speaks without a handoff, member `b`, or `user`
-    /// (the run ends; the user's answer goes back to `a`), `stay` (`a`
+    /// (the run ends; the user's answer goes back to `a`, unless `first`
+    /// opens every run), `stay` (`a`
     /// again), `terminate` (the run ends), `select` (the method picks).
     #[serde(default)]
     pub after: std::collections::BTreeMap<String, String>,

@@ -387,12 +387,22 @@ async fn transitions_say_who_may_follow_whom_under_every_method() {
         ]
     );
     assert_eq!(reason(&msgs), "max_turns");
-    let msgs = run("deadend").await;
+    // A dead end ends the run, not the conversation: the next message
+    // starts afresh.
+    let chat = Uuid::new_v4();
+    let mut c = server.client().await;
+    c.start_with(chat, "deadend", "quiet please").await;
+    let msgs = c.until_complete(chat).await;
     assert_eq!(
         picks(&msgs),
         pairs(&[("planner", "round_robin"), ("writer", "round_robin")])
     );
     assert_eq!(reason(&msgs), "completed", "writer is a dead end");
+    c.say(chat, "quiet please").await;
+    assert_eq!(
+        picks(&c.until_complete(chat).await),
+        pairs(&[("planner", "round_robin"), ("writer", "round_robin")])
+    );
     let msgs = run("skip").await;
     assert_eq!(
         picks(&msgs),
@@ -1032,6 +1042,29 @@ async fn a_conversation_goes_on_where_the_group_stopped() {
         back[0].2.contains("handed the conversation over"),
         "{back:?}"
     );
+    // Handed to a member as the run ran out of rounds: the next message
+    // goes to it; a refused handoff (no such member) hands over nothing.
+    let once = team("  max_rounds: 1\n  handoffs: {tool: true}\n  termination: {marker: NEVER}")
+        .replace("id: team", "id: once");
+    let once_server = crate::group::server(&[("once", once)]).await;
+    for (first, then) in [
+        ("hand writer", ("writer", "handoff")),
+        ("hand ghost", ("researcher", "round_robin")),
+    ] {
+        let chat = Uuid::new_v4();
+        let mut c = once_server.client().await;
+        c.start_with(chat, "once", first).await;
+        assert_eq!(
+            picks(&c.until_complete(chat).await),
+            pairs(&[("planner", "round_robin")])
+        );
+        c.say(chat, "quiet please").await;
+        assert_eq!(
+            picks(&c.until_complete(chat).await),
+            pairs(&[then]),
+            "after `{first}`"
+        );
+    }
     // `first` opens every run instead.
     let chat = Uuid::new_v4();
     let mut c = server.client().await;

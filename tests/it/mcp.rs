@@ -474,13 +474,16 @@ async fn a_hung_call_times_out_and_a_cancelled_one_is_cancelled_on_the_server() 
         c.until_complete(chat).await.last().unwrap()["reason"],
         "cancelled"
     );
+    // The server creates the file, then writes it: read until written.
+    let mut written = String::new();
     for _ in 0..100 {
-        if marker.exists() {
+        written = std::fs::read_to_string(&marker).unwrap_or_default();
+        if !written.is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "cancelled");
+    assert_eq!(written, "cancelled");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,8 +2,10 @@
 //! `speaker_transitions_type` and `allow_repeat_speaker`): the members every
 //! method picks from, after a given speaker.
 //!
-//! As AG2 builds it: with neither set, anyone may follow anyone (the method
-//! decides about the last speaker: `random` draws anyone else); with
+//! As AG2 builds it, but for the default: with neither set, anyone may
+//! follow anyone and the method decides about the last speaker (`random`
+//! draws anyone else — agentwire's default; AG2 reads unset as
+//! `allow_repeat_speaker: true`); with
 //! `allow_repeat_speaker`, anyone may follow anyone else, and a member
 //! itself only if allowed; with the transitions, exactly what they list
 //! (`disallowed`: everyone but those), a member they do not list as a

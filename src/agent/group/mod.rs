@@ -206,7 +206,13 @@ pub(super) fn build(
         )?
     };
     let selector_retries = spec.max_retries_for_selecting_speaker;
+    if spec.max_retries_for_selecting_speaker > 10 {
+        return Err("group.max_retries_for_selecting_speaker: at most 10".into());
+    }
     let pattern = match spec.termination.pattern.as_deref() {
+        Some("") => {
+            return Err("group.termination.pattern: an empty pattern ends every turn".into());
+        }
         Some(p) => Some(
             regex::RegexBuilder::new(p)
                 .size_limit(1 << 20)
@@ -283,9 +289,12 @@ fn check_name(name: &str, group_id: &str) -> Result<(), String> {
             "`{name}` must be 1 to {MAX_NAME} ASCII letters, digits, `_` or `-`, not only digits"
         ));
     }
-    if name.eq_ignore_ascii_case(TO_USER) || name == group_id {
+    let keyword = ["stay", "terminate", "select"]
+        .iter()
+        .any(|k| name.eq_ignore_ascii_case(k));
+    if name.eq_ignore_ascii_case(TO_USER) || name == group_id || keyword {
         return Err(format!(
-            "`{name}` is reserved (the user, or the group's own id)"
+            "`{name}` is reserved (the user, the group's own id, or an `after` keyword)"
         ));
     }
     Ok(())

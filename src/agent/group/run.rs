@@ -8,6 +8,7 @@ use super::super::definition::ToolCallFormat;
 use super::super::prompt::{definitions, system_prompt};
 use super::super::speak::{Resumed, RunSpec, Spoke, Voice};
 use super::super::tally::{Spent, Tally};
+use super::graph::After;
 use super::select::{Ask, Chooser, Pick};
 use super::view::view;
 use crate::link::{Gone, RunLink, Said};
@@ -59,19 +60,29 @@ pub(in crate::agent) async fn run(
             going_on = Some((index, resumed));
         }
     }
-    // A new run goes on where the group stopped (AG2's resumed group
-    // chat), unless `first` opens every run: after the member that spoke
-    // last, or back with the one that handed the conversation to the user.
+    // A new run goes on where the group stopped, unless `first` opens
+    // every run: back with the member that handed the conversation to the
+    // user; to whom the last member handed it; else after the last member
+    // (its `terminate` spent; a dead end of the transitions starts afresh).
     let mut back = None;
-    if spec.resumed.is_none()
+    let fresh = spec
+        .resumed
+        .as_ref()
+        .and_then(|r| r.group.as_ref())
+        .is_none();
+    if fresh
         && group.first.is_none()
-        && let Some((last, handed)) = stopped_at(group, &chooser, &spec.history)
+        && let Some((last, handed)) = stopped_at(group, &spec.history)
     {
-        match handed {
-            true => back = Some(last),
-            false => {
+        match chooser.forced(last, handed) {
+            Some((Target::User, _)) => back = Some(last),
+            forced => {
                 previous = Some(last);
-                chooser.ended = matches!(chooser.forced(last, None), Some((Target::Terminate, _)));
+                handoff = handed;
+                chooser.ended = matches!(forced, Some((Target::Terminate, _)));
+                if forced.is_none() && group.transitions.after(previous) == After::Nobody {
+                    previous = None;
+                }
             }
         }
     }
@@ -135,11 +146,13 @@ pub(in crate::agent) async fn run(
 }
 
 /// Where the group stopped in `history` (before this run's message): the
-/// member that spoke last, and whether it handed the conversation to the
-/// user (its `handoff_to` call, or its `after` rule). `None`: no member
-/// has spoken yet (or none of this group's).
-fn stopped_at(group: &Group, chooser: &Chooser<'_>, history: &[Said]) -> Option<(usize, bool)> {
+/// member that spoke last, and whom its turn handed the conversation to
+/// with a `handoff_to` call that succeeded. `None`: no member has spoken
+/// yet (or none of this group's).
+fn stopped_at(group: &Group, history: &[Said]) -> Option<(usize, Option<Target>)> {
     let (mut last, mut handoff) = (None, None);
+    // Calls whose result was an error (refused, failed): no handoff.
+    let mut failed = std::collections::HashSet::new();
     // The last member's turn, read backwards to the message before it.
     for said in history.iter().rev() {
         let Some(by) = &said.by else {
@@ -160,19 +173,23 @@ fn stopped_at(group: &Group, chooser: &Chooser<'_>, history: &[Said]) -> Option<
             Some(l) if l != index => break,
             Some(_) => {}
         }
-        if handoff.is_none()
-            && let crate::llm::Message::Assistant { tool_calls, .. } = &said.message
-            && let Some(call) = tool_calls
-                .iter()
-                .rev()
-                .find(|c| c.name == crate::tools::HANDOFF_TOOL)
-        {
-            handoff = call.input["agent"].as_str().map(|to| target(group, to));
+        match &said.message {
+            crate::llm::Message::ToolResult {
+                id, is_error: true, ..
+            } => {
+                failed.insert(id.clone());
+            }
+            crate::llm::Message::Assistant { tool_calls, .. } if handoff.is_none() => {
+                let call = tool_calls
+                    .iter()
+                    .rev()
+                    .find(|c| c.name == crate::tools::HANDOFF_TOOL && !failed.contains(&c.id));
+                handoff = call.and_then(|c| c.input["agent"].as_str().map(|to| target(group, to)));
+            }
+            _ => {}
         }
     }
-    let last = last?;
-    let to_user = matches!(chooser.forced(last, handoff), Some((Target::User, _)));
-    Some((last, to_user))
+    Some((last?, handoff))
 }
 
 /// Whom a `handoff_to` names: a member, or else the user.

@@ -6,7 +6,8 @@
 //! `random` (seeded per chat and run), `auto` (the selector model, asked
 //! again `max_retries_for_selecting_speaker` times, then round robin with
 //! the reason logged), `manual` (the user, asked with the allowed members
-//! as options; an empty answer lets the selector choose, as AG2's does).
+//! as options; an empty answer lets the selector choose, as AG2's prompt
+//! for it promises).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
