@@ -222,7 +222,7 @@ fn parsed(page: &[StoredEnvelope]) -> Vec<Value> {
               (status = 403, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub(super) async fn overview(
     State(state): State<AppState>,
-    _operator: Operator,
+    _: Operator,
 ) -> Result<Json<Overview>, ApiError> {
     let store = &state.store;
     let now = chrono::Utc::now().timestamp_millis();
@@ -386,7 +386,7 @@ pub struct ChatLog {
               (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(super) async fn log(
     State(state): State<AppState>,
-    _operator: Operator,
+    _: Operator,
     Path(chat_id): Path<Uuid>,
     Query(q): Query<LogQuery>,
 ) -> Result<Json<ChatLog>, ApiError> {
@@ -418,6 +418,15 @@ pub struct Done {
     pub chat_id: Uuid,
     pub action: String,
     pub by: String,
+}
+
+/// Who acts, once an operator that is a user is within its turn rate
+/// (an act counts as one of its turns, as a schedule's change does).
+fn acts(state: &AppState, operator: Operator) -> Result<String, ApiError> {
+    if let Some(user) = &operator.user {
+        state.registry.quotas().message(user)?;
+    }
+    Ok(operator.by)
 }
 
 /// Records an act, then logs it.
@@ -452,9 +461,10 @@ async fn record(
               (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(super) async fn cancel(
     State(state): State<AppState>,
-    Operator(by): Operator,
+    operator: Operator,
     Path(chat_id): Path<Uuid>,
 ) -> Result<Json<Done>, ApiError> {
+    let by = acts(&state, operator)?;
     let chat = chat_of(&state, chat_id).await?;
     if chat.state != ChatState::Running {
         return Err(ApiError::NotFound(format!(
@@ -473,9 +483,10 @@ pub(super) async fn cancel(
               (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(super) async fn end_wait(
     State(state): State<AppState>,
-    Operator(by): Operator,
+    operator: Operator,
     Path((chat_id, wait_id)): Path<(Uuid, String)>,
 ) -> Result<Json<Done>, ApiError> {
+    let by = acts(&state, operator)?;
     let chat = chat_of(&state, chat_id).await?;
     state
         .registry

@@ -145,9 +145,14 @@ impl Acting {
     }
 }
 
-/// An operator (see [`Acting::is_operator`]), named for the record:
-/// `user:<id>` or `key:<name>`. Anyone else gets 403.
-pub struct Operator(pub String);
+/// An operator (see [`Acting::is_operator`]), named for the record
+/// (`by`: `user:<id>` or `key:<name>`), and the user it is, if a user (whose
+/// turn rate its acts count against; a key's own rate holds already).
+/// Anyone else gets 403.
+pub struct Operator {
+    pub by: String,
+    pub user: Option<String>,
+}
 
 impl FromRequestParts<AppState> for Operator {
     type Rejection = Response;
@@ -163,10 +168,16 @@ impl FromRequestParts<AppState> for Operator {
             )
             .into_response());
         }
-        Ok(Self(match acting {
-            Acting::User(u) => format!("user:{}", u.user),
-            Acting::Service(key) => format!("key:{}", key.name),
-        }))
+        Ok(match acting {
+            Acting::User(u) => Self {
+                by: format!("user:{}", u.user),
+                user: Some(u.user),
+            },
+            Acting::Service(key) => Self {
+                by: format!("key:{}", key.name),
+                user: None,
+            },
+        })
     }
 }
 

@@ -676,3 +676,95 @@ async fn the_schedule_and_usage_reads_ignore_bodies_hide_what_is_not_yours_and_a
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_routes_refuse_oversize_bodies_non_operators_and_bursts() {
+    let (server, _files) = jwt_server(Some(2)).await;
+    let now = chrono::Utc::now().timestamp();
+    let root = jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &json!({"sub": "root", "admin": true, "exp": now + 600, "iat": now}),
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .unwrap();
+    let operator = Caller {
+        bearer: root,
+        ..Caller::new(&server, "root")
+    };
+    let alice = Caller::new(&server, "alice");
+    // Alice's run waits for her answer.
+    let mut ws = crate::server_api::connect_as(&server, "alice").await;
+    let chat = uuid::Uuid::new_v4();
+    ws.start(chat, "ask: Your name?").await;
+    let asked = ws.recv_until(|m| m["type"] == "chat.input_request").await;
+    let request = asked.last().unwrap()["request_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let reads = [
+        "/v1/admin/overview".to_owned(),
+        format!("/v1/admin/chats/{chat}/log"),
+    ];
+    let acts = [
+        format!("/v1/admin/chats/{chat}/waits/{request}/end"),
+        format!("/v1/admin/chats/{chat}/cancel"),
+    ];
+    let big = "x".repeat(MAX + 1);
+    // A body over the limit: 413, and nothing is done or recorded.
+    for path in &acts {
+        let (status, body) = operator.send("POST", path, Some(big.clone())).await;
+        assert_eq!(status, 413, "{path}: {body}");
+    }
+    let (_, overview) = operator.send("GET", &reads[0], None).await;
+    assert_eq!(overview["acts"], json!([]), "{overview}");
+    assert_eq!(overview["runs"][0]["waiting"][0]["id"], request.as_str());
+    // Reads ignore a body; nobody but an operator gets anything.
+    for path in &reads {
+        let (status, body) = operator.send("GET", path, Some(big.clone())).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        assert_eq!(http_get(server.addr, path, &[]).await.0, 401, "{path}");
+    }
+    for path in reads.iter().chain(&acts) {
+        let method = if path.ends_with("log") || path.ends_with("overview") {
+            "GET"
+        } else {
+            "POST"
+        };
+        let (status, body) = alice.send(method, path, None).await;
+        assert_eq!(status, 403, "{path}: {body}");
+        assert_eq!(body["error"]["code"], "UNAUTHORIZED");
+    }
+    // An operator's acts are its turns (2 a minute here): past them, 429
+    // and nothing done; reads still answer.
+    let unknown = format!("/v1/admin/chats/{chat}/waits/nope/end");
+    assert_eq!(operator.send("POST", &unknown, None).await.0, 404);
+    assert_eq!(operator.send("POST", &acts[0], None).await.0, 200);
+    let (status, body) = operator.send("POST", &acts[1], None).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "RATE_LIMIT_EXCEEDED");
+    for _ in 0..4 {
+        for path in &reads {
+            assert_eq!(operator.send("GET", path, None).await.0, 200, "{path}");
+        }
+    }
+    let (_, overview) = operator.send("GET", &reads[0], None).await;
+    let acts: Vec<&str> = overview["acts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(acts, ["end_wait"], "{overview}");
+    // The operator's page and its scripts: no body, nobody's, no rate.
+    for path in [
+        "/admin",
+        "/assets/admin.js",
+        "/assets/admin.css",
+        "/assets/chart-frame.js",
+    ] {
+        for _ in 0..4 {
+            let (status, _) = alice.send("GET", path, Some(big.clone())).await;
+            assert_eq!(status, 200, "{path}");
+        }
+    }
+}
