@@ -61,7 +61,12 @@ fn effect_of(kind: &str, json: &str, seq: u64) -> Option<Effect> {
                 .then(|| Effect::Wait("approval.requested", f.corr.unwrap_or_default()))
         }
         "chat.input_ack" | "chat.input_timeout" => Some(Effect::Close(Some(read()?.request_id?))),
-        "chat.tool_response" => Some(Effect::Close(Some(read()?.corr?))),
+        // Only an approval's answer closes a wait (a UI call's or a tool's
+        // response opens none): others are not parsed, nor delete anything.
+        "chat.tool_response" if json.contains(".approval\"") => {
+            let corr = read()?.corr.filter(|c| c.ends_with(".approval"))?;
+            Some(Effect::Close(Some(corr)))
+        }
         _ => None,
     }
 }
@@ -363,6 +368,8 @@ mod tests {
             Some(Effect::Close(Some("c.approval".into())))
         );
         assert_eq!(effect_of("chat.print", "{}", 7), None);
+        let plain = r#"{"corr":"call_1","content":"x.approval\""}"#;
+        assert_eq!(effect_of("chat.tool_response", plain, 8), None);
     }
 
     #[test]
