@@ -16,6 +16,10 @@
 //! - `mcp_everything_peer`: the reference MCP server
 //!   `@modelcontextprotocol/server-everything` is installed (`npm ci` in
 //!   `tests/mcp-everything`). `AGENTWIRE_REQUIRE_MCP=1` requires it too.
+//! - `ag2_peer`: AG2 itself (PyPI `ag2`, pinned in `tests/ag2/requirements.txt`,
+//!   in a virtual environment at `tests/ag2/.venv`), for the group-chat
+//!   parity test. With `AGENTWIRE_REQUIRE_AG2=1` (`.ci/run`) its absence
+//!   stops the build.
 //! - `oidc_peer`: the OpenID provider of the sign-in tests, npm
 //!   `oidc-provider`, is installed (`npm ci` in `tests/oidc`). With
 //!   `AGENTWIRE_REQUIRE_OIDC=1` (`.ci/run`) its absence stops the build.
@@ -72,6 +76,21 @@ fn main() {
     } else if std::env::var("AGENTWIRE_REQUIRE_MCP").as_deref() == Ok("1") {
         panic!(
             "AGENTWIRE_REQUIRE_MCP=1 but tests/mcp-everything has no node_modules (npm ci there)"
+        );
+    }
+    println!("cargo::rustc-check-cfg=cfg(ag2_peer)");
+    println!("cargo::rerun-if-changed=tests/ag2");
+    println!("cargo::rerun-if-env-changed=AGENTWIRE_REQUIRE_AG2");
+    let ag2 = std::fs::read_dir("tests/ag2/.venv/lib").is_ok_and(|mut d| {
+        d.any(|e| e.is_ok_and(|e| e.path().join("site-packages/autogen/agentchat").exists()))
+    });
+    if ag2 {
+        println!("cargo::rustc-cfg=ag2_peer");
+    } else if std::env::var("AGENTWIRE_REQUIRE_AG2").as_deref() == Ok("1") {
+        panic!(
+            "AGENTWIRE_REQUIRE_AG2=1 but tests/ag2 has no .venv with its requirements \
+             (python3 -m venv tests/ag2/.venv && tests/ag2/.venv/bin/pip install -r \
+             tests/ag2/requirements.txt)"
         );
     }
     println!("cargo::rustc-check-cfg=cfg(oidc_peer)");

@@ -56,7 +56,7 @@ name: Panel
 description: Two members; you pick who speaks
 group:
   speaker_selection: manual
-  max_rounds: 2
+  max_rounds: 3
   members:
     - {name: alice, model: {provider: scripted, script: {rules: [{reply: "Alice here."}]}}}
     - {name: bob, model: {provider: scripted, script: {rules: [{reply: "Bob here."}]}}}

@@ -77,13 +77,15 @@ pub struct Group {
     pub selector_default: bool,
     /// The selector's system prompt, `{roles}` and `{agentlist}` filled.
     pub selector_prompt: String,
-    /// Whether a selector model is there (a group's or its own): `manual`
-    /// with no choice made asks it, as `auto` would.
-    pub can_select: bool,
     /// How often `auto` asks again when the selector names no member.
     pub selector_retries: u32,
     /// Who may speak after whom.
     pub transitions: super::group::graph::Transitions,
+    /// The context variables' starting values (`None`: the group has no
+    /// context, nor `update_context`).
+    pub context: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Each member's `OnCondition`s and `OnContextCondition`s (by index).
+    pub conditions: Vec<super::group::handoffs::Conditions>,
 }
 
 impl Group {
@@ -115,6 +117,8 @@ pub enum Target {
     User,
     /// The conversation ends (the next message starts after the member).
     Terminate,
+    /// The selection method picks (AG2's group manager target).
+    Select,
 }
 
 impl std::fmt::Debug for Agent {

@@ -83,9 +83,16 @@ pub struct GroupSpec {
     pub members: Vec<MemberSpec>,
     #[serde(default)]
     pub speaker_selection: SelectionMethod,
-    /// Member turns per run; past it the run ends with `max_turns`.
+    /// AG2's `max_round`: rounds per run, the run's opening message the
+    /// first (so `max_rounds - 1` member turns); past it the run ends with
+    /// `max_rounds`.
     #[serde(default = "default_max_rounds")]
     pub max_rounds: u32,
+    /// AG2's `ContextVariables`: the group's shared state and its starting
+    /// values; members read them in their prompts (`{name}`) and write
+    /// them with the `update_context` tool.
+    #[serde(default)]
+    pub context_variables: Option<serde_json::Map<String, serde_json::Value>>,
     /// The member that opens every run (else the method picks).
     #[serde(default)]
     pub first: Option<String>,
@@ -228,6 +235,42 @@ pub struct HandoffSpec {
     /// member without its own `after`.
     #[serde(default)]
     pub after_work: Option<String>,
+    /// AG2's `OnCondition`s, by member: a condition in words the member's
+    /// model may choose, offered as a tool (`transfer_to_<target>_<n>`).
+    #[serde(default)]
+    pub conditions: std::collections::BTreeMap<String, Vec<ConditionSpec>>,
+    /// AG2's `OnContextCondition`s, by member: an expression over the
+    /// context variables, checked before the member's model is asked.
+    #[serde(default)]
+    pub context_conditions: std::collections::BTreeMap<String, Vec<ContextConditionSpec>>,
+}
+
+/// One `OnCondition`: hand to `to` when the member's model judges that
+/// `condition` (words) holds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConditionSpec {
+    /// A member, `user`, `stay`, `terminate` or `select`.
+    pub to: String,
+    /// When to hand over, in words: the tool's description.
+    pub condition: String,
+    /// An expression over the context variables (`${verified}`): the tool
+    /// is offered only while it holds.
+    #[serde(default)]
+    pub available: Option<String>,
+}
+
+/// One `OnContextCondition`: hand to `to` when `expression` holds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextConditionSpec {
+    /// A member, `user`, `stay`, `terminate` or `select`.
+    pub to: String,
+    /// AG2's `ContextExpression` (`${attempts} >= 3`).
+    pub expression: String,
+    /// Another expression: the condition counts only while it holds.
+    #[serde(default)]
+    pub available: Option<String>,
 }
 
 /// `auto` selection's model and prompt.

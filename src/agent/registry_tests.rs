@@ -104,7 +104,8 @@ async fn the_example_agents_load() {
             "ollama-assistant",
             "research-team",
             "research-team-local",
-            "support-desk"
+            "support-desk",
+            "triage-desk"
         ]
     );
     let flows: Vec<&str> = reg.workflows().all().map(|w| w.id.as_str()).collect();

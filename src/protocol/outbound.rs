@@ -84,6 +84,8 @@ pub enum RunEndReason {
     Completed,
     Cancelled,
     MaxTurns,
+    /// A group's `max_rounds` were taken (AG2's ordinary stop).
+    MaxRounds,
     Timeout,
     Error,
     Interrupted,
@@ -96,6 +98,7 @@ impl RunEndReason {
             Self::Completed => "completed",
             Self::Cancelled => "cancelled",
             Self::MaxTurns => "max_turns",
+            Self::MaxRounds => "max_rounds",
             Self::Timeout => "timeout",
             Self::Error => "error",
             Self::Interrupted => "interrupted",

@@ -51,7 +51,7 @@ fn effect_of(kind: &str, json: &str, seq: u64) -> Option<Effect> {
     let read = || serde_json::from_str::<Fields>(json).ok();
     match kind {
         "chat.run_complete" => Some(Effect::Event(match read()?.reason.as_deref() {
-            Some("completed" | "cancelled" | "max_turns") => "run.completed",
+            Some("completed" | "cancelled" | "max_turns" | "max_rounds") => "run.completed",
             _ => "run.failed",
         })),
         "chat.input_request" => Some(Effect::Wait("input.requested", read()?.request_id?)),

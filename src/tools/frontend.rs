@@ -50,7 +50,7 @@ impl ClientTool {
                 "tool `{name}`: a name is 1 to 64 letters, digits, `_` or `-`"
             ));
         }
-        if name == super::HANDOFF_TOOL {
+        if super::reserved(name) {
             return Err(format!("tool `{name}`: the name is reserved"));
         }
         if self.description.len() > 4096 {
@@ -134,6 +134,8 @@ mod tests {
             "ü",
             &"a".repeat(65),
             super::super::HANDOFF_TOOL,
+            "transfer_to_billing_1",
+            super::super::CONTEXT_TOOL,
         ] {
             assert!(tool(name, None).checked().is_err(), "{name:?}");
         }

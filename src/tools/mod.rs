@@ -45,6 +45,7 @@
 mod analyst;
 mod ask_user;
 mod builtin;
+pub mod context;
 mod database;
 mod env;
 mod files_out;
@@ -61,9 +62,10 @@ mod tool;
 mod ui;
 
 pub use builtin::Builtin;
+pub use context::{CONTEXT_TOOL, Context};
 pub use env::{CallEnv, Database};
 pub use frontend::{ClientTool, FRONTEND, MAX_CLIENT_TOOLS, with_client_tools};
-pub use handoff::{HANDOFF_TOOL, TO_USER};
+pub use handoff::{HANDOFF_TOOL, TO_USER, TRANSFER_PREFIX, handed_over, is_handoff, reserved};
 pub use http::HttpTool;
 pub use mcp::McpSource;
 pub use pipeline::{

@@ -35,8 +35,17 @@ pub enum ToolKind {
     AskDatabase,
     /// `builtin: ask_analyst` (seed 003).
     AskAnalyst,
-    /// A group's `handoff_to` (built by the group, never from a `tools:` entry).
-    Handoff,
+    /// A group's handoff (built by the group, never from a `tools:` entry):
+    /// `handoff_to` (`to: None`, the model names whom), or an `OnCondition`'s
+    /// `transfer_to_…` (`to`: its target).
+    Handoff {
+        to: Option<String>,
+    },
+    /// A group's `update_context` (`group`: its id; `context`: the run's).
+    Context {
+        group: String,
+        context: super::context::Context,
+    },
     /// A tool of an MCP server (`tool`: its name on the server).
     Mcp {
         source: Arc<super::mcp::McpSource>,
@@ -54,7 +63,8 @@ impl ToolKind {
             Self::Http(_) => "http",
             Self::AskDatabase => "database",
             Self::AskAnalyst => "analyst",
-            Self::Handoff => "handoff",
+            Self::Handoff { .. } => "handoff",
+            Self::Context { .. } => "context",
             Self::Mcp { .. } => "mcp",
         }
     }
@@ -79,7 +89,10 @@ impl ToolKind {
             Self::Http(http) => http::run(http, call, env.link, env.http, env.bearer).await,
             Self::AskDatabase => database::run(call, env).await,
             Self::AskAnalyst => analyst::run(call, env).await,
-            Self::Handoff => handoff::run(call, env.link).await,
+            Self::Handoff { to } => handoff::run(call, to.as_deref(), env.link).await,
+            Self::Context { group, context } => {
+                super::context::run(group, context, call, env.link).await
+            }
             Self::Mcp { source, tool } => {
                 super::mcp::run(source, tool, call, env.link, env.bearer).await
             }
@@ -145,18 +158,56 @@ impl Tool {
             handoff::HANDOFF_TOOL.into(),
             handoff::description(members),
             (schema, validator),
-            ToolKind::Handoff,
+            ToolKind::Handoff { to: None },
         )
     }
 
-    /// The target of `call` if it is a call of the group's `handoff_to` (the
-    /// tool of the handoff kind among `tools`, not merely one of that name).
-    pub fn handoff_target<'a>(call: &'a ToolCall, tools: &[Tool]) -> Option<&'a str> {
-        tools
-            .iter()
-            .any(|t| t.name == call.name && matches!(t.kind, ToolKind::Handoff))
-            .then(|| call.input["agent"].as_str())
-            .flatten()
+    /// An `OnCondition`'s tool: `name` hands to `to` when the model judges
+    /// that `condition` holds.
+    pub fn transfer(name: String, condition: &str, to: &str) -> Self {
+        let schema = serde_json::json!({"type": "object", "properties": {}});
+        let validator = jsonschema::options()
+            .build(&schema)
+            .expect("the transfer schema is valid");
+        Self::built(
+            name,
+            condition.to_owned(),
+            (schema, validator),
+            ToolKind::Handoff {
+                to: Some(to.to_owned()),
+            },
+        )
+    }
+
+    /// A group's `update_context`, writing `context` (logged under `group`,
+    /// the group's id); `names`: the variables the file declares.
+    pub fn update_context(group: &str, context: super::context::Context, names: &[String]) -> Self {
+        let schema = super::context::schema();
+        let validator = jsonschema::options()
+            .build(&schema)
+            .expect("the context schema is valid");
+        Self::built(
+            super::context::CONTEXT_TOOL.into(),
+            super::context::description(names),
+            (schema, validator),
+            ToolKind::Context {
+                group: group.to_owned(),
+                context,
+            },
+        )
+    }
+
+    /// The target of `call` if it is a call of one of the group's handoff
+    /// tools among `tools` (of the handoff kind, not merely of that name):
+    /// whom `handoff_to` names, or an `OnCondition`'s target.
+    pub fn handoff_target<'a>(call: &'a ToolCall, tools: &'a [Tool]) -> Option<&'a str> {
+        tools.iter().find_map(|t| match &t.kind {
+            ToolKind::Handoff { to } if t.name == call.name => match to {
+                Some(to) => Some(to.as_str()),
+                None => call.input["agent"].as_str(),
+            },
+            _ => None,
+        })
     }
 
     /// Whether a run with this `context_type` may use the tool.
@@ -174,11 +225,14 @@ impl Tool {
         if spec.name.is_empty() {
             return Err(format!("{}: must not be empty", at("name")));
         }
-        if spec.name == handoff::HANDOFF_TOOL {
+        if handoff::reserved(&spec.name) {
             return Err(format!(
-                "{}: `{}` is reserved for a group's handoffs (group.handoffs.tool)",
+                "{}: `{}` is reserved for a group's own tools (`{}`, `{}…`, `{}`)",
                 at("name"),
-                handoff::HANDOFF_TOOL
+                spec.name,
+                handoff::HANDOFF_TOOL,
+                handoff::TRANSFER_PREFIX,
+                super::CONTEXT_TOOL,
             ));
         }
         let default_schema = if spec.builtin.as_deref() == Some("ask_user") {
@@ -315,8 +369,8 @@ impl Tool {
         {
             return Err(format!("`{name}` is not a name a model can call"));
         }
-        if name == handoff::HANDOFF_TOOL {
-            return Err(format!("`{name}` is reserved for a group's handoffs"));
+        if handoff::reserved(&name) {
+            return Err(format!("`{name}` is reserved for a group's own tools"));
         }
         if t.input_schema["type"] != "object" {
             return Err("its inputSchema is not an object's".into());

@@ -416,7 +416,7 @@ impl Encoder for AiSdk {
             EventKind::RunComplete { reason } => {
                 let finish = match reason {
                     RunEndReason::Completed => "stop",
-                    RunEndReason::MaxTurns => "length",
+                    RunEndReason::MaxTurns | RunEndReason::MaxRounds => "length",
                     RunEndReason::Interrupted => "interrupted",
                     RunEndReason::Timeout => {
                         self.error = Some("the run timed out".into());

@@ -564,7 +564,7 @@ tools:
 const GROUP: &str = r#"id: pair
 group:
   speaker_selection: round_robin
-  max_rounds: 4
+  max_rounds: 5
   handoffs:
     after: {b: user}
   members:

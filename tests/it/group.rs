@@ -72,7 +72,7 @@ group:
     )
 }
 
-async fn server(agents: &[(&str, String)]) -> Server {
+pub(crate) async fn server(agents: &[(&str, String)]) -> Server {
     Server::start_with(Opts {
         agents: agents
             .iter()
@@ -106,20 +106,32 @@ fn speakers(msgs: &[Value]) -> Vec<(String, String)> {
 }
 
 /// [`speakers`] less each member's `continue` turns: who was chosen, and how.
-fn picks(msgs: &[Value]) -> Vec<(String, String)> {
+pub(crate) fn picks(msgs: &[Value]) -> Vec<(String, String)> {
     speakers(msgs)
         .into_iter()
         .filter(|(_, method)| method != "continue")
         .collect()
 }
 
-fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+pub(crate) fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
         .map(|(a, m)| ((*a).to_owned(), (*m).to_owned()))
         .collect()
 }
 
-fn reason(msgs: &[Value]) -> &str {
+/// The names of the tools an OpenAI request offers.
+pub(crate) fn offered(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub(crate) fn reason(msgs: &[Value]) -> &str {
     msgs.last().unwrap()["reason"].as_str().unwrap()
 }
 
@@ -208,13 +220,13 @@ async fn round_robin_takes_turns_in_order_and_attributes_every_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_rounds_ends_the_run_with_its_reason() {
-    let server = server(&[("team", team("  max_rounds: 2"))]).await;
+    let server = server(&[("team", team("  max_rounds: 3"))]).await;
     let msgs = talk(&server, Uuid::new_v4(), "quiet please").await;
     assert_eq!(
         picks(&msgs),
         pairs(&[("planner", "round_robin"), ("researcher", "round_robin")])
     );
-    assert_eq!(reason(&msgs), "max_turns");
+    assert_eq!(reason(&msgs), "max_rounds");
     assert!(
         !msgs.iter().any(|m| m["type"] == "chat.error"),
         "reaching max_rounds is AG2's ordinary stop, not an error"
@@ -224,7 +236,7 @@ async fn max_rounds_ends_the_run_with_its_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_picks_are_reproducible_from_the_chats_seed() {
     let group =
-        team("  speaker_selection: random\n  max_rounds: 6\n  termination: {marker: NEVER}");
+        team("  speaker_selection: random\n  max_rounds: 7\n  termination: {marker: NEVER}");
     let a = server(&[("team", group.clone())]).await;
     let b = server(&[("team", group)]).await;
     // A fixed chat: its seed, and so its picks, are known.
@@ -260,7 +272,7 @@ async fn random_picks_are_reproducible_from_the_chats_seed() {
             .clone()
     };
     assert_ne!(seeds(&first), seeds(&other));
-    assert_eq!(reason(&first), "max_turns");
+    assert_eq!(reason(&first), "max_rounds");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,7 +283,7 @@ async fn auto_asks_the_selector_and_falls_back_to_round_robin() {
             scripted(&format!("[{{reply: \"{answer}\"}}]"))
         ))
     };
-    let server = server(&[("team", auto("The writer, please.", 3))]).await;
+    let server = server(&[("team", auto("The writer, please.", 4))]).await;
     let msgs = talk(&server, Uuid::new_v4(), "go").await;
     assert_eq!(picks(&msgs), pairs(&[("writer", "auto")]));
     assert_eq!(reason(&msgs), "completed");
@@ -288,7 +300,7 @@ async fn auto_asks_the_selector_and_falls_back_to_round_robin() {
         "{usage}"
     );
 
-    let server = crate::group::server(&[("team", auto("nobody", 2))]).await;
+    let server = crate::group::server(&[("team", auto("nobody", 3))]).await;
     let msgs = talk(&server, Uuid::new_v4(), "quiet please").await;
     assert_eq!(
         picks(&msgs),
@@ -315,7 +327,7 @@ async fn auto_asks_the_selector_and_falls_back_to_round_robin() {
     };
     assert_eq!(tokens(&msgs), 6);
     // `max_retries_for_selecting_speaker: 0`: asked once per pick.
-    let once = auto("nobody", 2).replace(
+    let once = auto("nobody", 3).replace(
         "  speaker_selection: auto",
         "  speaker_selection: auto\n  max_retries_for_selecting_speaker: 0",
     );
@@ -347,16 +359,16 @@ async fn transitions_say_who_may_follow_whom_under_every_method() {
     let cycle = graph(
         "{planner: [writer], writer: [researcher], researcher: [planner]}",
         "allowed",
-        "  max_rounds: 4",
+        "  max_rounds: 5",
     );
     // A member with no way on (writer) ends the conversation after it.
-    let dead_end = graph("{planner: [writer]}", "allowed", "  max_rounds: 5");
+    let dead_end = graph("{planner: [writer]}", "allowed", "  max_rounds: 6");
     // Disallowed: everyone else (the speaker itself included) may follow.
-    let skip = graph("{planner: [researcher]}", "disallowed", "  max_rounds: 3");
+    let skip = graph("{planner: [researcher]}", "disallowed", "  max_rounds: 4");
     // No repeats: `auto`'s selector naming the last speaker again names
     // nobody allowed; round robin among the allowed instead.
     let no_repeat = team(&format!(
-        "{quiet}\n  max_rounds: 2\n  speaker_selection: auto\n  allow_repeat_speaker: false\n  selector:\n    model: {}",
+        "{quiet}\n  max_rounds: 3\n  speaker_selection: auto\n  allow_repeat_speaker: false\n  selector:\n    model: {}",
         scripted("[{reply: \"planner\"}]")
     ));
     let server = server(&[
@@ -386,7 +398,7 @@ async fn transitions_say_who_may_follow_whom_under_every_method() {
             ("planner".into(), "round_robin".into(), only.into()),
         ]
     );
-    assert_eq!(reason(&msgs), "max_turns");
+    assert_eq!(reason(&msgs), "max_rounds");
     // A dead end ends the run, not the conversation: the next message
     // starts afresh.
     let chat = Uuid::new_v4();
@@ -426,13 +438,12 @@ async fn transitions_say_who_may_follow_whom_under_every_method() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn manual_with_no_choice_lets_the_selector_choose_and_offers_only_the_allowed() {
-    let group = team(&format!(
-        "  speaker_selection: manual\n  max_rounds: 2\n  termination: {{marker: NEVER}}\n  \
-         allowed_or_disallowed_speaker_transitions: {{planner: [researcher, writer], researcher: [planner, writer], writer: [planner]}}\n  \
-         speaker_transitions_type: allowed\n  selector:\n    model: {}",
-        scripted("[{reply: \"The writer, please.\"}]")
-    ));
+async fn manual_with_no_choice_moves_to_the_next_member_and_offers_only_the_allowed() {
+    let group = team(
+        "  speaker_selection: manual\n  max_rounds: 3\n  termination: {marker: NEVER}\n  \
+         allowed_or_disallowed_speaker_transitions: {planner: [researcher, writer], researcher: [planner, writer], writer: [planner]}\n  \
+         speaker_transitions_type: allowed",
+    );
     let server = server(&[("team", group)]).await;
     let chat = Uuid::new_v4();
     let mut c = server.client().await;
@@ -440,12 +451,15 @@ async fn manual_with_no_choice_lets_the_selector_choose_and_offers_only_the_allo
     let mut seen = Vec::new();
     let (id, options) = next_request(&mut c, &mut seen).await;
     assert_eq!(options, json!(["planner", "researcher", "writer"]));
+    // The request names itself: a UI replaying the log knows the choice.
+    assert_eq!(seen.last().unwrap()["tool_name"], "select_speaker");
     c.send(
         json!({"type": "user.input.submit", "chat_id": chat, "request_id": id, "text": "planner"}),
     )
     .await;
     // After the planner, only those it may hand to are offered; an empty
-    // answer (over HTTP here) is no choice: the selector picks.
+    // answer (over HTTP here) is no choice: the next allowed member speaks,
+    // as AG2's `GroupChat.select_speaker` moves to its next agent.
     let (id, options) = next_request(&mut c, &mut seen).await;
     assert_eq!(options, json!(["researcher", "writer"]));
     let (status, body) = http_json(
@@ -461,7 +475,11 @@ async fn manual_with_no_choice_lets_the_selector_choose_and_offers_only_the_allo
         reasons(&seen),
         vec![
             ("planner".into(), "manual".into(), String::new()),
-            ("writer".into(), "auto".into(), "no choice was made".into()),
+            (
+                "researcher".into(),
+                "round_robin".into(),
+                "no choice was made; round robin instead".into()
+            ),
         ]
     );
 }
@@ -479,13 +497,15 @@ async fn next_request(c: &mut Client, seen: &mut Vec<Value>) -> (String, Value) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_selection_is_answered_over_the_websocket_and_http() {
-    let server = server(&[("team", team("  speaker_selection: manual\n  max_rounds: 3"))]).await;
+    let server = server(&[("team", team("  speaker_selection: manual\n  max_rounds: 4"))]).await;
     let chat = Uuid::new_v4();
     let mut c = server.client().await;
     c.start_with(chat, "team", "quiet please").await;
     let mut seen = Vec::new();
     let (id, options) = next_request(&mut c, &mut seen).await;
     assert_eq!(options, json!(["planner", "researcher", "writer"]));
+    // The request names itself: a UI replaying the log knows the choice.
+    assert_eq!(seen.last().unwrap()["tool_name"], "select_speaker");
     c.send(
         json!({"type": "user.input.submit", "chat_id": chat, "request_id": id, "text": "planner"}),
     )
@@ -637,17 +657,18 @@ async fn cancel_mid_turn_ends_the_group() {
     // The chat takes the next message.
     c.say(chat, "quiet please").await;
     let more = c.until_complete(chat).await;
-    // (The selector names the planner every time: ten rounds of it.)
-    assert_eq!(reason(&more), "max_turns");
+    // (The selector names the planner every time: the default ten rounds,
+    // the message the first of them, as AG2 counts.)
+    assert_eq!(reason(&more), "max_rounds");
     assert_eq!(
         picks(&more),
-        vec![("planner".to_owned(), "auto".to_owned()); 10]
+        vec![("planner".to_owned(), "auto".to_owned()); 9]
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_resumes_mid_run_with_every_turn_attributed() {
-    let server = server(&[("team", team("  speaker_selection: manual\n  max_rounds: 2"))]).await;
+    let server = server(&[("team", team("  speaker_selection: manual\n  max_rounds: 3"))]).await;
     let chat = Uuid::new_v4();
     let mut c = server.client().await;
     c.start_with(chat, "team", "quiet please").await;
@@ -690,7 +711,7 @@ async fn a_group_resumes_mid_run_with_every_turn_attributed() {
         picks(&whole),
         pairs(&[("planner", "manual"), ("writer", "manual")])
     );
-    assert_eq!(reason(&whole), "max_turns");
+    assert_eq!(reason(&whole), "max_rounds");
     assert_attributed(&whole);
 
     // A replay from the start is the same log, every agent intact.
@@ -929,7 +950,7 @@ async fn the_example_team_plans_looks_up_and_writes() {
 async fn a_termination_pattern_ends_the_run_where_it_matches() {
     // AG2's usual `is_termination_msg` as a pattern: the marker at the
     // end of the words (the writer's).
-    let group = team("  max_rounds: 6\n  termination: {pattern: 'TERMINATE\\s*$'}");
+    let group = team("  max_rounds: 7\n  termination: {pattern: 'TERMINATE\\s*$'}");
     let server = server(&[("team", group)]).await;
     let msgs = talk(&server, Uuid::new_v4(), "quiet please").await;
     assert_eq!(
@@ -946,7 +967,7 @@ async fn a_termination_pattern_ends_the_run_where_it_matches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_work_targets_stay_terminate_select_or_go_back_to_the_user() {
-    let quiet = "  termination: {marker: NEVER}\n  max_rounds: 3";
+    let quiet = "  termination: {marker: NEVER}\n  max_rounds: 4";
     let stay = team(&format!("{quiet}\n  handoffs: {{after_work: stay}}"));
     let ending = team(&format!(
         "{quiet}\n  handoffs: {{after_work: terminate, after: {{planner: researcher}}}}"
@@ -995,10 +1016,10 @@ async fn after_work_targets_stay_terminate_select_or_go_back_to_the_user() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_goes_on_where_the_group_stopped() {
-    let one_each = team("  max_rounds: 1\n  termination: {marker: NEVER}");
+    let one_each = team("  max_rounds: 2\n  termination: {marker: NEVER}");
     let handing =
-        team("  max_rounds: 3\n  handoffs: {tool: true}").replace("id: team", "id: handing");
-    let opening = team("  max_rounds: 1\n  first: planner\n  termination: {marker: NEVER}")
+        team("  max_rounds: 4\n  handoffs: {tool: true}").replace("id: team", "id: handing");
+    let opening = team("  max_rounds: 2\n  first: planner\n  termination: {marker: NEVER}")
         .replace("id: team", "id: opening");
     let server = server(&[
         ("team", one_each),
@@ -1044,7 +1065,7 @@ async fn a_conversation_goes_on_where_the_group_stopped() {
     );
     // Handed to a member as the run ran out of rounds: the next message
     // goes to it; a refused handoff (no such member) hands over nothing.
-    let once = team("  max_rounds: 1\n  handoffs: {tool: true}\n  termination: {marker: NEVER}")
+    let once = team("  max_rounds: 2\n  handoffs: {tool: true}\n  termination: {marker: NEVER}")
         .replace("id: team", "id: once");
     let once_server = crate::group::server(&[("once", once)]).await;
     for (first, then) in [
@@ -1161,16 +1182,7 @@ async fn the_local_example_team_runs_on_an_openai_compatible_server() {
     let requests = llm.requests();
     assert_eq!(requests.len(), 6);
     // Members are offered their own tools and handoff_to; the selector none.
-    let tools = |i: usize| -> Vec<String> {
-        requests[i].body["tools"]
-            .as_array()
-            .map(|t| {
-                t.iter()
-                    .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let tools = |i: usize| offered(&requests[i].body);
     assert_eq!(tools(0), ["handoff_to"]);
     assert_eq!(tools(1), ["get_weather", "handoff_to"]);
     assert!(tools(3).is_empty());

@@ -3,6 +3,7 @@
 //! is validated against `protocol/outbound/`.
 
 mod admin;
+mod ag2_parity;
 mod agent_loop;
 mod attachments;
 mod auth;
@@ -25,6 +26,7 @@ mod files;
 mod first_run;
 mod fuzz;
 mod group;
+mod group_context;
 mod hardening;
 mod hitl;
 mod input;

@@ -509,7 +509,7 @@ async fn a_group_member_and_a_workflows_prompt_may_be_an_upstream_agent() {
             ),
             (
                 "team.yaml".into(),
-                "id: team\ngroup:\n  speaker_selection: round_robin\n  max_rounds: 2\n  members:\n    - agent: byo\n    - agent: helper\n"
+                "id: team\ngroup:\n  speaker_selection: round_robin\n  max_rounds: 3\n  members:\n    - agent: byo\n    - agent: helper\n"
                     .into(),
             ),
             (

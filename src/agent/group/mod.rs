@@ -6,13 +6,19 @@
 //! speak (`speak`) on its own view of the shared transcript, stop on the
 //! termination marker, a handoff to the user or `max_rounds`.
 
+pub mod expr;
 pub(super) mod graph;
+pub(super) mod handoffs;
 mod run;
 mod select;
 mod view;
 
 /// How the request ids of a group's "who speaks next?" to the user begin.
 pub const SPEAKER_REQUEST: &str = "speaker_";
+
+/// The `tool_name` of a group's "who speaks next?" to the user: what a
+/// client (and the log, read again after a restart) knows it by.
+pub const SPEAKER_TOOL: &str = "select_speaker";
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -60,8 +66,11 @@ pub(super) fn build(
     if spec.members.is_empty() {
         return Err("group.members: a group needs at least one member".into());
     }
-    if spec.max_rounds == 0 {
-        return Err("group.max_rounds: must be at least 1".into());
+    if spec.max_rounds < 2 {
+        return Err(
+            "group.max_rounds: must be at least 2 (the run's opening message is the first round, as in AG2)"
+                .into(),
+        );
     }
     let default = match &file.model {
         Some(m) => Some((
@@ -194,6 +203,15 @@ pub(super) fn build(
             None => after.remove(&from),
         };
     }
+    let conditions = handoffs::conditions(&spec.handoffs, &names)?;
+    let context = match spec.context_variables {
+        Some(context) => {
+            crate::tools::context::check(&context)
+                .map_err(|e| format!("group.context_variables: {e}"))?;
+            Some(context)
+        }
+        None => None,
+    };
     let transitions = {
         let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
         graph::Transitions::build(
@@ -222,7 +240,6 @@ pub(super) fn build(
         None => None,
     };
     let selector_spec = spec.selector.unwrap_or_default();
-    let can_select = selector_spec.model.is_some() || default.is_some();
     let (selector, selector_price, selector_default): (Arc<dyn Provider>, _, _) = match (
         &selector_spec.model,
         &default,
@@ -262,9 +279,10 @@ pub(super) fn build(
         selector_price,
         selector_default,
         selector_prompt,
-        can_select,
         selector_retries,
         transitions,
+        context,
+        conditions,
         members,
     };
     let price = file.model.as_ref().and_then(|m| m.price);

@@ -1,7 +1,10 @@
 //! A group run: choose a member, let it speak on its own view of the shared
-//! transcript, add what it said under its name, and go on until a member's
-//! text carries the termination marker, a handoff goes back to the user, or
-//! `max_rounds` member turns have been taken (`max_turns`).
+//! transcript (its prompt filled from the context variables; an
+//! `OnContextCondition` that holds hands its turn over without a model),
+//! add what it said under its name, and go on until a member's text ends
+//! the conversation (`termination`), a handoff goes back to the user or
+//! terminates, or `max_rounds` rounds have been taken (AG2's count: the
+//! run's opening message is the first).
 
 use super::super::build::{Group, Member, Target};
 use super::super::definition::ToolCallFormat;
@@ -13,8 +16,8 @@ use super::select::{Ask, Chooser, Pick};
 use super::view::view;
 use crate::link::{Gone, RunLink, Said};
 use crate::llm::Provider;
-use crate::protocol::RunEndReason;
-use crate::tools::Tool;
+use crate::protocol::{EventKind, RunEndReason};
+use crate::tools::{Context, Tool};
 
 /// Runs the group's turns; `prompt` is a user message the run adds (a
 /// workflow's).
@@ -30,6 +33,7 @@ pub(in crate::agent) async fn run(
         by: None,
         message: crate::llm::Message::user(text),
     }));
+    let context = context(spec, group, link).await?;
     let mut chooser = Chooser::new(group, spec.agent.prompt_budget_tokens, seed(spec));
     let selector: &dyn Provider = match (&spec.provider, group.selector_default) {
         (Some(chat_model), true) => chat_model.as_ref(),
@@ -86,7 +90,8 @@ pub(in crate::agent) async fn run(
             }
         }
     }
-    for _ in first_round..group.max_rounds {
+    // AG2's rounds: the opening message is the first.
+    for _ in first_round..group.max_rounds - 1 {
         let (index, chosen, resumed) = match (going_on.take(), back.take()) {
             (Some((index, resumed)), _) => (index, ("continue", None), Some(resumed)),
             (None, Some(index)) => {
@@ -118,20 +123,35 @@ pub(in crate::agent) async fn run(
             }
         };
         let member = &group.members[index];
-        let (text, to) = match turn(
-            spec,
-            group,
-            member,
-            link,
-            tally,
-            &mut transcript,
-            chosen,
-            resumed,
-        )
-        .await?
-        {
-            Ok(done) => done,
-            Err(end) => return Ok(end),
+        // A turn a restart cut off goes on; it was not handed over.
+        let met = resumed
+            .is_none()
+            .then(|| met(group, index, context.as_ref()))
+            .flatten();
+        let (text, to) = match met {
+            Some(condition) => {
+                let link = link.speaking_as(&member.name);
+                link.emit(EventKind::SelectSpeaker {
+                    agent: member.name.clone(),
+                    method: Some(chosen.0.to_owned()),
+                    reason: chosen.1,
+                })
+                .await?;
+                let (to, expression) = (&condition.to, condition.expression.source());
+                let said = crate::tools::handed_over(&link, to, expression).await?;
+                transcript.extend(said.into_iter().map(|message| Said {
+                    by: Some(member.name.clone()),
+                    message,
+                }));
+                (String::new(), Some(to.clone()))
+            }
+            None => {
+                let on = (member, context.as_ref(), resumed);
+                match turn(spec, group, on, link, tally, &mut transcript, chosen).await? {
+                    Ok(done) => done,
+                    Err(end) => return Ok(end),
+                }
+            }
         };
         if group.ends(&text) {
             return Ok(RunEndReason::Completed);
@@ -142,7 +162,50 @@ pub(in crate::agent) async fn run(
             return Ok(RunEndReason::Completed);
         }
     }
-    Ok(RunEndReason::MaxTurns)
+    Ok(RunEndReason::MaxRounds)
+}
+
+/// The group's context variables for this run: the file's starting values
+/// under what the chat's log holds (`chat.agent_state` under the group's
+/// id). A chat's first run logs them as a snapshot, so every wire shows
+/// them from the start. `None`: the group has no context.
+async fn context(spec: &RunSpec, group: &Group, link: &RunLink) -> Result<Option<Context>, Gone> {
+    let Some(start) = &group.context else {
+        return Ok(None);
+    };
+    let mut context = start.clone();
+    match spec.agent_state.get(&spec.agent.id) {
+        Some(serde_json::Value::Object(logged)) => context.extend(logged.clone()),
+        _ => {
+            link.emit(EventKind::AgentState {
+                agent: spec.agent.id.clone(),
+                snapshot: Some(serde_json::Value::Object(context.clone())),
+                delta: None,
+            })
+            .await?
+        }
+    }
+    Ok(Some(std::sync::Arc::new(std::sync::Mutex::new(context))))
+}
+
+/// The first of member `index`'s `OnContextCondition`s that is available
+/// and holds (AG2 checks them before the member's other replies); a group
+/// without context variables reads every variable as unset.
+fn met<'g>(
+    group: &'g Group,
+    index: usize,
+    context: Option<&Context>,
+) -> Option<&'g super::handoffs::ContextCondition> {
+    let conditions = &group.conditions[index].context;
+    if conditions.is_empty() {
+        return None;
+    }
+    let values = context.map_or_else(Default::default, |c| {
+        c.lock().expect("context lock").clone()
+    });
+    conditions.iter().find(|c| {
+        c.available.as_ref().is_none_or(|a| a.holds(&values)) && c.expression.holds(&values)
+    })
 }
 
 /// Where the group stopped in `history` (before this run's message): the
@@ -151,8 +214,6 @@ pub(in crate::agent) async fn run(
 /// yet (or none of this group's).
 fn stopped_at(group: &Group, history: &[Said]) -> Option<(usize, Option<Target>)> {
     let (mut last, mut handoff) = (None, None);
-    // Calls whose result was an error (refused, failed): no handoff.
-    let mut failed = std::collections::HashSet::new();
     // The last member's turn, read backwards to the message before it.
     for said in history.iter().rev() {
         let Some(by) = &said.by else {
@@ -173,48 +234,51 @@ fn stopped_at(group: &Group, history: &[Said]) -> Option<(usize, Option<Target>)
             Some(l) if l != index => break,
             Some(_) => {}
         }
-        match &said.message {
-            crate::llm::Message::ToolResult {
-                id, is_error: true, ..
-            } => {
-                failed.insert(id.clone());
-            }
-            crate::llm::Message::Assistant { tool_calls, .. } if handoff.is_none() => {
-                let call = tool_calls
-                    .iter()
-                    .rev()
-                    .find(|c| c.name == crate::tools::HANDOFF_TOOL && !failed.contains(&c.id));
-                handoff = call.and_then(|c| c.input["agent"].as_str().map(|to| target(group, to)));
-            }
-            _ => {}
+        // Its last handoff that succeeded names whom to.
+        if let crate::llm::Message::ToolResult {
+            name,
+            content,
+            is_error: false,
+            ..
+        } = &said.message
+            && handoff.is_none()
+            && crate::tools::is_handoff(name)
+        {
+            handoff = serde_json::from_str::<serde_json::Value>(content)
+                .ok()
+                .and_then(|v| v["handoff_to"].as_str().map(|to| target(group, to)));
         }
     }
     Some((last?, handoff))
 }
 
-/// Whom a `handoff_to` names: a member, or else the user.
+/// Whom a handoff names: a member, `terminate`, `select`, or else the user.
 fn target(group: &Group, to: &str) -> Target {
-    group
-        .members
-        .iter()
-        .position(|m| m.name == to)
-        .map_or(Target::User, Target::Member)
+    match to {
+        "terminate" => Target::Terminate,
+        "select" => Target::Select,
+        _ => group
+            .members
+            .iter()
+            .position(|m| m.name == to)
+            .map_or(Target::User, Target::Member),
+    }
 }
 
 /// One member's turn: `Ok((text, handoff))` when it finished speaking (its
 /// last text, and whom it handed to), `Err(reason)` when the run ends with it.
 /// `resumed`: the member's turn a restart cut off, going on.
-#[allow(clippy::too_many_arguments)]
+/// `on`: the member, the run's context, and its turn a restart cut off.
 async fn turn(
     spec: &RunSpec,
     group: &Group,
-    member: &Member,
+    on: (&Member, Option<&Context>, Option<&Resumed>),
     link: &RunLink,
     tally: &mut Tally,
     transcript: &mut Vec<Said>,
     chosen: (&'static str, Option<String>),
-    resumed: Option<&Resumed>,
 ) -> Result<Result<(String, Option<String>), RunEndReason>, Gone> {
+    let (member, context, resumed) = on;
     let agent = &member.agent;
     let provider: &dyn Provider = match (&spec.provider, member.default_model) {
         (Some(chat_model), true) => chat_model.as_ref(),
@@ -222,12 +286,31 @@ async fn turn(
     };
     let mut tools = crate::tools::with_client_tools(&agent.tools_now(), &spec.client_tools);
     tools.extend(group.handoff_tool.clone());
+    let values = context.map(|c| c.lock().expect("context lock").clone());
+    // Its `OnCondition`s whose `available` holds now, and `update_context`.
+    let now = values.clone().unwrap_or_default();
+    if let Some(i) = group.members.iter().position(|m| m.name == member.name) {
+        let offered = group.conditions[i].llm.iter();
+        tools.extend(
+            offered
+                .filter(|(_, available)| available.as_ref().is_none_or(|a| a.holds(&now)))
+                .map(|(tool, _)| tool.clone()),
+        );
+    }
+    if let Some(context) = context {
+        let names: Vec<String> = now.keys().cloned().collect();
+        tools.push(Tool::update_context(
+            &spec.agent.id,
+            context.clone(),
+            &names,
+        ));
+    }
     let voice = Voice {
         name: &member.name,
         agent,
         tools: &tools,
         provider,
-        system_prompt: prompt(spec, group, member, &tools),
+        system_prompt: prompt(spec, group, member, &tools, values.as_ref()),
         chosen: Some(chosen),
         resumed,
         thread: spec.chat_id,
@@ -257,7 +340,13 @@ async fn turn(
 /// so), the member's own (with the chat
 /// context and, in `json` mode, its tools), who else is in the group, and
 /// the chat's database when one is connected.
-fn prompt(spec: &RunSpec, group: &Group, member: &Member, tools: &[Tool]) -> String {
+fn prompt(
+    spec: &RunSpec,
+    group: &Group,
+    member: &Member,
+    tools: &[Tool],
+    context: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> String {
     let agent = &member.agent;
     let json_mode = agent.tool_call_format == ToolCallFormat::Json;
     let offered = definitions(tools, spec.context_type.as_deref());
@@ -277,11 +366,12 @@ fn prompt(spec: &RunSpec, group: &Group, member: &Member, tools: &[Tool]) -> Str
         .unwrap_or(&spec.agent.system_prompt);
     let mut prompt = String::new();
     for part in [group_prompt.as_str(), own.as_str()] {
+        let part = fill(part, context);
         if !part.is_empty() {
             if !prompt.is_empty() {
                 prompt.push_str("\n\n");
             }
-            prompt.push_str(part);
+            prompt.push_str(&part);
         }
     }
     let others: Vec<String> = group
@@ -304,6 +394,25 @@ fn prompt(spec: &RunSpec, group: &Group, member: &Member, tools: &[Tool]) -> Str
         prompt.push_str(db);
     }
     prompt
+}
+
+/// `text` with each `{name}` of a context variable replaced by its value
+/// (a string as it is, anything else as JSON); other braces stay.
+fn fill(text: &str, context: Option<&serde_json::Map<String, serde_json::Value>>) -> String {
+    static PLACEHOLDER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\{([A-Za-z0-9_]{1,64})\}").expect("a valid pattern")
+    });
+    let Some(context) = context else {
+        return text.to_owned();
+    };
+    // One pass: a value that holds `{name}` stays as it is.
+    PLACEHOLDER
+        .replace_all(text, |c: &regex::Captures<'_>| match context.get(&c[1]) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => c[0].to_owned(),
+        })
+        .into_owned()
 }
 
 /// The `random` method's seed: the chat id's first eight bytes (little

@@ -6,8 +6,8 @@
 //! `random` (seeded per chat and run), `auto` (the selector model, asked
 //! again `max_retries_for_selecting_speaker` times, then round robin with
 //! the reason logged), `manual` (the user, asked with the allowed members
-//! as options; an empty answer lets the selector choose, as AG2's prompt
-//! for it promises).
+//! as options; an empty answer moves to the next member, as AG2's code
+//! does).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -16,9 +16,9 @@ use tokio::sync::oneshot;
 use super::super::build::{Group, Target};
 use super::super::definition::SelectionMethod;
 use super::super::prompt::fit_budget;
-use super::SPEAKER_REQUEST;
 use super::graph::After;
 use super::view::view;
+use super::{SPEAKER_REQUEST, SPEAKER_TOOL};
 use crate::link::{Gone, InputOutcome, RunLink, RunMsg, Said};
 use crate::llm::{Message, Provider, Usage, complete};
 use crate::protocol::RunEndReason;
@@ -88,14 +88,18 @@ impl<'a> Chooser<'a> {
             && !spent
             && let Some((target, method)) = self.forced(p, handoff)
         {
-            return Ok(match target {
-                Target::Member(index) => Pick::Member {
-                    index,
-                    method,
-                    reason: None,
-                },
-                Target::User | Target::Terminate => Pick::End(RunEndReason::Completed),
-            });
+            match target {
+                Target::Member(index) => {
+                    return Ok(Pick::Member {
+                        index,
+                        method,
+                        reason: None,
+                    });
+                }
+                Target::User | Target::Terminate => return Ok(Pick::End(RunEndReason::Completed)),
+                // The method picks, as if nothing forced the turn.
+                Target::Select => {}
+            }
         }
         if previous.is_none()
             && let Some(index) = group.first
@@ -152,13 +156,9 @@ impl<'a> Chooser<'a> {
             }
             SelectionMethod::Manual => match self.ask_user(ask.link, &eligible).await? {
                 Some(Ok(index)) => member(index, None),
-                // No choice made: the selector chooses (AG2's `auto`), if
-                // the group has one.
-                Some(Err(None)) if group.can_select => {
-                    let why = Some("no choice was made".to_owned());
-                    self.auto(transcript, &eligible, round_robin, ask, why)
-                        .await?
-                }
+                // No choice made: the next member, as AG2's code does (its
+                // prompt promises `auto`; `GroupChat.select_speaker` moves
+                // to the next agent, and the parity test holds us to it).
                 Some(Err(why)) => Pick::Member {
                     index: round_robin,
                     method: "round_robin",
@@ -268,7 +268,7 @@ impl<'a> Chooser<'a> {
             prompt: format!("Who speaks next? {}", names.join(", ")),
             password: false,
             options: Some(names.iter().map(|n| (*n).to_owned()).collect()),
-            tool_name: None,
+            tool_name: Some(SPEAKER_TOOL.into()),
             waited: None,
             respond,
         })

@@ -110,6 +110,55 @@ fn mistakes_name_the_file_and_the_field() {
             "group.handoffs.after_work",
         ),
         (
+            group("  members: [{name: a}]\n  max_rounds: 1\n"),
+            "group.max_rounds",
+        ),
+        (
+            group(
+                "  members: [{name: a}, {name: b}]\n  handoffs:\n    conditions: {a: [{to: c, condition: x}]}\n",
+            ),
+            "group.handoffs.conditions.a[0].to",
+        ),
+        (
+            group(
+                "  members: [{name: a}, {name: b}]\n  handoffs:\n    conditions: {c: [{to: b, condition: x}]}\n",
+            ),
+            "group.handoffs.conditions.c",
+        ),
+        (
+            group(
+                "  members: [{name: a}, {name: b}]\n  handoffs:\n    conditions: {a: [{to: b, condition: ' '}]}\n",
+            ),
+            "group.handoffs.conditions.a[0].condition",
+        ),
+        (
+            group(
+                "  members: [{name: a}, {name: b}]\n  handoffs:\n    conditions: {a: [{to: b, condition: x, available: 'verified'}]}\n",
+            ),
+            "group.handoffs.conditions.a[0].available",
+        ),
+        (
+            group(
+                "  members: [{name: a}, {name: b}]\n  handoffs:\n    context_conditions: {b: [{to: a, expression: '${n} >'}]}\n",
+            ),
+            "group.handoffs.context_conditions.b[0].expression",
+        ),
+        (
+            group(&format!(
+                "  members: [{{name: a}}, {{name: {long}}}]\n  handoffs:\n    conditions: {{a: [{{to: {long}, condition: x}}]}}\n",
+                long = "b".repeat(60)
+            )),
+            "group.handoffs.conditions.a[0].to",
+        ),
+        (
+            group("  members: [{name: a}]\n  context_variables: {'bad name': 1}\n"),
+            "group.context_variables",
+        ),
+        (
+            group("  members: [{name: a, tools: [{name: update_context, builtin: progress}]}]\n"),
+            "group.members[0].tools",
+        ),
+        (
             group(
                 "  members: [{name: a}, {name: b}]\n  allowed_or_disallowed_speaker_transitions: {a: [c]}\n  speaker_transitions_type: allowed\n",
             ),

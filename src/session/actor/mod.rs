@@ -34,7 +34,6 @@ mod titles;
 mod waiting;
 
 use std::collections::{HashMap, HashSet};
-
 use std::sync::Arc;
 use std::time::Duration;
 use waiting::{Marks, Queue};
@@ -170,8 +169,9 @@ struct Held {
 
 struct PendingInput {
     password: bool,
-    /// A choice's options: only one of them answers it.
+    /// A choice's options: only one of them answers it (`speaker`: also "").
     options: Option<Vec<String>>,
+    speaker: bool,
     deadline: Instant,
     respond: oneshot::Sender<InputOutcome>,
 }

@@ -43,6 +43,7 @@ impl Actor {
                 respond,
             } => {
                 let timeout = self.ctx.input_timeout;
+                let speaker = tool_name.as_deref() == Some(crate::agent::SPEAKER_TOOL);
                 let event = EventKind::InputRequest {
                     corr: request_id.clone(),
                     request_id: request_id.clone(),
@@ -63,6 +64,7 @@ impl Actor {
                             PendingInput {
                                 password,
                                 options,
+                                speaker,
                                 deadline: Instant::now() + left,
                                 respond,
                             },
@@ -188,12 +190,7 @@ impl Actor {
         // group's "who speaks next?" also takes no choice (an empty answer:
         // its selector chooses, as AG2's manual selection does).
         let choice = match &asked.options {
-            Some(_)
-                if text.trim().is_empty()
-                    && request_id.starts_with(crate::agent::SPEAKER_REQUEST) =>
-            {
-                Some(String::new())
-            }
+            Some(_) if text.trim().is_empty() && asked.speaker => Some(String::new()),
             Some(options) => Some(super::run::chosen(options, &text).ok_or_else(|| {
                 SessionError::InvalidAnswer(format!("answer with one of: {}", options.join(", ")))
             })?),

@@ -337,12 +337,13 @@ impl Cut {
                 success,
                 ..
             } => {
-                // A member's `handoff_to` ends its turn.
+                // A member's handoff (`handoff_to`, a `transfer_to_…`) ends
+                // its turn; its answer names whom to.
                 if let Some(call) = self.calls.iter().find(|c| c.corr == corr)
-                    && call.tool_name == crate::tools::HANDOFF_TOOL
+                    && crate::tools::is_handoff(&call.tool_name)
                     && success
                 {
-                    self.group.handoff = call.payload["agent"].as_str().map(str::to_owned);
+                    self.group.handoff = content["handoff_to"].as_str().map(str::to_owned);
                 }
                 if let Some(w) = &mut self.workflow
                     && w.corr == corr
@@ -362,7 +363,7 @@ impl Cut {
                 tool_name: Some(tool_name),
                 options,
                 ..
-            } => {
+            } if tool_name != crate::agent::SPEAKER_TOOL => {
                 self.open_turn = None;
                 self.answered = false;
                 // Its choices, when it offered some, are offered again.
