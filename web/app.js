@@ -73,6 +73,8 @@ class ChatView {
     this.envelopes = [];
     this.question = 0; // the user's message the current run answers
     this.inRun = false; // between a run's first turn and its end
+    this.nest = null; // a group member's nested chats being drawn: { member, list }
+    this.how = null; // how the next speaker was chosen (a group's method)
     this.unsub = chat.on('envelope', (m) => this.take(m));
     // A replay with branches is drawn once, at its end (not again at each).
     this.deferred = false;
@@ -126,6 +128,8 @@ class ChatView {
   redraw() {
     $('log').replaceChildren();
     this.turn = null;
+    this.nest = null;
+    this.how = null;
     this.templateBar = null;
     this.question = 0;
     this.inRun = false;
@@ -175,12 +179,37 @@ class ChatView {
   add(li) {
     const log = $('log');
     const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
-    log.append(li);
+    (this.nest?.list ?? log).append(li);
     if (atEnd) log.scrollTop = log.scrollHeight;
     return li;
   }
 
+  /** Where `m` is drawn: a speaker inside a group member's nested chats
+   * (`member/agent`) goes into that member's fold, opened by its first
+   * nested event; any other speaker, and a run's end, close it. Envelopes
+   * that name no speaker (a question asked inside) stay where they are. */
+  place(m) {
+    const ends = ['chat.run_complete', 'chat.usage_summary', 'chat.error'].includes(m.type);
+    if (typeof m.agent !== 'string' && !ends) return;
+    const cut = ends ? -1 : m.agent.indexOf('/');
+    if (cut < 0) {
+      if (this.nest) this.turn = null;
+      this.nest = null;
+      return;
+    }
+    const member = m.agent.slice(0, cut);
+    if (this.nest?.member === member) return;
+    this.nest = null;
+    this.turn = null;
+    const list = el('ol', { cls: 'nested-log' });
+    const fold = el('details', { cls: 'nested', attrs: { 'data-member': member } },
+      el('summary', { text: `${member}: nested chats` }), list);
+    this.add(el('li', { cls: 'nested-turn' }, fold));
+    this.nest = { member, list };
+  }
+
   render(m) {
+    this.place(m);
     switch (m.type) {
       case 'chat.text':
         if (m.agent === 'user') {
@@ -213,6 +242,11 @@ class ChatView {
       case 'chat.select_speaker':
         $('run').textContent = `${m.agent} is working…`;
         this.turn = null;
+        // A group's turn says how it was chosen; a nested chat, its message.
+        this.how = m.method && m.method !== 'continue' ? m.method : null;
+        if (m.method === 'nested' && m.reason) {
+          this.add(el('li', { cls: 'note opening', text: `→ ${m.agent}: ${m.reason}` }));
+        }
         break;
       case 'chat.reasoning': {
         // The model's thinking, folded away above its words.
@@ -304,7 +338,8 @@ class ChatView {
         break;
       }
       case 'chat.run_complete': {
-        $('run').textContent = m.reason === 'completed' ? '' : `run ended: ${m.reason}`;
+        // A group that took its rounds ended as it should (AG2's stop).
+        $('run').textContent = ['completed', 'max_rounds'].includes(m.reason) ? '' : `run ended: ${m.reason}`;
         // The end marker follows the run's output, in log order, with a way
         // to have the answer written again (a new version).
         const end = this.add(el('li', { cls: 'note run-end', text: `run ${m.reason} ` }));
@@ -328,7 +363,10 @@ class ChatView {
   bubble(agent) {
     if (!this.turn) {
       const msg = el('div', { cls: 'msg' });
-      const li = el('li', { cls: 'agent', attrs: { 'data-agent': agent } }, el('div', { cls: 'who', text: agent }), msg);
+      const how = this.how ? el('span', { cls: 'how', text: this.how }) : null;
+      this.how = null;
+      const head = el('div', { cls: 'head' }, el('span', { cls: 'who', text: agent }), how);
+      const li = el('li', { cls: 'agent', attrs: { 'data-agent': agent } }, head, msg);
       li.style.setProperty('--who', this.colour(agent));
       this.add(li);
       this.turn = msg;
@@ -397,6 +435,7 @@ class ChatView {
     }
     const reply = (data) => this.chat.sendComponentResult(m.corr, data);
     if (m.component_type === 'workflow') return this.workflow(m);
+    if (!m.component_type && isHandoff(m.tool_name)) return this.handoff(m);
     if (m.tool_name === 'template') return this.widget(m, reply);
     if (m.corr.endsWith('.preview')) return this.preview(m);
     const title = (m.component_type ? `${m.component_type} (${m.tool_name})` : `tool: ${m.tool_name}`)
@@ -430,6 +469,20 @@ class ChatView {
     if (!m.awaiting_response) card.querySelectorAll('button, input').forEach((x) => (x.disabled = true));
     this.cards.set(m.corr, card);
     this.add(el('li', {}, card));
+  }
+
+  /** A group member handing the conversation over (`handoff_to`, an
+   * `OnCondition`'s `transfer_to_…`, a context condition that held): a line
+   * in the conversation's structure, not a tool card. */
+  handoff(m) {
+    const p = m.payload || {};
+    const to = typeof p.agent === 'string'
+      ? p.agent
+      : m.tool_name.slice('transfer_to_'.length).replace(/_\d+$/, '');
+    const when = typeof p.expression === 'string' ? ` (${p.expression})` : '';
+    const line = el('li', { cls: 'note handoff', text: `${m.agent ?? 'agent'} → ${to}${when}`, attrs: { 'data-to': to } });
+    this.add(line);
+    this.turn = null;
   }
 
   /** A workflow the user ran (seed 002): its title and parameters; its
@@ -498,6 +551,11 @@ class ChatView {
     this.cards.set(m.corr, card);
     this.add(el('li', {}, card));
   }
+}
+
+/** Whether a tool call is a group's handoff (its answer names whom to). */
+function isHandoff(name) {
+  return name === 'handoff_to' || String(name).startsWith('transfer_to_');
 }
 
 /** A colour from a name's hash, for speakers of no known group. */

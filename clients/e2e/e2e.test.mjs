@@ -76,6 +76,11 @@ before(async () => {
   copyFileSync(join(root, 'examples', 'agents', 'capitals-quiz.yaml'), join(dir, 'agents', 'capitals-quiz.yaml'));
   writeFileSync(join(dir, 'agents', 'hitl.yaml'), HITL_AGENT);
   copyFileSync(join(root, 'examples', 'agents', 'research-team.yaml'), join(dir, 'agents', 'research-team.yaml'));
+  // The groups whose structure the page draws: conditional handoffs, and a
+  // member holding nested chats (with the agents it nests).
+  for (const f of ['triage-desk.yaml', 'editorial.yaml', 'critic.yaml', 'review-panel.yaml']) {
+    copyFileSync(join(root, 'examples', 'agents', f), join(dir, 'agents', f));
+  }
   mkdirSync(join(dir, 'agents', 'workflows'), { recursive: true });
   for (const f of ['summarize.yaml', 'batch-job.yaml']) {
     copyFileSync(join(root, 'examples', 'agents', 'workflows', f), join(dir, 'agents', 'workflows', f));
@@ -323,6 +328,47 @@ test('a group chat: each member under its own name and colour; the user picks a 
   assert.equal(await panel.locator('.card.choice button:enabled').count(), 0, 'both choices answered');
   await panel.shot('2-manual');
   await panel.close();
+});
+
+test("a group's structure: how each speaker was chosen, its handoffs, and nested chats folded", async () => {
+  const desk = await newChat('group-handoffs', 'triage-desk');
+  await say(desk, 'invoice 42 <img src=x onerror="window.pwned=1">');
+  await lastAgentText(desk, 'Billing here.');
+  const handoff = desk.locator('#log li.note.handoff');
+  await handoff.waitFor();
+  assert.equal(await handoff.textContent(), 'triage → billing');
+  const hows = await desk.locator('#log li.agent').evaluateAll((lis) =>
+    lis.map((li) => [li.dataset.agent, li.querySelector('.how')?.textContent ?? null]));
+  assert.deepEqual(hows, [['billing', 'handoff']]);
+  assert.equal(await desk.locator('#log img').count(), 0, "the user's markup stays text");
+  assert.equal(await desk.evaluate(() => window.pwned), undefined);
+  await desk.close();
+  // The context condition: the manager takes over without triage's model.
+  const angry = await newChat('group-context', 'triage-desk');
+  await say(angry, 'angry!');
+  await lastAgentText(angry, 'Noted.');
+  await say(angry, 'hello again');
+  await lastAgentText(angry, 'A manager here.');
+  assert.equal(await angry.locator('#log li.note.handoff').last().textContent(), 'triage → manager (${attempts} >= 2)');
+  await angry.shot('5-handoffs');
+  await angry.close();
+
+  const editorial = await newChat('group-nested', 'editorial');
+  await say(editorial, 'Write about resumable chats');
+  await editorial.locator('#log li.run-end').waitFor();
+  // The reviewer's nested chats are one fold, closed, between the writer's
+  // draft and the reviewer's reply; opened, each inner speaker is there.
+  const top = await editorial.locator('#log > li.agent').evaluateAll((lis) => lis.map((li) => li.dataset.agent));
+  assert.deepEqual(top, ['writer', 'reviewer']);
+  const fold = editorial.locator('#log details.nested[data-member="reviewer"]');
+  assert.equal(await fold.count(), 1);
+  assert.equal(await fold.evaluate((d) => d.open), false);
+  await fold.locator('summary').click();
+  const inner = await fold.locator('li.agent').evaluateAll((lis) => lis.map((li) => li.dataset.agent));
+  assert.deepEqual(inner, ['reviewer/critic', 'reviewer/chair', 'reviewer/editor']);
+  assert.match(await fold.locator('li.note.opening').first().textContent(), /^→ reviewer\/critic: Please critique: Draft:/);
+  await editorial.shot('6-nested');
+  await editorial.close();
 });
 
 test('workflows: picked by category, their forms filled and run in the chat', async () => {

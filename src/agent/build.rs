@@ -106,6 +106,18 @@ pub struct Member {
     /// Whether it runs on the group's default model (a chat's model switch
     /// replaces it).
     pub default_model: bool,
+    /// Its turn as nested chats (AG2's `register_nested_chats`); empty: it
+    /// speaks itself.
+    pub nested: Vec<Nested>,
+}
+
+/// One of a member's nested chats.
+pub struct Nested {
+    /// Who takes the chat (a plain agent or a group).
+    pub agent: Arc<Agent>,
+    /// The opening message's template (`{message}`, `{carryover}`).
+    pub message: String,
+    pub summary: super::definition::SummaryMethod,
 }
 
 /// Where a handoff goes.
@@ -222,6 +234,13 @@ impl Agent {
     ) -> Result<Self, String> {
         if file.id.is_empty() || file.id.len() > 128 {
             return Err("id: must be 1 to 128 characters".into());
+        }
+        if file.id.contains(crate::protocol::NESTED) {
+            return Err(format!(
+                "id: `{}` separates a nested chat's speakers (`member{}agent`)",
+                crate::protocol::NESTED,
+                crate::protocol::NESTED
+            ));
         }
         if file.max_turns == 0 {
             return Err("max_turns: must be at least 1".into());

@@ -1,9 +1,8 @@
 //! Agent files: the YAML format of contract §5, parsed into typed structs.
 
 use serde::Deserialize;
-use serde_json::Value;
 
-use crate::protocol::ErrorCode;
+pub use super::script::{ArgKind, CallSpec, ErrorSpec, Rule, Script, StreamSpec};
 use crate::tools::spec::ToolSpec;
 
 /// One agent file.
@@ -173,6 +172,38 @@ pub struct MemberSpec {
     pub max_turns: Option<u32>,
     #[serde(default)]
     pub tool_call_format: Option<ToolCallFormat>,
+    /// AG2's `register_nested_chats`: the member's turn is these chats, in
+    /// order, each with another agent file (a plain agent or a group); the
+    /// last one's summary is its reply.
+    #[serde(default)]
+    pub nested: Vec<NestedSpec>,
+}
+
+/// One nested chat: `agent` answers `message`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NestedSpec {
+    /// The agent file (a plain agent or a group) that takes the chat.
+    pub agent: String,
+    /// What the member says to open it: `{message}` is the group's last
+    /// message, `{carryover}` the earlier chats' summaries (AG2 appends
+    /// them when the template does not place them). `{message}` by default.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// AG2's `summary_method`: what the chat gives back.
+    #[serde(default)]
+    pub summary: SummaryMethod,
+}
+
+/// How a nested chat is summed up (AG2's `summary_method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryMethod {
+    /// The chat's last message.
+    #[default]
+    LastMsg,
+    /// The member's model sums the chat up, with AG2's prompt.
+    ReflectionWithLlm,
 }
 
 /// AG2's speaker selection methods.
@@ -395,92 +426,4 @@ pub enum ProviderKind {
     Gemini,
     Ollama,
     Scripted,
-}
-
-/// The `scripted` provider's rules: a model without weights.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct Script {
-    /// Said when the agent starts first (no user message yet).
-    #[serde(default)]
-    pub greeting: Option<String>,
-    /// Tried in order against the user's message; the first that matches answers.
-    pub rules: Vec<Rule>,
-}
-
-/// What follows a rule's `prefix`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum ArgKind {
-    /// Any non-empty text.
-    #[default]
-    Text,
-    /// A whole number from 1 to the rule's `max`.
-    Count,
-}
-
-/// One rule. With neither `prefix` nor `exact` it matches every message.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rule {
-    #[serde(default)]
-    pub prefix: Option<String>,
-    #[serde(default)]
-    pub exact: Option<String>,
-    #[serde(default)]
-    pub arg: ArgKind,
-    /// Largest `count` argument accepted.
-    #[serde(default = "default_max_count")]
-    pub max: u64,
-    /// Stream this text (templated), a word a chunk.
-    #[serde(default)]
-    pub reply: Option<String>,
-    /// Stream this reasoning (templated), a word a chunk, before the rest
-    /// of the turn (as a thinking model does).
-    #[serde(default)]
-    pub think: Option<String>,
-    /// Stream `arg` numbered words (`w1 w2 …`), one chunk each.
-    #[serde(default)]
-    pub stream: Option<StreamSpec>,
-    /// Call a tool with this input (templated).
-    #[serde(default)]
-    pub call: Option<CallSpec>,
-    /// Fail the turn with this error.
-    #[serde(default)]
-    pub error: Option<ErrorSpec>,
-    /// After `call`: the reply once the tool's result is back (templated).
-    #[serde(default)]
-    pub then: Option<String>,
-}
-
-fn default_max_count() -> u64 {
-    100_000
-}
-
-/// A numbered-word stream.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StreamSpec {
-    /// Pause between words.
-    #[serde(default)]
-    pub delay_ms: u64,
-}
-
-/// A scripted tool call.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CallSpec {
-    pub tool: String,
-    #[serde(default)]
-    pub input: Value,
-}
-
-/// A scripted failure.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ErrorSpec {
-    pub code: ErrorCode,
-    pub message: String,
-    #[serde(default)]
-    pub recoverable: bool,
 }

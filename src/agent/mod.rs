@@ -20,6 +20,7 @@ mod prompt;
 mod providers;
 mod registry;
 pub mod runtime;
+mod script;
 mod scripted;
 mod speak;
 mod speaker;

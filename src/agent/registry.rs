@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::build::{Agent, parse};
+use super::definition::AgentFile;
 use super::group;
 use super::models::ModelRegistry;
 use crate::config::ModelConfig;
@@ -94,17 +95,30 @@ impl AgentRegistry {
             insert(&mut agents, agent).map_err(fail)?;
         }
         let plain = agents.clone();
-        for (path, file) in groups {
+        // A group's nested chats may name another group: that one first
+        // (a circle of them, or a group that is not there, is named).
+        let ids: std::collections::HashSet<String> =
+            groups.iter().map(|(_, f)| f.id.clone()).collect();
+        while !groups.is_empty() {
+            let ready = groups.iter().position(|(_, file)| {
+                nested_ids(file).all(|id| !ids.contains(id) || agents.contains_key(id))
+            });
+            let (path, file) = groups.remove(ready.unwrap_or(0));
             let fail = |message: String| AgentFileError::Agent {
                 file: path.clone(),
                 message,
             };
-            let resolve = |id: &str| match plain.get(id) {
-                Some(agent) if agent.template.is_some() => Err(format!(
+            let built = &agents;
+            let resolve = |id: &str, nested: bool| match (plain.get(id), built.get(id)) {
+                (Some(agent), _) if agent.template.is_some() => Err(format!(
                     "`{id}` walks a template; it cannot take turns in a group"
                 )),
-                Some(agent) => Ok(agent.clone()),
-                None => Err(format!(
+                (Some(agent), _) => Ok(agent.clone()),
+                (None, Some(group)) if nested => Ok(group.clone()),
+                (None, _) if nested && ids.contains(id) => Err(format!(
+                    "the group `{id}` nests this one, directly or not (a circle)"
+                )),
+                (None, _) => Err(format!(
                     "no agent file has the id `{id}` (a member cannot be a group)"
                 )),
             };
@@ -171,3 +185,12 @@ fn insert(agents: &mut HashMap<String, Arc<Agent>>, agent: Agent) -> Result<(), 
 #[cfg(test)]
 #[path = "registry_tests.rs"]
 mod tests;
+
+/// The agent ids a group file's nested chats name.
+fn nested_ids(file: &AgentFile) -> impl Iterator<Item = &str> {
+    file.group
+        .iter()
+        .flat_map(|g| &g.members)
+        .flat_map(|m| &m.nested)
+        .map(|n| n.agent.as_str())
+}

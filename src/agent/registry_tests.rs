@@ -95,8 +95,10 @@ async fn the_example_agents_load() {
             "anthropic-assistant",
             "arithmetic-quiz",
             "capitals-quiz",
+            "critic",
             "data-analyst",
             "demo",
+            "editorial",
             "gemini-assistant",
             "local-weather",
             "local-weather-json",
@@ -104,6 +106,7 @@ async fn the_example_agents_load() {
             "ollama-assistant",
             "research-team",
             "research-team-local",
+            "review-panel",
             "support-desk",
             "triage-desk"
         ]

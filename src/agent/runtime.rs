@@ -10,12 +10,10 @@
 use std::collections::BTreeMap;
 
 use super::build::Agent;
-use super::definition::{Price, ToolCallFormat};
+use super::definition::Price;
 use super::group;
 use super::prompt::{definitions, system_prompt};
-use super::speak::{Spoke, Voice};
-use super::speaker::take_turn;
-use super::tally::{Spent, Tally};
+use super::tally::Tally;
 use super::workflow::{self, Then};
 use crate::link::{Gone, RunControl, RunLink};
 use crate::llm::{Message, Usage};
@@ -122,7 +120,9 @@ fn summary(agent: &Agent, tally: Tally, model: &str) -> EventKind {
     let mut per = BTreeMap::new();
     for (name, spent) in tally.0 {
         let u = spent.total();
-        if group && name == agent.id && u == Usage::default() {
+        // A selector never asked (the group's, a nested group's): no entry.
+        let selector = name == agent.id || crate::protocol::is_nested(&name);
+        if group && selector && u == Usage::default() {
             continue;
         }
         let own = spent.price.map(|p| self::cost(&u, p));
@@ -208,48 +208,7 @@ async fn body(spec: &RunSpec, link: &RunLink, tally: &mut Tally) -> Result<RunEn
     }
     let mut messages: Vec<Message> = spec.history.iter().map(|s| s.message.clone()).collect();
     messages.extend(prompt.map(Message::user));
-    alone(spec, agent, link, tally, messages).await
-}
-
-/// One agent, speaking until it answers.
-async fn alone(
-    spec: &RunSpec,
-    agent: &Agent,
-    link: &RunLink,
-    tally: &mut Tally,
-    mut messages: Vec<Message>,
-) -> Result<RunEndReason, Gone> {
-    let provider = spec.provider.as_deref().unwrap_or(agent.provider.as_ref());
-    let json_mode = agent.tool_call_format == ToolCallFormat::Json;
-    let tools = crate::tools::with_client_tools(&agent.tools_now(), &spec.client_tools);
-    let offered = definitions(&tools, spec.context_type.as_deref());
-    let mut prompt = system_prompt(
-        agent,
-        spec.context.as_ref(),
-        spec.context_type.as_deref(),
-        json_mode,
-        &offered,
-    );
-    if let Some(db) = &spec.database {
-        prompt.push_str(db);
-    }
-    let voice = Voice {
-        name: &agent.id,
-        agent,
-        tools: &tools,
-        provider,
-        system_prompt: prompt,
-        chosen: None,
-        resumed: spec.resumed.as_ref(),
-        thread: spec.chat_id,
-        state: spec.agent_state.get(&agent.id),
-    };
-    let Spent { model, tools, .. } = tally.of(&agent.id, spec.own_price());
-    let env = spec.call_env(link, tools, agent, provider);
-    Ok(match take_turn(&voice, &env, &mut messages, model).await? {
-        Spoke::End(reason) => reason,
-        Spoke::Done { .. } => RunEndReason::Completed,
-    })
+    super::speaker::alone(spec, agent, link, tally, &mut messages, None).await
 }
 
 /// The system prompt with its tool block, as seed 002's enhanced prompt: the

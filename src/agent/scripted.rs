@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
 use serde_json::Value;
 
-use super::definition::{ArgKind, Rule, Script};
+use super::script::{ArgKind, Rule, Script};
 use crate::llm::{ChatRequest, Message, Provider, ProviderError, StopReason, StreamEvent, Usage};
 
 /// A provider driven by a [`Script`].

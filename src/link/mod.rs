@@ -143,6 +143,9 @@ pub struct RunLink {
     /// calls and responses it logs, so every tool, whatever its kind, says
     /// whose call it is without knowing about groups.
     speaker: Option<Arc<str>>,
+    /// A nested chat's path (`reviewer`, `reviewer/panel`): the names its
+    /// speakers are logged under start with it.
+    nest: Option<Arc<str>>,
     /// A run continued after a restart: the requests its cut-off self had
     /// logged and was waiting on (input `request_id`s, component `corr`s),
     /// with how long ago. Asked again, each is marked `waited` once.
@@ -164,6 +167,7 @@ impl RunLink {
         let link = Self {
             tx,
             speaker: None,
+            nest: None,
             rewaits: None,
             approved: None,
             steer: Arc::default(),
@@ -205,16 +209,36 @@ impl RunLink {
         said
     }
 
-    /// The same channel, speaking as group member `name`.
+    /// The same channel, speaking as group member `name` (logged as
+    /// [`named`](Self::named) says).
     pub fn speaking_as(&self, name: &str) -> Self {
         Self {
             tx: self.tx.clone(),
-            speaker: Some(name.into()),
+            speaker: Some(self.named(name).into()),
+            nest: self.nest.clone(),
             rewaits: self.rewaits.clone(),
             approved: self.approved.clone(),
             steer: self.steer.clone(),
             files: self.files.clone(),
             quota: self.quota.clone(),
+        }
+    }
+
+    /// The same channel inside the nested chat `path` (whole, as
+    /// [`named`](Self::named) gives it): its speakers are logged under it.
+    pub fn nested(&self, path: &str) -> Self {
+        let mut link = self.clone();
+        link.nest = Some(path.into());
+        link.speaker = None;
+        link
+    }
+
+    /// The name speaker `name` is logged under: itself, or inside a nested
+    /// chat `path/name`.
+    pub fn named(&self, name: &str) -> String {
+        match &self.nest {
+            Some(path) => format!("{path}{}{name}", crate::protocol::NESTED),
+            None => name.to_owned(),
         }
     }
 

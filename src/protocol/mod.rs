@@ -11,6 +11,7 @@ mod frames;
 mod inbound;
 pub mod limits;
 mod outbound;
+mod speakers;
 mod validate;
 
 pub use attachment::{Attachment, FileRef, MAX_ATTACHMENTS};
@@ -19,5 +20,6 @@ pub use frames::{connection_error, pong, resume_boundary};
 pub use inbound::{ClientFrame, InboundError, parse_client_frame};
 pub use outbound::{
     AgentUsage, BranchReason, ConversationState, Display, Envelope, EventKind, MultitaskStrategy,
-    RunEndReason, SYSTEM_SPEAKER, TitleSource, TitleUsage, mark_replay, now_ts,
+    RunEndReason, TitleSource, TitleUsage, mark_replay, now_ts,
 };
+pub use speakers::{NESTED, SYSTEM_SPEAKER, is_nested};

@@ -7,11 +7,6 @@ use uuid::Uuid;
 
 use super::ErrorCode;
 
-/// The speaker of what a backend posts as the application itself (the
-/// server API's `as: system`): the model reads its texts as notes from the
-/// application, neither the user's words nor its own.
-pub const SYSTEM_SPEAKER: &str = "system";
-
 /// How a UI tool's component is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]

@@ -27,6 +27,7 @@ mod first_run;
 mod fuzz;
 mod group;
 mod group_context;
+mod group_nested;
 mod hardening;
 mod hitl;
 mod input;

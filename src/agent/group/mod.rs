@@ -9,6 +9,7 @@
 pub mod expr;
 pub(super) mod graph;
 pub(super) mod handoffs;
+mod nested;
 mod run;
 mod select;
 mod view;
@@ -38,14 +39,15 @@ const SELECTOR_PROMPT: &str = "You are in a role play game. The following roles 
 Read the following conversation.\nThen select the next role from {agentlist} to play. Only return the role.";
 
 /// Builds the agent of a group file; `resolve` finds the agent file a
-/// member names (`None`: no such agent, or one that cannot be a member).
+/// member names (`false`) or a nested chat names (`true`: a group may take
+/// one); an error says why there is none.
 ///
 /// # Errors
 /// A message naming the field at fault (`group.members[1].model: …`).
 pub(super) fn build(
     file: AgentFile,
     http: &reqwest::Client,
-    resolve: impl Fn(&str) -> Result<Arc<Agent>, String>,
+    resolve: impl Fn(&str, bool) -> Result<Arc<Agent>, String>,
 ) -> Result<Agent, String> {
     let Some(spec) = file.group.clone() else {
         return Agent::from_file(file, http);
@@ -90,34 +92,42 @@ pub(super) fn build(
                 ("tools", !m.tools.is_empty()),
                 ("max_turns", m.max_turns.is_some()),
                 ("tool_call_format", m.tool_call_format.is_some()),
+                ("nested", !m.nested.is_empty()),
             ];
             if let Some((field, _)) = given.iter().find(|(_, set)| *set) {
                 return Err(format!(
                     "{at}.{field}: a member that names an agent file (`{id}`) runs as that file says"
                 ));
             }
-            let agent = resolve(id).map_err(|e| format!("{at}.agent: {e}"))?;
+            let agent = resolve(id, false).map_err(|e| format!("{at}.agent: {e}"))?;
             Member {
                 name: m.name.clone().unwrap_or_else(|| id.clone()),
                 description: m.description.unwrap_or_else(|| agent.description.clone()),
                 agent,
                 default_model: false,
+                nested: Vec::new(),
             }
         } else {
             let name = m.name.clone().ok_or(format!(
                 "{at}.name: a member needs a name (or `agent: <id>`)"
             ))?;
-            let (provider, price, default_model) = match &m.model {
-                Some(model) => (
+            let nested = nested::chats(&at, &m, &resolve)?;
+            let (provider, price, default_model) = match (&m.model, &default, nested.first()) {
+                (Some(model), _, _) => (
                     provider(model, http).map_err(|e| format!("{at}.model.{e}"))?,
                     model.price,
                     false,
                 ),
-                None => {
-                    let (p, price) = default.clone().ok_or(format!(
+                (None, Some((p, price)), _) => (p.clone(), *price, true),
+                // A nested member's model only sums a chat up: without one
+                // of its own or the group's, its first chat's agent's does.
+                (None, None, Some(first)) => {
+                    (first.agent.provider.clone(), first.agent.price, false)
+                }
+                (None, None, None) => {
+                    return Err(format!(
                         "{at}.model: missing, and the group has no `model` to lend"
-                    ))?;
-                    (p, price, true)
+                    ));
                 }
             };
             let own = AgentFile {
@@ -151,6 +161,7 @@ pub(super) fn build(
                 description: m.description.unwrap_or_default(),
                 agent: Arc::new(agent),
                 default_model,
+                nested,
             }
         };
         check_name(&member.name, &file.id).map_err(|e| format!("{at}.name: {e}"))?;

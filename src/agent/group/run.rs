@@ -33,6 +33,19 @@ pub(in crate::agent) async fn run(
         by: None,
         message: crate::llm::Message::user(text),
     }));
+    converse(spec, group, link, tally, &mut transcript).await
+}
+
+/// The group's turns on `transcript` (the run's history, its message
+/// last), which they add to: a run's, or a nested chat's (whose speakers
+/// the link names inside it).
+pub(super) async fn converse(
+    spec: &RunSpec,
+    group: &Group,
+    link: &RunLink,
+    tally: &mut Tally,
+    transcript: &mut Vec<Said>,
+) -> Result<RunEndReason, Gone> {
     let context = context(spec, group, link).await?;
     let mut chooser = Chooser::new(group, spec.agent.prompt_budget_tokens, seed(spec));
     let selector: &dyn Provider = match (&spec.provider, group.selector_default) {
@@ -106,11 +119,13 @@ pub(in crate::agent) async fn run(
                 // The selector's calls count under the group's id.
                 let ask = Ask {
                     selector,
-                    usage: &mut tally.of(&spec.agent.id, group.selector_price).model,
+                    usage: &mut tally
+                        .of(&link.named(&spec.agent.id), group.selector_price)
+                        .model,
                     link,
                 };
                 match chooser
-                    .next(previous, handoff.take(), &transcript, ask)
+                    .next(previous, handoff.take(), transcript, ask)
                     .await?
                 {
                     Pick::Member {
@@ -132,7 +147,7 @@ pub(in crate::agent) async fn run(
             Some(condition) => {
                 let link = link.speaking_as(&member.name);
                 link.emit(EventKind::SelectSpeaker {
-                    agent: member.name.clone(),
+                    agent: link.named(&member.name),
                     method: Some(chosen.0.to_owned()),
                     reason: chosen.1,
                 })
@@ -145,9 +160,16 @@ pub(in crate::agent) async fn run(
                 }));
                 (String::new(), Some(to.clone()))
             }
+            None if !member.nested.is_empty() => {
+                let on = (member, resumed.is_some(), boxed as super::nested::Converse);
+                match super::nested::turn(spec, on, link, tally, transcript, chosen).await? {
+                    Ok(text) => (text, None),
+                    Err(end) => return Ok(end),
+                }
+            }
             None => {
                 let on = (member, context.as_ref(), resumed);
-                match turn(spec, group, on, link, tally, &mut transcript, chosen).await? {
+                match turn(spec, group, on, link, tally, transcript, chosen).await? {
                     Ok(done) => done,
                     Err(end) => return Ok(end),
                 }
@@ -165,6 +187,18 @@ pub(in crate::agent) async fn run(
     Ok(RunEndReason::MaxRounds)
 }
 
+/// [`converse`], boxed: a nested chat with a group runs it (its future
+/// holds itself).
+fn boxed<'a>(
+    spec: &'a RunSpec,
+    group: &'a Group,
+    link: &'a RunLink,
+    tally: &'a mut Tally,
+    transcript: &'a mut Vec<Said>,
+) -> futures_util::future::BoxFuture<'a, Result<RunEndReason, Gone>> {
+    Box::pin(converse(spec, group, link, tally, transcript))
+}
+
 /// The group's context variables for this run: the file's starting values
 /// under what the chat's log holds (`chat.agent_state` under the group's
 /// id). A chat's first run logs them as a snapshot, so every wire shows
@@ -174,11 +208,12 @@ async fn context(spec: &RunSpec, group: &Group, link: &RunLink) -> Result<Option
         return Ok(None);
     };
     let mut context = start.clone();
-    match spec.agent_state.get(&spec.agent.id) {
+    let id = link.named(&spec.agent.id);
+    match spec.agent_state.get(&id) {
         Some(serde_json::Value::Object(logged)) => context.extend(logged.clone()),
         _ => {
             link.emit(EventKind::AgentState {
-                agent: spec.agent.id.clone(),
+                agent: id,
                 snapshot: Some(serde_json::Value::Object(context.clone())),
                 delta: None,
             })
@@ -305,8 +340,9 @@ async fn turn(
             &names,
         ));
     }
+    let name = link.named(&member.name);
     let voice = Voice {
-        name: &member.name,
+        name: &name,
         agent,
         tools: &tools,
         provider,
@@ -314,7 +350,7 @@ async fn turn(
         chosen: Some(chosen),
         resumed,
         thread: spec.chat_id,
-        state: spec.agent_state.get(&member.name),
+        state: spec.agent_state.get(&name),
     };
     let link = link.speaking_as(&member.name);
     let mut messages = view(transcript, Some(&member.name), agent.max_tool_result_chars);
@@ -323,7 +359,7 @@ async fn turn(
         model,
         tools: tool_usage,
         ..
-    } = tally.of(&member.name, agent.price);
+    } = tally.of(&name, agent.price);
     let env = spec.call_env(&link, tool_usage, agent, provider);
     let spoke = super::super::speaker::take_turn(&voice, &env, &mut messages, model).await?;
     transcript.extend(messages.drain(before..).map(|message| Said {

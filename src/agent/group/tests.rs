@@ -245,3 +245,68 @@ fn mistakes_name_the_file_and_the_field() {
         "{err}"
     );
 }
+
+#[test]
+fn nested_chats_name_agents_that_can_take_them() {
+    // A group may nest another group, built first whatever the file order.
+    let reg = load(&[
+        (
+            "a.yaml",
+            format!(
+                "id: outer\nmodel: {SCRIPT}\ngroup:\n  members: [{{name: a}}, {{name: r, nested: [{{agent: inner}}, {{agent: helper, summary: reflection_with_llm}}]}}]\n"
+            ),
+        ),
+        ("b.yaml", group("  members: [{name: a}, {name: b}]\n").replace("id: team", "id: inner")),
+        ("c.yaml", HELPER.to_owned()),
+    ])
+    .unwrap();
+    let outer = reg.get("outer").unwrap();
+    let nested = &outer.group.as_ref().unwrap().members[1].nested;
+    assert_eq!(nested.len(), 2);
+    assert!(nested[0].agent.group.is_some());
+    assert_eq!(nested[0].message, "{message}");
+
+    let cases = [
+        (
+            format!(
+                "id: x\nmodel: {SCRIPT}\ngroup:\n  members: [{{name: r, nested: [{{agent: nobody}}]}}]\n"
+            ),
+            "group.members[0].nested[0].agent",
+        ),
+        (
+            format!(
+                "id: x\nmodel: {SCRIPT}\ngroup:\n  members: [{{name: r, system_prompt: hi, nested: [{{agent: helper}}]}}]\n"
+            ),
+            "group.members[0].system_prompt",
+        ),
+        (
+            format!(
+                "id: x\nmodel: {SCRIPT}\ngroup:\n  members: [{{agent: helper, nested: [{{agent: helper}}]}}]\n"
+            ),
+            "group.members[0].nested",
+        ),
+        (
+            format!(
+                "id: x\nmodel: {SCRIPT}\ngroup:\n  members: [{{name: r, nested: [{{agent: helper, message: ''}}]}}]\n"
+            ),
+            "group.members[0].nested[0].message",
+        ),
+        (format!("id: a/b\nmodel: {SCRIPT}\n"), "id"),
+    ];
+    for (text, field) in cases {
+        let err = load(&[("x.yaml", text.clone()), ("h.yaml", HELPER.to_owned())])
+            .err()
+            .unwrap_or_else(|| panic!("accepted:\n{text}"));
+        assert!(err.contains(field), "{field} not in: {err}");
+    }
+    // Two groups that nest each other: a circle, named.
+    let nesting = |id: &str, other: &str| {
+        format!(
+            "id: {id}\nmodel: {SCRIPT}\ngroup:\n  members: [{{name: r, nested: [{{agent: {other}}}]}}]\n"
+        )
+    };
+    let err = load(&[("p.yaml", nesting("p", "q")), ("q.yaml", nesting("q", "p"))])
+        .err()
+        .unwrap();
+    assert!(err.contains("circle"), "{err}");
+}

@@ -84,6 +84,17 @@ pub(super) fn from_log<'a>(envelopes: impl Iterator<Item = &'a str>) -> Vec<Said
             }
         };
         match env.kind {
+            // A member's nested chats: its reply (its own `chat.text`) is
+            // what the conversation holds of them.
+            EventKind::Text { ref agent, .. } if crate::protocol::is_nested(agent) => {}
+            EventKind::ToolCall {
+                agent: Some(ref agent),
+                ..
+            }
+            | EventKind::ToolResponse {
+                agent: Some(ref agent),
+                ..
+            } if crate::protocol::is_nested(agent) => {}
             EventKind::Text { agent, content } if agent == "user" => out.push(Said {
                 by: None,
                 message: Message::User {
@@ -386,5 +397,26 @@ mod tests {
             "{text}"
         );
         assert!(h[0].by.is_none());
+    }
+
+    #[test]
+    fn a_members_nested_chats_are_not_the_conversation_its_reply_is() {
+        let log = [
+            json!({"type": "chat.text", "agent": "user", "content": "go"}),
+            json!({"type": "chat.text", "agent": "reviewer/critic", "content": "inner words"}),
+            json!({"type": "chat.tool_call", "tool_name": "t", "component_type": null, "awaiting_response": false,
+                   "payload": {}, "corr": "n1", "display": "inline", "agent": "reviewer/critic"}),
+            json!({"type": "chat.tool_response", "tool_name": "t", "content": "x", "success": true,
+                   "corr": "n1", "agent": "reviewer/critic"}),
+            json!({"type": "chat.text", "agent": "reviewer", "content": "the summary"}),
+        ];
+        let log: Vec<String> = log
+            .into_iter()
+            .enumerate()
+            .map(|(i, kind)| env(i as u64 + 1, kind))
+            .collect();
+        let h = from_log(log.iter().map(String::as_str));
+        assert_eq!(h.len(), 2, "{h:?}");
+        assert_eq!(h[1].by.as_deref(), Some("reviewer"));
     }
 }

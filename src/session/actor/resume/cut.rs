@@ -234,6 +234,24 @@ impl Cut {
         self.started.get_or_insert_with(|| env.ts.clone());
         self.template.push(&env.kind, &env.ts);
         match env.kind {
+            // Inside a member's nested chats: its turn is open (a restart
+            // runs it again from its first chat); nothing in them is
+            // waited on or run again by itself.
+            EventKind::SelectSpeaker { ref agent, .. } | EventKind::Text { ref agent, .. }
+                if crate::protocol::is_nested(agent) =>
+            {
+                self.answered = false;
+            }
+            EventKind::ToolCall {
+                agent: Some(ref agent),
+                ..
+            }
+            | EventKind::ToolResponse {
+                agent: Some(ref agent),
+                ..
+            } if crate::protocol::is_nested(agent) => {
+                self.answered = false;
+            }
             EventKind::SelectSpeaker { agent, method, .. } => {
                 self.turns += 1;
                 // Only a group's turns say how their speaker was chosen.
