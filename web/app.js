@@ -67,6 +67,7 @@ class ChatView {
     this.cards = new Map(); // corr → card element
     this.progress = new Map(); // corr → <progress>
     this.inputs = new Map(); // request_id → card
+    this.handoffs = new Map(); // corr → names a handoff line's target
     // The conversation is a tree (edits, regenerates, versions): the page
     // shows its active path, and draws it again when a chat.branch moves it.
     this.tree = new Tree();
@@ -133,7 +134,7 @@ class ChatView {
     this.templateBar = null;
     this.question = 0;
     this.inRun = false;
-    for (const map of [this.cards, this.progress, this.inputs]) map.clear();
+    for (const map of [this.cards, this.progress, this.inputs, this.handoffs]) map.clear();
     const path = this.tree.path();
     for (const m of this.envelopes) if (path.has(m.seq)) this.show(m);
   }
@@ -283,6 +284,11 @@ class ChatView {
         this.toolCall(m);
         break;
       case 'chat.tool_response': {
+        const handoff = this.handoffs.get(m.corr);
+        if (handoff) {
+          if (m.success && typeof m.content?.handoff_to === 'string') handoff(m.content.handoff_to);
+          break;
+        }
         const card = this.cards.get(m.corr);
         if (!card) break;
         if (m.corr.endsWith('.approval')) {
@@ -476,13 +482,19 @@ class ChatView {
    * in the conversation's structure, not a tool card. */
   handoff(m) {
     const p = m.payload || {};
-    const to = typeof p.agent === 'string'
-      ? p.agent
-      : m.tool_name.slice('transfer_to_'.length).replace(/_\d+$/, '');
     const when = typeof p.expression === 'string' ? ` (${p.expression})` : '';
-    const line = el('li', { cls: 'note handoff', text: `${m.agent ?? 'agent'} → ${to}${when}`, attrs: { 'data-to': to } });
+    const from = m.agent ?? 'agent';
+    const line = el('li', { cls: 'note handoff', text: `${from} → …${when}` });
+    // Whom to: what `handoff_to` names; a condition's answer says it.
+    const named = (to) => {
+      line.textContent = `${from} → ${to}${when}`;
+      line.dataset.to = to;
+    };
+    if (typeof p.agent === 'string') named(p.agent);
+    this.handoffs.set(m.corr, named);
     this.add(line);
     this.turn = null;
+    this.how = null;
   }
 
   /** A workflow the user ran (seed 002): its title and parameters; its

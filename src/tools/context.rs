@@ -83,9 +83,15 @@ pub(super) async fn run(
         .as_object()
         .cloned()
         .unwrap_or_default();
-    let mut next = context.lock().expect("context lock").clone();
-    next.extend(values.clone());
-    if let Err(why) = check(&next) {
+    // Merged, checked and kept under one lock: the calls of one turn run
+    // at once, and none may lose another's write or pass the limits with it.
+    let checked = {
+        let mut now = context.lock().expect("context lock");
+        let mut next = now.clone();
+        next.extend(values.clone());
+        check(&next).map(|()| *now = next)
+    };
+    if let Err(why) = checked {
         return finish(
             link,
             call,
@@ -103,7 +109,6 @@ pub(super) async fn run(
         delta: Some(Value::Array(delta)),
     })
     .await?;
-    *context.lock().expect("context lock") = next;
     finish(
         link,
         call,

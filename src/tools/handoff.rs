@@ -50,11 +50,17 @@ pub fn is_handoff(name: &str) -> bool {
 }
 
 /// Whether `name` is kept for a group's own tools (`handoff_to`,
-/// `transfer_to_…`, `update_context`): no agent file, MCP server or client
-/// may offer a tool of that name.
+/// `transfer_to_…`, `update_context`, the speaker choice's
+/// `select_speaker`): no agent file, MCP server or client may offer a tool
+/// of that name.
 pub fn reserved(name: &str) -> bool {
-    is_handoff(name) || name == super::CONTEXT_TOOL
+    is_handoff(name) || name == super::CONTEXT_TOOL || name == SPEAKER_TOOL
 }
+
+/// The `tool_name` of a group's "who speaks next?" to the user: what a
+/// client (and the log, read again after a restart) knows it by; kept, so
+/// no input tool of an agent file is taken for it.
+pub const SPEAKER_TOOL: &str = "select_speaker";
 
 /// Logs the call and its answer; `to`: an `OnCondition`'s target (else the
 /// call names it).

@@ -65,7 +65,9 @@ pub use builtin::Builtin;
 pub use context::{CONTEXT_TOOL, Context};
 pub use env::{CallEnv, Database};
 pub use frontend::{ClientTool, FRONTEND, MAX_CLIENT_TOOLS, with_client_tools};
-pub use handoff::{HANDOFF_TOOL, TO_USER, TRANSFER_PREFIX, handed_over, is_handoff, reserved};
+pub use handoff::{
+    HANDOFF_TOOL, SPEAKER_TOOL, TO_USER, TRANSFER_PREFIX, handed_over, is_handoff, reserved,
+};
 pub use http::HttpTool;
 pub use mcp::McpSource;
 pub use pipeline::{

@@ -227,12 +227,13 @@ impl Tool {
         }
         if handoff::reserved(&spec.name) {
             return Err(format!(
-                "{}: `{}` is reserved for a group's own tools (`{}`, `{}…`, `{}`)",
+                "{}: `{}` is reserved for a group's own tools (`{}`, `{}…`, `{}`, `{}`)",
                 at("name"),
                 spec.name,
                 handoff::HANDOFF_TOOL,
                 handoff::TRANSFER_PREFIX,
                 super::CONTEXT_TOOL,
+                handoff::SPEAKER_TOOL,
             ));
         }
         let default_schema = if spec.builtin.as_deref() == Some("ask_user") {

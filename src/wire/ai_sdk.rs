@@ -20,7 +20,8 @@
 //!   `data-component` (a component shown, not waited on), `data-error` (a
 //!   `chat.error`: an `error` chunk would end the client's stream).
 //! - The response ends with `finish` (and `data: [DONE]`) when the run
-//!   completes (`finishReason` `stop`, `length` for `max_turns`, `error`,
+//!   completes (`finishReason` `stop`, `length` for `max_turns` and a
+//!   group's `max_rounds`, `error`,
 //!   `interrupted`; a cancel is `abort` first), or when it waits for a
 //!   person (`tool-calls`): its answer comes in the next request. Just
 //!   before, `message-metadata {agentwire: {seq}}` says where the response

@@ -156,16 +156,19 @@ async fn members_read_a_nested_turn_as_its_reply_alone() {
     let desk = format!(
         "id: desk\nmodel: {model}\ngroup:\n  max_rounds: 4\n  members:\n    \
          - {{name: writer, system_prompt: You write.}}\n    \
-         - {{name: reviewer, nested: [{{agent: critic, summary: reflection_with_llm}}]}}\n"
+         - {{name: reviewer, nested: [{{agent: checker, summary: reflection_with_llm}}]}}\n"
     );
-    let server = server(&[("desk", desk), ("critic", CRITIC.to_owned())]).await;
+    // A nested agent with a tool: its call is its own, never the members'.
+    let checker = "id: checker\nmodel: {provider: scripted, script: {rules: [{call: {tool: lookup, input: {steps: 1}}, then: \"Send me a draft to critique.\"}]}}\n\
+                   tools: [{name: lookup, description: Look up, input_schema: {type: object, properties: {steps: {type: integer, minimum: 1}}, required: [steps]}, builtin: progress}]\n";
+    let server = server(&[("desk", desk), ("checker", checker.to_owned())]).await;
     let mut c = server.client().await;
     let chat = Uuid::new_v4();
     c.start_with(chat, "desk", "Go").await;
     let msgs = c.until_complete(chat).await;
     assert_eq!(reason(&msgs), "max_rounds");
-    // The reviewer's model summed the critic's chat up, with AG2's prompt,
-    // reading the chat (the draft it was sent, the critic's answer).
+    // The reviewer's model summed the checker's chat up, with AG2's prompt,
+    // reading the chat (the draft it was sent, the checker's answer).
     let requests = llm.requests();
     let summing = &requests[1].body["messages"];
     assert_eq!(
@@ -186,6 +189,14 @@ async fn members_read_a_nested_turn_as_its_reply_alone() {
     let writer = requests[2].body["messages"].to_string();
     assert!(writer.contains("Summary: tighten it."), "{writer}");
     assert!(!writer.contains("Send me a draft"), "{writer}");
+    assert!(!writer.contains("lookup"), "{writer}");
+    let calls: Vec<&Value> = of_type(&msgs, "chat.tool_call");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["agent"], "reviewer/checker");
+    assert_eq!(
+        of_type(&msgs, "chat.tool_response")[0]["agent"],
+        "reviewer/checker"
+    );
     assert!(
         of_type(&msgs, "chat.usage_summary")[0]["by_agent"]["reviewer"]["completion_tokens"]
             .as_u64()

@@ -17,9 +17,7 @@ mod view;
 /// How the request ids of a group's "who speaks next?" to the user begin.
 pub const SPEAKER_REQUEST: &str = "speaker_";
 
-/// The `tool_name` of a group's "who speaks next?" to the user: what a
-/// client (and the log, read again after a restart) knows it by.
-pub const SPEAKER_TOOL: &str = "select_speaker";
+pub use crate::tools::SPEAKER_TOOL;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -215,6 +213,18 @@ pub(super) fn build(
         };
     }
     let conditions = handoffs::conditions(&spec.handoffs, &names)?;
+    // A member whose turn is nested chats has no model turn to offer tools in.
+    if let Some(m) = members
+        .iter()
+        .zip(&conditions)
+        .find(|(m, c)| !m.nested.is_empty() && !c.llm.is_empty())
+        .map(|(m, _)| m)
+    {
+        return Err(format!(
+            "group.handoffs.conditions.{}: a member whose turn is nested chats calls no tools (a context condition can hand it over)",
+            m.name
+        ));
+    }
     let context = match spec.context_variables {
         Some(context) => {
             crate::tools::context::check(&context)

@@ -142,10 +142,11 @@ pub(super) async fn turn(
             }
             None => {
                 let mut messages = vec![said[0].message.clone()];
+                // Its tool calls and answers carry its name, as a member's.
                 let end = super::super::speaker::alone(
                     &inner,
                     agent,
-                    &inside,
+                    &inside.speaking_as(&agent.id),
                     tally,
                     &mut messages,
                     Some(announced),
@@ -191,10 +192,17 @@ pub(super) async fn turn(
 /// message) and `{carryover}` (the earlier chats' summaries) filled; with
 /// summaries and no `{carryover}`, they follow as AG2 appends them.
 fn opening(template: &str, trigger: &str, carryover: &[String]) -> String {
+    static PLACES: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\{(message|carryover)\}").expect("a valid pattern")
+    });
     let summaries = carryover.join("\n");
-    let mut message = template
-        .replace("{message}", trigger)
-        .replace("{carryover}", &summaries);
+    // One pass: what the message or a summary says is never filled in.
+    let mut message = PLACES
+        .replace_all(template, |c: &regex::Captures<'_>| match &c[1] {
+            "message" => trigger.to_owned(),
+            _ => summaries.clone(),
+        })
+        .into_owned();
     if !carryover.is_empty() && !template.contains("{carryover}") {
         message.push_str("\nContext: \n");
         message.push_str(&summaries);

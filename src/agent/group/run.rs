@@ -209,7 +209,13 @@ async fn context(spec: &RunSpec, group: &Group, link: &RunLink) -> Result<Option
     };
     let mut context = start.clone();
     let id = link.named(&spec.agent.id);
-    match spec.agent_state.get(&id) {
+    // A nested chat is a new conversation each time (as AG2's): it starts
+    // from the file's values.
+    let logged = spec
+        .agent_state
+        .get(&id)
+        .filter(|_| !crate::protocol::is_nested(&id));
+    match logged {
         Some(serde_json::Value::Object(logged)) => context.extend(logged.clone()),
         _ => {
             link.emit(EventKind::AgentState {
@@ -334,11 +340,8 @@ async fn turn(
     }
     if let Some(context) = context {
         let names: Vec<String> = now.keys().cloned().collect();
-        tools.push(Tool::update_context(
-            &spec.agent.id,
-            context.clone(),
-            &names,
-        ));
+        let id = link.named(&spec.agent.id);
+        tools.push(Tool::update_context(&id, context.clone(), &names));
     }
     let name = link.named(&member.name);
     let voice = Voice {
@@ -400,9 +403,19 @@ fn prompt(
         .as_deref()
         .and_then(|ct| spec.agent.context_prompts.get(ct))
         .unwrap_or(&spec.agent.system_prompt);
+    // Only the file's prompts read the context: never what follows the
+    // member's own (the chat's context, MCP servers' instructions, tools).
+    let base = spec
+        .context_type
+        .as_deref()
+        .and_then(|ct| agent.context_prompts.get(ct))
+        .unwrap_or(&agent.system_prompt);
+    let own = match own.strip_prefix(base.as_str()) {
+        Some(rest) => fill(base, context) + rest,
+        None => own,
+    };
     let mut prompt = String::new();
-    for part in [group_prompt.as_str(), own.as_str()] {
-        let part = fill(part, context);
+    for part in [fill(group_prompt, context), own] {
         if !part.is_empty() {
             if !prompt.is_empty() {
                 prompt.push_str("\n\n");

@@ -292,6 +292,18 @@ fn nested_chats_name_agents_that_can_take_them() {
             "group.members[0].nested[0].message",
         ),
         (format!("id: a/b\nmodel: {SCRIPT}\n"), "id"),
+        (
+            format!(
+                "id: x\nmodel: {SCRIPT}\ngroup:\n  handoffs: {{conditions: {{r: [{{to: a, condition: c}}]}}}}\n  members: [{{name: a}}, {{name: r, nested: [{{agent: helper}}]}}]\n"
+            ),
+            "group.handoffs.conditions.r",
+        ),
+        (
+            format!(
+                "id: x\nmodel: {SCRIPT}\ntools: [{{name: select_speaker, builtin: progress}}]\n"
+            ),
+            "tools[0].name",
+        ),
     ];
     for (text, field) in cases {
         let err = load(&[("x.yaml", text.clone()), ("h.yaml", HELPER.to_owned())])

@@ -57,6 +57,10 @@ pub(super) struct Cut {
     calls: Vec<Call>,
     /// Open input requests of no tool (a group's choice of speaker).
     untooled: HashMap<String, String>,
+    /// The log is inside a member's nested chats: nothing asked there (a
+    /// tool's question, an inner group's choice of speaker) is waited on
+    /// again by itself — the member's turn is held again whole.
+    in_nested: bool,
     /// Its `chat.usage_summary` is logged: it was ending.
     summarized: bool,
     /// It logged a `chat.error`.
@@ -240,6 +244,7 @@ impl Cut {
             EventKind::SelectSpeaker { ref agent, .. } | EventKind::Text { ref agent, .. }
                 if crate::protocol::is_nested(agent) =>
             {
+                self.in_nested = true;
                 self.answered = false;
             }
             EventKind::ToolCall {
@@ -250,9 +255,15 @@ impl Cut {
                 agent: Some(ref agent),
                 ..
             } if crate::protocol::is_nested(agent) => {
+                self.in_nested = true;
                 self.answered = false;
             }
+            EventKind::InputRequest { .. }
+            | EventKind::InputAck { .. }
+            | EventKind::InputTimeout { .. }
+                if self.in_nested => {}
             EventKind::SelectSpeaker { agent, method, .. } => {
+                self.in_nested = false;
                 self.turns += 1;
                 // Only a group's turns say how their speaker was chosen.
                 match method.as_deref() {
@@ -271,6 +282,7 @@ impl Cut {
                 self.answered = false;
             }
             EventKind::Text { agent, content } if agent != "user" => {
+                self.in_nested = false;
                 self.answered = self.open_turn.take().is_some() && self.calls.is_empty();
                 self.last_text = Some(content);
             }

@@ -804,3 +804,41 @@ fn an_input_request_waiting_again_offers_its_choices_again() {
         json!({"prompt": "Book it?", "options": ["yes", "no"]})
     );
 }
+
+#[test]
+fn a_member_cut_inside_its_nested_chats_is_held_again_whole() {
+    // `r`'s turn is a nested chat whose agent called a tool that asked a
+    // question, and an inner group's member asked who speaks: none of it
+    // is waited on again; `r` goes on, its turn not done.
+    let inner_call = |corr: &str| EventKind::ToolCall {
+        tool_name: "ask".into(),
+        component_type: None,
+        awaiting_response: false,
+        payload: json!({}),
+        corr: corr.into(),
+        display: Display::Inline,
+        agent: Some("r/critic".into()),
+    };
+    let log = vec![
+        user("go"),
+        member_turn("a", "round_robin"),
+        said("a", "draft"),
+        member_turn("r", "round_robin"),
+        member_turn("r/critic", "nested"),
+        inner_call("q1"),
+        asked("q1", Some("ask")),
+        asked("speaker_1", None),
+    ];
+    let Plan::Continue {
+        group: Some(place),
+        again,
+        choosing,
+        ..
+    } = cut(log).plan(never)
+    else {
+        panic!("continued")
+    };
+    assert_eq!((place.member.as_str(), place.done), ("r", false));
+    assert!(again.is_empty(), "{again:?}");
+    assert!(choosing.is_none());
+}
