@@ -2,6 +2,11 @@
 
 export type ConnectionState = 'connecting' | 'open' | 'reconnecting' | 'resumed' | 'closed';
 
+/** The wire protocol version this client speaks (sent as `protocol` on the
+ * WebSocket URL; a server of another version: an `error` with
+ * `error_code: 'PROTOCOL_MISMATCH'`, and the client stops). */
+export const PROTOCOL: 1;
+
 /** A chat-scoped envelope of the log (see protocol/outbound/ for every type). */
 export interface Envelope {
   type: string;
@@ -12,10 +17,11 @@ export interface Envelope {
   [field: string]: unknown;
 }
 
-/** A `chat.error` about one connection's message (no seq). */
+/** A `chat.error` about one connection's message (no seq), or the
+ * client's own `PROTOCOL_MISMATCH`. */
 export interface ConnectionError {
   type: 'chat.error';
-  chat_id: string | null;
+  chat_id?: string | null;
   message: string;
   error_code: string;
   details?: unknown;

@@ -46,6 +46,15 @@
 const STORAGE_PREFIX = 'agentwire:seq:';
 
 /**
+ * The wire protocol version this client speaks (protocol/README.md,
+ * *Versions*): sent as `protocol` on the WebSocket URL; a server of another
+ * version refuses the connection, and the client, reading the version the
+ * server names (`Agentwire-Protocol` on `/healthz`), stops with an `error`
+ * whose `error_code` is `PROTOCOL_MISMATCH` instead of retrying for ever.
+ */
+export const PROTOCOL = 1;
+
+/**
  * A JSON answer's body, or an error with the server's message, `code` and
  * `status`.
  * @param {Response} r @param {string} what
@@ -310,7 +319,8 @@ export class AgentwireClient extends Emitter {
    */
   constructor(url, options = {}) {
     super();
-    this.url = options.token ? `${url}${url.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(options.token)}` : url;
+    const withToken = options.token ? `${url}${url.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(options.token)}` : url;
+    this.url = `${withToken}${withToken.includes('?') ? '&' : '?'}protocol=${PROTOCOL}`;
     // The token for files: the option, or the URL's `access_token`.
     let wsUrl = null;
     try {
@@ -358,7 +368,9 @@ export class AgentwireClient extends Emitter {
   connect() {
     const ws = new this.WS(this.url);
     this.ws = ws;
+    let opened = false;
     ws.onopen = () => {
+      opened = true;
       this.attempt = 0;
       this.setState('open');
       const queued = this.queue.splice(0);
@@ -392,13 +404,15 @@ export class AgentwireClient extends Emitter {
       if (chat) chat.receive(m);
       else if (m.type === 'chat.error') this.emit('error', m);
     };
-    ws.onclose = () => {
+    const lost = () => {
       if (this.ws !== ws) return;
       this.ws = null;
       if (this.closed) {
         this.setState('closed');
         return;
       }
+      // Refused before it opened: a server of another protocol version?
+      if (!opened && this.attempt === 0) this.checkProtocol();
       this.attempt += 1;
       const base = Math.min(this.maxBackoff, this.initialBackoff * 2 ** (this.attempt - 1));
       const delay = base / 2 + Math.random() * (base / 2);
@@ -407,9 +421,36 @@ export class AgentwireClient extends Emitter {
         if (!this.closed) this.connect();
       }, delay);
     };
+    ws.onclose = lost;
+    // A refused upgrade: browsers close after the error; Node 20's
+    // WebSocket only errs (and would never reconnect).
     ws.onerror = () => {
-      /* onclose follows */
+      if (!opened) lost();
     };
+  }
+
+  /** Stops with a `PROTOCOL_MISMATCH` error when the server names a protocol
+   * version other than this client's (a browser cannot read the refused
+   * upgrade's answer; `/healthz` says it too). */
+  async checkProtocol() {
+    if (!this.fetch || !this.httpUrl) return;
+    let spoken;
+    try {
+      spoken = (await this.fetch(`${this.httpUrl}/healthz`)).headers.get('agentwire-protocol');
+    } catch {
+      return; // not reachable: the reconnects go on
+    }
+    if (spoken && spoken.trim() !== String(PROTOCOL) && !this.closed) {
+      this.closed = true;
+      this.ws?.close();
+      this.emit('error', {
+        type: 'chat.error',
+        error_code: 'PROTOCOL_MISMATCH',
+        message: `the server speaks agentwire protocol ${spoken.trim().slice(0, 32)}; this client speaks ${PROTOCOL}`,
+        recoverable: false,
+      });
+      this.setState('closed');
+    }
   }
 
   /** A chat finished its replay after a reconnect. @param {Chat} chat */

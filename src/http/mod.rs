@@ -33,6 +33,7 @@ mod sse;
 mod state;
 mod template_ws;
 mod usage;
+pub mod version;
 mod views;
 mod web;
 mod workflows;
@@ -105,9 +106,11 @@ fn cors(origins: &[String]) -> CorsLayer {
             HeaderName::from_static("last-event-id"),
             HeaderName::from_static("traceparent"),
             HeaderName::from_static("tracestate"),
+            version::HEADER,
         ])
         .expose_headers([
             HeaderName::from_static("x-conversation-id"),
+            version::HEADER,
             header::CONTENT_DISPOSITION,
             header::CONTENT_RANGE,
         ])
@@ -164,6 +167,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::map_response(json_errors))
         .layer(axum::middleware::map_response(nosniff))
         .layer(axum::middleware::from_fn(continue_trace))
+        .layer(axum::middleware::from_fn(version::check))
         .with_state(state);
     if origins.is_empty() {
         app

@@ -60,5 +60,6 @@ mod upstream;
 mod upstream_peers;
 mod usage;
 mod vendors;
+mod version;
 mod webhooks;
 mod workflows;

@@ -225,3 +225,32 @@ test('the feed: chats made elsewhere, unread counts, a mark read, again after a 
   mine.markRead();
   await until(() => about().some((e, i) => i >= before && e.reason === 'read' && e.read_seq === mine.lastSeq));
 });
+
+test('a server of another protocol version: a clear error at connect, not endless retries', async () => {
+  const http = await import('node:http');
+  // A stand-in for a server that speaks version 2 and refuses version 1.
+  const other = http.createServer((req, res) => {
+    res.setHeader('agentwire-protocol', '2');
+    res.writeHead(req.url.startsWith('/healthz') ? 200 : 400, { 'content-type': 'application/json' });
+    res.end(req.url.startsWith('/healthz') ? '{"status":"ok"}' : '{"error":{"code":"SCHEMA_VALIDATION_FAILED","message":"this server speaks agentwire protocol 2"}}');
+  });
+  other.on('upgrade', (req, socket) => {
+    socket.end('HTTP/1.1 400 Bad Request\r\nagentwire-protocol: 2\r\ncontent-length: 0\r\n\r\n');
+  });
+  await new Promise((r) => other.listen(0, '127.0.0.1', r));
+  cleanups.push(() => other.close());
+  const client = new AgentwireClient(`ws://127.0.0.1:${other.address().port}/v1/ws`, { storage: null, initialBackoffMs: 50 });
+  cleanups.push(() => client.close());
+  const errors = [];
+  client.on('error', (e) => errors.push(e));
+  await until(() => errors.length > 0);
+  assert.equal(errors[0].error_code, 'PROTOCOL_MISMATCH');
+  assert.match(errors[0].message, /protocol 2; this client speaks 1/);
+  await until(() => client.state === 'closed');
+
+  // The real server: the client says version 1 on the URL, and is taken.
+  const { client: ok } = await setup();
+  assert.match(ok.url, /[?&]protocol=1(&|$)/);
+  const chat = ok.startChat({ agent: 'demo', message: 'hello' });
+  await until(() => chat.log.some((m) => m.type === 'chat.run_complete'));
+});
