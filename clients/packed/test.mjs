@@ -1,0 +1,64 @@
+// The app as a user's: @agentwire/client as npm installed it from its
+// packed tarball (never the repository's files), against the real server.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import { AgentwireClient, PROTOCOL } from '@agentwire/client';
+import { Tree } from '@agentwire/client/tree';
+
+const BIN = process.env.AGENTWIRE_BIN;
+if (!BIN) throw new Error('set AGENTWIRE_BIN to the agentwire binary');
+
+const installed = fileURLToPath(import.meta.resolve('@agentwire/client'));
+const cleanups = [];
+after(() => cleanups.forEach((f) => f()));
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+test('the installed package is the packed one, and says its protocol', () => {
+  assert.match(installed, /node_modules\/@agentwire\/client\/agentwire\.js$/);
+  const pkg = JSON.parse(readFileSync(join(installed, '..', 'package.json'), 'utf8'));
+  assert.equal(pkg.agentwire.protocol, PROTOCOL);
+  assert.deepEqual(Object.keys(pkg.dependencies ?? {}), [], 'no runtime dependency');
+});
+
+test('a chat through the installed client, every envelope once and in order', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentwire-packed-'));
+  const port = await freePort();
+  const server = spawn(BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--database-url', `sqlite://${join(dir, 'a.db')}`, '--agents', dir], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { PATH: process.env.PATH, RUST_LOG: 'error', AGENTWIRE_TITLE_MODEL: 'none' },
+  });
+  cleanups.push(() => server.kill('SIGKILL'));
+  for (let i = 0; i < 200; i++) {
+    const up = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
+    if (up) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const client = new AgentwireClient(`ws://127.0.0.1:${port}/v1/ws`, { storage: null });
+  cleanups.push(() => client.close());
+  const chat = client.startChat({ agent: 'demo', message: 'ask: Your name?' });
+  chat.on('chat.input_request', (m) => chat.submitInput(m.request_id, 'Ada'));
+  const done = new Promise((resolve) => chat.on('chat.run_complete', resolve));
+  await done;
+  assert.deepEqual(chat.log.map((m) => m.seq), chat.log.map((_, i) => i + 1));
+  const said = chat.log.filter((m) => m.type === 'chat.text').map((m) => m.content);
+  assert.deepEqual(said, ['ask: Your name?', 'Ada', 'You answered: Ada']);
+  const tree = new Tree();
+  chat.log.forEach((m) => tree.push(m));
+  assert.equal(tree.path().size, chat.log.length);
+});
