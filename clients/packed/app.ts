@@ -29,3 +29,22 @@ export async function attach(client: AgentwireClient, chatId: string, photo: Blo
 }
 
 export const tree = new Tree();
+
+// @agentwire/react: the hook's types, and its pure fold.
+import { applyEnvelopes, initialChatState, useChat, type ChatState, type UseChat } from '@agentwire/react';
+import { applyFeedEvent, type ListedChat } from '@agentwire/react/chat-list';
+
+export function render(client: AgentwireClient, chatId: string): string {
+  const chat: UseChat = useChat(client, chatId);
+  for (const r of chat.pendingInputs) chat.submitInput(r.requestId, "Ada");
+  // @ts-expect-error: the run is idle or running, nothing else
+  const done: boolean = chat.run === 'done';
+  void done;
+  return chat.messages.map((m) => `${m.agent}: ${m.text}`).join('\n');
+}
+
+export function fold(envelopes: Envelope[]): ChatState {
+  return applyEnvelopes(initialChatState(), envelopes);
+}
+
+export const list: ListedChat[] = applyFeedEvent([], { type: 'feed.subscribed' });

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 
 import { AgentwireClient, PROTOCOL } from '@agentwire/client';
 import { Tree } from '@agentwire/client/tree';
+import { applyEnvelopes, initialChatState } from '@agentwire/react';
 
 const BIN = process.env.AGENTWIRE_BIN;
 if (!BIN) throw new Error('set AGENTWIRE_BIN to the agentwire binary');
@@ -29,11 +30,17 @@ async function freePort() {
   });
 }
 
-test('the installed package is the packed one, and says its protocol', () => {
+test('the installed packages are the packed ones, and say their protocol', () => {
   assert.match(installed, /node_modules\/@agentwire\/client\/agentwire\.js$/);
   const pkg = JSON.parse(readFileSync(join(installed, '..', 'package.json'), 'utf8'));
   assert.equal(pkg.agentwire.protocol, PROTOCOL);
   assert.deepEqual(Object.keys(pkg.dependencies ?? {}), [], 'no runtime dependency');
+  const hook = fileURLToPath(import.meta.resolve('@agentwire/react'));
+  assert.match(hook, /node_modules\/@agentwire\/react\/useChat\.js$/);
+  const react = JSON.parse(readFileSync(join(hook, '..', 'package.json'), 'utf8'));
+  assert.equal(react.agentwire.protocol, PROTOCOL);
+  assert.deepEqual(Object.keys(react.dependencies), ['@agentwire/client']);
+  assert.deepEqual(Object.keys(react.peerDependencies), ['react']);
 });
 
 test('a chat through the installed client, every envelope once and in order', async () => {
@@ -61,4 +68,8 @@ test('a chat through the installed client, every envelope once and in order', as
   const tree = new Tree();
   chat.log.forEach((m) => tree.push(m));
   assert.equal(tree.path().size, chat.log.length);
+  // The hook's fold, from the installed @agentwire/react.
+  const state = applyEnvelopes(initialChatState(), chat.log);
+  assert.deepEqual(state.messages.map((m) => m.text), ['ask: Your name?', 'Ada', 'You answered: Ada']);
+  assert.equal(state.run, 'idle');
 });

@@ -8,7 +8,7 @@
  * folds the path it leads to again from the envelopes held; a message that
  * begins one of several versions says which (`versions`), for a `‹ 2/3 ›`.
  */
-import { Tree } from '../js/tree.js';
+import { Tree } from '@agentwire/client/tree';
 
 /**
  * @typedef {object} Message

@@ -1,5 +1,5 @@
 // Types of @agentwire/react (useChat.js, chatState.js). Hand-written; keep in step.
-import type { AgentwireClient, Attachment, ConnectionState, Envelope, SendOptions } from '../js/agentwire';
+import type { AgentwireClient, Attachment, ConnectionState, Envelope, SendOptions } from '@agentwire/client';
 
 export interface Message {
   seq: number;

@@ -25,7 +25,7 @@ function reducer(state, action) {
 }
 
 /**
- * @param {import('../js/agentwire.js').AgentwireClient} client
+ * @param {import('@agentwire/client').AgentwireClient} client
  * @param {string | null} chatId  The chat to follow (opened and replayed), or `null`.
  */
 export function useChat(client, chatId) {

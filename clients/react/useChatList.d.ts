@@ -1,4 +1,4 @@
-import type { AgentwireClient, FeedEvent } from '../js/agentwire.js';
+import type { AgentwireClient, FeedEvent } from '@agentwire/client';
 
 /** A chat as `GET /v1/chats` lists it, kept current by the feed. */
 export interface ListedChat {

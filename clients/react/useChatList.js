@@ -56,7 +56,7 @@ function reducer(state, action) {
 }
 
 /**
- * @param {import('../js/agentwire.js').AgentwireClient} client
+ * @param {import('@agentwire/client').AgentwireClient} client
  * @param {{limit?: number}} [options] How many chats the list reads [default: the server's 20].
  */
 export function useChatList(client, options = {}) {
