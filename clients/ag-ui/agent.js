@@ -26,36 +26,51 @@ export const PROTOCOL = 1;
 const EVENT_END = /\r\n\r\n|\n\n|\r\r/;
 
 /**
- * `response`, its body passed on as it is, with the `id` of each whole
- * event it carries given to `seen` (the last one's is what a rejoin sends).
- * A body that breaks (a cut connection) ends there instead of failing: the
- * run is rejoined, and `@ag-ui/client` never cancels a failed reader (which
- * would leave its rejection unhandled).
+ * `response`, its body passed on event by event, with the `id` of each
+ * event given to `seen` (the last one's is what a rejoin sends). A body
+ * that breaks (a cut connection) ends after its last whole event instead of
+ * failing — the half event dropped, the run rejoined — so `@ag-ui/client`
+ * never parses half an event, nor cancels a failed reader (which would
+ * leave its rejection unhandled).
  * @param {Response} response @param {(id: string) => void} seen
  */
 function watchingIds(response, seen) {
   if (!response.body) return response;
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
   let pending = '';
-  const scan = (/** @type {Uint8Array} */ chunk) => {
-    pending += decoder.decode(chunk, { stream: true });
+  /** The whole events of what came, their ids seen; the rest kept. */
+  const whole = (/** @type {string} */ text) => {
+    pending += text;
+    let out = '';
     let end;
     while ((end = pending.search(EVENT_END)) >= 0) {
+      const size = pending.startsWith('\r\n', end) ? 4 : 2;
       const block = pending.slice(0, end);
-      pending = pending.slice(end + (pending.startsWith('\r\n', end) ? 4 : 2));
+      out += pending.slice(0, end + size);
+      pending = pending.slice(end + size);
       for (const line of block.split(/\r\n|\n|\r/)) {
         if (line.startsWith('id:')) seen(line.slice(3).trimStart());
       }
     }
+    return out;
   };
   const body = new ReadableStream({
     async pull(controller) {
+      // Read until a whole event came (a pull that gives nothing is not
+      // asked again).
       try {
-        const { done, value } = await reader.read();
-        if (done) return controller.close();
-        scan(value);
-        controller.enqueue(value);
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) {
+            const rest = whole(decoder.decode()) + pending;
+            if (rest) controller.enqueue(encoder.encode(rest));
+            return controller.close();
+          }
+          const events = whole(decoder.decode(value, { stream: true }));
+          if (events) return controller.enqueue(encoder.encode(events));
+        }
       } catch {
         controller.close();
       }

@@ -4,8 +4,42 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 
+import net from 'node:net';
+
 import { AgentwireAgent, PROTOCOL } from '../agent.js';
-import { freePort, startProxy, startServer, tempDir } from '../../js/test/support/helpers.mjs';
+import { freePort, startServer, tempDir } from '../../js/test/support/helpers.mjs';
+
+/** A plain TCP proxy to 127.0.0.1:`target` whose `cutAll()` drops every
+ * connection (the WebSocket proxy of the JS tests reads frames). */
+async function startProxy(target) {
+  const sockets = new Set();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => {});
+      s.on('close', () => {
+        client.destroy();
+        upstream.destroy();
+        sockets.delete(s);
+      });
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: server.address().port,
+    cutAll() {
+      for (const s of sockets) s.destroy();
+      sockets.clear();
+    },
+    close() {
+      this.cutAll();
+      server.close();
+    },
+  };
+}
 
 const cleanups = [];
 after(() => cleanups.forEach((f) => f()));
