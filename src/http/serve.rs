@@ -12,7 +12,13 @@
 //! route that takes no body) says `Connection: close`: hyper drops such a
 //! connection after the response, unless the body had already arrived, and
 //! a keep-alive client not told so sends its next request into a closed
-//! socket.
+//! socket. The rest of that body is still read and dropped, as nginx's
+//! lingering close does: a connection closed with bytes unread is reset by
+//! the kernel, and the reset can destroy the answer on its way to a client
+//! that sends its whole body before it reads (Python's `httpx`), which then
+//! sees a connection error instead of the 413. At most [`LINGER_BYTES`]
+//! within [`LINGER_TIME`] are read, and only while they keep coming (a
+//! pause of [`LINGER_IDLE`] ends it: a trickling client is let go).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,6 +32,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use futures_util::StreamExt;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -33,6 +40,13 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+/// The most of an unread body read and dropped after its answer.
+pub const LINGER_BYTES: usize = 64 << 20;
+/// How long an unread body is read after its answer, at most.
+pub const LINGER_TIME: Duration = Duration::from_secs(10);
+/// The longest pause between two pieces of a body read after its answer.
+pub const LINGER_IDLE: Duration = Duration::from_secs(1);
 
 /// Serves `app` on `listener` until `shutdown` resolves, then stops
 /// accepting and lets requests in flight finish (at most `grace`).
@@ -124,7 +138,8 @@ async fn close_unread(request: Request, next: Next) -> Response {
     response
 }
 
-/// A request body that says when it has been read to its end.
+/// A request body that says when it has been read to its end, and that is
+/// read to its end (within the linger bounds) when dropped before.
 struct Watched {
     inner: Body,
     read: Arc<AtomicBool>,
@@ -152,4 +167,31 @@ impl HttpBody for Watched {
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if self.read.load(Ordering::Relaxed) || self.inner.is_end_stream() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(linger(std::mem::take(&mut self.inner)));
+    }
+}
+
+/// Reads the rest of a body no route read, and drops it (within the bounds).
+async fn linger(body: Body) {
+    let mut stream = body.into_data_stream();
+    let read = async {
+        let mut total = 0_usize;
+        while let Ok(Some(Ok(bytes))) = tokio::time::timeout(LINGER_IDLE, stream.next()).await {
+            total += bytes.len();
+            if total > LINGER_BYTES {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER_TIME, read).await;
 }

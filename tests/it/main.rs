@@ -32,6 +32,7 @@ mod hardening;
 mod hitl;
 mod input;
 mod layers;
+mod linger;
 mod mcp;
 mod mcp_everything;
 mod metrics;
