@@ -4,7 +4,7 @@ tools), and resume after a dropped connection without losing or repeating
 an envelope. `Client` blocks; `AsyncClient` is asyncio's."""
 
 from ._core import PROTOCOL, AgentwireError
-from .aio import AsyncChat, AsyncClient
+from .aio import AsyncChat, AsyncClient, Upload
 from .envelopes import (
     Envelope,
     Error,
@@ -38,6 +38,7 @@ __all__ = [
     "Text",
     "ToolCall",
     "ToolResponse",
+    "Upload",
     "UsageSummary",
     "parse",
 ]

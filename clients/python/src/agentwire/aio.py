@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import mimetypes
+import os
 import random
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Union
 
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
@@ -26,6 +28,48 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from . import _core
 from ._core import AgentwireError, Place
 from .envelopes import Envelope, RunComplete
+
+#: What `upload` takes: bytes, a path, a binary file object, or an async
+#: iterable of bytes (the last three are streamed).
+Upload = Union[bytes, str, Path, IO[bytes], AsyncIterable[bytes]]
+
+#: How much of a streamed upload is read at a time.
+CHUNK = 64 * 1024
+
+
+async def _read_file(f: IO[bytes]) -> AsyncIterator[bytes]:
+    """`f`'s bytes from where it stands, a chunk at a time (read off the loop)."""
+    while chunk := await asyncio.to_thread(f.read, CHUNK):
+        yield chunk
+
+
+async def _read_path(path: Path) -> AsyncIterator[bytes]:
+    f = await asyncio.to_thread(path.open, "rb")
+    try:
+        async for chunk in _read_file(f):
+            yield chunk
+    finally:
+        f.close()
+
+
+def _remaining(f: IO[bytes]) -> int | None:
+    """The bytes left in `f`, when it can tell (a file on disk, BytesIO)."""
+    try:
+        here = f.tell()
+        end = f.seek(0, os.SEEK_END)
+        f.seek(here)
+        return end - here
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _file_name(f: IO[bytes]) -> str | None:
+    name = getattr(f, "name", None)
+    return os.path.basename(name) if isinstance(name, str) and name else None
+
+
+def _guess_type(name: str | None) -> str:
+    return (mimetypes.guess_type(name)[0] if name else None) or "application/octet-stream"
 
 
 class AsyncChat:
@@ -108,10 +152,10 @@ class AsyncChat:
         """Every envelope up to and including the next `chat.run_complete`."""
         return [e async for e in self.run(timeout)]
 
-    async def upload(self, file: bytes | str | Path, *, name: str | None = None,
-                     media_type: str = "application/octet-stream") -> dict[str, Any]:
-        """Uploads a file to this chat (`POST /v1/chats/{id}/files`); its
-        `id` goes in `send(..., attachments=[id])`."""
+    async def upload(self, file: Upload, *, name: str | None = None,
+                     media_type: str | None = None) -> dict[str, Any]:
+        """Uploads a file to this chat (`POST /v1/chats/{id}/files`), streamed
+        unless it is bytes; its `id` goes in `send(..., attachments=[id])`."""
         return await self.client.upload(self.id, file, name=name, media_type=media_type)
 
     async def run_workflow(self, workflow_id: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -300,18 +344,32 @@ class AsyncClient:
         """The agents the caller may start (`GET /v1/agents`)."""
         return (await self._json("GET", "/v1/agents"))["agents"]
 
-    async def upload(self, chat_id: str, file: bytes | str | Path, *, name: str | None = None,
-                     media_type: str = "application/octet-stream") -> dict[str, Any]:
-        """Uploads a file to chat `chat_id` (started or not yet)."""
+    async def upload(self, chat_id: str, file: Upload, *, name: str | None = None,
+                     media_type: str | None = None) -> dict[str, Any]:
+        """Uploads a file to chat `chat_id` (started or not yet). `file` is
+        bytes, a path, a binary file object or an async iterable of bytes;
+        all but bytes are streamed (read 64 KiB at a time, never whole). The
+        media type is guessed from the name unless given."""
+        params = {}
         if isinstance(file, (str, Path)):
             path = Path(file)
             name = name or path.name
-            data = path.read_bytes()
+            content: Any = _read_path(path)
+            size: int | None = path.stat().st_size
+        elif isinstance(file, (bytes, bytearray, memoryview)):
+            content, size = bytes(file), None
+        elif hasattr(file, "read"):
+            name = name or _file_name(file)
+            content, size = _read_file(file), _remaining(file)
         else:
-            data = file
-        params = {"name": name} if name else None
-        return await self._json("POST", f"/v1/chats/{chat_id}/files", content=data, params=params,
-                                headers={"content-type": media_type})
+            content, size = file, None
+        if name:
+            params["name"] = name
+        headers = {"content-type": media_type or _guess_type(name)}
+        if size is not None:
+            headers["content-length"] = str(size)
+        return await self._json("POST", f"/v1/chats/{chat_id}/files", content=content,
+                                params=params or None, headers=headers)
 
     async def run_workflow(self, chat_id: str, workflow_id: str,
                            parameters: dict[str, Any] | None = None) -> dict[str, Any]:

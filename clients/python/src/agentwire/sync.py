@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
-from .aio import AsyncChat, AsyncClient
+from .aio import AsyncChat, AsyncClient, Upload
 from .envelopes import Envelope, RunComplete
 
 T = TypeVar("T")
@@ -68,8 +67,10 @@ class Chat:
     def until_complete(self, timeout: float | None = 120) -> list[Envelope]:
         return list(self.run(timeout))
 
-    def upload(self, file: bytes | str | Path, *, name: str | None = None,
-               media_type: str = "application/octet-stream") -> dict[str, Any]:
+    def upload(self, file: Upload, *, name: str | None = None,
+               media_type: str | None = None) -> dict[str, Any]:
+        """Uploads a file to this chat (bytes, a path or a binary file object;
+        all but bytes are streamed)."""
         return self._client._run(self._inner.upload(file, name=name, media_type=media_type))
 
     def run_workflow(self, workflow_id: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -128,8 +129,8 @@ class Client:
     def agents(self) -> list[dict[str, Any]]:
         return self._run(self._inner.agents())
 
-    def upload(self, chat_id: str, file: bytes | str | Path, *, name: str | None = None,
-               media_type: str = "application/octet-stream") -> dict[str, Any]:
+    def upload(self, chat_id: str, file: Upload, *, name: str | None = None,
+               media_type: str | None = None) -> dict[str, Any]:
         return self._run(self._inner.upload(chat_id, file, name=name, media_type=media_type))
 
     def run_workflow(self, chat_id: str, workflow_id: str,
