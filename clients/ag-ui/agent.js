@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * `AgentwireAgent`: AG-UI's `HttpAgent` (`@ag-ui/client`) for agentwire's
+ * `@agentwire/ag-ui`'s `AgentwireAgent`: AG-UI's `HttpAgent` (`@ag-ui/client`) for agentwire's
  * `/v1/ag-ui`, which keeps a run through a dropped stream by itself:
  *
  * - it reads the `id` of every SSE event it receives (agentwire gives each
@@ -84,12 +84,20 @@ function watchingIds(response, seen) {
 
 export class AgentwireAgent extends HttpAgent {
   /**
-   * @param {import('@ag-ui/client').HttpAgentConfig & { maxRejoins?: number, rejoinDelayMs?: number }} config
-   *   `url`: agentwire's `…/v1/ag-ui`; `maxRejoins` (5): rejoins of one run
+   * @param {import('@ag-ui/client').HttpAgentConfig & { agent?: string, token?: string, maxRejoins?: number, rejoinDelayMs?: number }} config
+   *   `url`: agentwire's `…/v1/ag-ui`; `agent`: a new thread's agent (sent
+   *   as `forwardedProps.agent` unless a run names its own); `token`: a
+   *   bearer token (`Authorization`); `maxRejoins` (5): rejoins of one run
    *   at most; `rejoinDelayMs` (250): the first pause, doubled each time.
    */
   constructor(config) {
-    super({ ...config, headers: { ...(config.headers ?? {}), 'agentwire-protocol': String(PROTOCOL) } });
+    const headers = {
+      ...(config.headers ?? {}),
+      ...(config.token ? { authorization: `Bearer ${config.token}` } : {}),
+      'agentwire-protocol': String(PROTOCOL),
+    };
+    super({ ...config, headers });
+    this.agent = config.agent;
     this.maxRejoins = config.maxRejoins ?? 5;
     this.rejoinDelayMs = config.rejoinDelayMs ?? 250;
     // A turn the server discarded (a restart cut it off) leaves `messages`.
@@ -100,6 +108,23 @@ export class AgentwireAgent extends HttpAgent {
         return gone.size ? { messages: messages.filter((m) => !gone.has(m.id)) } : undefined;
       },
     });
+  }
+
+  /** A copy with the same settings (AG-UI's `clone` copies its own fields only). */
+  clone() {
+    const copy = /** @type {AgentwireAgent} */ (super.clone());
+    copy.agent = this.agent;
+    copy.maxRejoins = this.maxRejoins;
+    copy.rejoinDelayMs = this.rejoinDelayMs;
+    return copy;
+  }
+
+  /** The request of run `input`, with the agent of a new thread. @param {import('@ag-ui/client').RunAgentInput} input */
+  requestInit(input) {
+    const named = this.agent && input.forwardedProps?.agent === undefined
+      ? { ...input, forwardedProps: { ...(input.forwardedProps ?? {}), agent: this.agent } }
+      : input;
+    return super.requestInit(named);
   }
 
   /** Where run `input` is rejoined. @param {import('@ag-ui/client').RunAgentInput} input */

@@ -1,59 +1,35 @@
 // examples/ai-sdk-react (the real @ai-sdk/react's useChat, built with
 // esbuild) in headless Chromium against agentwire: an answer over HTTP and
 // over the WebSocket transport, an input request answered in the page, and a
-// reload mid-stream that resumes the answer with every word once.
+// reload mid-stream that resumes the answer with every word once. The
+// example installs @agentwire/ai-sdk from clients/ai-sdk as a packed copy
+// (its .npmrc: install-links): what goes up is what that package sends.
 //
 // Needs AGENTWIRE_BIN, /usr/bin/chromium and the example built
 // (`npm ci && npm run build` in examples/ai-sdk-react; .ci/run does it).
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 
-import { chromium } from 'playwright-core';
-
 import { freePort, startServer, tempDir } from '../js/test/support/helpers.mjs';
-import { type } from './support.mjs';
+import { launch, serveExample, type } from './support.mjs';
 
-const APP = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', 'ai-sdk-react');
-if (!existsSync(join(APP, 'dist', 'app.js'))) {
-  throw new Error('build the example first: npm ci && npm run build in examples/ai-sdk-react');
-}
-
-/** The example's files, as a static server would serve them. */
-const site = createServer((req, res) => {
-  const path = new URL(req.url, 'http://x').pathname;
-  const file = path === '/' ? 'index.html' : path.slice(1);
-  if (!['index.html', 'dist/app.js'].includes(file)) {
-    res.writeHead(404).end();
-    return;
-  }
-  const type = file.endsWith('.js') ? 'text/javascript' : 'text/html';
-  res.writeHead(200, { 'content-type': type }).end(readFileSync(join(APP, file)));
-});
-
+let site;
 let browser;
 let server;
 let origin;
 let api;
 
 before(async () => {
-  await new Promise((r) => site.listen(0, '127.0.0.1', r));
-  origin = `http://127.0.0.1:${site.address().port}`;
+  site = await serveExample('ai-sdk-react');
+  origin = site.origin;
   const port = await freePort();
   server = await startServer(tempDir(), port, ['--cors-origins', origin]);
   api = `http://127.0.0.1:${port}`;
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launch();
 });
 
 after(async () => {
-  site.close();
+  site?.close();
   await browser?.close();
   server?.kill('SIGKILL');
 });
@@ -74,7 +50,23 @@ const assistant = (page) => page.locator('.msg.assistant').last();
 
 for (const transport of ['http', 'ws']) {
   test(`useChat over ${transport}: an answer, and an input request answered in the page`, async () => {
-    const page = await open(`&transport=${transport}`);
+    const page = await browser.newPage();
+    // What the page sends: each turn's request (a POST, or a `send` frame).
+    const sent = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && r.url().endsWith('/v1/ai-sdk/chat')) {
+        sent.push({ version: r.headers()['agentwire-protocol'], messages: r.postDataJSON().messages.length });
+      }
+    });
+    page.on('websocket', (ws) => {
+      const version = new URL(ws.url()).searchParams.get('protocol');
+      ws.on('framesent', ({ payload }) => {
+        const frame = JSON.parse(String(payload));
+        if (frame.type === 'send') sent.push({ version, messages: frame.messages.length });
+      });
+    });
+    await page.goto(`${origin}/?server=${encodeURIComponent(api)}&transport=${transport}`);
+    await page.locator('input[name=text]').waitFor();
     await say(page, 'hello');
     await assistant(page).filter({ hasText: 'You said: hello' }).waitFor({ timeout: 20000 });
     await say(page, 'ask: Your name?');
@@ -83,6 +75,9 @@ for (const transport of ['http', 'ws']) {
     await type(form.locator('input'), 'Ada');
     await form.locator('button').click();
     await assistant(page).filter({ hasText: 'You answered: Ada' }).waitFor({ timeout: 20000 });
+    // Three turns (hello, the question, the answer), each with only its own
+    // message and the protocol version: the server holds the conversation.
+    assert.deepEqual(sent, Array(3).fill({ version: '1', messages: 1 }));
     await page.close();
   });
 }

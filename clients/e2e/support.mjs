@@ -1,9 +1,10 @@
 // What the browser tests of the page share: Debian's Chromium, a page open
 // on a new chat, typing with real key presses, and a local stand-in for an
 // OpenAI-compatible model.
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import { chromium } from 'playwright-core';
 
@@ -28,6 +29,30 @@ export async function newChat(browser, port, name, agent = 'demo') {
   await page.locator('#composer').waitFor();
   page.shot = (step) => page.screenshot({ path: join(SHOTS, `${name}-${step}.png`) });
   return page;
+}
+
+/**
+ * An example app of `examples/<name>` (built: `npm ci && npm run build`
+ * there; .ci/run does it), its `index.html` and `dist/app.js` served as a
+ * static server would: `{ origin, close }`.
+ */
+export async function serveExample(name) {
+  const app = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', name);
+  if (!existsSync(join(app, 'dist', 'app.js'))) {
+    throw new Error(`build the example first: npm ci && npm run build in examples/${name}`);
+  }
+  const site = createServer((req, res) => {
+    const path = new URL(req.url, 'http://x').pathname;
+    const file = path === '/' ? 'index.html' : path.slice(1);
+    if (!['index.html', 'dist/app.js'].includes(file)) {
+      res.writeHead(404).end();
+      return;
+    }
+    const type = file.endsWith('.js') ? 'text/javascript' : 'text/html';
+    res.writeHead(200, { 'content-type': type }).end(readFileSync(join(app, file)));
+  });
+  await new Promise((r) => site.listen(0, '127.0.0.1', r));
+  return { origin: `http://127.0.0.1:${site.address().port}`, close: () => site.close() };
 }
 
 /** Types `text` into `locator` key by key, as a person does (what is in it first is selected and replaced). */

@@ -48,3 +48,34 @@ export function fold(envelopes: Envelope[]): ChatState {
 }
 
 export const list: ListedChat[] = applyFeedEvent([], { type: 'feed.subscribed' });
+
+// @agentwire/ai-sdk: options for the AI SDK's own transports.
+import { DefaultChatTransport, WebSocketChatTransport, type UIMessage } from 'ai';
+import { agentwireTransport, agentwireWebSocketTransport, PROTOCOL as AI_SDK_PROTOCOL } from '@agentwire/ai-sdk';
+
+export const overHttp = new DefaultChatTransport<UIMessage>(agentwireTransport({ baseUrl: 'http://127.0.0.1:8080', agent: 'demo', token: 't' }));
+export const overWs = new WebSocketChatTransport<UIMessage>(agentwireWebSocketTransport({ baseUrl: 'http://127.0.0.1:8080', agent: 'demo' }));
+const aiSdkVersion: 1 = AI_SDK_PROTOCOL;
+void aiSdkVersion;
+// @ts-expect-error: the server's address is required
+agentwireTransport({ agent: 'demo' });
+// @ts-expect-error: a token is text
+agentwireWebSocketTransport({ baseUrl: 'http://127.0.0.1:8080', token: 42 });
+
+// @agentwire/ag-ui: an HttpAgent that rejoins by itself.
+import { HttpAgent } from '@ag-ui/client';
+import { AgentwireAgent } from '@agentwire/ag-ui';
+
+export async function runTurn(token: string): Promise<number> {
+  const agent = new AgentwireAgent({ url: 'http://127.0.0.1:8080/v1/ag-ui', agent: 'demo', token, maxRejoins: 3, rejoinDelayMs: 100 });
+  const plain: HttpAgent = agent;
+  agent.addMessage({ id: crypto.randomUUID(), role: 'user', content: 'hello' });
+  const { newMessages } = await plain.runAgent({ runId: crypto.randomUUID() });
+  const copy: AgentwireAgent = agent.clone();
+  void copy;
+  return newMessages.length;
+}
+// @ts-expect-error: the endpoint is required
+new AgentwireAgent({ agent: 'demo' });
+// @ts-expect-error: rejoins are counted
+new AgentwireAgent({ url: 'x', maxRejoins: 'many' });

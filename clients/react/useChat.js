@@ -32,7 +32,13 @@ export function useChat(client, chatId) {
   const [state, dispatch] = useReducer(reducer, undefined, initialChatState);
   const [connection, setConnection] = useState(client.state);
 
-  useEffect(() => client.on('state', (/** @type {string} */ s) => setConnection(/** @type {any} */ (s))), [client]);
+  useEffect(() => {
+    const off = client.on('state', (/** @type {string} */ s) => setConnection(/** @type {any} */ (s)));
+    // The state may have changed between the render and this effect (a
+    // socket that opened meanwhile): read it again once listening.
+    setConnection(client.state);
+    return off;
+  }, [client]);
 
   useEffect(() => {
     dispatch({ reset: true });

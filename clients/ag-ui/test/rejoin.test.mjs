@@ -2,53 +2,24 @@
 // run by itself when its stream breaks — a cut connection, a server restart —
 // and shows every word once.
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, test } from 'node:test';
 
-import net from 'node:net';
-
 import { AgentwireAgent, PROTOCOL } from '../agent.js';
-import { freePort, startServer, tempDir } from '../../js/test/support/helpers.mjs';
-
-/** A plain TCP proxy to 127.0.0.1:`target` whose `cutAll()` drops every
- * connection (the WebSocket proxy of the JS tests reads frames). */
-async function startProxy(target) {
-  const sockets = new Set();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(target, '127.0.0.1');
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => {});
-      s.on('close', () => {
-        client.destroy();
-        upstream.destroy();
-        sockets.delete(s);
-      });
-    }
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: server.address().port,
-    cutAll() {
-      for (const s of sockets) s.destroy();
-      sockets.clear();
-    },
-    close() {
-      this.cutAll();
-      server.close();
-    },
-  };
-}
+import { freePort, startProxy, startServer, tempDir } from '../../js/test/support/helpers.mjs';
 
 const cleanups = [];
 after(() => cleanups.forEach((f) => f()));
 
-async function setup() {
+async function setup(extra = [], agents = {}) {
   const dir = tempDir();
+  mkdirSync(join(dir, 'agents'), { recursive: true });
+  for (const [name, text] of Object.entries(agents)) writeFileSync(join(dir, 'agents', `${name}.yaml`), text);
   const port = await freePort();
-  let server = await startServer(dir, port, ['--continue-runs-after-restart', 'true']);
-  const proxy = await startProxy(port);
+  let server = await startServer(dir, port, ['--continue-runs-after-restart', 'true', ...extra]);
+  const proxy = await startProxy(port, { plain: true });
   cleanups.push(() => {
     proxy.close();
     server.kill('SIGKILL');
@@ -72,8 +43,8 @@ async function until(check) {
   throw new Error('timed out');
 }
 
-function agentAt(base) {
-  const agent = new AgentwireAgent({ url: `${base}/v1/ag-ui`, rejoinDelayMs: 50 });
+function agentAt(base, options = {}) {
+  const agent = new AgentwireAgent({ url: `${base}/v1/ag-ui`, rejoinDelayMs: 50, ...options });
   const events = [];
   const requests = [];
   const fetcher = agent.fetch;
@@ -123,4 +94,49 @@ test("a request refused before the run began is the caller's error, not retried"
   agent.addMessage({ id: crypto.randomUUID(), role: 'user', content: 'x'.repeat(2_000_000) });
   await assert.rejects(agent.runAgent({ runId: crypto.randomUUID() }));
   assert.equal(requests.length, 1);
+});
+
+/** An HS256 token for `sub`, as an identity provider would sign it. */
+function token(secret, sub) {
+  const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const unsigned = `${b64({ alg: 'HS256', typ: 'JWT' })}.${b64({ sub, exp: Math.floor(Date.now() / 1000) + 3600 })}`;
+  return `${unsigned}.${createHmac('sha256', secret).update(unsigned).digest('base64url')}`;
+}
+
+const ECHOER = `id: echoer
+model:
+  provider: scripted
+  script:
+    rules:
+      - reply: "echoer here"
+system_prompt: Test.
+`;
+
+test('with sign-in on, the token goes with every request, the rejoin too; `agent` names a new thread\'s agent', async () => {
+  const secret = 'a-test-secret-of-32-bytes-length';
+  const { proxy, base } = await setup(['--auth', 'jwt', '--jwt-secret', secret], { echoer: ECHOER });
+  const ada = token(secret, 'ada');
+
+  const { agent, events, requests } = agentAt(base, { token: ada });
+  agent.addMessage({ id: crypto.randomUUID(), role: 'user', content: 'slow: 40' });
+  const running = agent.runAgent({ runId: crypto.randomUUID() });
+  await until(() => events.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').length >= 10);
+  proxy.cutAll();
+  await running;
+  assert.deepEqual(answers(agent), [words(40)]);
+  assert.ok(requests.some((r) => r.url.includes('/stream?runId=')), 'rejoined');
+  assert.ok(requests.every((r) => r.headers.get('authorization') === `Bearer ${ada}`));
+
+  // A clone keeps the settings; `agent` picks a new thread's agent.
+  const named = agentAt(base, { token: ada, agent: 'echoer' }).agent.clone();
+  assert.equal(named.agent, 'echoer');
+  assert.equal(named.rejoinDelayMs, 50);
+  named.addMessage({ id: crypto.randomUUID(), role: 'user', content: 'hello' });
+  await named.runAgent({ runId: crypto.randomUUID() });
+  assert.deepEqual(answers(named), ['echoer here']);
+
+  // Without the token: refused before the run began.
+  const { agent: stranger } = agentAt(base);
+  stranger.addMessage({ id: crypto.randomUUID(), role: 'user', content: 'hello' });
+  await assert.rejects(stranger.runAgent({ runId: crypto.randomUUID() }), /401/);
 });

@@ -167,3 +167,20 @@ test('sendFiles uploads, attaches and folds the files on the message', async () 
   assert.equal(await blob.text(), 'tide at 6:40');
   hook.unmount();
 });
+
+test('a socket that opened between the render and the effect still shows as open', async () => {
+  await wait(() => assert.equal(client.state, 'open'));
+  // The render reads `connecting`; the socket opens before the effect
+  // listens, so no `state` event reaches the hook: it reads the state again.
+  let reads = 0;
+  const view = new Proxy(client, {
+    get(target, key) {
+      if (key === 'state') return reads++ === 0 ? 'connecting' : target.state;
+      const value = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const hook = renderHook(() => useChat(view, null));
+  await wait(() => assert.equal(hook.result.current.connection, 'open'));
+  hook.unmount();
+});

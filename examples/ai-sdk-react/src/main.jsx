@@ -9,6 +9,7 @@ import {
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
 } from 'ai';
+import { agentwireTransport, agentwireWebSocketTransport } from '@agentwire/ai-sdk';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 
@@ -29,10 +30,12 @@ const api = async (path, init = {}) => {
 // The conversation so far: the active path as UIMessages.
 const loadMessages = (id) => api(`/v1/ai-sdk/chat/${encodeURIComponent(id)}/messages`);
 
+// @agentwire/ai-sdk's options: only the last message goes up, the agent and
+// the protocol version with every request (a token too, when signed in).
 function makeTransport(kind) {
   return kind === 'ws'
-    ? new WebSocketChatTransport({ url: `${server.replace(/^http/, 'ws')}/v1/ai-sdk/ws`, body: { agent } })
-    : new DefaultChatTransport({ api: `${server}/v1/ai-sdk/chat`, body: { agent } });
+    ? new WebSocketChatTransport(agentwireWebSocketTransport({ baseUrl: server, agent }))
+    : new DefaultChatTransport(agentwireTransport({ baseUrl: server, agent }));
 }
 
 const openChat = (id) => {

@@ -52,8 +52,9 @@ export function tempDir() {
 /**
  * A TCP proxy to 127.0.0.1:`target`. `cutAll()` drops every connection;
  * `dropFrame(n)` drops the n-th text frame the server sends (counting from 1).
+ * With `plain`, bytes pass as they come (HTTP and SSE too; no frame dropped).
  */
-export async function startProxy(target) {
+export async function startProxy(target, { plain = false } = {}) {
   const sockets = new Set();
   let dropAt = 0;
   let textFrames = 0;
@@ -72,6 +73,10 @@ export async function startProxy(target) {
     client.on('close', end);
     upstream.on('close', end);
     client.on('data', (d) => upstream.write(d));
+    if (plain) {
+      upstream.on('data', (d) => client.write(d));
+      return;
+    }
     // Server → client: pass the handshake, then parse frames to drop one.
     let buf = Buffer.alloc(0);
     let handshakeDone = false;
