@@ -41,9 +41,10 @@ export function agentwireTransport({ baseUrl, agent, token, headers = {}, fetch 
     headers: all,
     ...(fetch ? { fetch } : {}),
     /** @param {{ id: string, messages: any[], trigger: string, messageId?: string, body?: object }} request */
+    // No `headers` returned: the transport then sends its own (`all`)
+    // merged with a call's (`sendMessage(m, { headers })`).
     prepareSendMessagesRequest({ id, messages, trigger, messageId, body }) {
       return {
-        headers: all,
         body: {
           ...body,
           id,
@@ -56,7 +57,7 @@ export function agentwireTransport({ baseUrl, agent, token, headers = {}, fetch 
     },
     /** @param {{ id: string }} request */
     prepareReconnectToStreamRequest({ id }) {
-      return { api: `${api}/${encodeURIComponent(id)}/stream`, headers: all };
+      return { api: `${api}/${encodeURIComponent(id)}/stream` };
     },
   };
 }

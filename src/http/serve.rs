@@ -123,10 +123,18 @@ async fn close_unread(request: Request, next: Next) -> Response {
         return next.run(request).await;
     }
     let read = Arc::new(AtomicBool::new(false));
+    // A client that waits for `100 Continue` sends nothing unless the body
+    // is asked for: lingering on one never asked for would invite it to send
+    // what was refused.
+    let waits = request
+        .headers()
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     let request = request.map(|inner| {
         Body::new(Watched {
             inner,
             read: read.clone(),
+            polled: !waits,
         })
     });
     let mut response = next.run(request).await;
@@ -143,6 +151,8 @@ async fn close_unread(request: Request, next: Next) -> Response {
 struct Watched {
     inner: Body,
     read: Arc<AtomicBool>,
+    /// Whether the body was asked for (or needs not be: no `Expect: 100-continue`).
+    polled: bool,
 }
 
 impl HttpBody for Watched {
@@ -153,11 +163,12 @@ impl HttpBody for Watched {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+        self.polled = true;
+        let frame = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(frame, Poll::Ready(None)) || self.inner.is_end_stream() {
             self.read.store(true, Ordering::Relaxed);
         }
-        polled
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
@@ -171,7 +182,7 @@ impl HttpBody for Watched {
 
 impl Drop for Watched {
     fn drop(&mut self) {
-        if self.read.load(Ordering::Relaxed) || self.inner.is_end_stream() {
+        if !self.polled || self.read.load(Ordering::Relaxed) || self.inner.is_end_stream() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {

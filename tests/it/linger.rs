@@ -94,3 +94,37 @@ async fn a_body_over_the_limit_sent_whole_still_gets_its_413() {
     let answer = whole_then_read(&server, head, small).await;
     assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
 }
+
+#[tokio::test]
+async fn a_client_waiting_for_100_continue_is_refused_without_an_invitation() {
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            max_file_bytes: Some(300_000),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    // An upload whose declared length is over the limit is refused before
+    // its body is asked for (curl sends `Expect` for a large body).
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/chats/{}/files?name=notes.txt HTTP/1.1\r\nHost: {}\r\n\
+         Content-Type: text/plain\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\
+         Connection: close\r\n\r\n",
+        Uuid::new_v4(),
+        server.addr,
+        2 << 20
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // The body is never sent: the server must not ask for it, only answer.
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        stream.read_to_end(&mut answer),
+    );
+    read.await.expect("the answer comes").unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(!answer.contains("100 Continue"), "{answer}");
+}

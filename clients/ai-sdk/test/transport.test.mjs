@@ -42,6 +42,13 @@ test('only the last message goes up, with the protocol version; the answers are 
   assert.equal(posts[1].body.messages[0].parts[0].text, 'again');
   assert.ok(posts.every((p) => p.headers.get('agentwire-protocol') === '1'));
 
+  // A call's own headers go with the options' (a token refreshed per call, say).
+  await chat.sendMessage({ text: 'once more' }, { headers: { 'x-trace': 'abc' } });
+  const last = sent.filter((s) => s.method === 'POST').at(-1);
+  assert.equal(last.headers.get('x-trace'), 'abc');
+  assert.equal(last.headers.get('agentwire-protocol'), '1');
+  assert.equal(last.body.messages.length, 1);
+
   // An edit still finds its message: the messages up to it go up.
   await chat.sendMessage({ text: 'AGAIN', messageId: chat.messages[2].id });
   assert.equal(chat.status, 'ready', String(chat.error));

@@ -47,6 +47,10 @@ def test_a_path_and_a_file_object_are_streamed_and_stored_whole(server: str, tmp
         in_memory = client.upload(chat_id, io.BytesIO(b"a,b\n1,2\n"), name="table.csv")
         assert (in_memory["size"], in_memory["media_type"]) == (8, "text/csv")
 
+        # A file opened as text is the caller's mistake, said as such.
+        with notes.open("r") as f, pytest.raises(TypeError, match="binary"):
+            client.upload(chat_id, f)  # type: ignore[arg-type]
+
 
 def test_an_async_iterable_is_streamed_without_a_length(server: str) -> None:
     sizes = [1, 65_536, 3, 200_000]
@@ -83,7 +87,7 @@ def test_a_file_over_the_limit_is_refused_with_its_code(signed_server: str, toke
             with pytest.raises(AgentwireError) as err:
                 client.upload(chat_id, upload)
             assert (err.value.status, err.value.code) == (413, "SCHEMA_VALIDATION_FAILED")
-        # A file within the limit still goes in (nothing of the refused ones is held).
+        # The connection and the chat are fine: a file within the limit goes in.
         assert client.upload(chat_id, b"small")["size"] == 5
 
 

@@ -31,7 +31,8 @@ const api = async (path, init = {}) => {
 const loadMessages = (id) => api(`/v1/ai-sdk/chat/${encodeURIComponent(id)}/messages`);
 
 // @agentwire/ai-sdk's options: only the last message goes up, the agent and
-// the protocol version with every request (a token too, when signed in).
+// the protocol version with every request (and `token` in jwt mode, which
+// this page, on a server without sign-in, does not pass).
 function makeTransport(kind) {
   return kind === 'ws'
     ? new WebSocketChatTransport(agentwireWebSocketTransport({ baseUrl: server, agent }))

@@ -11,8 +11,12 @@ const params = new URLSearchParams(location.search);
 const server = params.get('server') ?? 'http://127.0.0.1:8080';
 const agent = params.get('agent') ?? 'demo';
 
-// One client (one WebSocket) for the page; `token` in jwt mode.
-const client = new AgentwireClient(`${server.replace(/^http/, 'ws')}/v1/ws`, { token: params.get('token') ?? undefined });
+// One client (one WebSocket) for the page. In jwt mode the token comes in
+// the address's fragment (`#token=…`), which no server sees, and leaves it
+// at once, so it stays out of the history too.
+const token = new URLSearchParams(location.hash.slice(1)).get('token') ?? undefined;
+if (token) history.replaceState(null, '', `${location.pathname}${location.search}`);
+const client = new AgentwireClient(`${server.replace(/^http/, 'ws')}/v1/ws`, { token });
 
 function InputRequest({ request, submit }) {
   const [answer, setAnswer] = useState('');

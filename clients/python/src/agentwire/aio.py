@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import mimetypes
 import os
@@ -40,7 +41,9 @@ CHUNK = 64 * 1024
 async def _read_file(f: IO[bytes]) -> AsyncIterator[bytes]:
     """`f`'s bytes from where it stands, a chunk at a time (read off the loop)."""
     while chunk := await asyncio.to_thread(f.read, CHUNK):
-        yield chunk
+        if not isinstance(chunk, (bytes, bytearray, memoryview)):
+            raise TypeError("upload a file opened in binary mode ('rb'), not text")
+        yield bytes(chunk)
 
 
 async def _read_path(path: Path) -> AsyncIterator[bytes]:
@@ -349,7 +352,9 @@ class AsyncClient:
         """Uploads a file to chat `chat_id` (started or not yet). `file` is
         bytes, a path, a binary file object or an async iterable of bytes;
         all but bytes are streamed (read 64 KiB at a time, never whole). The
-        media type is guessed from the name unless given."""
+        media type is guessed from the name unless given. A path's or a
+        file's length is read before it is sent: a file that grows or shrinks
+        meanwhile fails the upload."""
         params = {}
         if isinstance(file, (str, Path)):
             path = Path(file)
@@ -359,6 +364,8 @@ class AsyncClient:
         elif isinstance(file, (bytes, bytearray, memoryview)):
             content, size = bytes(file), None
         elif hasattr(file, "read"):
+            if isinstance(file, io.TextIOBase):
+                raise TypeError("upload a file opened in binary mode ('rb'), not text")
             name = name or _file_name(file)
             content, size = _read_file(file), _remaining(file)
         else:

@@ -69,8 +69,8 @@ class Chat:
 
     def upload(self, file: Upload, *, name: str | None = None,
                media_type: str | None = None) -> dict[str, Any]:
-        """Uploads a file to this chat (bytes, a path or a binary file object;
-        all but bytes are streamed)."""
+        """Uploads a file to this chat: bytes, a path, a binary file object or
+        an async iterable of bytes (all but bytes streamed; see `AsyncClient.upload`)."""
         return self._client._run(self._inner.upload(file, name=name, media_type=media_type))
 
     def run_workflow(self, workflow_id: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
