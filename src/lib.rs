@@ -58,7 +58,7 @@ use crate::agent::AgentRegistry;
 use crate::auth::Authenticator;
 use crate::config::{AuthConfig, Config, Database};
 use crate::session::{Node, Registry, SessionContext};
-use crate::store::{LogWriter, PgCluster, PgStore, SqliteStore, Store};
+use crate::store::{LogWriter, NatsBus, PgCluster, PgStore, SqliteStore, Store};
 
 /// Every connection is a file descriptor: raise the soft limit (often 1,024)
 /// to the hard limit the system allows (the server and the load generator).
@@ -195,7 +195,11 @@ pub async fn run(
             ),
             None,
         ),
-        Database::Postgres { url, pool_size } => {
+        Database::Postgres {
+            url,
+            pool_size,
+            nats,
+        } => {
             let pg = PgStore::open(url, *pool_size)
                 .await
                 .context("opening the PostgreSQL database (database_url)")?;
@@ -204,7 +208,19 @@ pub async fn run(
                 .await
                 .context("joining the nodes on the PostgreSQL database")?;
             tracing::info!(node = cluster.node(), "joined the cluster");
-            (Arc::new(pg), Some(Node::new(cluster)))
+            // Commit notices per chat on NATS, if configured (else NOTIFY).
+            let bus = match nats {
+                Some(nats) => {
+                    let name = format!("agentwire-node-{}", cluster.node());
+                    let bus = NatsBus::connect(nats, &name)
+                        .await
+                        .context("connecting to NATS (nats_url)")?;
+                    pg.announce_on(bus.clone());
+                    Some(bus)
+                }
+                None => None,
+            };
+            (Arc::new(pg), Some(Node::new(cluster, bus)))
         }
     };
     auth.set_service_keys(store.service_keys());

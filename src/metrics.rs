@@ -37,6 +37,9 @@ pub const COMMIT_SECONDS: &str = "agentwire_commit_seconds";
 pub const DELIVERY_SECONDS: &str = "agentwire_delivery_seconds";
 /// Connections closed with 1013 because their queue was full.
 pub const SLOW_DISCONNECTS: &str = "agentwire_slow_consumer_disconnects_total";
+/// Commit notices of other nodes' chats this node received, by `via`
+/// (`notify`: PostgreSQL's, every chat's; `nats`: the chats it follows).
+pub const CLUSTER_NOTICES: &str = "agentwire_cluster_notices_total";
 /// Replays served (`client.resume`, `Last-Event-ID`, `chat.start` of a known chat).
 pub const REPLAYS: &str = "agentwire_replays_total";
 /// Envelopes per replay.
@@ -158,6 +161,10 @@ fn describe() {
         "Connections closed with 1013: queue full."
     );
     describe_counter!(REPLAYS, "Replays served.");
+    describe_counter!(
+        CLUSTER_NOTICES,
+        "Commit notices this node received, by via (notify: every chat's; nats: the chats it follows)."
+    );
     describe_histogram!(REPLAY_ENVELOPES, "Envelopes per replay.");
     describe_histogram!(
         PROVIDER_SECONDS,

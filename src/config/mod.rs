@@ -63,17 +63,26 @@ fn bad(key: &'static str, message: impl Into<String>) -> ConfigError {
 pub enum Database {
     /// An SQLite file.
     Sqlite(PathBuf),
-    /// A PostgreSQL server (the URL may hold a password: never logged).
-    Postgres { url: String, pool_size: u32 },
+    /// A PostgreSQL server (the URL may hold a password: never logged), and
+    /// the NATS server(s) commit notices travel on, if any (`nats_url`,
+    /// likewise never logged).
+    Postgres {
+        url: String,
+        pool_size: u32,
+        nats: Option<String>,
+    },
 }
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
-            Self::Postgres { pool_size, .. } => f
+            Self::Postgres {
+                pool_size, nats, ..
+            } => f
                 .debug_struct("Postgres")
                 .field("pool_size", pool_size)
+                .field("nats", &nats.is_some())
                 .finish_non_exhaustive(),
         }
     }
@@ -239,14 +248,36 @@ impl Settings {
         if !(1..=1000).contains(&pool_size) {
             return Err(bad("database_pool_size", "must be between 1 and 1000"));
         }
+        let nats = pick!(nats_url).filter(|u| !u.trim().is_empty());
         let database = if let Some(path) = url.strip_prefix("sqlite://") {
             let path = path.split('?').next().unwrap_or_default();
             if path.is_empty() {
                 return Err(bad("database_url", "sqlite:// needs a file path"));
             }
+            if nats.is_some() {
+                return Err(bad(
+                    "nats_url",
+                    "carries several nodes' commit notices: it needs a PostgreSQL database_url",
+                ));
+            }
             Database::Sqlite(PathBuf::from(path))
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Database::Postgres { url, pool_size }
+            if let Some(n) = &nats
+                && !n.split(',').all(|u| {
+                    let u = u.trim();
+                    u.starts_with("nats://") || u.starts_with("tls://")
+                })
+            {
+                return Err(bad(
+                    "nats_url",
+                    "each address must start with nats:// or tls:// (the value is not shown: it may hold a password)",
+                ));
+            }
+            Database::Postgres {
+                url,
+                pool_size,
+                nats,
+            }
         } else {
             return Err(bad(
                 "database_url",

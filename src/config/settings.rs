@@ -102,6 +102,15 @@ pub struct Settings {
     /// PostgreSQL connections per node [default: 10].
     #[arg(long, env = "AGENTWIRE_DATABASE_POOL_SIZE", global = true)]
     pub database_pool_size: Option<u32>,
+    /// NATS server(s) for several nodes' commit notices, `nats://host:4222`
+    /// (comma-separated) [default: none: PostgreSQL's NOTIFY].
+    #[arg(
+        long,
+        env = "AGENTWIRE_NATS_URL",
+        global = true,
+        hide_env_values = true
+    )]
+    pub nats_url: Option<String>,
     /// Folder of agent YAML files [default: ./agents].
     #[arg(long = "agents", env = "AGENTWIRE_AGENTS_DIR", global = true)]
     pub agents_dir: Option<PathBuf>,
@@ -354,6 +363,7 @@ pub(super) struct FileSettings {
     pub(super) listen: Option<String>,
     pub(super) database_url: Option<String>,
     pub(super) database_pool_size: Option<u32>,
+    pub(super) nats_url: Option<String>,
     pub(super) agents_dir: Option<PathBuf>,
     pub(super) auth: Option<AuthMode>,
     pub(super) jwt_secret: Option<String>,

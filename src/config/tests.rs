@@ -184,3 +184,31 @@ fn quotas_are_off_unless_set_and_a_cost_is_a_number() {
         assert_eq!(s.resolve().unwrap_err().key, "quota_user_cost_per_day");
     }
 }
+
+#[test]
+fn nats_goes_with_postgres_and_its_address_is_never_shown() {
+    let on = |db: &str, nats: &str| Settings {
+        database_url: Some(db.into()),
+        nats_url: Some(nats.into()),
+        ..Settings::default()
+    };
+    let sqlite = on("sqlite://./x.db", "nats://127.0.0.1:4222").resolve();
+    assert_eq!(sqlite.unwrap_err().key, "nats_url");
+    let bad = on("postgres://u:p@db/a", "http://user:secret@nats:4222").resolve();
+    let err = bad.unwrap_err();
+    assert_eq!(err.key, "nats_url");
+    assert!(!err.to_string().contains("secret"), "{err}");
+    let c = on(
+        "postgres://u:p@db/a",
+        "nats://user:secret@a:4222, tls://b:4222",
+    )
+    .resolve()
+    .unwrap();
+    assert!(
+        matches!(&c.database, Database::Postgres { nats: Some(n), .. } if n.contains("tls://b"))
+    );
+    assert!(!format!("{:?}", c.database).contains("secret"));
+    // Empty: NOTIFY, as unset.
+    let c = on("postgres://u:p@db/a", "").resolve().unwrap();
+    assert!(matches!(&c.database, Database::Postgres { nats: None, .. }));
+}

@@ -47,6 +47,28 @@ pub(super) enum Command {
     },
 }
 
+impl Command {
+    /// The reply channel of any command, borrowed.
+    pub(super) fn reply(&self) -> &Reply {
+        match self {
+            Command::Op { reply, .. }
+            | Command::Start { reply, .. }
+            | Command::Resume { reply, .. }
+            | Command::Unsubscribe { reply, .. } => reply,
+        }
+    }
+
+    /// The reply channel of any command.
+    pub(super) fn into_reply(self) -> Reply {
+        match self {
+            Command::Op { reply, .. }
+            | Command::Start { reply, .. }
+            | Command::Resume { reply, .. }
+            | Command::Unsubscribe { reply, .. } => reply,
+        }
+    }
+}
+
 /// Where an [`Command::Op`] comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Origin {
@@ -354,4 +376,17 @@ pub(super) struct Signal {
     /// Set when a node announced the chat deleted: the actor looks, and
     /// lets its subscribers go.
     pub(super) gone: std::sync::atomic::AtomicBool,
+}
+
+impl Signal {
+    /// Another node announced the chat's log up to `seq` (0: the chat was
+    /// deleted): the actor reads the store.
+    pub(super) fn committed(&self, seq: u64) {
+        use std::sync::atomic::Ordering;
+        if seq == 0 {
+            self.gone.store(true, Ordering::Release);
+        }
+        self.seen.fetch_max(seq, Ordering::AcqRel);
+        self.wake.notify_one();
+    }
 }

@@ -9,7 +9,9 @@
 //! - **Listening** ([`start`]): commits of other nodes wake the chats this
 //!   node follows; commands for this node run on the registry; replies end
 //!   their forward. After a lost listener connection every follower reads the
-//!   store again, since notifications may have been lost.
+//!   store again, since notifications may have been lost. With NATS
+//!   (`nats_url`), commits come per chat on NATS instead ([`Node::watch`]),
+//!   and a node cut off from it has its followers read the store every tick.
 //! - **Liveness**, every [`TICK`]: keep this node's lock (take it again if
 //!   its session was lost), then wake the followers of chats whose owner died,
 //!   so they take them over, and take up the running chats no live node holds
@@ -28,9 +30,9 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::SessionError;
-use super::handle::{Op, Origin};
+use super::handle::{Op, Origin, Signal};
 use super::registry::Registry;
-use crate::store::{NodeMessage, PgCluster, StoreError};
+use crate::store::{LogNotice, NatsBus, NodeMessage, PgCluster, StoreError, Watch};
 
 /// How often a node checks its own lock and the others' liveness.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -58,6 +60,8 @@ struct Forwarded {
 pub struct Node {
     cluster: PgCluster,
     in_flight: Mutex<HashMap<Uuid, InFlight>>,
+    /// Commit notices per chat over NATS, when configured (`store::nats`).
+    bus: Option<Arc<NatsBus>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -69,11 +73,33 @@ impl std::fmt::Debug for Node {
 }
 
 impl Node {
-    pub fn new(cluster: PgCluster) -> Arc<Self> {
+    pub fn new(cluster: PgCluster, bus: Option<Arc<NatsBus>>) -> Arc<Self> {
         Arc::new(Self {
             cluster,
             in_flight: Mutex::new(HashMap::new()),
+            bus,
         })
+    }
+
+    /// The NATS connection, if commits travel on NATS.
+    pub fn bus(&self) -> Option<&Arc<NatsBus>> {
+        self.bus.as_ref()
+    }
+
+    /// On NATS, subscribes to chat `chat_id`'s commit notices until the
+    /// returned guard is dropped: another node's wakes `signal` as a
+    /// `NOTIFY` would, and the subscription's start does too (what was
+    /// committed before it is read from the store).
+    pub(super) fn watch(&self, chat_id: Uuid, signal: &Arc<Signal>) -> Option<Watch> {
+        let bus = self.bus.as_ref()?;
+        let me = self.id();
+        let (on, ready) = (signal.clone(), signal.clone());
+        let on = move |n: LogNotice| {
+            if n.node != me {
+                on.committed(n.seq);
+            }
+        };
+        Some(bus.watch(chat_id, on, move || ready.wake.notify_one()))
     }
 
     /// This node's id.
@@ -210,8 +236,23 @@ pub async fn start(node: Arc<Node>, registry: Registry) -> Result<(), StoreError
     let listener = node.cluster.listen().await?;
     let tracker = registry.context().tracker.clone();
     tracker.spawn(listen(node.clone(), registry.clone(), listener));
+    if let Some(bus) = node.bus.clone() {
+        tracker.spawn(after_reconnects(bus, registry.clone()));
+    }
     tracker.spawn(liveness(node, registry));
     Ok(())
+}
+
+/// After each NATS reconnect every follower reads the store: notices may
+/// have been lost while the connection was down.
+async fn after_reconnects(bus: Arc<NatsBus>, registry: Registry) {
+    let shutdown = registry.context().shutdown.clone();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = bus.reconnected() => registry.wake_followers(),
+        }
+    }
 }
 
 async fn listen(node: Arc<Node>, registry: Registry, mut listener: sqlx::postgres::PgListener) {
@@ -228,6 +269,8 @@ async fn listen(node: Arc<Node>, registry: Registry, mut listener: sqlx::postgre
         match received {
             Ok(Some(n)) => match PgCluster::parse(n.channel(), n.payload()) {
                 Some(NodeMessage::Log(notices)) => {
+                    metrics::counter!(crate::metrics::CLUSTER_NOTICES, "via" => "notify")
+                        .increment(notices.len() as u64);
                     for notice in notices.iter().filter(|n| n.node != node.id()) {
                         registry.on_commit(notice.chat_id, notice.seq);
                     }
@@ -281,6 +324,11 @@ async fn liveness(node: Arc<Node>, registry: Registry) {
         tokio::select! {
             () = shutdown.cancelled() => return,
             _ = tick.tick() => {}
+        }
+        // Cut off from NATS: no notice reaches this node's followers, so
+        // they read the store every tick until it is back.
+        if node.bus.as_ref().is_some_and(|b| b.is_down()) {
+            registry.wake_followers();
         }
         match node.cluster.keep_alive().await {
             Ok(true) => {

@@ -30,6 +30,9 @@ pub enum StoreError {
     /// The answer of a request handled on another node, as that node reported it.
     #[error("{0}")]
     Remote(Arc<str>),
+    /// The NATS address cannot be used.
+    #[error("NATS: {0}")]
+    Nats(Arc<str>),
 }
 
 impl From<rusqlite::Error> for StoreError {

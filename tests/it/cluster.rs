@@ -127,6 +127,14 @@ async fn clients_on_two_nodes_see_one_chat_identically() {
     let last_c = cc.until_complete(chat).await;
     assert_eq!(ca.until_complete(chat).await, last_c);
     assert_eq!(last_c[0]["seq"], all.len() + 1);
+    if crate::nats::cluster_nats_url().is_some() {
+        // The NATS pass: the other nodes heard the commits on NATS.
+        let (_, metrics) = http_get(b.addr, "/metrics", &[]).await;
+        assert!(
+            metrics.contains("agentwire_cluster_notices_total{via=\"nats\"}"),
+            "{metrics}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

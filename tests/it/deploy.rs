@@ -43,6 +43,9 @@ fn the_compose_file_matches_the_dockerfile_and_the_readme() {
             node["depends_on"]["postgres"]["condition"],
             "service_healthy"
         );
+        // Their commit notices on the compose file's NATS.
+        assert_eq!(env["AGENTWIRE_NATS_URL"], "nats://nats:4222", "{name}");
+        assert_eq!(node["depends_on"]["nats"]["condition"], "service_healthy");
         let check = node["healthcheck"]["test"].to_string();
         assert!(check.contains("http://127.0.0.1:8080/healthz"), "{check}");
     }
@@ -69,10 +72,13 @@ fn the_compose_file_matches_the_dockerfile_and_the_readme() {
         "the balancer sends to both nodes"
     );
     assert!(caddyfile.contains("health_uri /healthz"));
+    let nats = &services["nats"];
+    assert!(nats["image"].as_str().unwrap().starts_with("nats:"));
+    assert!(nats["healthcheck"]["test"].to_string().contains("/healthz"));
     assert_eq!(
         services.as_object().unwrap().len(),
-        4,
-        "postgres, two nodes, the balancer"
+        5,
+        "postgres, NATS, two nodes, the balancer"
     );
 
     // The image the compose file builds listens and checks itself the same way.

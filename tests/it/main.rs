@@ -39,6 +39,7 @@ mod metrics;
 mod mock_llm;
 mod models;
 mod multitask;
+mod nats;
 mod oidc;
 mod openapi;
 mod page;

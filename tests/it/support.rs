@@ -118,6 +118,15 @@ impl Server {
         if settings.database_url.is_none() {
             settings.database_url = Some(database_url(dir.path()).await);
         }
+        // The cluster suite's NATS pass: every node of a cluster on NATS.
+        if settings.nats_url.is_none()
+            && settings
+                .database_url
+                .as_deref()
+                .is_some_and(|u| u.starts_with("postgres"))
+        {
+            settings.nats_url = crate::nats::cluster_nats_url();
+        }
         let agents = settings
             .agents_dir
             .get_or_insert_with(|| dir.path().join("agents"));
@@ -494,6 +503,12 @@ pub async fn spawn_agentwire_with(
         .env("AGENTWIRE_TITLE_MODEL", "none")
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
+    // The cluster suite's NATS pass: every node of a cluster on NATS.
+    if database_url.starts_with("postgres")
+        && let Some(nats) = crate::nats::cluster_nats_url()
+    {
+        command.env("AGENTWIRE_NATS_URL", nats);
+    }
     configure(&mut command);
     let child = command.spawn().expect("start agentwire");
     for _ in 0..200 {

@@ -3,7 +3,7 @@
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{Actor, MAX_SUBSCRIBERS, Role, reply_of, reply_of_ref};
+use super::{Actor, MAX_SUBSCRIBERS, Role};
 use crate::protocol::{ConversationState, Envelope, ErrorCode, EventKind, RunEndReason, limits};
 use crate::session::handle::{Command, MessageRef, Op, Origin, RunExtras};
 use crate::session::{Outbound, Replay, SessionError, Subscriber};
@@ -17,7 +17,7 @@ impl Actor {
             let _ = reply.send(Ok(()));
             return;
         }
-        if reply_of_ref(&cmd).is_closed() {
+        if cmd.reply().is_closed() {
             // Its caller gave up waiting (the registry's deadline, or a
             // connection that went away): it was told the outcome is
             // unknown, so nothing of it happens now.
@@ -25,11 +25,13 @@ impl Actor {
             return;
         }
         if let Some(e) = &self.broken {
-            let _ = reply_of(cmd).send(Err(SessionError::Persistence(e.clone())));
+            let _ = cmd
+                .into_reply()
+                .send(Err(SessionError::Persistence(e.clone())));
             return;
         }
         if self.ctx.shutdown.is_cancelled() {
-            let _ = reply_of(cmd).send(Err(SessionError::ShuttingDown));
+            let _ = cmd.into_reply().send(Err(SessionError::ShuttingDown));
             return;
         }
         match cmd {

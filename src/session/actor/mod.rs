@@ -81,6 +81,12 @@ pub(super) fn spawn(s: Spawn) {
     let tracker = s.ctx.tracker.clone();
     let (chat_id, on_end) = (s.chat_id, s.on_end);
     tracker.spawn(async move {
+        // On NATS, the chat's commit notices while the actor lives.
+        let _watch = s
+            .ctx
+            .node
+            .as_ref()
+            .and_then(|n| n.watch(chat_id, &s.signal));
         let role = if s.ctx.node.is_some() {
             Role::Follower
         } else {
@@ -476,25 +482,5 @@ impl Actor {
             self.announce(reason).await;
         }
         Ok(())
-    }
-}
-
-/// The reply channel of any command, borrowed.
-fn reply_of_ref(cmd: &Command) -> &Reply {
-    match cmd {
-        Command::Op { reply, .. }
-        | Command::Start { reply, .. }
-        | Command::Resume { reply, .. }
-        | Command::Unsubscribe { reply, .. } => reply,
-    }
-}
-
-/// The reply channel of any command.
-fn reply_of(cmd: Command) -> Reply {
-    match cmd {
-        Command::Op { reply, .. }
-        | Command::Start { reply, .. }
-        | Command::Resume { reply, .. }
-        | Command::Unsubscribe { reply, .. } => reply,
     }
 }

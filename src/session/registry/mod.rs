@@ -145,12 +145,7 @@ impl Registry {
     pub(super) fn on_commit(&self, chat_id: Uuid, seq: u64) {
         let chats = self.inner.chats.lock().expect("registry lock");
         if let Some(s) = chats.get(&chat_id).and_then(Entry::signal) {
-            // Seq 0, which no commit announces: the chat was deleted.
-            if seq == 0 {
-                s.gone.store(true, Ordering::Release);
-            }
-            s.seen.fetch_max(seq, Ordering::AcqRel);
-            s.wake.notify_one();
+            s.committed(seq);
         }
     }
 

@@ -49,12 +49,18 @@ SELECT ARRAY(SELECT chat_id FROM lost) AS lost,
        (SELECT count(*) FROM inserted) AS inserted,
        (SELECT count(*) FROM notified) AS notified";
 
-/// Commits `batches`, all or nothing.
+/// Commits `batches`, all or nothing, with the commit's `NOTIFY` unless
+/// `notify` is off (NATS announces it: `store::nats`).
 pub(super) async fn append(
     pool: &PgPool,
     batches: &[AppendBatch],
     outbox: bool,
+    notify: bool,
 ) -> Result<(), StoreError> {
+    let notices = match notify {
+        true => notice::announcements(batches),
+        false => Vec::new(),
+    };
     let rows = rows(batches);
     let effects = match outbox {
         true => effects_of(batches),
@@ -67,7 +73,7 @@ pub(super) async fn append(
         || !effects.is_empty();
     let runs = runs_of(batches);
     if changes_state || !runs.is_empty() || rows.len() > ROWS_PER_INSERT {
-        return in_transaction(pool, batches, &effects, &runs).await;
+        return in_transaction(pool, batches, &effects, &runs, &notices).await;
     }
     let fenced: Vec<(Uuid, Fence)> = batches
         .iter()
@@ -80,7 +86,7 @@ pub(super) async fn append(
         .bind(fenced.iter().map(|(_, f)| f.node).collect::<Vec<i64>>())
         .bind(fenced.iter().map(|(_, f)| f.epoch).collect::<Vec<i64>>())
         .bind(notice::LOG_CHANNEL)
-        .bind(notice::announcements(batches))
+        .bind(notices)
         .fetch_one(pool)
         .await?;
     let lost: Vec<Uuid> = row.try_get("lost")?;
@@ -146,6 +152,7 @@ async fn in_transaction(
     batches: &[AppendBatch],
     effects: &Effects,
     runs: &[RunUsage],
+    notices: &[String],
 ) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
     check_fences(&mut tx, batches).await?;
@@ -162,13 +169,8 @@ async fn in_transaction(
     // The commit's announcement, delivered by PostgreSQL only if the
     // transaction commits: a line "<chat id> <highest seq> <node>" per
     // chat (node 0: an unfenced append), as few notifications as fit.
-    let notices = notice::announcements(batches);
     if !notices.is_empty() {
-        sqlx::query("SELECT pg_notify($1, n) FROM UNNEST($2::text[]) AS t(n)")
-            .bind(notice::LOG_CHANNEL)
-            .bind(&notices)
-            .execute(&mut *tx)
-            .await?;
+        notify(&mut *tx, notices).await?;
     }
     super::listing::index(&mut tx, batches).await?;
     let now = super::super::now_ms();
@@ -306,5 +308,18 @@ async fn outbox(
         .execute(&mut *tx)
         .await?;
     }
+    Ok(())
+}
+
+/// Sends `notices` on the log channel (in a transaction: when it commits).
+pub(super) async fn notify<'e>(
+    on: impl sqlx::PgExecutor<'e>,
+    notices: &[String],
+) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_notify($1, n) FROM UNNEST($2::text[]) AS t(n)")
+        .bind(notice::LOG_CHANNEL)
+        .bind(notices)
+        .execute(on)
+        .await?;
     Ok(())
 }

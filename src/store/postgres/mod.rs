@@ -34,6 +34,8 @@ pub struct PgStore {
     pool_size: u32,
     /// Webhooks' outbox is written with the log (`Store::enable_outbox`).
     outbox: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Commits are announced on NATS while it is up (`announce_on`).
+    bus: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<super::nats::NatsBus>>>,
 }
 
 impl PgStore {
@@ -57,7 +59,13 @@ impl PgStore {
             url: url.to_owned(),
             pool_size,
             outbox: Default::default(),
+            bus: Default::default(),
         })
+    }
+
+    /// Announces commits on `bus` instead of `NOTIFY` while it is up.
+    pub fn announce_on(&self, bus: std::sync::Arc<super::nats::NatsBus>) {
+        let _ = self.bus.set(bus);
     }
 
     pub(super) fn pool(&self) -> &PgPool {
@@ -208,7 +216,18 @@ impl Store for PgStore {
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
         let outbox = self.outbox.load(std::sync::atomic::Ordering::Relaxed);
-        append::append(&self.pool, batches, outbox).await
+        let Some(bus) = self.bus.get().filter(|b| !b.is_down()) else {
+            return append::append(&self.pool, batches, outbox, true).await;
+        };
+        append::append(&self.pool, batches, outbox, false).await?;
+        if !bus.publish(&notice::commits(batches)).await {
+            // Committed, not announced: by NOTIFY then (a follower that
+            // misses it waits for the chat's next commit).
+            if let Err(e) = append::notify(&self.pool, &notice::announcements(batches)).await {
+                tracing::warn!(error = %e, "cannot announce a commit");
+            }
+        }
+        Ok(())
     }
 
     /// While one commit waits for its WAL flush, the next starts on another

@@ -45,6 +45,20 @@ pub(crate) fn announcements(batches: &[AppendBatch]) -> Vec<String> {
     payloads
 }
 
+/// The commit of `batches` as notices, one per chat (what NATS carries).
+pub(crate) fn commits(batches: &[AppendBatch]) -> Vec<LogNotice> {
+    batches
+        .iter()
+        .filter_map(|b| {
+            Some(LogNotice {
+                chat_id: b.chat_id,
+                seq: b.envelopes.last()?.seq,
+                node: b.fence.map_or(0, |f| f.node),
+            })
+        })
+        .collect()
+}
+
 /// The line announcing that `chat` was deleted: seq 0, which no commit
 /// announces (a log starts at 1).
 pub(crate) fn purged(chat: Uuid) -> String {

@@ -1,0 +1,228 @@
+//! Commit notices over NATS, for a cluster whose nodes should each hear
+//! only the chats their own clients follow.
+//!
+//! With PostgreSQL's `NOTIFY` every node receives every chat's commit
+//! notices. With a `NatsBus` a commit of chat `c` is published on subject
+//! `agentwire.log.<c>` (payload `"<highest seq> <node>"`), and a node
+//! subscribes to the subjects of the chats it has an actor for, so its work
+//! follows its own clients. PostgreSQL stays the log of record: a notice is
+//! only a wake-up, and a follower reads the store whenever it wakes.
+//!
+//! What may go wrong, and why nothing is lost or reordered:
+//! - **This node cannot reach NATS** (never connected, or disconnected): its
+//!   commits are announced with `NOTIFY` as without NATS (every node still
+//!   listens on the log channel), and its followers read the store every
+//!   tick until NATS is back ([`NatsBus::is_down`]).
+//! - **NATS lost messages** (a restart, a reconnect): on every reconnect
+//!   the node wakes all its followers to read the store
+//!   ([`NatsBus::reconnected`]).
+//! - **A publish fails** after the commit: the notice goes by `NOTIFY`
+//!   instead ([`PgStore`](super::PgStore)'s append).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_nats::connection::State;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use uuid::Uuid;
+
+use super::StoreError;
+use super::postgres::notice::LogNotice;
+
+/// The subjects' prefix: `agentwire.log.<chat id>`.
+const LOG_SUBJECT: &str = "agentwire.log";
+/// How long a commit's publish may wait for the connection's queue; past
+/// it the notice goes by `NOTIFY` (a NATS server that stalls never holds
+/// the log writer).
+const PUBLISH_WAIT: Duration = Duration::from_millis(200);
+
+/// This node's connection to NATS.
+pub struct NatsBus {
+    client: async_nats::Client,
+    /// Set while the connection is down (between `Disconnected` and
+    /// `Connected`).
+    down: Arc<AtomicBool>,
+    /// Notified on every reconnect: messages may have been lost meanwhile.
+    reconnected: Arc<tokio::sync::Notify>,
+}
+
+impl std::fmt::Debug for NatsBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsBus")
+            .field("down", &self.down.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl NatsBus {
+    /// Connects to the NATS server(s) at `url` (comma-separated for several)
+    /// as `name`, and keeps reconnecting for as long as the node runs. A
+    /// server that is not up yet is retried in the background: the node
+    /// starts on `NOTIFY` and moves to NATS once connected.
+    ///
+    /// # Errors
+    /// `url` is not a NATS address.
+    pub async fn connect(url: &str, name: &str) -> Result<Arc<Self>, StoreError> {
+        let down = Arc::new(AtomicBool::new(true));
+        let reconnected = Arc::new(tokio::sync::Notify::new());
+        let (on_down, on_up) = (down.clone(), reconnected.clone());
+        let client = async_nats::ConnectOptions::new()
+            .name(name)
+            .retry_on_initial_connect()
+            .max_reconnects(None)
+            .event_callback(move |event| {
+                let (down, up) = (on_down.clone(), on_up.clone());
+                async move {
+                    match event {
+                        async_nats::Event::Connected => {
+                            down.store(false, Ordering::Release);
+                            up.notify_waiters();
+                            tracing::info!("connected to NATS");
+                        }
+                        async_nats::Event::Disconnected => {
+                            down.store(true, Ordering::Release);
+                            tracing::warn!(
+                                "lost NATS; commit notices go by NOTIFY until it is back"
+                            );
+                        }
+                        other => tracing::debug!(event = %other, "NATS"),
+                    }
+                }
+            })
+            .connect(url)
+            .await
+            .map_err(|e| StoreError::Nats(format!("nats_url: {e}").into()))?;
+        // A moment for the first connection, so a node whose NATS is up
+        // starts on it; one whose NATS is not starts on NOTIFY.
+        for _ in 0..40 {
+            if client.connection_state() == State::Connected {
+                down.store(false, Ordering::Release);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(Arc::new(Self {
+            client,
+            down,
+            reconnected,
+        }))
+    }
+
+    /// Whether the connection is down: commits go by `NOTIFY`, and followers
+    /// read the store every tick.
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::Acquire) || self.client.connection_state() != State::Connected
+    }
+
+    /// Resolves at the next reconnect.
+    pub async fn reconnected(&self) {
+        self.reconnected.notified().await;
+    }
+
+    /// Publishes a commit's notices, one per chat. `false` if any could
+    /// not be handed to the connection in time: the caller announces them
+    /// by `NOTIFY` instead.
+    pub(crate) async fn publish(&self, notices: &[LogNotice]) -> bool {
+        if self.is_down() {
+            return false;
+        }
+        let all = async {
+            for n in notices {
+                let subject = format!("{LOG_SUBJECT}.{}", n.chat_id);
+                let payload = Bytes::from(format!("{} {}", n.seq, n.node));
+                self.client.publish(subject, payload).await?;
+            }
+            Ok::<(), async_nats::PublishError>(())
+        };
+        match tokio::time::timeout(PUBLISH_WAIT, all).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot publish commit notices; sending them by NOTIFY");
+                false
+            }
+            Err(_) => {
+                tracing::warn!("NATS is slow to take commit notices; sending them by NOTIFY");
+                false
+            }
+        }
+    }
+
+    /// Calls `on` with each notice published for `chat_id` (by any node),
+    /// until the returned guard is dropped. `ready` is called once the
+    /// subscription stands (and after each failed attempt is retried), so
+    /// the caller reads the store for what came before it.
+    pub fn watch(
+        self: &Arc<Self>,
+        chat_id: Uuid,
+        on: impl Fn(LogNotice) + Send + 'static,
+        ready: impl Fn() + Send + 'static,
+    ) -> Watch {
+        let bus = self.clone();
+        let task = tokio::spawn(async move {
+            let subject = format!("{LOG_SUBJECT}.{chat_id}");
+            let mut sub = loop {
+                match bus.client.subscribe(subject.clone()).await {
+                    Ok(sub) => break sub,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot subscribe to a chat's notices yet");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            };
+            ready();
+            let counted = metrics::counter!(crate::metrics::CLUSTER_NOTICES, "via" => "nats");
+            while let Some(message) = sub.next().await {
+                counted.increment(1);
+                match parse(chat_id, &message.payload) {
+                    Some(notice) => on(notice),
+                    None => tracing::warn!("unreadable NATS commit notice"),
+                }
+            }
+        });
+        Watch(task)
+    }
+}
+
+/// A chat's subscription; dropping it unsubscribes.
+#[derive(Debug)]
+pub struct Watch(tokio::task::JoinHandle<()>);
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// `"<seq> <node>"` of chat `chat_id`.
+fn parse(chat_id: Uuid, payload: &[u8]) -> Option<LogNotice> {
+    let text = std::str::from_utf8(payload).ok()?;
+    let (seq, node) = text.split_once(' ')?;
+    Some(LogNotice {
+        chat_id,
+        seq: seq.parse().ok()?,
+        node: node.parse().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notice_reads_back_and_nonsense_does_not() {
+        let chat = Uuid::new_v4();
+        assert_eq!(
+            parse(chat, b"42 7"),
+            Some(LogNotice {
+                chat_id: chat,
+                seq: 42,
+                node: 7
+            })
+        );
+        for bad in [&b""[..], b"42", b"x 7", b"42 y", b"\xff 1"] {
+            assert_eq!(parse(chat, bad), None);
+        }
+    }
+}

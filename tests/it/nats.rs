@@ -1,0 +1,311 @@
+//! Several nodes whose commit notices travel on NATS (issue 42): a node
+//! hears only the chats its own clients follow; NATS restarted under load
+//! loses and doubles nothing; a node cut off from NATS (not from
+//! PostgreSQL) still serves its clients, from the store.
+//!
+//! Needs Debian's `nats-server` (or `AGENTWIRE_NATS_SERVER`); skipped with
+//! a message without it, unless `AGENTWIRE_REQUIRE_NATS=1` (`.ci/run`).
+//! With `AGENTWIRE_TEST_CLUSTER_BUS=nats`, every node of the cluster tests
+//! runs on one NATS server too ([`cluster_nats_url`]: `.ci/run`'s NATS pass).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::cluster::cluster_database;
+use crate::support::*;
+
+/// The `nats-server` binary, if there is one.
+fn nats_bin() -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("AGENTWIRE_NATS_SERVER") {
+        return Some(PathBuf::from(path));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|d| d.join("nats-server"))
+        .find(|p| p.is_file())
+}
+
+/// The binary, or `None` (after a message) when none is required.
+fn required_bin() -> Option<PathBuf> {
+    let found = nats_bin();
+    if found.is_none() {
+        let required = std::env::var("AGENTWIRE_REQUIRE_NATS").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "AGENTWIRE_REQUIRE_NATS=1 but no nats-server was found"
+        );
+        eprintln!("note: no nats-server found: skipping the NATS tests");
+    }
+    found
+}
+
+/// One NATS server on a port of its own, killed when dropped.
+struct NatsServer {
+    bin: PathBuf,
+    port: u16,
+    child: Option<tokio::process::Child>,
+}
+
+impl NatsServer {
+    async fn start(bin: PathBuf) -> Self {
+        let port = free_addr().port();
+        let mut server = Self {
+            bin,
+            port,
+            child: None,
+        };
+        server.up().await;
+        server
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server (again, on the same port).
+    async fn up(&mut self) {
+        let child = tokio::process::Command::new(&self.bin)
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start nats-server");
+        self.child = Some(child);
+        for _ in 0..200 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("nats-server did not start");
+    }
+
+    /// Kills the server (SIGKILL: what it had in flight is lost).
+    async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().await.unwrap();
+        }
+    }
+}
+
+/// The NATS server every cluster node of this test process uses in the
+/// cluster suite's NATS pass (`AGENTWIRE_TEST_CLUSTER_BUS=nats`), started
+/// once, under a watchdog that stops it when the process is gone.
+pub fn cluster_nats_url() -> Option<String> {
+    static URL: OnceLock<Option<String>> = OnceLock::new();
+    URL.get_or_init(|| {
+        if std::env::var("AGENTWIRE_TEST_CLUSTER_BUS").ok()? != "nats" {
+            return None;
+        }
+        let bin = nats_bin().expect("AGENTWIRE_TEST_CLUSTER_BUS=nats needs nats-server");
+        let port = free_addr().port();
+        let watchdog = format!(
+            "'{}' -a 127.0.0.1 -p {port} >/dev/null 2>&1 & n=$!; \
+             while kill -0 {} 2>/dev/null; do sleep 1; done; kill $n",
+            bin.display(),
+            std::process::id()
+        );
+        // The watchdog shell outlives this call and ends with the process.
+        #[allow(clippy::zombie_processes)]
+        std::process::Command::new("sh")
+            .args(["-c", &watchdog])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("start nats-server");
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(format!("nats://127.0.0.1:{port}"));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("nats-server did not start");
+    })
+    .clone()
+}
+
+/// A database for a cluster and the `nats-server` binary, or `None` when
+/// this pass skips these tests.
+async fn prerequisites() -> Option<(String, PathBuf)> {
+    let url = cluster_database().await?;
+    Some((url, required_bin()?))
+}
+
+/// Two nodes (the real binary) on `url`, their notices on `nats_a` and
+/// `nats_b`, a client on each; killed when `nodes` is dropped (bind it).
+struct Two {
+    a: SocketAddr,
+    b: SocketAddr,
+    ca: Client,
+    cb: Client,
+    /// The processes: dropping them kills the nodes.
+    nodes: Vec<(tokio::process::Child, tempfile::TempDir)>,
+}
+
+async fn two_nodes(url: &str, nats_a: &str, nats_b: &str) -> Two {
+    let mut nodes = Vec::new();
+    let mut addrs = Vec::new();
+    for nats in [nats_a, nats_b] {
+        let agents = tempfile::tempdir().unwrap();
+        let (child, addr) = spawn_agentwire(url, agents.path(), &["--nats-url", nats]).await;
+        nodes.push((child, agents));
+        addrs.push(addr);
+    }
+    Two {
+        a: addrs[0],
+        b: addrs[1],
+        ca: Client::connect(&format!("ws://{}/v1/ws", addrs[0])).await,
+        cb: Client::connect(&format!("ws://{}/v1/ws", addrs[1])).await,
+        nodes,
+    }
+}
+
+/// A counter of the node's `/metrics`, 0 if absent.
+async fn notices(addr: SocketAddr, via: &str) -> f64 {
+    let (_, text) = http_get(addr, "/metrics", &[]).await;
+    let key = format!("agentwire_cluster_notices_total{{via=\"{via}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+/// Follows `chat` from its start: what was replayed.
+async fn follow(c: &mut Client, chat: Uuid) -> Vec<Value> {
+    c.resume(chat, 0).await;
+    let mut got = c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
+    got.pop();
+    got.iter().map(without_replay).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_node_hears_only_the_chats_its_clients_follow() {
+    let Some((url, bin)) = prerequisites().await else {
+        return;
+    };
+    let nats = NatsServer::start(bin).await;
+    let Two {
+        b,
+        mut ca,
+        mut cb,
+        nodes: _running,
+        ..
+    } = two_nodes(&url, &nats.url(), &nats.url()).await;
+    // Two chats run on A; B's client follows only the second.
+    let (busy, followed) = (Uuid::new_v4(), Uuid::new_v4());
+    ca.start(busy, "hello").await;
+    ca.until_complete(busy).await;
+    ca.start(followed, "hello").await;
+    let first = ca.until_complete(followed).await;
+    assert_eq!(follow(&mut cb, followed).await, first);
+
+    let notified = notices(b, "notify").await;
+    ca.say(busy, "burst: 300").await;
+    let unseen = ca.until_complete(busy).await;
+    ca.say(followed, "burst: 40").await;
+    let seen = ca.until_complete(followed).await;
+    assert_eq!(
+        cb.until_complete(followed).await,
+        seen,
+        "B's client misses nothing"
+    );
+
+    // B heard the followed chat's commits (at most one notice each), none
+    // of the busy chat's 300-odd envelopes, and nothing by NOTIFY.
+    let heard = notices(b, "nats").await;
+    assert!(heard >= 1.0, "B heard the chat it follows");
+    assert!(
+        heard <= seen.len() as f64,
+        "B heard {heard} notices; the chat it follows logged {} envelopes, the other {}",
+        seen.len(),
+        unseen.len()
+    );
+    assert_eq!(
+        notices(b, "notify").await,
+        notified,
+        "no commit went by NOTIFY"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_restarted_under_load_loses_and_doubles_nothing() {
+    let Some((url, bin)) = prerequisites().await else {
+        return;
+    };
+    let mut nats = NatsServer::start(bin).await;
+    let Two {
+        mut ca,
+        mut cb,
+        nodes: _running,
+        ..
+    } = two_nodes(&url, &nats.url(), &nats.url()).await;
+    let chat = Uuid::new_v4();
+    ca.start(chat, "hello").await;
+    let first = ca.until_complete(chat).await;
+    assert_eq!(follow(&mut cb, chat).await, first);
+
+    ca.say(chat, "slow: 150").await;
+    // Some words in, NATS goes away and comes back on the same port.
+    let mut on_b = Vec::new();
+    while on_b.len() < 20 {
+        on_b.push(cb.recv().await);
+    }
+    nats.kill().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    nats.up().await;
+    let on_a = ca.until_complete(chat).await;
+    on_b.extend(cb.until_complete(chat).await);
+    assert_eq!(
+        on_b, on_a,
+        "every envelope once, in order, on the other node"
+    );
+    let all: Vec<Value> = [first, on_a].concat();
+    assert_gap_free(&seqs(&all));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_cut_off_from_nats_still_serves_its_clients() {
+    let Some((url, bin)) = prerequisites().await else {
+        return;
+    };
+    let nats = NatsServer::start(bin).await;
+    // B's NATS address leads nowhere: it never connects, PostgreSQL is fine.
+    let nowhere = format!("nats://127.0.0.1:{}", free_addr().port());
+    let Two {
+        a,
+        mut ca,
+        mut cb,
+        nodes: _running,
+        ..
+    } = two_nodes(&url, &nats.url(), &nowhere).await;
+
+    // A chat of A's, followed from B: B reads the store every tick.
+    let chat = Uuid::new_v4();
+    ca.start(chat, "hello").await;
+    let first = ca.until_complete(chat).await;
+    assert_eq!(follow(&mut cb, chat).await, first);
+    ca.say(chat, "burst: 50").await;
+    let on_a = ca.until_complete(chat).await;
+    assert_eq!(cb.until_complete(chat).await, on_a);
+
+    // A chat of B's, followed from A: B's commits go by NOTIFY.
+    let other = Uuid::new_v4();
+    cb.start(other, "hello").await;
+    let first = cb.until_complete(other).await;
+    assert_eq!(follow(&mut ca, other).await, first);
+    cb.say(other, "burst: 50").await;
+    let on_b = cb.until_complete(other).await;
+    assert_eq!(ca.until_complete(other).await, on_b);
+    assert!(
+        notices(a, "notify").await >= 1.0,
+        "A heard B's commits by NOTIFY"
+    );
+}
