@@ -36,6 +36,11 @@ async fn serve() -> anyhow::Result<()> {
     {
         filter = filter.add_directive(quiet);
     }
+    // async-nats logs the server's address, credentials and all, at `debug`:
+    // its lines are `info` and above, whatever RUST_LOG says.
+    if let Ok(quiet) = "async_nats=info".parse() {
+        filter = filter.add_directive(quiet);
+    }
     // A command that prints what it made (a key) keeps its stdout for that.
     let (writer, terminal) = match cli.command {
         Some(Command::Keys { .. }) => (

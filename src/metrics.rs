@@ -37,8 +37,8 @@ pub const COMMIT_SECONDS: &str = "agentwire_commit_seconds";
 pub const DELIVERY_SECONDS: &str = "agentwire_delivery_seconds";
 /// Connections closed with 1013 because their queue was full.
 pub const SLOW_DISCONNECTS: &str = "agentwire_slow_consumer_disconnects_total";
-/// Commit notices of other nodes' chats this node received, by `via`
-/// (`notify`: PostgreSQL's, every chat's; `nats`: the chats it follows).
+/// Commit notices this node received (of its own commits too), by `via`
+/// (`notify`: PostgreSQL's, every chat's; `nats`: the chats it has an actor for).
 pub const CLUSTER_NOTICES: &str = "agentwire_cluster_notices_total";
 /// Replays served (`client.resume`, `Last-Event-ID`, `chat.start` of a known chat).
 pub const REPLAYS: &str = "agentwire_replays_total";
@@ -163,7 +163,7 @@ fn describe() {
     describe_counter!(REPLAYS, "Replays served.");
     describe_counter!(
         CLUSTER_NOTICES,
-        "Commit notices this node received, by via (notify: every chat's; nats: the chats it follows)."
+        "Commit notices this node received, by via (notify: every chat's; nats: the chats it has an actor for)."
     );
     describe_histogram!(REPLAY_ENVELOPES, "Envelopes per replay.");
     describe_histogram!(

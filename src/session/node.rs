@@ -237,21 +237,32 @@ pub async fn start(node: Arc<Node>, registry: Registry) -> Result<(), StoreError
     let tracker = registry.context().tracker.clone();
     tracker.spawn(listen(node.clone(), registry.clone(), listener));
     if let Some(bus) = node.bus.clone() {
-        tracker.spawn(after_reconnects(bus, registry.clone()));
+        tracker.spawn(after_reconnects(node.clone(), bus, registry.clone()));
     }
     tracker.spawn(liveness(node, registry));
     Ok(())
 }
 
-/// After each NATS reconnect every follower reads the store: notices may
-/// have been lost while the connection was down.
-async fn after_reconnects(bus: Arc<NatsBus>, registry: Registry) {
+/// After each NATS reconnect (once the server has this node's
+/// subscriptions again) every follower reads the store, now and a tick
+/// later, and every other node is told to do the same: what this node
+/// published before its connection was seen to drop may never have left.
+async fn after_reconnects(node: Arc<Node>, bus: Arc<NatsBus>, registry: Registry) {
     let shutdown = registry.context().shutdown.clone();
+    let mut connects = bus.connects();
+    connects.borrow_and_update();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
-            () = bus.reconnected() => registry.wake_followers(),
+            changed = connects.changed() => if changed.is_err() { return },
         }
+        bus.flush().await;
+        registry.wake_followers(false);
+        if let Err(e) = node.cluster.resync().await {
+            tracing::warn!(error = %e, "cannot tell the other nodes this one reconnected to NATS");
+        }
+        tokio::time::sleep(TICK).await;
+        registry.wake_followers(false);
     }
 }
 
@@ -272,7 +283,12 @@ async fn listen(node: Arc<Node>, registry: Registry, mut listener: sqlx::postgre
                     metrics::counter!(crate::metrics::CLUSTER_NOTICES, "via" => "notify")
                         .increment(notices.len() as u64);
                     for notice in notices.iter().filter(|n| n.node != node.id()) {
-                        registry.on_commit(notice.chat_id, notice.seq);
+                        if notice.chat_id.is_nil() {
+                            // A node reconnected to NATS: its notices may be lost.
+                            registry.wake_followers(false);
+                        } else {
+                            registry.on_commit(notice.chat_id, notice.seq);
+                        }
                     }
                 }
                 Some(NodeMessage::Command(id)) => {
@@ -308,7 +324,7 @@ async fn listen(node: Arc<Node>, registry: Registry, mut listener: sqlx::postgre
                         }
                     }
                 };
-                registry.wake_followers();
+                registry.wake_followers(true);
             }
         }
     }
@@ -328,7 +344,7 @@ async fn liveness(node: Arc<Node>, registry: Registry) {
         // Cut off from NATS: no notice reaches this node's followers, so
         // they read the store every tick until it is back.
         if node.bus.as_ref().is_some_and(|b| b.is_down()) {
-            registry.wake_followers();
+            registry.wake_followers(false);
         }
         match node.cluster.keep_alive().await {
             Ok(true) => {

@@ -389,6 +389,19 @@ impl PgCluster {
         Ok(())
     }
 
+    /// Tells every node that this one reconnected to NATS (`notice::resync`).
+    ///
+    /// # Errors
+    /// The database cannot be reached.
+    pub async fn resync(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(LOG_CHANNEL)
+            .bind(notice::resync(self.node))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// A listener on the log channel, the feed channel and this node's channel.
     ///
     /// # Errors

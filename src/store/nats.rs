@@ -13,14 +13,26 @@
 //!   commits are announced with `NOTIFY` as without NATS (every node still
 //!   listens on the log channel), and its followers read the store every
 //!   tick until NATS is back ([`NatsBus::is_down`]).
-//! - **NATS lost messages** (a restart, a reconnect): on every reconnect
-//!   the node wakes all its followers to read the store
-//!   ([`NatsBus::reconnected`]).
-//! - **A publish fails** after the commit: the notice goes by `NOTIFY`
-//!   instead ([`PgStore`](super::PgStore)'s append).
+//! - **NATS lost messages** (a restart, a reconnect of any node): on every
+//!   reconnect the node wakes all its followers to read the store, and
+//!   tells every node by `NOTIFY` to do the same ([`NatsBus::reconnects`],
+//!   `notice::RESYNC`): what it published before its connection was seen
+//!   to drop may never have left. Pings every few seconds see a dead link
+//!   soon.
+//! - **A publish fails or is slow** after the commit: the notice goes by
+//!   `NOTIFY` instead ([`PgStore`](super::PgStore)'s append), and so do the
+//!   next second's (a stalled NATS never holds the log writer long).
+//!
+//! A notice is a wake-up, never trusted: an owner that hears of a commit
+//! past its own checks its lease before it gives the chat up, so a message
+//! forged on NATS costs reads, not a run. Still, let only agentwire's nodes
+//! publish on `agentwire.>` (NATS authorization).
+//!
+//! Every node of a cluster must use the same setting: a node without
+//! `nats_url` hears nothing of a node with it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use async_nats::connection::State;
@@ -38,14 +50,23 @@ const LOG_SUBJECT: &str = "agentwire.log";
 /// the log writer).
 const PUBLISH_WAIT: Duration = Duration::from_millis(200);
 
+/// How often the client pings the server: a link that died without a word
+/// is seen within about two of these.
+const PING: Duration = Duration::from_secs(5);
+/// After a publish that failed or was slow, commits go by `NOTIFY` this long.
+const BACK_OFF_MS: i64 = 1000;
+
 /// This node's connection to NATS.
 pub struct NatsBus {
     client: async_nats::Client,
     /// Set while the connection is down (between `Disconnected` and
     /// `Connected`).
     down: Arc<AtomicBool>,
-    /// Notified on every reconnect: messages may have been lost meanwhile.
-    reconnected: Arc<tokio::sync::Notify>,
+    /// Counts connections made: each one after the first may have lost
+    /// messages (a `watch` channel, so no reconnect goes unseen).
+    connects: tokio::sync::watch::Sender<u64>,
+    /// Until when (Unix ms) commits skip NATS, after a failed publish.
+    skip_until: AtomicI64,
 }
 
 impl std::fmt::Debug for NatsBus {
@@ -66,19 +87,22 @@ impl NatsBus {
     /// `url` is not a NATS address.
     pub async fn connect(url: &str, name: &str) -> Result<Arc<Self>, StoreError> {
         let down = Arc::new(AtomicBool::new(true));
-        let reconnected = Arc::new(tokio::sync::Notify::new());
-        let (on_down, on_up) = (down.clone(), reconnected.clone());
+        let (connects, _) = tokio::sync::watch::channel(0_u64);
+        let (on_down, on_connect) = (down.clone(), connects.clone());
+        let servers: Vec<&str> = url.split(',').map(str::trim).collect();
         let client = async_nats::ConnectOptions::new()
             .name(name)
+            .no_echo()
+            .ping_interval(PING)
             .retry_on_initial_connect()
             .max_reconnects(None)
             .event_callback(move |event| {
-                let (down, up) = (on_down.clone(), on_up.clone());
+                let (down, connects) = (on_down.clone(), on_connect.clone());
                 async move {
                     match event {
                         async_nats::Event::Connected => {
                             down.store(false, Ordering::Release);
-                            up.notify_waiters();
+                            connects.send_modify(|n| *n += 1);
                             tracing::info!("connected to NATS");
                         }
                         async_nats::Event::Disconnected => {
@@ -91,7 +115,7 @@ impl NatsBus {
                     }
                 }
             })
-            .connect(url)
+            .connect(servers)
             .await
             .map_err(|e| StoreError::Nats(format!("nats_url: {e}").into()))?;
         // A moment for the first connection, so a node whose NATS is up
@@ -106,7 +130,8 @@ impl NatsBus {
         Ok(Arc::new(Self {
             client,
             down,
-            reconnected,
+            connects,
+            skip_until: AtomicI64::new(0),
         }))
     }
 
@@ -116,16 +141,29 @@ impl NatsBus {
         self.down.load(Ordering::Acquire) || self.client.connection_state() != State::Connected
     }
 
-    /// Resolves at the next reconnect.
-    pub async fn reconnected(&self) {
-        self.reconnected.notified().await;
+    /// Whether commits go by `NOTIFY` now: the connection is down, or a
+    /// publish failed or was slow a moment ago.
+    pub(crate) fn skipped(&self) -> bool {
+        self.is_down() || super::now_ms() < self.skip_until.load(Ordering::Relaxed)
+    }
+
+    /// Connections made so far; `changed()` on it resolves at the next one.
+    pub fn connects(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.connects.subscribe()
+    }
+
+    /// Waits until the server has every subscription asked for so far.
+    pub async fn flush(&self) {
+        if let Err(e) = self.client.flush().await {
+            tracing::debug!(error = %e, "cannot flush NATS");
+        }
     }
 
     /// Publishes a commit's notices, one per chat. `false` if any could
     /// not be handed to the connection in time: the caller announces them
     /// by `NOTIFY` instead.
     pub(crate) async fn publish(&self, notices: &[LogNotice]) -> bool {
-        if self.is_down() {
+        if self.skipped() {
             return false;
         }
         let all = async {
@@ -136,23 +174,21 @@ impl NatsBus {
             }
             Ok::<(), async_nats::PublishError>(())
         };
-        match tokio::time::timeout(PUBLISH_WAIT, all).await {
-            Ok(Ok(())) => true,
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "cannot publish commit notices; sending them by NOTIFY");
-                false
-            }
-            Err(_) => {
-                tracing::warn!("NATS is slow to take commit notices; sending them by NOTIFY");
-                false
-            }
-        }
+        let failed = match tokio::time::timeout(PUBLISH_WAIT, all).await {
+            Ok(Ok(())) => return true,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "slow to take them".to_owned(),
+        };
+        tracing::warn!(error = %failed, "cannot publish commit notices; NOTIFY for a second");
+        self.skip_until
+            .store(super::now_ms() + BACK_OFF_MS, Ordering::Relaxed);
+        false
     }
 
-    /// Calls `on` with each notice published for `chat_id` (by any node),
-    /// until the returned guard is dropped. `ready` is called once the
-    /// subscription stands (and after each failed attempt is retried), so
-    /// the caller reads the store for what came before it.
+    /// Calls `on` with each notice published for `chat_id` by another
+    /// node, until the returned guard is dropped. `ready` is called once
+    /// the server has the subscription, so the caller reads the store for
+    /// what came before it.
     pub fn watch(
         self: &Arc<Self>,
         chat_id: Uuid,
@@ -171,6 +207,7 @@ impl NatsBus {
                     }
                 }
             };
+            bus.flush().await;
             ready();
             let counted = metrics::counter!(crate::metrics::CLUSTER_NOTICES, "via" => "nats");
             while let Some(message) = sub.next().await {

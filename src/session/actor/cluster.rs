@@ -42,9 +42,10 @@ impl Actor {
         }
         if let Role::Owner { epoch } = self.role {
             let check = self.signal.check_lease.swap(false, Ordering::AcqRel);
-            // Another node wrote where this one would have: the chat moved.
+            // Another node says it wrote where this one would have: the
+            // chat moved, if the lease says so too (a notice is a hint).
             let overtaken = self.signal.seen.load(Ordering::Acquire) >= self.next_seq;
-            if overtaken || (check && !self.lease_is(epoch).await) {
+            if (overtaken || check) && !self.lease_is(epoch).await {
                 self.demote().await;
             }
         }

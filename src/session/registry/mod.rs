@@ -174,13 +174,13 @@ impl Registry {
         }
     }
 
-    /// Wakes every follower to read the store (notifications were lost).
-    pub(super) fn wake_followers(&self) {
+    /// Wakes every follower to read the store (notices were lost), and to
+    /// look whether its chat is gone if `deletions` may have been lost too.
+    pub(super) fn wake_followers(&self, deletions: bool) {
         let chats = self.inner.chats.lock().expect("registry lock");
         for s in chats.values().filter_map(Entry::signal) {
             if s.following.load(Ordering::Acquire) {
-                // A lost notice may have announced a deletion.
-                s.gone.store(true, Ordering::Release);
+                s.gone.fetch_or(deletions, Ordering::AcqRel);
                 s.wake.notify_one();
             }
         }

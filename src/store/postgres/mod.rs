@@ -216,7 +216,7 @@ impl Store for PgStore {
 
     async fn append(&self, batches: &[AppendBatch]) -> Result<(), StoreError> {
         let outbox = self.outbox.load(std::sync::atomic::Ordering::Relaxed);
-        let Some(bus) = self.bus.get().filter(|b| !b.is_down()) else {
+        let Some(bus) = self.bus.get().filter(|b| !b.skipped()) else {
             return append::append(&self.pool, batches, outbox, true).await;
         };
         append::append(&self.pool, batches, outbox, false).await?;

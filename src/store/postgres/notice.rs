@@ -59,6 +59,13 @@ pub(crate) fn commits(batches: &[AppendBatch]) -> Vec<LogNotice> {
         .collect()
 }
 
+/// The line of node `node` that reconnected to NATS: what it published
+/// just before may be lost, so every node's followers read the store (the
+/// nil chat, which no chat is).
+pub(crate) fn resync(node: i64) -> String {
+    format!("{} 0 {node}", Uuid::nil())
+}
+
 /// The line announcing that `chat` was deleted: seq 0, which no commit
 /// announces (a log starts at 1).
 pub(crate) fn purged(chat: Uuid) -> String {

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Several agentwire nodes on one throwaway PostgreSQL, their commit notices
+# by NOTIFY and by NATS: 1, 2 and 4 nodes (all on this machine: state it),
+# each node's clients on their own chats (so nothing is forwarded), under
+# the paced load (CHATS chats, WORDS words each at model speed) and a burst
+# (100 chats × 2,000 envelopes), split evenly between the nodes. One line per
+# node and run: the load's p50/p99 at that node, its CPU per delivered
+# envelope, and the commit notices of other nodes' chats it received per
+# second (`agentwire_cluster_notices_total`). With NOTIFY a node receives
+# every chat's; with NATS only those of chats it has an actor for.
+#
+# Needs root, the PostgreSQL server binaries and nats-server (Debian's), and
+# the release builds (cargo build --release --bins).
+#
+#   bench/cluster.sh [CHATS] [WORDS]     # default 400 150
+set -u
+cd "$(dirname "$0")/.."
+bin="${CARGO_TARGET_DIR:-$HOME/.cache/agentwire/target}/release"
+nats_bin=$(command -v nats-server || echo /usr/sbin/nats-server)
+work=$(mktemp -d); chmod 755 "$work"; mkdir -p "$work/agents"
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin | tail -n 1)
+pg_dir=$work/pg; mkdir -p "$pg_dir"; chown postgres "$pg_dir"
+nodes=(); nats=
+stop_nodes() { kill "${nodes[@]}" 2> /dev/null; wait "${nodes[@]}" 2> /dev/null; nodes=(); }
+cleanup() {
+  stop_nodes
+  [ -n "$nats" ] && kill "$nats" 2> /dev/null
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w stop > /dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+runuser -u postgres -- "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 > /dev/null
+runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -o "-c listen_addresses=127.0.0.1 -c port=15434 -c unix_socket_directories=$pg_dir -c max_connections=300" -w start > /dev/null
+runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15434 -U postgres aw
+url=postgres://postgres@127.0.0.1:15434/aw
+"$nats_bin" -a 127.0.0.1 -p 14222 > "$work/nats.log" 2>&1 & nats=$!
+sleep 1
+
+start() { # port bus
+  local extra=()
+  [ "$2" = nats ] && extra=(--nats-url nats://127.0.0.1:14222)
+  RUST_LOG=warn "$bin/agentwire" serve --listen "127.0.0.1:$1" --database-url "$url" \
+    --agents "$work/agents" --rate-chats-per-minute 0 --rate-messages-per-minute 0 \
+    --max-runs-per-user 0 --max-streams-per-user 0 --max-sockets-per-user 0 "${extra[@]}" \
+    > "$work/n$1.log" 2>&1 &
+  nodes+=($!)
+}
+# The commit notices node `port` has received so far (both ways).
+notices() {
+  curl -s "http://127.0.0.1:$1/metrics" | awk '/^agentwire_cluster_notices_total/ {s += $2} END {print s + 0}'
+}
+# One load on `n` nodes: each node's share, its figures and its notices/s.
+run() { # bus n label chats words
+  local bus=$1 n=$2 label=$3 chats=$4 words=$5 paced=$6
+  local pids=() before=() i port
+  for i in $(seq 0 $((n - 1))); do before+=("$(notices $((18201 + i)))"); done
+  local t0; t0=$(date +%s.%N)
+  for i in $(seq 0 $((n - 1))); do
+    port=$((18201 + i))
+    "$bin/agentwire-bench" stream --url "ws://127.0.0.1:$port/v1/ws" --pid "${nodes[$i]}" --label "$bus$n" \
+      --chats $((chats / n)) --n "$words" $paced > "$work/r$i" 2> /dev/null &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  local secs; secs=$(python3 -c "import time; print(time.time() - $t0)")
+  for i in $(seq 0 $((n - 1))); do
+    port=$((18201 + i))
+    python3 - "$work/r$i" "$bus" "$n" "$i" "$label" "$(notices $port)" "${before[$i]}" "$secs" << 'EOF'
+import json, sys
+path, bus, n, i, label, after, before, secs = sys.argv[1:]
+f = json.load(open(path))["figures"]
+cpu_us = f["server_cpu_s"] / max(f["envelopes"], 1) * 1e6
+heard = (float(after) - float(before)) / float(secs)
+print(f"{bus:6} {n} nodes, node {i}, {label}: p50 {f['latency_ms']['p50']} p99 {f['latency_ms']['p99']} ms, "
+      f"{f['envelopes_per_s']:.0f} env/s, {cpu_us:.1f} µs CPU/envelope, {heard:.0f} notices/s received")
+EOF
+  done
+}
+
+C=${1:-400}; N=${2:-150}
+for bus in notify nats; do
+  for n in 1 2 4; do
+    for i in $(seq 0 $((n - 1))); do start $((18201 + i)) "$bus"; done
+    sleep 3
+    run "$bus" "$n" "paced $C" "$C" "$N" --paced
+    run "$bus" "$n" "burst 100x2000" 100 2000 ""
+    stop_nodes
+  done
+done
