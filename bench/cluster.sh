@@ -33,7 +33,7 @@ runuser -u postgres -- "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust -
 runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -o "-c listen_addresses=127.0.0.1 -c port=15434 -c unix_socket_directories=$pg_dir -c max_connections=300" -w start > /dev/null
 runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15434 -U postgres aw
 url=postgres://postgres@127.0.0.1:15434/aw
-"$nats_bin" -a 127.0.0.1 -p 14222 > "$work/nats.log" 2>&1 & nats=$!
+"$nats_bin" -a 127.0.0.1 -p 14222 -m 18222 > "$work/nats.log" 2>&1 & nats=$!
 sleep 1
 
 start() { # port bus
@@ -49,11 +49,24 @@ start() { # port bus
 notices() {
   curl -s "http://127.0.0.1:$1/metrics" | awk '/^agentwire_cluster_notices_total/ {s += $2} END {print s + 0}'
 }
-# One load on `n` nodes: each node's share, its figures and its notices/s.
+# CPU seconds used so far by processes `pids` (user + system).
+cpu_of() {
+  local total=0 p
+  for p in "$@"; do
+    [ -r "/proc/$p/stat" ] || continue
+    total=$(awk -v t="$total" -v hz="$(getconf CLK_TCK)" '{print t + ($14 + $15) / hz}' "/proc/$p/stat")
+  done
+  echo "$total"
+}
+pg_pids() { pgrep -u postgres | tr '\n' ' '; }
+nats_msgs() { curl -s http://127.0.0.1:18222/varz | python3 -c "import json,sys; v=json.load(sys.stdin); print(v['in_msgs'], v['out_msgs'])"; }
+# One load on `n` nodes: each node's share, its figures and its notices/s;
+# then PostgreSQL's and NATS's CPU per envelope of the whole run.
 run() { # bus n label chats words
   local bus=$1 n=$2 label=$3 chats=$4 words=$5 paced=$6
   local pids=() before=() i port
   for i in $(seq 0 $((n - 1))); do before+=("$(notices $((18201 + i)))"); done
+  local pg0 nats0 msgs0; pg0=$(cpu_of $(pg_pids)); nats0=$(cpu_of "$nats"); msgs0=$(nats_msgs)
   local t0; t0=$(date +%s.%N)
   for i in $(seq 0 $((n - 1))); do
     port=$((18201 + i))
@@ -63,6 +76,7 @@ run() { # bus n label chats words
   done
   wait "${pids[@]}"
   local secs; secs=$(python3 -c "import time; print(time.time() - $t0)")
+  local pg1 nats1 msgs1; pg1=$(cpu_of $(pg_pids)); nats1=$(cpu_of "$nats"); msgs1=$(nats_msgs)
   for i in $(seq 0 $((n - 1))); do
     port=$((18201 + i))
     python3 - "$work/r$i" "$bus" "$n" "$i" "$label" "$(notices $port)" "${before[$i]}" "$secs" << 'EOF'
@@ -75,6 +89,18 @@ print(f"{bus:6} {n} nodes, node {i}, {label}: p50 {f['latency_ms']['p50']} p99 {
       f"{f['envelopes_per_s']:.0f} env/s, {cpu_us:.1f} µs CPU/envelope, {heard:.0f} notices/s received")
 EOF
   done
+  local total=0
+  for i in $(seq 0 $((n - 1))); do
+    total=$((total + $(python3 -c "import json; print(json.load(open('$work/r$i'))['figures']['envelopes'])")))
+  done
+  python3 - "$bus" "$n" "$label" "$total" "$secs" "$pg0" "$pg1" "$nats0" "$nats1" $msgs0 $msgs1 << 'EOF'
+import sys
+bus, n, label, total, secs, pg0, pg1, n0, n1, in0, out0, in1, out1 = sys.argv[1:]
+total = max(int(total), 1)
+print(f"{bus:6} {n} nodes, all, {label}: {total / float(secs):.0f} env/s delivered; PostgreSQL "
+      f"{(float(pg1) - float(pg0)) / total * 1e6:.1f} µs CPU/envelope; NATS {(float(n1) - float(n0)) / total * 1e6:.2f} µs "
+      f"CPU/envelope, {(int(in1) - int(in0)) / float(secs):.0f} msgs/s in, {(int(out1) - int(out0)) / float(secs):.0f} out")
+EOF
 }
 
 C=${1:-400}; N=${2:-150}

@@ -40,6 +40,9 @@ pub const SLOW_DISCONNECTS: &str = "agentwire_slow_consumer_disconnects_total";
 /// Commit notices this node received (of its own commits too), by `via`
 /// (`notify`: PostgreSQL's, every chat's; `nats`: the chats it has an actor for).
 pub const CLUSTER_NOTICES: &str = "agentwire_cluster_notices_total";
+/// Requests this node forwarded to a chat's owner, by `via` (`nats`: a NATS
+/// request; `notify`: PostgreSQL's `node_commands`).
+pub const CLUSTER_COMMANDS: &str = "agentwire_cluster_commands_total";
 /// Replays served (`client.resume`, `Last-Event-ID`, `chat.start` of a known chat).
 pub const REPLAYS: &str = "agentwire_replays_total";
 /// Envelopes per replay.
@@ -164,6 +167,10 @@ fn describe() {
     describe_counter!(
         CLUSTER_NOTICES,
         "Commit notices this node received, by via (notify: every chat's; nats: the chats it has an actor for)."
+    );
+    describe_counter!(
+        CLUSTER_COMMANDS,
+        "Requests this node forwarded to a chat's owner, by via (nats or notify)."
     );
     describe_histogram!(REPLAY_ENVELOPES, "Envelopes per replay.");
     describe_histogram!(

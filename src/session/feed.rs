@@ -122,6 +122,19 @@ mod tests {
     }
 
     #[test]
+    fn a_user_has_at_most_per_user_subscriptions_on_a_node() {
+        let feed = Arc::new(Feed::default());
+        let mut held: Vec<FeedRx> = (0..PER_USER)
+            .map(|_| feed.subscribe("alice").unwrap())
+            .collect();
+        assert!(feed.subscribe("alice").is_none(), "one past the cap");
+        let bob = feed.subscribe("bob");
+        assert!(bob.is_some(), "another user is not held back");
+        held.pop();
+        assert!(feed.subscribe("alice").is_some(), "a place freed is taken");
+    }
+
+    #[test]
     fn a_wired_event_reads_back_whatever_the_user_id_holds() {
         for user in ["alice", "a b:c", "ü 7:x"] {
             let w = wire(3, user, "{\"type\":\"feed.chat\"}");

@@ -1,9 +1,9 @@
 //! This node's part in a cluster of nodes on one PostgreSQL.
 //!
-//! - **Forwarding.** A request for a chat whose lease another node holds is
-//!   sent to that node ([`Node::forward`]): sealed into `node_commands`,
-//!   announced on its channel, run there by the chat's actor, answered on
-//!   ours. A node that dies with requests of ours in flight is noticed by the
+//! - **Forwarding** (`forward`). A request for a chat whose lease another
+//!   node holds is sent to that node ([`Node::forward`]): as a NATS request
+//!   sealed from node to node, or sealed into `node_commands` and announced
+//!   on its channel; run there by the chat's actor, answered. A node that dies with requests of ours in flight is noticed by the
 //!   liveness check: a request it never took is withdrawn and asked again
 //!   ([`SessionError::Moved`]); one it took is answered [`SessionError::NodeLost`].
 //! - **Listening** ([`start`]): commits of other nodes wake the chats this
@@ -29,8 +29,10 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+mod forward;
+
 use super::SessionError;
-use super::handle::{Op, Origin, Signal};
+use super::handle::{Op, Signal};
 use super::registry::Registry;
 use crate::store::{LogNotice, NatsBus, NodeMessage, PgCluster, StoreError, Watch};
 
@@ -39,8 +41,6 @@ pub const TICK: Duration = Duration::from_secs(1);
 /// How long a forwarded request may take on the owner before the client
 /// gets [`SessionError::NodeLost`].
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
-/// Error texts crossing nodes are cut to this (a notification holds 8000 bytes).
-const MAX_REPLY_TEXT: usize = 2000;
 
 /// A request of ours another node is running.
 struct InFlight {
@@ -60,6 +60,8 @@ struct Forwarded {
 pub struct Node {
     cluster: PgCluster,
     in_flight: Mutex<HashMap<Uuid, InFlight>>,
+    /// Commands run that came on NATS, so a replay is not run again.
+    seen: Mutex<forward::Seen>,
     /// Commit notices per chat over NATS, when configured (`store::nats`).
     bus: Option<Arc<NatsBus>>,
 }
@@ -77,6 +79,7 @@ impl Node {
         Arc::new(Self {
             cluster,
             in_flight: Mutex::new(HashMap::new()),
+            seen: Mutex::new(forward::Seen::default()),
             bus,
         })
     }
@@ -127,45 +130,6 @@ impl Node {
         &self.cluster
     }
 
-    /// Runs `op` on node `to`, which holds the chat's lease, and returns its answer.
-    pub(super) async fn forward(&self, to: i64, chat_id: Uuid, op: Op) -> Result<(), SessionError> {
-        let id = Uuid::new_v4();
-        let body = serde_json::to_vec(&Forwarded { chat_id, op }).expect("ops serialize");
-        let (done, answer) = oneshot::channel();
-        self.in_flight
-            .lock()
-            .expect("in-flight lock")
-            .insert(id, InFlight { to, done });
-        if let Err(e) = self.cluster.send_command(id, to, &body).await {
-            self.in_flight.lock().expect("in-flight lock").remove(&id);
-            return Err(e.into());
-        }
-        match tokio::time::timeout(FORWARD_TIMEOUT, answer).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(SessionError::ShuttingDown),
-            Err(_) => {
-                self.in_flight.lock().expect("in-flight lock").remove(&id);
-                let _ = self.cluster.withdraw_command(id).await;
-                tracing::warn!(%chat_id, node = to, "a forwarded request got no answer in time");
-                Err(SessionError::NodeLost)
-            }
-        }
-    }
-
-    fn on_reply(&self, id: Uuid, body: &str) {
-        let Some(flight) = self.in_flight.lock().expect("in-flight lock").remove(&id) else {
-            return; // Timed out already.
-        };
-        let result = match serde_json::from_str::<Result<(), SessionError>>(body) {
-            Ok(result) => result,
-            Err(e) => {
-                tracing::error!(error = %e, "unreadable answer from another node");
-                Err(SessionError::NodeLost)
-            }
-        };
-        let _ = flight.done.send(result);
-    }
-
     /// Ends the requests in flight on nodes that are gone.
     async fn on_live_nodes(&self, live: &HashSet<i64>) {
         let lost: Vec<(Uuid, InFlight)> = {
@@ -188,43 +152,6 @@ impl Node {
             let _ = flight.done.send(result);
         }
     }
-
-    /// Runs a command another node sent here and answers it.
-    async fn run_command(&self, registry: &Registry, id: Uuid) {
-        let (sender, body) = match self.cluster.take_command(id).await {
-            Ok(Some(taken)) => taken,
-            Ok(None) => return, // Withdrawn by its sender.
-            Err(e) => {
-                tracing::error!(error = %e, "cannot take a forwarded command");
-                return;
-            }
-        };
-        let result = match serde_json::from_slice::<Forwarded>(&body) {
-            Ok(Forwarded { chat_id, op }) => registry.call_op(chat_id, op, Origin::Remote).await,
-            Err(e) => {
-                tracing::error!(error = %e, "unreadable command from another node");
-                Err(SessionError::NodeLost)
-            }
-        };
-        let mut text = serde_json::to_string(&result).expect("results serialize");
-        if text.len() > MAX_REPLY_TEXT {
-            // Only an error's detail text can be this long: keep its code.
-            let short = match result {
-                Err(e) => Err(SessionError::Persistence(StoreError::Remote(
-                    e.to_string()
-                        .chars()
-                        .take(MAX_REPLY_TEXT / 2)
-                        .collect::<String>()
-                        .into(),
-                ))),
-                ok => ok,
-            };
-            text = serde_json::to_string(&short).expect("results serialize");
-        }
-        if let Err(e) = self.cluster.reply(sender, id, &text).await {
-            tracing::warn!(error = %e, "cannot answer a forwarded command");
-        }
-    }
 }
 
 /// Starts the node's listener and liveness tasks. Returns once the listener
@@ -237,7 +164,12 @@ pub async fn start(node: Arc<Node>, registry: Registry) -> Result<(), StoreError
     let tracker = registry.context().tracker.clone();
     tracker.spawn(listen(node.clone(), registry.clone(), listener));
     if let Some(bus) = node.bus.clone() {
-        tracker.spawn(after_reconnects(node.clone(), bus, registry.clone()));
+        tracker.spawn(after_reconnects(
+            node.clone(),
+            bus.clone(),
+            registry.clone(),
+        ));
+        tracker.spawn(forward::serve(node.clone(), bus, registry.clone()));
     }
     tracker.spawn(liveness(node, registry));
     Ok(())

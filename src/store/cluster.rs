@@ -299,6 +299,36 @@ impl PgCluster {
         Ok(key)
     }
 
+    /// Seals `body` from this node to `node`, binding `header` (what
+    /// travels outside PostgreSQL, on NATS).
+    ///
+    /// # Errors
+    /// The database cannot be reached, or `node` is unknown.
+    pub async fn seal_to(
+        &self,
+        node: i64,
+        header: &[u8],
+        body: &[u8],
+    ) -> Result<Vec<u8>, StoreError> {
+        let to = self.public_key(node).await?;
+        Ok(self.key.seal_to(&to, header, body)?)
+    }
+
+    /// Opens what node `node` sealed to this one with `header`.
+    ///
+    /// # Errors
+    /// The database cannot be reached, `node` is unknown, or the box is
+    /// not from it, not to this node, or was changed.
+    pub async fn open_from(
+        &self,
+        node: i64,
+        header: &[u8],
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, StoreError> {
+        let from = self.public_key(node).await?;
+        Ok(self.key.open_from(&from, header, sealed)?)
+    }
+
     /// Sends a command to `node`: sealed, stored, announced.
     ///
     /// # Errors

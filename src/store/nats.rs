@@ -28,6 +28,12 @@
 //! forged on NATS costs reads, not a run. Still, let only agentwire's nodes
 //! publish on `agentwire.>` (NATS authorization).
 //!
+//! **Forwarded commands** travel as NATS requests on `agentwire.node.<id>`
+//! ([`NatsBus::request`], [`NatsBus::commands`]), sealed from node to node
+//! (`seal`): a request nobody answers because the owner is not on NATS
+//! ("no responders") goes through PostgreSQL's `node_commands` instead, as
+//! without NATS; one that may have arrived is never sent twice.
+//!
 //! Every node of a cluster must use the same setting: a node without
 //! `nats_url` hears nothing of a node with it.
 
@@ -45,6 +51,8 @@ use super::postgres::notice::LogNotice;
 
 /// The subjects' prefix: `agentwire.log.<chat id>`.
 const LOG_SUBJECT: &str = "agentwire.log";
+/// Commands for node `n` are requests on `agentwire.node.<n>`.
+const NODE_SUBJECT: &str = "agentwire.node";
 /// How long a commit's publish may wait for the connection's queue; past
 /// it the notice goes by `NOTIFY` (a NATS server that stalls never holds
 /// the log writer).
@@ -219,6 +227,65 @@ impl NatsBus {
             }
         });
         Watch(task)
+    }
+}
+
+/// What became of a request to another node.
+#[derive(Debug)]
+pub enum Asked {
+    /// Its answer.
+    Answer(Bytes),
+    /// It reached nobody (the node is not on NATS now, or the request
+    /// could not be sent): it can go another way.
+    NotThere,
+    /// It may have arrived, and no answer came in time.
+    Lost,
+}
+
+impl NatsBus {
+    /// Sends `payload` to node `to` and waits up to `timeout` for its answer.
+    pub async fn request(&self, to: i64, payload: Bytes, timeout: Duration) -> Asked {
+        use async_nats::RequestErrorKind as Kind;
+        let request = async_nats::Request::new()
+            .payload(payload)
+            .timeout(Some(timeout));
+        match self
+            .client
+            .send_request(format!("{NODE_SUBJECT}.{to}"), request)
+            .await
+        {
+            Ok(message) => Asked::Answer(message.payload),
+            Err(e) => match e.kind() {
+                Kind::NoResponders | Kind::MaxPayloadExceeded | Kind::InvalidSubject => {
+                    Asked::NotThere
+                }
+                Kind::TimedOut | Kind::Other => {
+                    tracing::debug!(error = %e, node = to, "a request on NATS got no answer");
+                    Asked::Lost
+                }
+            },
+        }
+    }
+
+    /// The requests sent to node `node` (each with the subject to answer on).
+    ///
+    /// # Errors
+    /// The subscription cannot be made (the client is closed).
+    pub async fn commands(&self, node: i64) -> Result<async_nats::Subscriber, StoreError> {
+        let subscriber = self
+            .client
+            .subscribe(format!("{NODE_SUBJECT}.{node}"))
+            .await
+            .map_err(|e| StoreError::Nats(e.to_string().into()))?;
+        self.flush().await;
+        Ok(subscriber)
+    }
+
+    /// Answers a request on its reply subject.
+    pub async fn answer(&self, reply: async_nats::Subject, payload: Bytes) {
+        if let Err(e) = self.client.publish(reply, payload).await {
+            tracing::warn!(error = %e, "cannot answer a request on NATS");
+        }
     }
 }
 

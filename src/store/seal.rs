@@ -7,6 +7,12 @@
 //! `ephemeral public key (32) ‖ ChaCha20-Poly1305(ciphertext ‖ tag)`, the key
 //! derived with HKDF-SHA256 from the shared secret and both public keys.
 //! A fresh key per message makes the all-zero nonce safe.
+//!
+//! Over NATS, where any client the server lets publish could send to a
+//! node's subject, a box is also *from* a node ([`NodeKey::seal_to`]): the
+//! key mixes in the static secrets of both ends, so only the claimed sender
+//! could have made it, and a clear header (the sender, the command's id and
+//! time) is bound to it as associated data.
 
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use ring::hkdf::{HKDF_SHA256, Salt};
@@ -68,6 +74,71 @@ impl NodeKey {
         buf.truncate(len);
         Ok(buf)
     }
+
+    /// Seals `plain` from this node to `recipient`, binding `header`: only
+    /// `recipient` opens it, and only with this node's public key
+    /// ([`open_from`](Self::open_from)).
+    ///
+    /// # Errors
+    /// `recipient` is not a usable public key.
+    pub fn seal_to(
+        &self,
+        recipient: &[u8; 32],
+        header: &[u8],
+        plain: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        let eph = StaticSecret::from(rand::random::<[u8; 32]>());
+        let eph_public = PublicKey::from(&eph).to_bytes();
+        let to = PublicKey::from(*recipient);
+        let (a, b) = (eph.diffie_hellman(&to), self.secret.diffie_hellman(&to));
+        if !a.was_contributory() || !b.was_contributory() {
+            return Err(SealError);
+        }
+        let shared = [a.as_bytes().as_slice(), b.as_bytes()].concat();
+        let key = derive_from(&shared, &eph_public, recipient, &self.public())?;
+        let mut buf = plain.to_vec();
+        key.seal_in_place_append_tag(
+            Nonce::assume_unique_for_key([0; 12]),
+            Aad::from(header),
+            &mut buf,
+        )
+        .map_err(|_| SealError)?;
+        Ok([eph_public.as_slice(), &buf].concat())
+    }
+
+    /// Opens a box [`seal_to`](Self::seal_to) made from `sender` to this
+    /// node with this `header`.
+    ///
+    /// # Errors
+    /// The box is malformed, not from `sender`, not to this node, or its
+    /// header or body was changed.
+    pub fn open_from(
+        &self,
+        sender: &[u8; 32],
+        header: &[u8],
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        let (eph, ciphertext) = sealed.split_at_checked(32).ok_or(SealError)?;
+        let eph: [u8; 32] = eph.try_into().map_err(|_| SealError)?;
+        let a = self.secret.diffie_hellman(&PublicKey::from(eph));
+        let b = self.secret.diffie_hellman(&PublicKey::from(*sender));
+        if !a.was_contributory() || !b.was_contributory() {
+            return Err(SealError);
+        }
+        let shared = [a.as_bytes().as_slice(), b.as_bytes()].concat();
+        let key = derive_from(&shared, &eph, &self.public(), sender)?;
+        let mut buf = ciphertext.to_vec();
+        let len = key
+            .open_in_place(
+                Nonce::assume_unique_for_key([0; 12]),
+                Aad::from(header),
+                &mut buf,
+            )
+            .map_err(|_| SealError)?
+            .len();
+        buf.truncate(len);
+        Ok(buf)
+    }
 }
 
 /// Seals `plain` so that only the holder of `recipient`'s secret opens it.
@@ -104,6 +175,20 @@ fn derive(shared: &[u8], eph: &[u8; 32], recipient: &[u8; 32]) -> Result<LessSaf
     Ok(LessSafeKey::new(UnboundKey::from(okm)))
 }
 
+fn derive_from(
+    shared: &[u8],
+    eph: &[u8; 32],
+    recipient: &[u8; 32],
+    sender: &[u8; 32],
+) -> Result<LessSafeKey, SealError> {
+    let info: [&[u8]; 4] = [b"from", eph, recipient, sender];
+    let prk = Salt::new(HKDF_SHA256, SALT).extract(shared);
+    let okm = prk
+        .expand(&info, &CHACHA20_POLY1305)
+        .map_err(|_| SealError)?;
+    Ok(LessSafeKey::new(UnboundKey::from(okm)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +209,48 @@ mod tests {
             seal(&alice.public(), b"hunter2").unwrap(),
             sealed,
             "fresh key per box"
+        );
+    }
+
+    #[test]
+    fn a_box_from_a_node_opens_only_as_from_it_with_its_header() {
+        let (alice, bob, mallory) = (
+            NodeKey::generate(),
+            NodeKey::generate(),
+            NodeKey::generate(),
+        );
+        let sealed = alice.seal_to(&bob.public(), b"1 c 99", b"hunter2").unwrap();
+        assert!(!sealed.windows(7).any(|w| w == b"hunter2"));
+        assert_eq!(
+            bob.open_from(&alice.public(), b"1 c 99", &sealed).unwrap(),
+            b"hunter2"
+        );
+        // Claimed as from another node, with another header, to another
+        // node, or made by a node that only knows bob's public key.
+        assert_eq!(
+            bob.open_from(&mallory.public(), b"1 c 99", &sealed),
+            Err(SealError)
+        );
+        assert_eq!(
+            bob.open_from(&alice.public(), b"1 c 98", &sealed),
+            Err(SealError)
+        );
+        assert_eq!(
+            mallory.open_from(&alice.public(), b"1 c 99", &sealed),
+            Err(SealError)
+        );
+        let forged = mallory
+            .seal_to(&bob.public(), b"1 c 99", b"rm -rf")
+            .unwrap();
+        assert_eq!(
+            bob.open_from(&alice.public(), b"1 c 99", &forged),
+            Err(SealError)
+        );
+        // An anonymous box is not a box from a node.
+        let anonymous = seal(&bob.public(), b"hunter2").unwrap();
+        assert_eq!(
+            bob.open_from(&alice.public(), b"", &anonymous),
+            Err(SealError)
         );
     }
 }

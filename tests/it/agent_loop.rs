@@ -151,7 +151,7 @@ async fn concurrent_calls_keep_the_models_order_and_forward_the_bearer() {
     assert_eq!(tool.requests().len(), 2);
 }
 
-fn approval_agent(llm: &MockServer, tool: &MockServer) -> String {
+pub(crate) fn approval_agent(llm: &MockServer, tool: &MockServer) -> String {
     agent_yaml(&W, llm, tool, "").replace("    http: {", "    requires_approval: true\n    http: {")
 }
 

@@ -229,3 +229,59 @@ async fn a_refusal_before_the_body_says_the_connection_closes() {
     }
     assert_eq!(statuses, [(201, false), (200, true)]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_user_is_the_claim_the_settings_name() {
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            auth: Some(agentwire::config::AuthMode::Jwt),
+            jwt_secret: Some(SECRET.into()),
+            jwt_user_claim: Some("email".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let signed = |claims: serde_json::Value| {
+        encode(
+            &Header::default(),
+            &claims,
+            &EncodingKey::from_secret(SECRET.as_bytes()),
+        )
+        .unwrap()
+    };
+    let exp = chrono::Utc::now().timestamp() + 600;
+    let ada = signed(json!({"sub": "u-1", "email": "ada@example.com", "exp": exp}));
+    let mut c = connect_as(&server, &ada).await;
+    let chat = Uuid::new_v4();
+    c.start(chat, "hello").await;
+    c.until_complete(chat).await;
+
+    // The chat is the email's, whatever `sub` says.
+    let lists = |t: String| {
+        let addr = server.addr;
+        async move {
+            let auth = format!("Bearer {t}");
+            http_get(addr, "/v1/chats", &[("authorization", &auth)]).await
+        }
+    };
+    let same_email = signed(json!({"sub": "u-2", "email": "ada@example.com", "exp": exp}));
+    let (status, body) = lists(same_email).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(&chat.to_string()), "{body}");
+    let same_sub = signed(json!({"sub": "u-1", "email": "eve@example.com", "exp": exp}));
+    let (status, body) = lists(same_sub).await;
+    assert_eq!(status, 200);
+    assert!(!body.contains(&chat.to_string()), "{body}");
+    // A token without the claim names nobody.
+    let no_email = signed(json!({"sub": "u-1", "exp": exp}));
+    assert_eq!(lists(no_email).await.0, 401);
+    assert_eq!(
+        refused(
+            &server.ws_url(),
+            Some(&signed(json!({"sub": "u-1", "exp": exp})))
+        )
+        .await,
+        401
+    );
+}

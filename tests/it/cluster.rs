@@ -77,7 +77,7 @@ async fn node_id(addr: SocketAddr) -> String {
 }
 
 /// Resumes `chat` from 0: the replayed envelopes (unmarked) and the boundary.
-async fn replay_all(c: &mut Client, chat: Uuid) -> (Vec<Value>, Value) {
+pub(crate) async fn replay_all(c: &mut Client, chat: Uuid) -> (Vec<Value>, Value) {
     c.resume(chat, 0).await;
     let mut got = c.recv_until(|m| m["type"] == "chat.resume_boundary").await;
     let boundary = got.pop().unwrap();

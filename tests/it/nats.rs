@@ -1,7 +1,9 @@
 //! Several nodes whose commit notices travel on NATS (issue 42): a node
 //! hears only the chats its own clients follow; NATS restarted under load
 //! loses and doubles nothing; a node cut off from NATS (not from
-//! PostgreSQL) still serves its clients, from the store.
+//! PostgreSQL) still serves its clients, from the store; forwarded
+//! requests go as sealed NATS requests, and one replayed or forged by
+//! another NATS client does nothing.
 //!
 //! Needs Debian's `nats-server` (or `AGENTWIRE_NATS_SERVER`); skipped with
 //! a message without it, unless `AGENTWIRE_REQUIRE_NATS=1` (`.ci/run`).
@@ -16,7 +18,7 @@ use std::time::Duration;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::cluster::cluster_database;
+use crate::cluster::{cluster_database, replay_all};
 use crate::support::*;
 
 /// The `nats-server` binary, if there is one.
@@ -178,6 +180,15 @@ async fn notices(addr: SocketAddr, via: &str) -> f64 {
         .map_or(0.0, |v| v.trim().parse().unwrap())
 }
 
+/// Requests the node forwarded, by `via`.
+async fn commands(addr: SocketAddr, via: &str) -> f64 {
+    let (_, text) = http_get(addr, "/metrics", &[]).await;
+    let key = format!("agentwire_cluster_commands_total{{via=\"{via}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
 /// Follows `chat` from its start: what was replayed.
 async fn follow(c: &mut Client, chat: Uuid) -> Vec<Value> {
     c.resume(chat, 0).await;
@@ -321,4 +332,89 @@ async fn a_node_cut_off_from_nats_still_serves_its_clients() {
         notices(a, "notify").await >= 1.0,
         "A heard B's commits by NOTIFY"
     );
+
+    // Requests cross both ways: B's through PostgreSQL; A's on NATS reach
+    // nobody (B is not on it), so they go through PostgreSQL too.
+    ca.say(other, "from a").await;
+    assert_eq!(
+        last_text(&ca.until_complete(other).await),
+        "You said: from a"
+    );
+    cb.say(chat, "from b").await;
+    assert_eq!(
+        last_text(&cb.until_complete(chat).await),
+        "You said: from b"
+    );
+    assert!(commands(a, "notify").await >= 1.0);
+    assert!(commands(b, "notify").await >= 1.0);
+    assert_eq!(commands(a, "nats").await + commands(b, "nats").await, 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_request_goes_on_nats_sealed_and_a_replay_or_forgery_does_nothing() {
+    use futures_util::StreamExt;
+    let Some((url, bin)) = prerequisites().await else {
+        return;
+    };
+    let nats = NatsServer::start(bin).await;
+    let Two {
+        a,
+        b,
+        mut ca,
+        mut cb,
+        nodes: _running,
+    } = two_nodes(&url, &nats.url(), &nats.url()).await;
+    // Any client the NATS server lets subscribe sees the commands.
+    let spy = async_nats::connect(nats.url()).await.unwrap();
+    let mut seen = spy.subscribe("agentwire.node.>").await.unwrap();
+    spy.flush().await.unwrap();
+
+    let chat = Uuid::new_v4();
+    ca.start(chat, "hello").await;
+    let first = ca.until_complete(chat).await;
+    assert_eq!(follow(&mut cb, chat).await, first);
+    // B's client speaks in A's chat: B forwards it to A, on NATS.
+    cb.say(chat, "secret-Qv7 from b").await;
+    let on_b = cb.until_complete(chat).await;
+    assert_eq!(last_text(&on_b), "You said: secret-Qv7 from b");
+    assert!(commands(b, "nats").await >= 1.0, "B forwarded on NATS");
+    assert_eq!(
+        commands(b, "notify").await,
+        0.0,
+        "nothing through PostgreSQL"
+    );
+    let sent = tokio::time::timeout(Duration::from_secs(5), seen.next())
+        .await
+        .expect("the spy saw the command")
+        .unwrap();
+    assert!(
+        !sent.payload.windows(10).any(|w| w == b"secret-Qv7"),
+        "the command is sealed"
+    );
+
+    // The same command again, as it was, then one forged in B's name:
+    // A answers neither and runs nothing.
+    let ask = |payload: bytes::Bytes| {
+        let request = async_nats::Request::new()
+            .payload(payload)
+            .timeout(Some(Duration::from_secs(2)));
+        spy.send_request(sent.subject.clone(), request)
+    };
+    let replayed = ask(sent.payload.clone()).await;
+    assert!(replayed.is_err(), "a replay was answered");
+    let text = String::from_utf8_lossy(&sent.payload).into_owned();
+    let from = text.split(' ').next().unwrap().to_owned();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let forged = format!("{from} {} {now}\n", Uuid::new_v4()).into_bytes();
+    let forged = [forged, vec![7_u8; 200]].concat();
+    assert!(ask(forged.into()).await.is_err(), "a forgery was answered");
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut fresh = Client::connect(&format!("ws://{a}/v1/ws")).await;
+    let (log, _) = replay_all(&mut fresh, chat).await;
+    let live: Vec<Value> = [first, on_b].concat();
+    assert_eq!(log, live, "A ran the message once, and nothing else");
 }

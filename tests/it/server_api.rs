@@ -882,3 +882,77 @@ async fn a_post_resumes_after_any_of_its_events_on_the_ai_sdk_and_ag_ui() {
         .await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_starts_a_template_for_a_user_and_a_context_reaches_the_model() {
+    use crate::mock_llm::MockServer;
+    use crate::vendors::{OpenAiWire, Wire};
+    let llm = MockServer::start(vec![OpenAiWire.text(&["Noted."], (1, 1))]).await;
+    let tool = MockServer::start(vec![]).await;
+    crate::providers::set_key();
+    let server = Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            auth: Some(agentwire::config::AuthMode::Jwt),
+            jwt_secret: Some(SECRET.into()),
+            ..Default::default()
+        },
+        agents: vec![
+            (
+                "quiz.yaml".into(),
+                include_str!("../../examples/agents/capitals-quiz.yaml").into(),
+            ),
+            (
+                "real.yaml".into(),
+                crate::providers::agent_yaml(&OpenAiWire, &llm, &tool, ""),
+            ),
+        ],
+    })
+    .await;
+    let publish = keys(
+        &server,
+        &["create", "--name", "jobs", "--scopes", "publish"],
+    )
+    .await
+    .unwrap();
+
+    // A template started for alice: its first widget waits for her.
+    let quiz = Uuid::new_v4();
+    let (status, body) = call(
+        &server,
+        "POST",
+        "/v1/server/chats",
+        &publish,
+        Some(json!({"user": "alice", "agent": "capitals-quiz", "chat_id": quiz})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let mut alice = connect_as(&server, "alice").await;
+    alice.resume(quiz, 0).await;
+    let widget = alice
+        .recv_until(|m| m["type"] == "chat.tool_call" && m["awaiting_response"] == true)
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(widget["chat_id"], quiz.to_string());
+
+    // A model's agent started with a context: the model reads it.
+    let chat = Uuid::new_v4();
+    let (status, body) = call(
+        &server,
+        "POST",
+        "/v1/server/chats",
+        &publish,
+        Some(json!({"user": "alice", "agent": "real", "chat_id": chat,
+                    "message": "the export finished", "context": {"job": "J-7741"}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    alice.resume(chat, 0).await;
+    let log = alice.until_complete(chat).await;
+    assert_eq!(last_text(&log), "Noted.");
+    let system = llm.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("J-7741"), "{system}");
+}

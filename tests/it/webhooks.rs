@@ -1,7 +1,9 @@
 //! Webhooks out (issue 38): the events of users' chats reach a backend's
 //! endpoint signed as Standard Webhooks says, from a durable outbox:
 //! retried with the same id until taken, in order per chat, after a
-//! restart and on another node.
+//! restart and on another node (refused on one node, taken from another
+//! with the same id; a node killed mid-send); an approval is told with its
+//! tool and input.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -147,6 +149,18 @@ fn settings(url: &str) -> agentwire::config::Settings {
     }
 }
 
+/// A node on the cluster's database `db`, sending to `url`.
+async fn node(db: &str, url: &str) -> Server {
+    Server::start_with(Opts {
+        settings: agentwire::config::Settings {
+            database_url: Some(db.to_owned()),
+            ..settings(url)
+        },
+        ..Default::default()
+    })
+    .await
+}
+
 /// A chat of the demo agent's asking for a name: the client, the chat and
 /// its `chat.input_request`.
 async fn asking(server: &Server) -> (Client, Uuid, Value) {
@@ -272,25 +286,124 @@ async fn an_event_waiting_when_the_server_stops_is_sent_after_it_starts_again() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_is_told_with_its_tool_and_input() {
+    use crate::mock_llm::{MockServer, Reply};
+    use crate::vendors::{OpenAiWire, Wire};
+    let call = [("call_1", "get_weather", r#"{"city":"Paris"}"#)];
+    let llm = MockServer::start(vec![
+        OpenAiWire.tools(None, &call, (1, 1)),
+        OpenAiWire.text(&["Done."], (1, 1)),
+    ])
+    .await;
+    let tool = MockServer::start(vec![Reply::json(200, r#"{"temp":21}"#)]).await;
+    let (receiver, url) = Receiver::start(0).await;
+    crate::providers::set_key();
+    let server = Server::start_with(Opts {
+        settings: settings(&url),
+        agents: vec![(
+            "real.yaml".into(),
+            crate::agent_loop::approval_agent(&llm, &tool),
+        )],
+    })
+    .await;
+    let mut c = server.client().await;
+    let chat = Uuid::new_v4();
+    c.start_with(chat, "real", "Weather?").await;
+    let gate = c
+        .recv_until(|m| m["type"] == "chat.tool_call" && m["component_type"] == "approval")
+        .await
+        .pop()
+        .unwrap();
+
+    // Told while it waits: which tool, with what, since when.
+    let got = receiver.taken(2).await;
+    let asked = got
+        .iter()
+        .find(|g| g.body["type"] == "approval.requested")
+        .unwrap_or_else(|| panic!("{got:#?}"));
+    verify(asked);
+    let data = &asked.body["data"];
+    assert_eq!(data["agent"], "real");
+    assert_eq!(data["envelope"]["corr"], gate["corr"]);
+    assert_eq!(data["envelope"]["payload"]["tool_name"], "get_weather");
+    assert_eq!(
+        data["envelope"]["payload"]["input"],
+        json!({"city": "Paris"})
+    );
+    assert_eq!(data["requested_at"], gate["ts"]);
+    assert_eq!(
+        (data["waited_seconds"].as_i64(), data["reminder"].as_i64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(tool.requests().len(), 0, "nothing ran before the answer");
+
+    c.send(
+        json!({"type": "inline_component.result", "chat_id": chat, "corr": gate["corr"],
+                  "data": {"approved": true}}),
+    )
+    .await;
+    c.until_complete(chat).await;
+    let types: Vec<String> = receiver
+        .taken(3)
+        .await
+        .iter()
+        .map(|g| g.body["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        types,
+        ["chat.created", "approval.requested", "run.completed"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_twice_on_one_node_and_taken_from_another_with_one_id() {
+    let Some(db) = crate::cluster::cluster_database().await else {
+        return;
+    };
+    let (receiver, url) = Receiver::start(1000).await;
+    let a = node(&db, &url).await;
+    let mut c = a.client().await;
+    let chat = Uuid::new_v4();
+    c.start(chat, "hello").await;
+    c.until_complete(chat).await;
+    drop(c);
+    // A's two attempts at the chat's first event fail (a second apart);
+    // then A stops, the endpoint recovers, and B sends.
+    receiver.requests(2).await;
+    a.stop().await;
+    *receiver.fail.lock().unwrap() = 0;
+    let _b = node(&db, &url).await;
+    let got = receiver.taken(2).await;
+    for g in &got {
+        verify(g);
+    }
+    let first: Vec<&Got> = got.iter().filter(|g| g.id == got[0].id).collect();
+    assert_eq!(got[0].id, format!("msg_{}_1", chat.simple()));
+    assert!(first.len() >= 3, "{got:#?}");
+    assert!(
+        first.iter().all(|g| g.raw == got[0].raw),
+        "the same body each time"
+    );
+    assert_eq!(
+        first.iter().map(|g| g.taken).collect::<Vec<_>>(),
+        [vec![false; first.len() - 1], vec![true]].concat(),
+        "refused until B's attempt was taken, then never sent again"
+    );
+    let taken: Vec<&str> = got
+        .iter()
+        .filter(|g| g.taken)
+        .map(|g| g.body["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(taken, ["chat.created", "run.completed"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_node_sends_what_a_stopped_one_left() {
     let Some(db) = crate::cluster::cluster_database().await else {
         return;
     };
     let (receiver, url) = Receiver::start(1000).await;
-    let node = |db: String| {
-        let url = url.clone();
-        async move {
-            Server::start_with(Opts {
-                settings: agentwire::config::Settings {
-                    database_url: Some(db),
-                    ..settings(&url)
-                },
-                ..Default::default()
-            })
-            .await
-        }
-    };
-    let a = node(db.clone()).await;
+    let a = node(&db, &url).await;
     let mut c = a.client().await;
     let chat = Uuid::new_v4();
     c.start(chat, "hello").await;
@@ -298,7 +411,7 @@ async fn another_node_sends_what_a_stopped_one_left() {
     drop(c);
     a.stop().await;
     *receiver.fail.lock().unwrap() = 0;
-    let _b = node(db).await;
+    let _b = node(&db, &url).await;
     let got = receiver.taken(2).await;
     let taken: Vec<&Got> = got.iter().filter(|g| g.taken).collect();
     assert_eq!(
