@@ -43,6 +43,10 @@ pub const CLUSTER_NOTICES: &str = "agentwire_cluster_notices_total";
 /// Requests this node forwarded to a chat's owner, by `via` (`nats`: a NATS
 /// request; `notify`: PostgreSQL's `node_commands`).
 pub const CLUSTER_COMMANDS: &str = "agentwire_cluster_commands_total";
+/// Commands that came on NATS and were not run, by `why` (unreadable, from
+/// a node not known, sent too long ago, does not open, ran already, too
+/// many at once).
+pub const CLUSTER_COMMANDS_REFUSED: &str = "agentwire_cluster_commands_refused_total";
 /// Replays served (`client.resume`, `Last-Event-ID`, `chat.start` of a known chat).
 pub const REPLAYS: &str = "agentwire_replays_total";
 /// Envelopes per replay.
@@ -171,6 +175,10 @@ fn describe() {
     describe_counter!(
         CLUSTER_COMMANDS,
         "Requests this node forwarded to a chat's owner, by via (nats or notify)."
+    );
+    describe_counter!(
+        CLUSTER_COMMANDS_REFUSED,
+        "Commands that came on NATS and were not run, by why."
     );
     describe_histogram!(REPLAY_ENVELOPES, "Envelopes per replay.");
     describe_histogram!(

@@ -30,6 +30,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 mod forward;
+mod on_nats;
 
 use super::SessionError;
 use super::handle::{Op, Signal};
@@ -62,6 +63,8 @@ pub struct Node {
     in_flight: Mutex<HashMap<Uuid, InFlight>>,
     /// Commands run that came on NATS, so a replay is not run again.
     seen: Mutex<forward::Seen>,
+    /// When (Unix ms) a sender's key was last looked up outside the tick.
+    looked_up: std::sync::atomic::AtomicI64,
     /// Commit notices per chat over NATS, when configured (`store::nats`).
     bus: Option<Arc<NatsBus>>,
 }
@@ -80,6 +83,7 @@ impl Node {
             cluster,
             in_flight: Mutex::new(HashMap::new()),
             seen: Mutex::new(forward::Seen::default()),
+            looked_up: std::sync::atomic::AtomicI64::new(0),
             bus,
         })
     }
@@ -169,7 +173,7 @@ pub async fn start(node: Arc<Node>, registry: Registry) -> Result<(), StoreError
             bus.clone(),
             registry.clone(),
         ));
-        tracker.spawn(forward::serve(node.clone(), bus, registry.clone()));
+        tracker.spawn(on_nats::serve(node.clone(), bus, registry.clone()));
     }
     tracker.spawn(liveness(node, registry));
     Ok(())
@@ -293,6 +297,10 @@ async fn liveness(node: Arc<Node>, registry: Registry) {
             Ok(live) => {
                 registry.on_live_nodes(&live);
                 node.on_live_nodes(&live).await;
+                if node.bus.is_some() {
+                    // Commands on NATS are checked against these keys.
+                    node.cluster.learn(&live).await;
+                }
                 held_by_dead = adopt_orphans(&node, &registry, &live, &held_by_dead).await;
             }
             Err(e) => tracing::warn!(error = %e, "cannot read which nodes are alive"),

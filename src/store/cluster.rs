@@ -299,6 +299,24 @@ impl PgCluster {
         Ok(key)
     }
 
+    /// Whether `node`'s public key is known here (no query).
+    pub fn knows(&self, node: i64) -> bool {
+        self.peers.lock().expect("peers lock").contains_key(&node)
+    }
+
+    /// Reads the public keys of the `live` nodes not known yet, so a
+    /// command on NATS is checked without a query.
+    pub async fn learn(&self, live: &HashSet<i64>) {
+        for &node in live {
+            if node != self.node
+                && !self.knows(node)
+                && let Err(e) = self.public_key(node).await
+            {
+                tracing::warn!(error = %e, node, "cannot read a node's public key");
+            }
+        }
+    }
+
     /// Seals `body` from this node to `node`, binding `header` (what
     /// travels outside PostgreSQL, on NATS).
     ///

@@ -35,7 +35,7 @@ use uuid::Uuid;
 pub use cluster::{Lease, NodeMessage, PgCluster};
 pub use error::StoreError;
 pub use keys::{ServiceKeyRecord, ServiceKeys};
-pub use nats::{Asked, NatsBus, Watch};
+pub use nats::{NatsBus, Watch};
 pub use operations::{LoggedError, Operations, OperatorAct};
 pub use outbox::{Outbox, OutboxRow, Wait};
 pub use outcomes::{Reindexed, Tidy};

@@ -29,10 +29,8 @@
 //! publish on `agentwire.>` (NATS authorization).
 //!
 //! **Forwarded commands** travel as NATS requests on `agentwire.node.<id>`
-//! ([`NatsBus::request`], [`NatsBus::commands`]), sealed from node to node
-//! (`seal`): a request nobody answers because the owner is not on NATS
-//! ("no responders") goes through PostgreSQL's `node_commands` instead, as
-//! without NATS; one that may have arrived is never sent twice.
+//! ([`NatsBus::ask`], [`NatsBus::commands`]), sealed from node to node
+//! (`session::node::forward` says how, and why one never runs twice).
 //!
 //! Every node of a cluster must use the same setting: a node without
 //! `nats_url` hears nothing of a node with it.
@@ -230,44 +228,38 @@ impl NatsBus {
     }
 }
 
-/// What became of a request to another node.
-#[derive(Debug)]
-pub enum Asked {
-    /// Its answer.
-    Answer(Bytes),
-    /// It reached nobody (the node is not on NATS now, or the request
-    /// could not be sent): it can go another way.
-    NotThere,
-    /// It may have arrived, and no answer came in time.
-    Lost,
-}
-
 impl NatsBus {
-    /// Sends `payload` to node `to` and waits up to `timeout` for its answer.
-    pub async fn request(&self, to: i64, payload: Bytes, timeout: Duration) -> Asked {
-        use async_nats::RequestErrorKind as Kind;
-        let request = async_nats::Request::new()
-            .payload(payload)
-            .timeout(Some(timeout));
-        match self
-            .client
-            .send_request(format!("{NODE_SUBJECT}.{to}"), request)
-            .await
-        {
-            Ok(message) => Asked::Answer(message.payload),
-            Err(e) => match e.kind() {
-                Kind::NoResponders | Kind::MaxPayloadExceeded | Kind::InvalidSubject => {
-                    Asked::NotThere
-                }
-                Kind::TimedOut | Kind::Other => {
-                    tracing::debug!(error = %e, node = to, "a request on NATS got no answer");
-                    Asked::Lost
-                }
-            },
-        }
+    /// A fresh subject to be answered on.
+    pub fn new_inbox(&self) -> String {
+        self.client.new_inbox()
     }
 
-    /// The requests sent to node `node` (each with the subject to answer on).
+    /// Sends `payload` to node `to`, to be answered on `inbox`: the
+    /// answers (and NATS's own "no responders"), until dropped.
+    ///
+    /// # Errors
+    /// It was not sent (the client is closed, or the payload is over the
+    /// server's `max_payload`).
+    pub async fn ask(
+        &self,
+        to: i64,
+        inbox: String,
+        payload: Bytes,
+    ) -> Result<async_nats::Subscriber, StoreError> {
+        let nats = |e: &dyn std::fmt::Display| StoreError::Nats(e.to_string().into());
+        let answers = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| nats(&e))?;
+        self.client
+            .publish_with_reply(format!("{NODE_SUBJECT}.{to}"), inbox, payload)
+            .await
+            .map_err(|e| nats(&e))?;
+        Ok(answers)
+    }
+
+    /// The requests sent to node `node`.
     ///
     /// # Errors
     /// The subscription cannot be made (the client is closed).
@@ -281,10 +273,10 @@ impl NatsBus {
         Ok(subscriber)
     }
 
-    /// Answers a request on its reply subject.
-    pub async fn answer(&self, reply: async_nats::Subject, payload: Bytes) {
-        if let Err(e) = self.client.publish(reply, payload).await {
-            tracing::warn!(error = %e, "cannot answer a request on NATS");
+    /// Answers a request on the subject it named.
+    pub async fn answer(&self, inbox: String, payload: Bytes) {
+        if let Err(e) = self.client.publish(inbox, payload).await {
+            tracing::debug!(error = %e, "cannot answer a request on NATS");
         }
     }
 }

@@ -11,8 +11,10 @@
 //! Over NATS, where any client the server lets publish could send to a
 //! node's subject, a box is also *from* a node ([`NodeKey::seal_to`]): the
 //! key mixes in the static secrets of both ends, so only the claimed sender
-//! could have made it, and a clear header (the sender, the command's id and
-//! time) is bound to it as associated data.
+//! could have made it, and a clear header (the sender, the command's id,
+//! time and inbox) is bound to it as associated data. Sealing keeps a
+//! forged command from running; replays, answers and load are the
+//! receiver's to check (`session::node::forward`).
 
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use ring::hkdf::{HKDF_SHA256, Salt};

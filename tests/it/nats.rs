@@ -408,13 +408,49 @@ async fn a_forwarded_request_goes_on_nats_sealed_and_a_replay_or_forgery_does_no
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis();
-    let forged = format!("{from} {} {now}\n", Uuid::new_v4()).into_bytes();
+    let forged = format!("{from} {} {now} _INBOX.spy\n", Uuid::new_v4()).into_bytes();
     let forged = [forged, vec![7_u8; 200]].concat();
     assert!(ask(forged.into()).await.is_err(), "a forgery was answered");
+    let (_, metrics) = http_get(a, "/metrics", &[]).await;
+    for why in ["ran already", "does not open"] {
+        let key = format!("agentwire_cluster_commands_refused_total{{why=\"{why}\"}} 1");
+        assert!(metrics.contains(&key), "{why}: {metrics}");
+    }
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut fresh = Client::connect(&format!("ws://{a}/v1/ws")).await;
     let (log, _) = replay_all(&mut fresh, chat).await;
     let live: Vec<Value> = [first, on_b].concat();
     assert_eq!(log, live, "A ran the message once, and nothing else");
+
+    // A client that answers on a request's inbox before A (here: "go
+    // another way" at once): B sends it through PostgreSQL with the same
+    // id, and A, which ran it from NATS, does not run it again.
+    let racer = spy.clone();
+    let mut requests = racer.subscribe("agentwire.node.>").await.unwrap();
+    racer.flush().await.unwrap();
+    tokio::spawn(async move {
+        while let Some(m) = requests.next().await {
+            let line = m.payload.split(|&b| b == b'\n').next().unwrap().to_vec();
+            let line = String::from_utf8(line).unwrap();
+            let inbox = line.split(' ').nth(3).unwrap().to_owned();
+            racer.publish(inbox, "?".into()).await.unwrap();
+        }
+    });
+    spy.flush().await.unwrap();
+    let through_pg = commands(b, "notify").await;
+    cb.say(chat, "raced from b").await;
+    cb.until_complete(chat).await;
+    assert_eq!(
+        commands(b, "notify").await,
+        through_pg + 1.0,
+        "sent back, it went through PostgreSQL"
+    );
+    let mut again = Client::connect(&format!("ws://{a}/v1/ws")).await;
+    let (log, _) = replay_all(&mut again, chat).await;
+    let asked: Vec<&Value> = log
+        .iter()
+        .filter(|m| m["type"] == "chat.text" && m["content"] == "You said: raced from b")
+        .collect();
+    assert_eq!(asked.len(), 1, "run once: {asked:#?}");
 }
