@@ -21,7 +21,10 @@ work=$(mktemp -d); chmod 755 "$work"; mkdir -p "$work/agents"
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin | tail -n 1)
 pg_dir=$work/pg; mkdir -p "$pg_dir"; chown postgres "$pg_dir"
 nodes=(); nats=
-stop_nodes() { kill "${nodes[@]}" 2> /dev/null; wait "${nodes[@]}" 2> /dev/null; nodes=(); }
+stop_nodes() { # (`wait` with no pid would wait for NATS too)
+  [ ${#nodes[@]} -gt 0 ] || return 0
+  kill "${nodes[@]}" 2> /dev/null; wait "${nodes[@]}" 2> /dev/null; nodes=()
+}
 cleanup() {
   stop_nodes
   [ -n "$nats" ] && kill "$nats" 2> /dev/null
