@@ -5,8 +5,8 @@
 # the paced load (CHATS chats, WORDS words each at model speed) and a burst
 # (100 chats × 2,000 envelopes), split evenly between the nodes. One line per
 # node and run: the load's p50/p99 at that node, its CPU per delivered
-# envelope, and the commit notices of other nodes' chats it received per
-# second (`agentwire_cluster_notices_total`). With NOTIFY a node receives
+# envelope, and the commit notices it received per second, its own chats'
+# included (`agentwire_cluster_notices_total`). With NOTIFY a node receives
 # every chat's; with NATS only those of chats it has an actor for.
 #
 # Needs root, the PostgreSQL server binaries and nats-server (Debian's), and

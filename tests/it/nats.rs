@@ -393,24 +393,43 @@ async fn a_forwarded_request_goes_on_nats_sealed_and_a_replay_or_forgery_does_no
     );
 
     // The same command again, as it was, then one forged in B's name:
-    // A answers neither and runs nothing.
-    let ask = |payload: bytes::Bytes| {
-        let request = async_nats::Request::new()
-            .payload(payload)
-            .timeout(Some(Duration::from_secs(2)));
-        spy.send_request(sent.subject.clone(), request)
-    };
-    let replayed = ask(sent.payload.clone()).await;
-    assert!(replayed.is_err(), "a replay was answered");
+    // A answers neither (on the inbox each names) and runs nothing.
     let text = String::from_utf8_lossy(&sent.payload).into_owned();
-    let from = text.split(' ').next().unwrap().to_owned();
+    let mut words = text.split(' ');
+    let from = words.next().unwrap().to_owned();
+    let inbox = text
+        .lines()
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(3)
+        .unwrap()
+        .to_owned();
+    let mut to_b = spy.subscribe(inbox).await.unwrap();
+    let mut to_spy = spy.subscribe("_INBOX.spy").await.unwrap();
+    spy.flush().await.unwrap();
+    spy.publish(sent.subject.clone(), sent.payload.clone())
+        .await
+        .unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis();
     let forged = format!("{from} {} {now} _INBOX.spy\n", Uuid::new_v4()).into_bytes();
     let forged = [forged, vec![7_u8; 200]].concat();
-    assert!(ask(forged.into()).await.is_err(), "a forgery was answered");
+    spy.publish(sent.subject.clone(), forged.into())
+        .await
+        .unwrap();
+    spy.flush().await.unwrap();
+    let quiet = Duration::from_secs(1);
+    assert!(
+        tokio::time::timeout(quiet, to_b.next()).await.is_err(),
+        "a replay was answered"
+    );
+    assert!(
+        tokio::time::timeout(quiet, to_spy.next()).await.is_err(),
+        "a forgery was answered"
+    );
     let (_, metrics) = http_get(a, "/metrics", &[]).await;
     for why in ["ran already", "does not open"] {
         let key = format!("agentwire_cluster_commands_refused_total{{why=\"{why}\"}} 1");
@@ -438,19 +457,32 @@ async fn a_forwarded_request_goes_on_nats_sealed_and_a_replay_or_forgery_does_no
         }
     });
     spy.flush().await.unwrap();
-    let through_pg = commands(b, "notify").await;
-    cb.say(chat, "raced from b").await;
-    cb.until_complete(chat).await;
-    assert_eq!(
-        commands(b, "notify").await,
-        through_pg + 1.0,
-        "sent back, it went through PostgreSQL"
+    // (Tried again in the rare case A's answer beats the racer's.)
+    let mut raced = None;
+    for attempt in 0..3 {
+        let through_pg = commands(b, "notify").await;
+        let text = format!("raced {attempt} from b");
+        cb.say(chat, &text).await;
+        let mut got = cb.until_complete(chat).await;
+        // The forward's own answer may come after the run's end.
+        while let Ok(m) = tokio::time::timeout(Duration::from_millis(700), cb.recv()).await {
+            got.push(m);
+        }
+        if commands(b, "notify").await > through_pg {
+            raced = Some((text, got));
+            break;
+        }
+    }
+    let (raced, got) = raced.expect("the racer's answer came first once in three");
+    assert!(
+        got.iter().all(|m| m["type"] != "chat.error"),
+        "the client is told what the run did: {got:#?}"
     );
     let mut again = Client::connect(&format!("ws://{a}/v1/ws")).await;
     let (log, _) = replay_all(&mut again, chat).await;
     let asked: Vec<&Value> = log
         .iter()
-        .filter(|m| m["type"] == "chat.text" && m["content"] == "You said: raced from b")
+        .filter(|m| m["type"] == "chat.text" && m["content"] == format!("You said: {raced}"))
         .collect();
     assert_eq!(asked.len(), 1, "run once: {asked:#?}");
 }

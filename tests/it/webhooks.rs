@@ -343,6 +343,11 @@ async fn an_approval_is_told_with_its_tool_and_input() {
     )
     .await;
     c.until_complete(chat).await;
+    assert_eq!(
+        tool.requests().len(),
+        1,
+        "the tool ran once it was approved"
+    );
     let types: Vec<String> = receiver
         .taken(3)
         .await

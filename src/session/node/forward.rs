@@ -6,17 +6,20 @@
 //! (`store::seal`); the owner answers on that inbox (not on the message's
 //! reply subject, which anyone could set), sealed back. The owner runs a
 //! command only if its sender is a node it knows (keys are read on the
-//! liveness tick: a forged message costs no query), it was sent within
+//! liveness tick, and at most once per 100 ms for a sender not known yet:
+//! forged messages cost few queries), it was sent within
 //! [`FORWARD_TIMEOUT`] of the owner's clock, it opens as from that node,
 //! and its id was not run before. A request the owner cannot take (its
 //! sender unknown yet, the clocks apart, too many at once), or that
 //! reached nobody ("no responders": the owner is not on NATS now), goes
 //! through PostgreSQL **with the same id**, and the owner runs an id once
-//! whichever way it came: a forged "no responders" or refusal makes a
-//! request slower, never run twice. An answer that does not open is
-//! skipped; none in [`FORWARD_TIMEOUT`] is [`SessionError::NodeLost`].
+//! whichever way it came, the copy that comes second getting the first
+//! one's answer: a forged "no responders" or refusal makes a request
+//! slower, never run twice nor answered wrongly. An answer that does not
+//! open is skipped; none in [`FORWARD_TIMEOUT`] is
+//! [`SessionError::NodeLost`].
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -29,10 +32,12 @@ use crate::store::StoreError;
 
 /// Error texts crossing nodes are cut to this (a notification holds 8000 bytes).
 const MAX_REPLY_TEXT: usize = 2000;
-/// The ids of commands run in the last two windows, so a replay is dropped.
+/// The ids of commands run in the last two windows, so a replay is dropped,
+/// with each one's answer once it has one (for its copy that comes the
+/// other way).
 #[derive(Debug, Default)]
 pub(super) struct Seen {
-    ids: HashSet<Uuid>,
+    answers: HashMap<Uuid, Option<String>>,
     order: VecDeque<(i64, Uuid)>,
 }
 
@@ -45,13 +50,26 @@ impl Seen {
                 break;
             }
             self.order.pop_front();
-            self.ids.remove(&old);
+            self.answers.remove(&old);
         }
-        if !self.ids.insert(id) {
+        if self.answers.contains_key(&id) {
             return false;
         }
+        self.answers.insert(id, None);
         self.order.push_back((now, id));
         true
+    }
+
+    /// Keeps the answer command `id` got.
+    fn answered(&mut self, id: Uuid, text: &str) {
+        if let Some(answer) = self.answers.get_mut(&id) {
+            *answer = Some(text.to_owned());
+        }
+    }
+
+    /// The answer of command `id`, if it ran and has one.
+    fn answer(&self, id: Uuid) -> Option<String> {
+        self.answers.get(&id).cloned().flatten()
     }
 }
 
@@ -175,12 +193,12 @@ impl Node {
                 return;
             }
         };
-        let result = match self.first_time(id) {
-            true => run(registry, &body).await,
-            // It came on NATS too, and ran (its answer was lost on the way).
-            false => Err(SessionError::NodeLost),
+        let text = match self.first_time(id) {
+            true => self.run_once(registry, id, &body).await,
+            // It came on NATS too (its sender was told to come this way
+            // after it arrived there): the answer it got there.
+            false => self.answer_of(id).await,
         };
-        let text = answer_text(&result);
         if let Err(e) = self.cluster.reply(sender, id, &text).await {
             tracing::warn!(error = %e, "cannot answer a forwarded command");
         }
@@ -190,6 +208,26 @@ impl Node {
     /// both ways, or is a replay).
     pub(super) fn first_time(&self, id: Uuid) -> bool {
         self.seen.lock().expect("seen lock").first(id, now_ms())
+    }
+
+    /// Runs command `id` (seen for the first time) and keeps its answer.
+    pub(super) async fn run_once(&self, registry: &Registry, id: Uuid, body: &[u8]) -> String {
+        let text = answer_text(&run(registry, body).await);
+        self.seen.lock().expect("seen lock").answered(id, &text);
+        text
+    }
+
+    /// The answer command `id` got the other way, once it has one (it may
+    /// still be running); `NodeLost` if none comes in time.
+    async fn answer_of(&self, id: Uuid) -> String {
+        let deadline = tokio::time::Instant::now() + FORWARD_TIMEOUT;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(text) = self.seen.lock().expect("seen lock").answer(id) {
+                return text;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        answer_text(&Err(SessionError::NodeLost))
     }
 }
 
@@ -219,7 +257,10 @@ mod tests {
             seen.first(a, 2 * window_ms() + 1),
             "past them (refused by its age)"
         );
-        assert_eq!(seen.ids.len(), 2);
+        assert_eq!(seen.answers.len(), 2);
+        assert_eq!(seen.answer(b), None, "running");
+        seen.answered(b, "{\"Ok\":null}");
+        assert_eq!(seen.answer(b).as_deref(), Some("{\"Ok\":null}"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use uuid::Uuid;
 
-use super::forward::{answer_header, answer_text, now_ms, read_answer, run};
+use super::forward::{answer_header, now_ms, read_answer};
 use super::{FORWARD_TIMEOUT, Node, TICK};
 use crate::session::SessionError;
 use crate::session::registry::Registry;
@@ -196,7 +196,7 @@ impl Node {
             refused("ran already");
             return;
         }
-        let text = answer_text(&run(registry, &body).await);
+        let text = self.run_once(registry, header.id, &body).await;
         match self
             .cluster
             .seal_to(
@@ -283,6 +283,7 @@ pub(super) async fn serve(node: Arc<Node>, bus: Arc<NatsBus>, registry: Registry
                 node.cluster.learn(&HashSet::from([from])).await;
                 if !node.cluster.knows(from) {
                     refused("from a node not known here (yet)");
+                    node.send_back(&bus, &message.payload).await;
                     return;
                 }
             }
