@@ -1,9 +1,10 @@
 //! This node's part in a cluster of nodes on one PostgreSQL.
 //!
-//! - **Forwarding** (`forward`). A request for a chat whose lease another
-//!   node holds is sent to that node ([`Node::forward`]): as a NATS request
-//!   sealed from node to node, or sealed into `node_commands` and announced
-//!   on its channel; run there by the chat's actor, answered. A node that dies with requests of ours in flight is noticed by the
+//! - **Forwarding** (`forward`, `on_nats`). A request for a chat whose lease
+//!   another node holds is sent to that node ([`Node::forward`]): as a NATS
+//!   request sealed from node to node, or sealed into `node_commands` and
+//!   announced on its channel; run there by the chat's actor, answered. A
+//!   node that dies with requests of ours in flight is noticed by the
 //!   liveness check: a request it never took is withdrawn and asked again
 //!   ([`SessionError::Moved`]); one it took is answered [`SessionError::NodeLost`].
 //! - **Listening** ([`start`]): commits of other nodes wake the chats this

@@ -226,9 +226,7 @@ impl NatsBus {
         });
         Watch(task)
     }
-}
 
-impl NatsBus {
     /// A fresh subject to be answered on.
     pub fn new_inbox(&self) -> String {
         self.client.new_inbox()
@@ -246,16 +244,15 @@ impl NatsBus {
         inbox: String,
         payload: Bytes,
     ) -> Result<async_nats::Subscriber, StoreError> {
-        let nats = |e: &dyn std::fmt::Display| StoreError::Nats(e.to_string().into());
         let answers = self
             .client
             .subscribe(inbox.clone())
             .await
-            .map_err(|e| nats(&e))?;
+            .map_err(nats_error)?;
         self.client
             .publish_with_reply(format!("{NODE_SUBJECT}.{to}"), inbox, payload)
             .await
-            .map_err(|e| nats(&e))?;
+            .map_err(nats_error)?;
         Ok(answers)
     }
 
@@ -268,7 +265,7 @@ impl NatsBus {
             .client
             .subscribe(format!("{NODE_SUBJECT}.{node}"))
             .await
-            .map_err(|e| StoreError::Nats(e.to_string().into()))?;
+            .map_err(nats_error)?;
         self.flush().await;
         Ok(subscriber)
     }
@@ -279,6 +276,10 @@ impl NatsBus {
             tracing::debug!(error = %e, "cannot answer a request on NATS");
         }
     }
+}
+
+fn nats_error(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Nats(e.to_string().into())
 }
 
 /// A chat's subscription; dropping it unsubscribes.

@@ -18,7 +18,7 @@
 
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use ring::hkdf::{HKDF_SHA256, Salt};
-use x25519_dalek::{PublicKey, StaticSecret};
+use x25519_dalek::{PublicKey, SharedSecret, StaticSecret};
 
 const SALT: &[u8] = b"agentwire-forward-v1";
 
@@ -57,24 +57,10 @@ impl NodeKey {
     /// # Errors
     /// The box is malformed, was sealed to another key, or was tampered with.
     pub fn open(&self, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
-        let (eph, ciphertext) = sealed.split_at_checked(32).ok_or(SealError)?;
-        let eph: [u8; 32] = eph.try_into().map_err(|_| SealError)?;
-        let shared = self.secret.diffie_hellman(&PublicKey::from(eph));
-        if !shared.was_contributory() {
-            return Err(SealError);
-        }
-        let key = derive(shared.as_bytes(), &eph, &self.public())?;
-        let mut buf = ciphertext.to_vec();
-        let plain = key
-            .open_in_place(
-                Nonce::assume_unique_for_key([0; 12]),
-                Aad::empty(),
-                &mut buf,
-            )
-            .map_err(|_| SealError)?;
-        let len = plain.len();
-        buf.truncate(len);
-        Ok(buf)
+        let (eph, ciphertext) = split_box(sealed)?;
+        let shared = agree(&self.secret, &eph)?;
+        let key = derive(shared.as_bytes(), &[&eph, &self.public()])?;
+        unclose(&key, b"", ciphertext)
     }
 
     /// Seals `plain` from this node to `recipient`, binding `header`: only
@@ -91,21 +77,10 @@ impl NodeKey {
     ) -> Result<Vec<u8>, SealError> {
         let eph = StaticSecret::from(rand::random::<[u8; 32]>());
         let eph_public = PublicKey::from(&eph).to_bytes();
-        let to = PublicKey::from(*recipient);
-        let (a, b) = (eph.diffie_hellman(&to), self.secret.diffie_hellman(&to));
-        if !a.was_contributory() || !b.was_contributory() {
-            return Err(SealError);
-        }
+        let (a, b) = (agree(&eph, recipient)?, agree(&self.secret, recipient)?);
         let shared = [a.as_bytes().as_slice(), b.as_bytes()].concat();
-        let key = derive_from(&shared, &eph_public, recipient, &self.public())?;
-        let mut buf = plain.to_vec();
-        key.seal_in_place_append_tag(
-            Nonce::assume_unique_for_key([0; 12]),
-            Aad::from(header),
-            &mut buf,
-        )
-        .map_err(|_| SealError)?;
-        Ok([eph_public.as_slice(), &buf].concat())
+        let info: [&[u8]; 4] = [b"from", &eph_public, recipient, &self.public()];
+        close(&derive(&shared, &info)?, &eph_public, header, plain)
     }
 
     /// Opens a box [`seal_to`](Self::seal_to) made from `sender` to this
@@ -120,26 +95,11 @@ impl NodeKey {
         header: &[u8],
         sealed: &[u8],
     ) -> Result<Vec<u8>, SealError> {
-        let (eph, ciphertext) = sealed.split_at_checked(32).ok_or(SealError)?;
-        let eph: [u8; 32] = eph.try_into().map_err(|_| SealError)?;
-        let a = self.secret.diffie_hellman(&PublicKey::from(eph));
-        let b = self.secret.diffie_hellman(&PublicKey::from(*sender));
-        if !a.was_contributory() || !b.was_contributory() {
-            return Err(SealError);
-        }
+        let (eph, ciphertext) = split_box(sealed)?;
+        let (a, b) = (agree(&self.secret, &eph)?, agree(&self.secret, sender)?);
         let shared = [a.as_bytes().as_slice(), b.as_bytes()].concat();
-        let key = derive_from(&shared, &eph, &self.public(), sender)?;
-        let mut buf = ciphertext.to_vec();
-        let len = key
-            .open_in_place(
-                Nonce::assume_unique_for_key([0; 12]),
-                Aad::from(header),
-                &mut buf,
-            )
-            .map_err(|_| SealError)?
-            .len();
-        buf.truncate(len);
-        Ok(buf)
+        let info: [&[u8]; 4] = [b"from", &eph, &self.public(), sender];
+        unclose(&derive(&shared, &info)?, header, ciphertext)
     }
 }
 
@@ -150,45 +110,64 @@ impl NodeKey {
 pub fn seal(recipient: &[u8; 32], plain: &[u8]) -> Result<Vec<u8>, SealError> {
     let eph = StaticSecret::from(rand::random::<[u8; 32]>());
     let eph_public = PublicKey::from(&eph).to_bytes();
-    let shared = eph.diffie_hellman(&PublicKey::from(*recipient));
-    if !shared.was_contributory() {
-        return Err(SealError);
-    }
-    let key = derive(shared.as_bytes(), &eph_public, recipient)?;
+    let shared = agree(&eph, recipient)?;
+    let key = derive(shared.as_bytes(), &[&eph_public, recipient])?;
+    close(&key, &eph_public, b"", plain)
+}
+
+/// The secret `secret` shares with `public`, refused when `public` is a
+/// key that makes it predictable.
+fn agree(secret: &StaticSecret, public: &[u8; 32]) -> Result<SharedSecret, SealError> {
+    let shared = secret.diffie_hellman(&PublicKey::from(*public));
+    shared.was_contributory().then_some(shared).ok_or(SealError)
+}
+
+/// A box's key: HKDF-SHA256 of the shared secret(s), `info` naming the keys.
+fn derive(shared: &[u8], info: &[&[u8]]) -> Result<LessSafeKey, SealError> {
+    let prk = Salt::new(HKDF_SHA256, SALT).extract(shared);
+    let okm = prk
+        .expand(info, &CHACHA20_POLY1305)
+        .map_err(|_| SealError)?;
+    Ok(LessSafeKey::new(UnboundKey::from(okm)))
+}
+
+/// `eph ‖ ChaCha20-Poly1305(plain)` with `aad` bound (a key per box: the
+/// all-zero nonce is safe).
+fn close(
+    key: &LessSafeKey,
+    eph: &[u8; 32],
+    aad: &[u8],
+    plain: &[u8],
+) -> Result<Vec<u8>, SealError> {
     let mut buf = plain.to_vec();
     key.seal_in_place_append_tag(
         Nonce::assume_unique_for_key([0; 12]),
-        Aad::empty(),
+        Aad::from(aad),
         &mut buf,
     )
     .map_err(|_| SealError)?;
-    let mut out = Vec::with_capacity(32 + buf.len());
-    out.extend_from_slice(&eph_public);
-    out.extend_from_slice(&buf);
-    Ok(out)
+    Ok([eph.as_slice(), &buf].concat())
 }
 
-fn derive(shared: &[u8], eph: &[u8; 32], recipient: &[u8; 32]) -> Result<LessSafeKey, SealError> {
-    let info: [&[u8]; 2] = [eph, recipient];
-    let prk = Salt::new(HKDF_SHA256, SALT).extract(shared);
-    let okm = prk
-        .expand(&info, &CHACHA20_POLY1305)
-        .map_err(|_| SealError)?;
-    Ok(LessSafeKey::new(UnboundKey::from(okm)))
+/// A box's ephemeral public key and the rest.
+fn split_box(sealed: &[u8]) -> Result<([u8; 32], &[u8]), SealError> {
+    let (eph, rest) = sealed.split_at_checked(32).ok_or(SealError)?;
+    Ok((eph.try_into().map_err(|_| SealError)?, rest))
 }
 
-fn derive_from(
-    shared: &[u8],
-    eph: &[u8; 32],
-    recipient: &[u8; 32],
-    sender: &[u8; 32],
-) -> Result<LessSafeKey, SealError> {
-    let info: [&[u8]; 4] = [b"from", eph, recipient, sender];
-    let prk = Salt::new(HKDF_SHA256, SALT).extract(shared);
-    let okm = prk
-        .expand(&info, &CHACHA20_POLY1305)
-        .map_err(|_| SealError)?;
-    Ok(LessSafeKey::new(UnboundKey::from(okm)))
+/// What [`close`] sealed, opened.
+fn unclose(key: &LessSafeKey, aad: &[u8], ciphertext: &[u8]) -> Result<Vec<u8>, SealError> {
+    let mut buf = ciphertext.to_vec();
+    let len = key
+        .open_in_place(
+            Nonce::assume_unique_for_key([0; 12]),
+            Aad::from(aad),
+            &mut buf,
+        )
+        .map_err(|_| SealError)?
+        .len();
+    buf.truncate(len);
+    Ok(buf)
 }
 
 #[cfg(test)]

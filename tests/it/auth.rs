@@ -11,9 +11,17 @@ pub(crate) const SECRET: &str = "integration-test-secret-0123456789";
 
 pub(crate) fn token(sub: &str, exp_offset: i64, secret: &str) -> String {
     let now = chrono::Utc::now().timestamp();
+    signed(
+        &json!({"sub": sub, "exp": now + exp_offset, "iat": now}),
+        secret,
+    )
+}
+
+/// `claims` as an HS256 token signed with `secret`.
+pub(crate) fn signed(claims: &serde_json::Value, secret: &str) -> String {
     encode(
         &Header::default(),
-        &json!({"sub": sub, "exp": now + exp_offset, "iat": now}),
+        claims,
         &EncodingKey::from_secret(secret.as_bytes()),
     )
     .unwrap()
@@ -242,14 +250,7 @@ async fn the_user_is_the_claim_the_settings_name() {
         ..Default::default()
     })
     .await;
-    let signed = |claims: serde_json::Value| {
-        encode(
-            &Header::default(),
-            &claims,
-            &EncodingKey::from_secret(SECRET.as_bytes()),
-        )
-        .unwrap()
-    };
+    let signed = |claims: serde_json::Value| signed(&claims, SECRET);
     let exp = chrono::Utc::now().timestamp() + 600;
     let ada = signed(json!({"sub": "u-1", "email": "ada@example.com", "exp": exp}));
     let mut c = connect_as(&server, &ada).await;

@@ -171,22 +171,32 @@ async fn two_nodes(url: &str, nats_a: &str, nats_b: &str) -> Two {
     }
 }
 
-/// A counter of the node's `/metrics`, 0 if absent.
-async fn notices(addr: SocketAddr, via: &str) -> f64 {
+/// A counter of the node's `/metrics` with one label, 0 if absent.
+async fn counter(addr: SocketAddr, name: &str, label: &str, value: &str) -> f64 {
     let (_, text) = http_get(addr, "/metrics", &[]).await;
-    let key = format!("agentwire_cluster_notices_total{{via=\"{via}\"}} ");
+    let key = format!("{name}{{{label}=\"{value}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&key))
         .map_or(0.0, |v| v.trim().parse().unwrap())
 }
 
+/// Commit notices the node received, by `via`.
+async fn notices(addr: SocketAddr, via: &str) -> f64 {
+    counter(addr, "agentwire_cluster_notices_total", "via", via).await
+}
+
 /// Requests the node forwarded, by `via`.
 async fn commands(addr: SocketAddr, via: &str) -> f64 {
-    let (_, text) = http_get(addr, "/metrics", &[]).await;
-    let key = format!("agentwire_cluster_commands_total{{via=\"{via}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&key))
-        .map_or(0.0, |v| v.trim().parse().unwrap())
+    counter(addr, "agentwire_cluster_commands_total", "via", via).await
+}
+
+/// Starts `chat` on `owner`'s node and has `follower` follow it from its
+/// start (checked to be the same); the first turn's envelopes.
+async fn shared_chat(owner: &mut Client, follower: &mut Client, chat: Uuid) -> Vec<Value> {
+    owner.start(chat, "hello").await;
+    let first = owner.until_complete(chat).await;
+    assert_eq!(follow(follower, chat).await, first);
+    first
 }
 
 /// Follows `chat` from its start: what was replayed.
@@ -214,9 +224,7 @@ async fn each_node_hears_only_the_chats_its_clients_follow() {
     let (busy, followed) = (Uuid::new_v4(), Uuid::new_v4());
     ca.start(busy, "hello").await;
     ca.until_complete(busy).await;
-    ca.start(followed, "hello").await;
-    let first = ca.until_complete(followed).await;
-    assert_eq!(follow(&mut cb, followed).await, first);
+    shared_chat(&mut ca, &mut cb, followed).await;
 
     // The busy chat's 300-odd envelopes: B hears none of them.
     let (heard, notified) = (notices(b, "nats").await, notices(b, "notify").await);
@@ -266,9 +274,7 @@ async fn nats_restarted_under_load_loses_and_doubles_nothing() {
         ..
     } = two_nodes(&url, &nats.url(), &nats.url()).await;
     let chat = Uuid::new_v4();
-    ca.start(chat, "hello").await;
-    let first = ca.until_complete(chat).await;
-    assert_eq!(follow(&mut cb, chat).await, first);
+    let first = shared_chat(&mut ca, &mut cb, chat).await;
 
     ca.say(chat, "slow: 150").await;
     // Some words in, NATS goes away and comes back on the same port.
@@ -310,9 +316,7 @@ async fn a_node_cut_off_from_nats_still_serves_its_clients() {
 
     // A chat of A's, followed from B: B reads the store every tick.
     let chat = Uuid::new_v4();
-    ca.start(chat, "hello").await;
-    let first = ca.until_complete(chat).await;
-    assert_eq!(follow(&mut cb, chat).await, first);
+    shared_chat(&mut ca, &mut cb, chat).await;
     let notified = notices(b, "notify").await;
     ca.say(chat, "burst: 50").await;
     let on_a = ca.until_complete(chat).await;
@@ -322,9 +326,7 @@ async fn a_node_cut_off_from_nats_still_serves_its_clients() {
 
     // A chat of B's, followed from A: B's commits go by NOTIFY.
     let other = Uuid::new_v4();
-    cb.start(other, "hello").await;
-    let first = cb.until_complete(other).await;
-    assert_eq!(follow(&mut ca, other).await, first);
+    shared_chat(&mut cb, &mut ca, other).await;
     cb.say(other, "burst: 50").await;
     let on_b = cb.until_complete(other).await;
     assert_eq!(ca.until_complete(other).await, on_b);
@@ -370,9 +372,7 @@ async fn a_forwarded_request_goes_on_nats_sealed_and_a_replay_or_forgery_does_no
     spy.flush().await.unwrap();
 
     let chat = Uuid::new_v4();
-    ca.start(chat, "hello").await;
-    let first = ca.until_complete(chat).await;
-    assert_eq!(follow(&mut cb, chat).await, first);
+    let first = shared_chat(&mut ca, &mut cb, chat).await;
     // B's client speaks in A's chat: B forwards it to A, on NATS.
     cb.say(chat, "secret-Qv7 from b").await;
     let on_b = cb.until_complete(chat).await;
@@ -430,10 +430,9 @@ async fn a_forwarded_request_goes_on_nats_sealed_and_a_replay_or_forgery_does_no
         tokio::time::timeout(quiet, to_spy.next()).await.is_err(),
         "a forgery was answered"
     );
-    let (_, metrics) = http_get(a, "/metrics", &[]).await;
     for why in ["ran already", "does not open"] {
-        let key = format!("agentwire_cluster_commands_refused_total{{why=\"{why}\"}} 1");
-        assert!(metrics.contains(&key), "{why}: {metrics}");
+        let refused = counter(a, "agentwire_cluster_commands_refused_total", "why", why);
+        assert_eq!(refused.await, 1.0, "{why}");
     }
 
     tokio::time::sleep(Duration::from_millis(500)).await;

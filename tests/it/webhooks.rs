@@ -403,32 +403,6 @@ async fn refused_twice_on_one_node_and_taken_from_another_with_one_id() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn another_node_sends_what_a_stopped_one_left() {
-    let Some(db) = crate::cluster::cluster_database().await else {
-        return;
-    };
-    let (receiver, url) = Receiver::start(1000).await;
-    let a = node(&db, &url).await;
-    let mut c = a.client().await;
-    let chat = Uuid::new_v4();
-    c.start(chat, "hello").await;
-    c.until_complete(chat).await;
-    drop(c);
-    a.stop().await;
-    *receiver.fail.lock().unwrap() = 0;
-    let _b = node(&db, &url).await;
-    let got = receiver.taken(2).await;
-    let taken: Vec<&Got> = got.iter().filter(|g| g.taken).collect();
-    assert_eq!(
-        taken
-            .iter()
-            .map(|g| g.body["type"].as_str().unwrap())
-            .collect::<Vec<_>>(),
-        ["chat.created", "run.completed"]
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_who_has_not_answered_is_reminded_until_they_do() {
     let (receiver, url) = Receiver::start(0).await;
     let server = Server::start_with(Opts {

@@ -33,8 +33,8 @@ use crate::store::StoreError;
 /// Error texts crossing nodes are cut to this (a notification holds 8000 bytes).
 const MAX_REPLY_TEXT: usize = 2000;
 /// The ids of commands run in the last two windows, so a replay is dropped,
-/// with each one's answer once it has one (for its copy that comes the
-/// other way).
+/// with the answer of each that came on NATS (for its copy that comes
+/// through PostgreSQL).
 #[derive(Debug, Default)]
 pub(super) struct Seen {
     answers: HashMap<Uuid, Option<String>>,
@@ -194,7 +194,9 @@ impl Node {
             }
         };
         let text = match self.first_time(id) {
-            true => self.run_once(registry, id, &body).await,
+            // Nothing waits for this answer but this reply: a copy on NATS
+            // coming after it is dropped, its sender gone.
+            true => answer_text(&run(registry, &body).await),
             // It came on NATS too (its sender was told to come this way
             // after it arrived there): the answer it got there.
             false => self.answer_of(id).await,
@@ -210,7 +212,8 @@ impl Node {
         self.seen.lock().expect("seen lock").first(id, now_ms())
     }
 
-    /// Runs command `id` (seen for the first time) and keeps its answer.
+    /// Runs command `id`, come on NATS and seen for the first time, and
+    /// keeps its answer for a copy that comes through PostgreSQL.
     pub(super) async fn run_once(&self, registry: &Registry, id: Uuid, body: &[u8]) -> String {
         let text = answer_text(&run(registry, body).await);
         self.seen.lock().expect("seen lock").answered(id, &text);
