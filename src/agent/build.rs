@@ -141,6 +141,11 @@ impl std::fmt::Debug for Agent {
     }
 }
 
+/// How long a run waits for its MCP servers' first connections (all of
+/// them together) before it reads their tools: a run started, or a cut run
+/// planned, just after the server started.
+pub const MCP_SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Agent {
     /// The model the run's own speaker is on, as usage names and prices it:
     /// the chat's switched one (`switched`: its name and price) where the
@@ -332,6 +337,16 @@ impl Agent {
             }
         }
         std::borrow::Cow::Owned(tools)
+    }
+
+    /// Waits (until `until` at most) for its MCP servers still making their
+    /// first connection, so a run started just after the server did sees
+    /// their tools; a server up, down or failed is not waited for.
+    pub async fn mcp_settled(&self, until: tokio::time::Instant) {
+        for source in &self.mcp {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            source.server.settled(left).await;
+        }
     }
 
     /// The tool called `name`.

@@ -31,7 +31,7 @@ mod workflow;
 
 pub use crate::llm::Provider;
 pub use crate::tools::APPROVAL;
-pub use build::Agent;
+pub use build::{Agent, MCP_SETTLE};
 pub use group::{SPEAKER_REQUEST, SPEAKER_TOOL};
 pub use models::{ModelEntry, ModelRegistry};
 pub use providers::build_provider;

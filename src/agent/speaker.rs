@@ -39,6 +39,9 @@ pub(super) async fn alone(
 ) -> Result<RunEndReason, Gone> {
     let provider = spec.provider.as_deref().unwrap_or(agent.provider.as_ref());
     let json_mode = agent.tool_call_format == ToolCallFormat::Json;
+    agent
+        .mcp_settled(tokio::time::Instant::now() + super::MCP_SETTLE)
+        .await;
     let tools = crate::tools::with_client_tools(&agent.tools_now(), &spec.client_tools);
     let offered = definitions(&tools, spec.context_type.as_deref());
     let mut prompt = system_prompt(

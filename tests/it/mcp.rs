@@ -263,6 +263,33 @@ async fn a_stdio_servers_tools_are_discovered_called_and_logged() {
     assert!(!text.contains("iVBOR"), "{text}");
 }
 
+/// A run started while its server is still making its first connection
+/// (here a server that takes two seconds to start) waits for its tools
+/// instead of running without them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
+async fn a_run_started_before_its_server_is_up_waits_for_its_tools() {
+    let (python, script) = toolbox();
+    let slow = format!(
+        "    stdio: {{command: \"/bin/sh\", args: [\"-c\", \"sleep 2; exec '{}' '{}'\"]}}",
+        python.display(),
+        script.display()
+    );
+    let server = Server::start_with(Opts {
+        agents: vec![("tooled.yaml".into(), agent(&slow, ""))],
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(status_of(&server, None).await["state"], "starting");
+    let msgs = run(&server, "add").await;
+    assert_eq!(
+        one(&msgs, "chat.tool_response")["success"],
+        true,
+        "{msgs:#?}"
+    );
+    assert_eq!(last_text(&msgs), "Sum: 5.0");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(mcp_peer), ignore = "needs examples/mcp/.venv (see build.rs)")]
 async fn bad_input_is_refused_before_the_call_and_is_error_is_a_tool_error() {

@@ -325,6 +325,9 @@ async fn turn(
         (Some(chat_model), true) => chat_model.as_ref(),
         _ => agent.provider.as_ref(),
     };
+    agent
+        .mcp_settled(tokio::time::Instant::now() + crate::agent::MCP_SETTLE)
+        .await;
     let mut tools = crate::tools::with_client_tools(&agent.tools_now(), &spec.client_tools);
     tools.extend(group.handoff_tool.clone());
     let values = context.map(|c| c.lock().expect("context lock").clone());

@@ -58,10 +58,6 @@ use cut::{Carried, Cut, Plan, Waits};
 pub(super) const UNKNOWN_OUTCOME: &str =
     "the outcome of this call is unknown: the server restarted before its result came";
 
-/// How long a cut run's MCP servers (all of them together) may take to come
-/// up before it is planned.
-const MCP_SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Envelopes read per page while looking for the cut run.
 const PAGE: u32 = 1_000;
 /// Bytes read per page at most.
@@ -114,13 +110,9 @@ impl Actor {
                     .collect();
                 // One deadline for them all: the chat answers nothing
                 // meanwhile, so a group of many servers must not add up.
-                let until = tokio::time::Instant::now() + MCP_SETTLE;
-                for source in std::iter::once(a.as_ref())
-                    .chain(members.iter().copied())
-                    .flat_map(|agent| &agent.mcp)
-                {
-                    let left = until.saturating_duration_since(tokio::time::Instant::now());
-                    source.server.settled(left).await;
+                let until = tokio::time::Instant::now() + crate::agent::MCP_SETTLE;
+                for agent in std::iter::once(a.as_ref()).chain(members.iter().copied()) {
+                    agent.mcp_settled(until).await;
                 }
                 let mut tools: Vec<crate::tools::Tool> = a.tools_now().into_owned();
                 for m in &members {
