@@ -33,6 +33,10 @@ pub enum StoreError {
     /// The NATS address cannot be used.
     #[error("NATS: {0}")]
     Nats(Arc<str>),
+    /// A statement of one database asked of a spread of several (a bug:
+    /// the spread asks each database itself).
+    #[error("a statement of one database was asked of several")]
+    Spread,
 }
 
 impl From<rusqlite::Error> for StoreError {

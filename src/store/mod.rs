@@ -23,6 +23,7 @@ mod records;
 mod schedules;
 mod seal;
 pub mod search;
+mod sharded;
 mod sqlite;
 mod usage;
 mod writer;
@@ -44,6 +45,7 @@ pub use postgres::notice::LogNotice;
 pub use records::{ChatDatabaseRecord, ConnectionRecord};
 pub use schedules::{ScheduleRecord, Schedules};
 pub use seal::SealError;
+pub use sharded::{ShardedStore, place};
 pub use sqlite::SqliteStore;
 pub use usage::{Spent, Usage, UsageDay};
 pub use writer::{LogWriter, OnCommit};
@@ -226,7 +228,8 @@ pub struct StoredEnvelope {
 /// The session log: chats and their envelopes.
 ///
 /// Implementations must make [`Store::append`] atomic across all the batches
-/// it is given: every envelope is committed, or none is.
+/// it is given for one database ([`Store::parts`]): every envelope is
+/// committed, or none is.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Checks that the store answers.
@@ -336,6 +339,17 @@ pub trait Store: Send + Sync + 'static {
     /// order holds. One for a store with a single write connection.
     fn commits_in_flight(&self) -> usize {
         1
+    }
+
+    /// The stores of the databases it spreads chats over, if several
+    /// (each gets a writer of its own); none for a single database.
+    fn parts(&self) -> Vec<Arc<dyn Store>> {
+        Vec::new()
+    }
+
+    /// The index in [`Store::parts`] of chat `chat_id`'s database.
+    fn part_of(&self, _chat_id: Uuid) -> usize {
+        0
     }
 
     /// Work the store puts off while appends wait (the embedded store folds

@@ -3,6 +3,7 @@
 //! rows pay for), and the acts of operators (a run cancelled, a wait
 //! ended), each with who did it.
 
+use futures_util::future::try_join_all;
 use sqlx::Row;
 use sqlx::postgres::PgPool;
 use sqlx::sqlite::SqlitePool;
@@ -16,6 +17,9 @@ use super::pools::on_pool;
 pub enum Operations {
     Sqlite(SqlitePool),
     Postgres(PgPool),
+    /// Each database's of a spread (`store::sharded`): errors are asked of
+    /// each, acts kept in the first.
+    Sharded(Vec<Operations>),
 }
 
 /// A `chat.error` as logged.
@@ -53,6 +57,17 @@ impl Operations {
     /// # Errors
     /// The store fails.
     pub async fn recent_errors(&self, limit: u32) -> Result<Vec<LoggedError>, StoreError> {
+        if let Self::Sharded(parts) = self {
+            let mut all: Vec<LoggedError> =
+                try_join_all(parts.iter().map(|p| Box::pin(p.recent_errors(limit))))
+                    .await?
+                    .into_iter()
+                    .flatten()
+                    .collect();
+            all.sort_by_key(|e| std::cmp::Reverse(e.ts));
+            all.truncate(limit as usize);
+            return Ok(all);
+        }
         let limit = i64::from(limit);
         match self {
             // SQLite: the journal's rows (not folded yet: the newest) too;
@@ -84,6 +99,7 @@ impl Operations {
             .iter()
             .map(logged)
             .collect(),
+            Self::Sharded(_) => Err(StoreError::Spread),
         }
     }
 
@@ -92,6 +108,9 @@ impl Operations {
     /// # Errors
     /// The store fails.
     pub async fn record(&self, act: &OperatorAct) -> Result<(), StoreError> {
+        if let Self::Sharded(parts) = self {
+            return Box::pin(parts[0].record(act)).await;
+        }
         let sql = "INSERT INTO operator_acts (at, actor, action, chat_id, target)
                    VALUES ($1, $2, $3, $4, $5)";
         let (actor, action) = (act.actor.clone(), act.action.clone());
@@ -110,6 +129,9 @@ impl Operations {
     /// # Errors
     /// The store fails.
     pub async fn acts(&self, limit: u32) -> Result<Vec<OperatorAct>, StoreError> {
+        if let Self::Sharded(parts) = self {
+            return Box::pin(parts[0].acts(limit)).await;
+        }
         let sql = "SELECT at, actor, action, chat_id, target FROM operator_acts
                    ORDER BY id DESC LIMIT $1";
         on_pool!(self, sql, [i64::from(limit)], fetch_all, |rows: Vec<_>| {

@@ -7,6 +7,7 @@
 //!
 //! [`Store::enable_outbox`]: super::Store::enable_outbox
 
+use futures_util::future::try_join_all;
 use serde::Deserialize;
 use sqlx::Row;
 use sqlx::postgres::PgPool;
@@ -152,6 +153,9 @@ pub struct OutboxRow {
 pub enum Outbox {
     Sqlite(SqlitePool),
     Postgres(PgPool),
+    /// Each database's of a spread (`store::sharded`): a chat's events and
+    /// waits are in its database; an id is asked of each.
+    Sharded(Vec<Outbox>),
 }
 
 impl Outbox {
@@ -161,6 +165,17 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn due(&self, now: i64, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
+        if let Self::Sharded(parts) = self {
+            let mut all: Vec<OutboxRow> =
+                try_join_all(parts.iter().map(|p| Box::pin(p.due(now, limit))))
+                    .await?
+                    .into_iter()
+                    .flatten()
+                    .collect();
+            all.sort_by_key(|r| (r.created_at, r.seq));
+            all.truncate(limit as usize);
+            return Ok(all);
+        }
         let sql = "SELECT id, chat_id, seq, event, attempts, created_at FROM webhook_outbox o
              WHERE delivered_at IS NULL AND next_at <= $1
                AND (lease_until IS NULL OR lease_until < $1)
@@ -182,6 +197,11 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn claim(&self, id: &str, now: i64, until: i64) -> Result<bool, StoreError> {
+        if let Self::Sharded(parts) = self {
+            let taken =
+                try_join_all(parts.iter().map(|p| Box::pin(p.claim(id, now, until)))).await?;
+            return Ok(taken.contains(&true));
+        }
         let sql = "UPDATE webhook_outbox SET lease_until = $1
                    WHERE id = $2 AND delivered_at IS NULL
                      AND (lease_until IS NULL OR lease_until < $3)";
@@ -193,6 +213,10 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn delivered(&self, id: &str, now: i64) -> Result<(), StoreError> {
+        if let Self::Sharded(parts) = self {
+            try_join_all(parts.iter().map(|p| Box::pin(p.delivered(id, now)))).await?;
+            return Ok(());
+        }
         let sql = "UPDATE webhook_outbox SET delivered_at = $1, lease_until = NULL,
                    attempts = attempts + 1 WHERE id = $2";
         on_pool!(self, sql, [now, id], execute, changed);
@@ -204,6 +228,10 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn retry(&self, id: &str, next_at: i64, error: &str) -> Result<(), StoreError> {
+        if let Self::Sharded(parts) = self {
+            try_join_all(parts.iter().map(|p| Box::pin(p.retry(id, next_at, error)))).await?;
+            return Ok(());
+        }
         let sql = "UPDATE webhook_outbox SET attempts = attempts + 1, next_at = $1,
                    lease_until = NULL, last_error = $2 WHERE id = $3";
         on_pool!(self, sql, [next_at, error, id], execute, changed);
@@ -221,6 +249,20 @@ impl Outbox {
         every: i64,
         limit: u32,
     ) -> Result<Vec<Wait>, StoreError> {
+        if let Self::Sharded(parts) = self {
+            let mut all: Vec<Wait> = try_join_all(
+                parts
+                    .iter()
+                    .map(|p| Box::pin(p.waits_due(now, every, limit))),
+            )
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+            all.sort_by_key(|w| w.opened_at);
+            all.truncate(limit as usize);
+            return Ok(all);
+        }
         // Not while the last telling waits to be delivered (an endpoint
         // down for an hour gets one reminder, not sixty).
         let sql = "SELECT chat_id, seq, event, opened_at, reminders FROM webhook_waits w
@@ -244,6 +286,16 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn remind(&self, wait: &Wait, n: u32, created_at: i64) -> Result<bool, StoreError> {
+        if let Self::Sharded(parts) = self {
+            // Only the wait's own database has it to claim.
+            let made = try_join_all(
+                parts
+                    .iter()
+                    .map(|p| Box::pin(p.remind(wait, n, created_at))),
+            )
+            .await?;
+            return Ok(made.contains(&true));
+        }
         let claim = "UPDATE webhook_waits SET reminders = $1
                      WHERE chat_id = $2 AND seq = $3 AND reminders = $4";
         let add = "INSERT INTO webhook_outbox (id, chat_id, seq, event, created_at, next_at)
@@ -279,6 +331,7 @@ impl Outbox {
         match self {
             Self::Sqlite(pool) => run!(pool, |q: &str| q.replace('$', "?")),
             Self::Postgres(pool) => run!(pool, str::to_owned),
+            Self::Sharded(_) => Err(StoreError::Spread),
         }
     }
 
@@ -287,6 +340,10 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn forget_wait(&self, wait: &Wait) -> Result<(), StoreError> {
+        if let Self::Sharded(parts) = self {
+            try_join_all(parts.iter().map(|p| Box::pin(p.forget_wait(wait)))).await?;
+            return Ok(());
+        }
         let sql = "DELETE FROM webhook_waits WHERE chat_id = $1 AND seq = $2";
         let (chat, seq) = (wait.chat_id.to_string(), wait.seq as i64);
         on_pool!(self, sql, [chat, seq], execute, changed);
@@ -298,6 +355,10 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn waiting(&self) -> Result<u64, StoreError> {
+        if let Self::Sharded(parts) = self {
+            let counts = try_join_all(parts.iter().map(|p| Box::pin(p.waiting()))).await?;
+            return Ok(counts.into_iter().sum());
+        }
         let sql = "SELECT COUNT(*) AS n FROM webhook_outbox WHERE delivered_at IS NULL";
         let n: i64 = on_pool!(self, sql, [], fetch_one, |r| Row::try_get(&r, "n"))?;
         Ok(n.max(0) as u64)

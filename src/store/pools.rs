@@ -14,6 +14,9 @@ macro_rules! on_pool {
                 let sql = $sql.to_owned();
                 $on(sqlx::query(sqlx::AssertSqlSafe(sql))$(.bind($arg))*.$method(pool).await?)
             }
+            // A spread over several databases asks each part itself before.
+            #[allow(unreachable_patterns)]
+            _ => return Err($crate::store::StoreError::Spread),
         }
     };
 }

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use futures_util::future::try_join_all;
 use serde::Deserialize;
 use sqlx::Row;
 use sqlx::postgres::PgPool;
@@ -136,6 +137,8 @@ pub struct UsageDay {
 pub enum Usage {
     Sqlite(SqlitePool),
     Postgres(PgPool),
+    /// Each database's of a spread (`store::sharded`), summed.
+    Sharded(Vec<Usage>),
 }
 
 impl Usage {
@@ -151,6 +154,39 @@ impl Usage {
         to: &str,
         limit: u32,
     ) -> Result<Vec<UsageDay>, StoreError> {
+        if let Self::Sharded(parts) = self {
+            // One key's rows may be in several databases (one per chat's):
+            // each part's first `limit` keys, summed, cover the first `limit`.
+            let pages = try_join_all(
+                parts
+                    .iter()
+                    .map(|p| Box::pin(p.days(owner, from, to, limit))),
+            )
+            .await?;
+            let mut summed: BTreeMap<_, UsageDay> = BTreeMap::new();
+            for d in pages.into_iter().flatten() {
+                let key = (
+                    d.day.clone(),
+                    d.owner.clone(),
+                    d.agent.clone(),
+                    d.model.clone(),
+                );
+                let sum = summed.entry(key).or_insert_with(|| UsageDay {
+                    runs: 0,
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                    cost_nanos: 0,
+                    unpriced_runs: 0,
+                    ..d.clone()
+                });
+                sum.runs += d.runs;
+                sum.prompt_tokens += d.prompt_tokens;
+                sum.completion_tokens += d.completion_tokens;
+                sum.cost_nanos += d.cost_nanos;
+                sum.unpriced_runs += d.unpriced_runs;
+            }
+            return Ok(summed.into_values().take(limit as usize).collect());
+        }
         let sql = "SELECT owner, agent, model, day, runs, prompt_tokens, completion_tokens,
                           cost_nanos, unpriced_runs FROM usage_daily
                    WHERE ($1 IS NULL OR owner = $1) AND day >= $2 AND day <= $3
@@ -186,6 +222,15 @@ impl Usage {
         agent: Option<&str>,
         except: uuid::Uuid,
     ) -> Result<u64, StoreError> {
+        if let Self::Sharded(parts) = self {
+            let counts = try_join_all(
+                parts
+                    .iter()
+                    .map(|p| Box::pin(p.running(owner, agent, except))),
+            )
+            .await?;
+            return Ok(counts.into_iter().sum());
+        }
         let sql = "SELECT COUNT(*) AS n FROM chats
                    WHERE state = 'running' AND CAST(id AS TEXT) <> $3
                      AND ($1 IS NULL OR owner = $1) AND ($2 IS NULL OR agent = $2)";
@@ -211,6 +256,18 @@ impl Usage {
         from: &str,
         to: &str,
     ) -> Result<Spent, StoreError> {
+        if let Self::Sharded(parts) = self {
+            let all = try_join_all(
+                parts
+                    .iter()
+                    .map(|p| Box::pin(p.spent(owner, agent, from, to))),
+            )
+            .await?;
+            return Ok(all.into_iter().fold(Spent::default(), |a, s| Spent {
+                tokens: a.tokens + s.tokens,
+                cost_nanos: a.cost_nanos + s.cost_nanos,
+            }));
+        }
         // (PostgreSQL sums BIGINTs as NUMERIC: cast back.)
         let sql =
             "SELECT CAST(COALESCE(SUM(prompt_tokens + completion_tokens), 0) AS BIGINT) AS tokens,

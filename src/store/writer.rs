@@ -68,15 +68,34 @@ impl Waiter {
 /// everything it was given, when the last handle is dropped.
 #[derive(Clone)]
 pub struct LogWriter {
-    tx: mpsc::Sender<Request>,
+    /// One writer per database ([`Store::parts`]), each chat's by
+    /// [`Store::part_of`].
+    tx: Arc<[mpsc::Sender<Request>]>,
+    store: Arc<dyn Store>,
 }
 
 impl LogWriter {
-    /// Starts the writer task over `store`.
+    /// Starts the writer task over `store`: one group commit at a time per
+    /// database of a store spread over several.
     pub fn spawn(store: Arc<dyn Store>) -> (Self, JoinHandle<()>) {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let task = tokio::spawn(run(store, rx));
-        (Self { tx }, task)
+        let mut parts = store.parts();
+        if parts.is_empty() {
+            parts.push(store.clone());
+        }
+        let (tx, tasks): (Vec<_>, Vec<_>) = parts
+            .into_iter()
+            .map(|part| {
+                let (tx, rx) = mpsc::channel(QUEUE);
+                (tx, tokio::spawn(run(part, rx)))
+            })
+            .unzip();
+        let task = tokio::spawn(async move {
+            for task in tasks {
+                let _ = task.await;
+            }
+        });
+        let tx = tx.into();
+        (Self { tx, store }, task)
     }
 
     /// Appends one chat's envelopes and returns once they are committed.
@@ -104,7 +123,11 @@ impl LogWriter {
             then,
             asked: std::time::Instant::now(),
         };
-        self.tx
+        let part = match self.tx.len() {
+            1 => 0,
+            _ => self.store.part_of(batch.chat_id),
+        };
+        self.tx[part]
             .send(Request { batch, done })
             .await
             .map_err(|_| StoreError::WriterGone)?;

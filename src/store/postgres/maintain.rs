@@ -28,33 +28,7 @@ pub(super) async fn purge(pool: &PgPool, chat: Uuid) -> Result<bool, StoreError>
         return Ok(false);
     };
     let owner: String = found.try_get("owner")?;
-    // The chat's files, and the contents no other file of the owner holds:
-    // their rows locked first, so an upload recording one of them
-    // meanwhile commits before the statements below look (and is seen).
-    sqlx::query(
-        "SELECT 1 FROM blobs WHERE owner = $1 AND sha256 IN (
-             SELECT sha256 FROM files WHERE owner = $1 AND chat_id = $2) FOR UPDATE",
-    )
-    .bind(&owner)
-    .bind(chat)
-    .execute(&mut *tx)
-    .await?;
-    for sql in [
-        "DELETE FROM blob_chunks WHERE owner = $1 AND blob IN (
-             SELECT chunks FROM blobs WHERE owner = $1 AND sha256 IN (
-                 SELECT sha256 FROM files WHERE owner = $1 AND chat_id = $2 EXCEPT
-                 SELECT sha256 FROM files WHERE owner = $1 AND chat_id <> $2))",
-        "DELETE FROM blobs WHERE owner = $1 AND sha256 IN (
-             SELECT sha256 FROM files WHERE owner = $1 AND chat_id = $2 EXCEPT
-             SELECT sha256 FROM files WHERE owner = $1 AND chat_id <> $2)",
-        "DELETE FROM files WHERE chat_id = $2 AND owner = $1",
-    ] {
-        sqlx::query(sql)
-            .bind(&owner)
-            .bind(chat)
-            .execute(&mut *tx)
-            .await?;
-    }
+    drop_files(&mut tx, &owner, chat).await?;
     for sql in [
         "DELETE FROM chat_search WHERE chat_id = $1",
         "DELETE FROM envelopes WHERE chat_id = $1",
@@ -72,6 +46,51 @@ pub(super) async fn purge(pool: &PgPool, chat: Uuid) -> Result<bool, StoreError>
         .await?;
     tx.commit().await?;
     Ok(true)
+}
+
+/// Deletes `owner`'s files of `chat` (and the contents no other file of
+/// the owner holds) in a transaction of their own: for a chat whose owner's
+/// files live in another database than its log (`store::sharded`).
+pub(super) async fn purge_files(pool: &PgPool, owner: &str, chat: Uuid) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await?;
+    drop_files(&mut tx, owner, chat).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The chat's files, and the contents no other file of the owner holds:
+/// their rows locked first, so an upload recording one of them meanwhile
+/// commits before the statements below look (and is seen).
+async fn drop_files(
+    tx: &mut sqlx::PgConnection,
+    owner: &str,
+    chat: Uuid,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "SELECT 1 FROM blobs WHERE owner = $1 AND sha256 IN (
+             SELECT sha256 FROM files WHERE owner = $1 AND chat_id = $2) FOR UPDATE",
+    )
+    .bind(owner)
+    .bind(chat)
+    .execute(&mut *tx)
+    .await?;
+    for sql in [
+        "DELETE FROM blob_chunks WHERE owner = $1 AND blob IN (
+             SELECT chunks FROM blobs WHERE owner = $1 AND sha256 IN (
+                 SELECT sha256 FROM files WHERE owner = $1 AND chat_id = $2 EXCEPT
+                 SELECT sha256 FROM files WHERE owner = $1 AND chat_id <> $2))",
+        "DELETE FROM blobs WHERE owner = $1 AND sha256 IN (
+             SELECT sha256 FROM files WHERE owner = $1 AND chat_id = $2 EXCEPT
+             SELECT sha256 FROM files WHERE owner = $1 AND chat_id <> $2)",
+        "DELETE FROM files WHERE chat_id = $2 AND owner = $1",
+    ] {
+        sqlx::query(sql)
+            .bind(owner)
+            .bind(chat)
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Empties the index and the chats' list columns, then indexes every

@@ -68,6 +68,15 @@ impl PgStore {
         let _ = self.bus.set(bus);
     }
 
+    /// Deletes `owner`'s files of `chat` and the contents only they hold
+    /// (the chat's log is in another database: `store::sharded`).
+    ///
+    /// # Errors
+    /// The database fails.
+    pub(crate) async fn purge_files(&self, owner: &str, chat: Uuid) -> Result<(), StoreError> {
+        maintain::purge_files(&self.pool, owner, chat).await
+    }
+
     pub(super) fn pool(&self) -> &PgPool {
         &self.pool
     }

@@ -33,7 +33,24 @@ async fn postgres() -> Option<Opener> {
     }))
 }
 
-/// Runs a conformance test on both backends.
+/// Chats spread over two PostgreSQL databases (`store::sharded`).
+async fn spread() -> Option<Opener> {
+    let server = crate::testing::postgres()?;
+    let urls = [server.fresh_database().await, server.fresh_database().await];
+    Some(Arc::new(move || {
+        let urls = urls.clone();
+        Box::pin(async move {
+            let mut parts = Vec::new();
+            for (i, url) in urls.iter().enumerate() {
+                parts.push((format!("db{i}"), PgStore::open(url, 5).await.unwrap()));
+            }
+            Arc::new(ShardedStore::new(parts)) as Arc<dyn Store>
+        })
+    }))
+}
+
+/// Runs a conformance test on both backends, and on PostgreSQL spread over
+/// two databases.
 macro_rules! conformance {
     ($name:ident, $body:ident) => {
         mod $name {
@@ -51,6 +68,13 @@ macro_rules! conformance {
                     $body(open).await;
                 }
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sharded() {
+                if let Some(open) = super::spread().await {
+                    $body(open).await;
+                }
+            }
         }
     };
 }
@@ -60,6 +84,7 @@ mod listing;
 mod operations;
 mod paced;
 mod purge;
+mod sharded;
 mod usage;
 mod waits;
 
