@@ -58,7 +58,7 @@ use crate::agent::AgentRegistry;
 use crate::auth::Authenticator;
 use crate::config::{AuthConfig, Config, Database};
 use crate::session::{Node, Registry, SessionContext};
-use crate::store::{LogWriter, NatsBus, PgCluster, PgStore, SqliteStore, Store};
+use crate::store::{LogWriter, NatsBus, PgCluster, PgStore, ShardedStore, SqliteStore, Store};
 
 /// Every connection is a file descriptor: raise the soft limit (often 1,024)
 /// to the hard limit the system allows (the server and the load generator).
@@ -101,13 +101,68 @@ pub async fn reindex(config: &Config) -> anyhow::Result<store::Reindexed> {
                 .await
                 .with_context(|| format!("opening {}", path.display()))?,
         ),
-        Database::Postgres { url, .. } => Arc::new(
+        Database::Postgres { url, spread, .. } if spread.is_empty() => Arc::new(
             PgStore::open(url, 2)
                 .await
                 .context("opening the PostgreSQL database (database_url)")?,
         ),
+        Database::Postgres { spread, .. } => Arc::new(
+            ShardedStore::open(&named(spread), 2)
+                .await
+                .context("opening the databases of [[databases]]")?,
+        ),
     };
     store.reindex().await.context("rebuilding the search index")
+}
+
+/// `[[databases]]` as (name, URL) pairs.
+fn named(spread: &[config::DatabaseEntry]) -> Vec<(String, String)> {
+    spread
+        .iter()
+        .map(|d| (d.name.clone(), d.url.clone()))
+        .collect()
+}
+
+/// Opens the PostgreSQL store (one database, or chats spread over
+/// `[[databases]]`) and joins its cluster: the store, this node, and the
+/// databases' stores (where commits are announced).
+async fn open_postgres(
+    url: &str,
+    pool_size: u32,
+    spread: &[config::DatabaseEntry],
+) -> anyhow::Result<(Arc<dyn Store>, PgCluster, Vec<Arc<PgStore>>)> {
+    if spread.is_empty() {
+        let pg = Arc::new(
+            PgStore::open(url, pool_size)
+                .await
+                .context("opening the PostgreSQL database (database_url)")?,
+        );
+        pg.check_alone()
+            .await
+            .context("opening the PostgreSQL database (database_url)")?;
+        // On PostgreSQL every node is one of a cluster (perhaps of one).
+        let cluster = PgCluster::join(&pg)
+            .await
+            .context("joining the nodes on the PostgreSQL database")?;
+        return Ok((pg.clone(), cluster, vec![pg]));
+    }
+    let sharded = ShardedStore::open(&named(spread), pool_size)
+        .await
+        .context("opening the databases of [[databases]]")?;
+    let stores = sharded.stores();
+    let parts: Vec<(&str, &PgStore)> = spread
+        .iter()
+        .zip(&stores)
+        .map(|(d, s)| (d.name.as_str(), s.as_ref()))
+        .collect();
+    let cluster = PgCluster::join_spread(&parts)
+        .await
+        .context("joining the nodes on the databases of [[databases]]")?;
+    tracing::info!(
+        databases = stores.len(),
+        "chats spread over several databases"
+    );
+    Ok((Arc::new(sharded), cluster, stores))
 }
 
 /// The service keys of the configured store, for `agentwire keys …`: on
@@ -199,14 +254,9 @@ pub async fn run(
             url,
             pool_size,
             nats,
+            spread,
         } => {
-            let pg = PgStore::open(url, *pool_size)
-                .await
-                .context("opening the PostgreSQL database (database_url)")?;
-            // On PostgreSQL every node is one of a cluster (perhaps of one).
-            let cluster = PgCluster::join(&pg)
-                .await
-                .context("joining the nodes on the PostgreSQL database")?;
+            let (store, cluster, stores) = open_postgres(url, *pool_size, spread).await?;
             tracing::info!(node = cluster.node(), "joined the cluster");
             // Commit notices per chat on NATS, if configured (else NOTIFY).
             let bus = match nats {
@@ -215,12 +265,14 @@ pub async fn run(
                     let bus = NatsBus::connect(nats, &name)
                         .await
                         .context("connecting to NATS (nats_url)")?;
-                    pg.announce_on(bus.clone());
+                    for pg in &stores {
+                        pg.announce_on(bus.clone());
+                    }
                     Some(bus)
                 }
                 None => None,
             };
-            (Arc::new(pg), Some(Node::new(cluster, bus)))
+            (store, Some(Node::new(cluster, bus)))
         }
     };
     auth.set_service_keys(store.service_keys());

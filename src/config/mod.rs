@@ -21,7 +21,9 @@ pub use auth::{AuthConfig, JwtConfig, JwtKey, KeySource};
 pub use files::FileLimits;
 pub use quotas::Quotas;
 use settings::FileSettings;
-pub use settings::{AuthMode, Cli, Command, KeysCommand, LogFormat, ModelConfig, Settings};
+pub use settings::{
+    AuthMode, Cli, Command, DatabaseEntry, KeysCommand, LogFormat, ModelConfig, Settings,
+};
 pub use telemetry::{OtlpProtocol, Telemetry};
 pub use webhook::Webhook;
 
@@ -70,6 +72,9 @@ pub enum Database {
         url: String,
         pool_size: u32,
         nats: Option<String>,
+        /// The databases chats are spread over (`[[databases]]`), `url`
+        /// the first's; empty for one database.
+        spread: Vec<DatabaseEntry>,
     },
 }
 
@@ -78,11 +83,15 @@ impl std::fmt::Debug for Database {
         match self {
             Self::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
             Self::Postgres {
-                pool_size, nats, ..
+                pool_size,
+                nats,
+                spread,
+                ..
             } => f
                 .debug_struct("Postgres")
                 .field("pool_size", pool_size)
                 .field("nats", &nats.is_some())
+                .field("spread", spread)
                 .finish_non_exhaustive(),
         }
     }
@@ -243,7 +252,17 @@ impl Settings {
             .parse()
             .map_err(|e| bad("listen", format!("`{listen_text}` is not an address: {e}")))?;
 
-        let url = pick!(database_url).unwrap_or_else(|| "sqlite://./data/agentwire.db".into());
+        let spread = validate::databases(&file.databases)?;
+        if !spread.is_empty() && pick!(database_url).is_some() {
+            return Err(bad(
+                "database_url",
+                "set it or [[databases]], not both (the first of [[databases]] is the main one)",
+            ));
+        }
+        let url = match spread.first() {
+            Some(first) => first.url.clone(),
+            None => pick!(database_url).unwrap_or_else(|| "sqlite://./data/agentwire.db".into()),
+        };
         let pool_size = pick!(database_pool_size).unwrap_or(10);
         if !(1..=1000).contains(&pool_size) {
             return Err(bad("database_pool_size", "must be between 1 and 1000"));
@@ -277,6 +296,7 @@ impl Settings {
                 url,
                 pool_size,
                 nats,
+                spread,
             }
         } else {
             return Err(bad(

@@ -420,8 +420,31 @@ pub(super) struct FileSettings {
     pub(super) file_media_types: Option<Vec<String>>,
     #[serde(default)]
     pub(super) models: Vec<ModelConfig>,
+    /// Chats spread over several PostgreSQL databases (`[[databases]]`).
+    #[serde(default)]
+    pub(super) databases: Vec<DatabaseEntry>,
     /// Traces (`[telemetry]`).
     pub(super) telemetry: Option<super::telemetry::TelemetryFile>,
+}
+
+/// One of the PostgreSQL databases chats are spread over (`[[databases]]`
+/// in `agentwire.toml`; the first holds what belongs to no chat).
+#[derive(Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseEntry {
+    /// What places chats (never change it: a chat's database is chosen by
+    /// its id and the names).
+    pub name: String,
+    /// `postgres://…` (may hold a password: never logged).
+    pub url: String,
+}
+
+impl std::fmt::Debug for DatabaseEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseEntry")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A model a chat can switch to (`[[models]]` in `agentwire.toml`).

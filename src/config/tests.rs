@@ -212,3 +212,46 @@ fn nats_goes_with_postgres_and_its_address_is_never_shown() {
     let c = on("postgres://u:p@db/a", "").resolve().unwrap();
     assert!(matches!(&c.database, Database::Postgres { nats: None, .. }));
 }
+
+#[test]
+fn databases_spread_chats_and_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentwire.toml");
+    let with = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        Settings {
+            config: Some(path.clone()),
+            ..Settings::default()
+        }
+    };
+    let two = "[[databases]]\nname = \"a\"\nurl = \"postgres://u:secret@h/a\"\n\
+               [[databases]]\nname = \"b\"\nurl = \"postgres://u:secret@h/b\"\n";
+    let c = with(two).resolve().unwrap();
+    let Database::Postgres { url, spread, .. } = &c.database else {
+        panic!("{:?}", c.database);
+    };
+    assert_eq!(url, "postgres://u:secret@h/a", "the first is the main one");
+    assert_eq!(
+        spread.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    assert!(!format!("{:?}", c.database).contains("secret"));
+
+    // Not beside database_url; two or more; named once each; PostgreSQL.
+    let mut s = with(two);
+    s.database_url = Some("postgres://h/c".into());
+    assert_eq!(s.resolve().unwrap_err().key, "database_url");
+    for bad in [
+        "[[databases]]\nname = \"a\"\nurl = \"postgres://h/a\"\n",
+        "[[databases]]\nname = \"a\"\nurl = \"postgres://h/a\"\n\
+         [[databases]]\nname = \"a\"\nurl = \"postgres://h/b\"\n",
+        "[[databases]]\nname = \"a b\"\nurl = \"postgres://h/a\"\n\
+         [[databases]]\nname = \"b\"\nurl = \"postgres://h/b\"\n",
+        "[[databases]]\nname = \"a\"\nurl = \"postgres://h/a\"\n\
+         [[databases]]\nname = \"b\"\nurl = \"sqlite://u:secret@b.db\"\n",
+    ] {
+        let err = with(bad).resolve().unwrap_err();
+        assert_eq!(err.key, "databases", "{bad}");
+        assert!(!err.to_string().contains("secret"), "{err}");
+    }
+}

@@ -1,7 +1,7 @@
 //! Checks of list-valued keys (`cors_origins`, `allowed_hosts`,
-//! `[[models]]`).
+//! `[[models]]`, `[[databases]]`).
 
-use super::settings::ModelConfig;
+use super::settings::{DatabaseEntry, ModelConfig};
 
 /// A refusal: the key at fault and why (`mod.rs` makes it an error).
 type Refused = (&'static str, String);
@@ -72,4 +72,55 @@ pub(super) fn models(models: Vec<ModelConfig>) -> Result<Vec<ModelConfig>, Refus
         }
     }
     Ok(models)
+}
+
+/// Most databases chats may be spread over.
+const MAX_DATABASES: usize = 64;
+
+/// `[[databases]]`: PostgreSQL URLs, each with a name of its own (what
+/// places chats), at most [`MAX_DATABASES`]; none (the key unused) or at
+/// least two.
+pub(super) fn databases(list: &[DatabaseEntry]) -> Result<Vec<DatabaseEntry>, Refused> {
+    if list.len() == 1 {
+        return Err(refuse(
+            "databases",
+            "one database is `database_url`; [[databases]] spreads chats over two or more",
+        ));
+    }
+    if list.len() > MAX_DATABASES {
+        return Err(refuse(
+            "databases",
+            format!("at most {MAX_DATABASES} databases"),
+        ));
+    }
+    let mut names = std::collections::HashSet::new();
+    for (i, d) in list.iter().enumerate() {
+        let named = !d.name.is_empty()
+            && d.name.len() <= 64
+            && d.name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !named {
+            return Err(refuse(
+                "databases",
+                format!("databases[{i}].name: 1 to 64 letters, digits, `_` or `-`"),
+            ));
+        }
+        if !names.insert(d.name.as_str()) {
+            return Err(refuse(
+                "databases",
+                format!("databases[{i}].name: `{}` is named twice", d.name),
+            ));
+        }
+        if !(d.url.starts_with("postgres://") || d.url.starts_with("postgresql://")) {
+            return Err(refuse(
+                "databases",
+                format!(
+                    "databases[{i}].url (`{}`): must start with postgres:// (the value is not shown: it may hold a password)",
+                    d.name
+                ),
+            ));
+        }
+    }
+    Ok(list.to_vec())
 }

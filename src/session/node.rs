@@ -165,9 +165,13 @@ impl Node {
 /// # Errors
 /// The database cannot be reached.
 pub async fn start(node: Arc<Node>, registry: Registry) -> Result<(), StoreError> {
-    let listener = node.cluster.listen().await?;
     let tracker = registry.context().tracker.clone();
-    tracker.spawn(listen(node.clone(), registry.clone(), listener));
+    // One listener per database chats are spread over: each one's chats'
+    // commits and purges are announced there.
+    for part in 0..node.cluster.databases() {
+        let listener = node.cluster.listen_on(part).await?;
+        tracker.spawn(listen(node.clone(), registry.clone(), part, listener));
+    }
     if let Some(bus) = node.bus.clone() {
         tracker.spawn(after_reconnects(
             node.clone(),
@@ -203,13 +207,20 @@ async fn after_reconnects(node: Arc<Node>, bus: Arc<NatsBus>, registry: Registry
     }
 }
 
-async fn listen(node: Arc<Node>, registry: Registry, mut listener: sqlx::postgres::PgListener) {
+async fn listen(
+    node: Arc<Node>,
+    registry: Registry,
+    part: usize,
+    mut listener: sqlx::postgres::PgListener,
+) {
     let shutdown = registry.context().shutdown.clone();
     loop {
         let received = tokio::select! {
             () = shutdown.cancelled() => {
                 // No answer can arrive any more.
-                node.on_live_nodes(&HashSet::new()).await;
+                if part == 0 {
+                    node.on_live_nodes(&HashSet::new()).await;
+                }
                 return;
             }
             r = listener.try_recv() => r,
@@ -250,7 +261,7 @@ async fn listen(node: Arc<Node>, registry: Registry, mut listener: sqlx::postgre
             Ok(None) | Err(_) => {
                 tracing::warn!("lost the notification connection; listening again");
                 listener = loop {
-                    match node.cluster.listen().await {
+                    match node.cluster.listen_on(part).await {
                         Ok(l) => break l,
                         Err(e) => {
                             tracing::warn!(error = %e, "cannot listen yet");

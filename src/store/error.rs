@@ -37,6 +37,10 @@ pub enum StoreError {
     /// the spread asks each database itself).
     #[error("a statement of one database was asked of several")]
     Spread,
+    /// The databases chats are spread over are not the ones a database
+    /// was spread over before.
+    #[error("{0}")]
+    Respread(Arc<str>),
 }
 
 impl From<rusqlite::Error> for StoreError {

@@ -190,6 +190,11 @@ pub(super) fn postgres() -> Migrator {
             "operator",
             include_str!("../../migrations/postgres/0017_operator.sql"),
         ),
+        (
+            18,
+            "spread",
+            include_str!("../../migrations/postgres/0018_spread.sql"),
+        ),
     ])
 }
 

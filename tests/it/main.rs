@@ -54,6 +54,7 @@ mod route_limits;
 mod schedules;
 mod server_api;
 mod soak;
+mod spread;
 mod sse;
 mod support;
 mod template;

@@ -115,15 +115,22 @@ impl Server {
     /// Starts on an existing data folder (to reopen a database).
     pub async fn start_in(dir: tempfile::TempDir, opts: Opts) -> Self {
         let mut settings = opts.settings;
-        if settings.database_url.is_none() {
+        // A configuration file that spreads chats over databases names them.
+        let spread = settings
+            .config
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .is_some_and(|t| t.contains("[[databases]]"));
+        if settings.database_url.is_none() && !spread {
             settings.database_url = Some(database_url(dir.path()).await);
         }
         // The cluster suite's NATS pass: every node of a cluster on NATS.
         if settings.nats_url.is_none()
-            && settings
-                .database_url
-                .as_deref()
-                .is_some_and(|u| u.starts_with("postgres"))
+            && (spread
+                || settings
+                    .database_url
+                    .as_deref()
+                    .is_some_and(|u| u.starts_with("postgres")))
         {
             settings.nats_url = crate::nats::cluster_nats_url();
         }

@@ -11,6 +11,7 @@ mod files;
 mod listing;
 mod maintain;
 pub(super) mod notice;
+mod spread;
 
 use std::time::Duration;
 
@@ -66,15 +67,6 @@ impl PgStore {
     /// Announces commits on `bus` instead of `NOTIFY` while it is up.
     pub fn announce_on(&self, bus: std::sync::Arc<super::nats::NatsBus>) {
         let _ = self.bus.set(bus);
-    }
-
-    /// Deletes `owner`'s files of `chat` and the contents only they hold
-    /// (the chat's log is in another database: `store::sharded`).
-    ///
-    /// # Errors
-    /// The database fails.
-    pub(crate) async fn purge_files(&self, owner: &str, chat: Uuid) -> Result<(), StoreError> {
-        maintain::purge_files(&self.pool, owner, chat).await
     }
 
     pub(super) fn pool(&self) -> &PgPool {

@@ -25,7 +25,9 @@ use sqlx::{Connection, Row};
 use uuid::Uuid;
 
 use super::postgres::notice::{self, LOG_CHANNEL, LogNotice};
-use super::seal::{NodeKey, seal};
+
+mod commands;
+use super::seal::NodeKey;
 use super::{PgStore, StoreError, now_ms};
 
 /// The channel on which users' feed events cross to every node.
@@ -67,14 +69,26 @@ pub enum NodeMessage {
 
 /// This node's membership of the cluster.
 pub struct PgCluster {
+    /// The first database's pool: nodes, their keys, commands, the feed.
     pool: PgPool,
-    url: String,
     node: i64,
     key: NodeKey,
-    /// The session holding the node's lock.
-    lock: tokio::sync::Mutex<Option<PgConnection>>,
+    /// Each database chats are spread over (one for a single database),
+    /// the first the home: the node holds its lock in each, and a chat's
+    /// lease lives with its log.
+    parts: Vec<Part>,
+    /// The databases' names, for [`place`](super::place) (empty: one).
+    names: Vec<String>,
     /// Public keys of the other nodes (they never change for a node id).
     peers: Mutex<HashMap<i64, [u8; 32]>>,
+}
+
+/// One database of the cluster: its pool, and the session holding this
+/// node's lock there.
+struct Part {
+    pool: PgPool,
+    url: String,
+    lock: tokio::sync::Mutex<Option<PgConnection>>,
 }
 
 impl std::fmt::Debug for PgCluster {
@@ -95,6 +109,16 @@ impl PgCluster {
     /// # Errors
     /// The database cannot be reached.
     pub async fn join(store: &PgStore) -> Result<Self, StoreError> {
+        Self::join_spread(&[("", store)]).await
+    }
+
+    /// [`join`](Self::join) the cluster of chats spread over `databases`
+    /// (named as the store places chats; the first the home).
+    ///
+    /// # Errors
+    /// A database cannot be reached.
+    pub async fn join_spread(databases: &[(&str, &PgStore)]) -> Result<Self, StoreError> {
+        let store = databases[0].1;
         let pool = store.pool().clone();
         let key = NodeKey::generate();
         let node: i64 = sqlx::query_scalar(
@@ -108,16 +132,43 @@ impl PgCluster {
             .bind(now_ms() - STALE_COMMAND_MS)
             .execute(&pool)
             .await?;
+        let parts = databases
+            .iter()
+            .map(|(_, s)| Part {
+                pool: s.pool().clone(),
+                url: s.url().to_owned(),
+                lock: tokio::sync::Mutex::new(None),
+            })
+            .collect();
+        let names = match databases.len() {
+            1 => Vec::new(),
+            _ => databases.iter().map(|(n, _)| (*n).to_owned()).collect(),
+        };
         let cluster = Self {
             pool,
-            url: store.url().to_owned(),
             node,
             key,
-            lock: tokio::sync::Mutex::new(None),
+            parts,
+            names,
             peers: Mutex::new(HashMap::new()),
         };
-        cluster.keep_alive().await?;
+        for part in &cluster.parts {
+            cluster.lock_in(part).await?;
+        }
         Ok(cluster)
+    }
+
+    /// The pool of chat `chat_id`'s database (its lease lives with its log).
+    fn pool_of(&self, chat_id: Uuid) -> &PgPool {
+        match self.names.is_empty() {
+            true => &self.pool,
+            false => &self.parts[super::place(&self.names, chat_id.as_bytes())].pool,
+        }
+    }
+
+    /// How many databases chats are spread over (one: a single database).
+    pub fn databases(&self) -> usize {
+        self.parts.len()
     }
 
     /// This node's id.
@@ -135,14 +186,31 @@ impl PgCluster {
     /// # Errors
     /// The database cannot be reached.
     pub async fn keep_alive(&self) -> Result<bool, StoreError> {
-        let mut lock = self.lock.lock().await;
+        // The home's session decides; another database's lost session is
+        // taken again at the next tick (its chats' appends are refused
+        // meanwhile if another node took their leases).
+        let mut lost = self.lock_in(&self.parts[0]).await?;
+        for part in &self.parts[1..] {
+            match self.lock_in(part).await {
+                Ok(again) => lost |= again,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot keep this node's lock in a database of the spread")
+                }
+            }
+        }
+        Ok(lost)
+    }
+
+    /// [`keep_alive`](Self::keep_alive) in one database.
+    async fn lock_in(&self, part: &Part) -> Result<bool, StoreError> {
+        let mut lock = part.lock.lock().await;
         if let Some(conn) = lock.as_mut() {
             if sqlx::query("SELECT 1").execute(&mut *conn).await.is_ok() {
                 return Ok(false);
             }
             *lock = None;
         }
-        let mut conn = PgConnection::connect(&self.url).await?;
+        let mut conn = PgConnection::connect(&part.url).await?;
         // Let the server notice a vanished machine, not only a closed socket.
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
             "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; \
@@ -204,7 +272,7 @@ impl PgCluster {
             let epoch: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()))
                 .bind(chat_id)
                 .bind(self.node)
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.pool_of(chat_id))
                 .await?;
             if let Some(epoch) = epoch {
                 return Ok(Lease::Owned { epoch });
@@ -224,7 +292,7 @@ impl PgCluster {
     pub async fn lease(&self, chat_id: Uuid) -> Result<Option<(i64, i64)>, StoreError> {
         let row = sqlx::query("SELECT node_id, epoch FROM chat_leases WHERE chat_id = $1")
             .bind(chat_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool_of(chat_id))
             .await?;
         row.map(|r| Ok((r.try_get("node_id")?, r.try_get("epoch")?)))
             .transpose()
@@ -238,7 +306,7 @@ impl PgCluster {
         Ok(
             sqlx::query_scalar("SELECT node_id FROM chat_leases WHERE chat_id = $1")
                 .bind(chat_id)
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.pool_of(chat_id))
                 .await?,
         )
     }
@@ -255,15 +323,34 @@ impl PgCluster {
         limit: i64,
     ) -> Result<Vec<(Uuid, bool)>, StoreError> {
         let live: Vec<i64> = live.iter().copied().collect();
+        let mut found = Vec::new();
+        for part in &self.parts {
+            // A database down leaves its runs for a later tick, not the others'.
+            match Self::orphaned_in(&part.pool, &live, limit).await {
+                Ok(runs) => found.extend(runs),
+                Err(e) if self.parts.len() > 1 => {
+                    tracing::warn!(error = %e, "cannot look for runs no node holds in a database of the spread");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(found)
+    }
+
+    async fn orphaned_in(
+        pool: &PgPool,
+        live: &[i64],
+        limit: i64,
+    ) -> Result<Vec<(Uuid, bool)>, StoreError> {
         let rows = sqlx::query(
             "SELECT c.id, l.chat_id IS NOT NULL AS leased
              FROM chats c LEFT JOIN chat_leases l ON l.chat_id = c.id
              WHERE c.state = 'running' AND (l.chat_id IS NULL OR NOT l.node_id = ANY($1))
              LIMIT $2",
         )
-        .bind(&live)
+        .bind(live)
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(pool)
         .await?;
         rows.iter()
             .map(|r| Ok((r.try_get("id")?, r.try_get("leased")?)))
@@ -279,173 +366,7 @@ impl PgCluster {
             .bind(chat_id)
             .bind(self.node)
             .bind(epoch)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn public_key(&self, node: i64) -> Result<[u8; 32], StoreError> {
-        if let Some(key) = self.peers.lock().expect("peers lock").get(&node) {
-            return Ok(*key);
-        }
-        let key: Vec<u8> = sqlx::query_scalar("SELECT public_key FROM nodes WHERE id = $1")
-            .bind(node)
-            .fetch_one(&self.pool)
-            .await?;
-        let key: [u8; 32] = key
-            .try_into()
-            .map_err(|_| StoreError::Seal(super::SealError))?;
-        self.peers.lock().expect("peers lock").insert(node, key);
-        Ok(key)
-    }
-
-    /// Whether `node`'s public key is known here (no query).
-    pub fn knows(&self, node: i64) -> bool {
-        self.peers.lock().expect("peers lock").contains_key(&node)
-    }
-
-    /// Reads the public keys of the `live` nodes not known yet, so a
-    /// command on NATS is checked without a query.
-    pub async fn learn(&self, live: &HashSet<i64>) {
-        for &node in live {
-            if node != self.node
-                && !self.knows(node)
-                && let Err(e) = self.public_key(node).await
-            {
-                tracing::warn!(error = %e, node, "cannot read a node's public key");
-            }
-        }
-    }
-
-    /// Seals `body` from this node to `node`, binding `header` (what
-    /// travels outside PostgreSQL, on NATS).
-    ///
-    /// # Errors
-    /// The database cannot be reached, or `node` is unknown.
-    pub async fn seal_to(
-        &self,
-        node: i64,
-        header: &[u8],
-        body: &[u8],
-    ) -> Result<Vec<u8>, StoreError> {
-        let to = self.public_key(node).await?;
-        Ok(self.key.seal_to(&to, header, body)?)
-    }
-
-    /// Opens what node `node` sealed to this one with `header`.
-    ///
-    /// # Errors
-    /// The database cannot be reached, `node` is unknown, or the box is
-    /// not from it, not to this node, or was changed.
-    pub async fn open_from(
-        &self,
-        node: i64,
-        header: &[u8],
-        sealed: &[u8],
-    ) -> Result<Vec<u8>, StoreError> {
-        let from = self.public_key(node).await?;
-        Ok(self.key.open_from(&from, header, sealed)?)
-    }
-
-    /// Sends a command to `node`: sealed, stored, announced.
-    ///
-    /// # Errors
-    /// The database cannot be reached.
-    pub async fn send_command(&self, id: Uuid, node: i64, body: &[u8]) -> Result<(), StoreError> {
-        let sealed = seal(&self.public_key(node).await?, body)?;
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO node_commands (id, node_id, sender, body, created_at)
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(id)
-        .bind(node)
-        .bind(self.node)
-        .bind(&sealed)
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(node_channel(node))
-            .bind(format!("c {id}"))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// Takes a command sent to this node: its sender and opened body, or
-    /// `None` if it was withdrawn or already taken.
-    ///
-    /// # Errors
-    /// The database cannot be reached, or the body does not open.
-    pub async fn take_command(&self, id: Uuid) -> Result<Option<(i64, Vec<u8>)>, StoreError> {
-        let row = sqlx::query(
-            "DELETE FROM node_commands WHERE id = $1 AND node_id = $2 RETURNING sender, body",
-        )
-        .bind(id)
-        .bind(self.node)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let sender: i64 = row.try_get("sender")?;
-        let body: Vec<u8> = row.try_get("body")?;
-        Ok(Some((sender, self.key.open(&body)?)))
-    }
-
-    /// Withdraws a command nobody took yet.
-    ///
-    /// # Returns
-    /// `true` if it was still waiting (so it was never run).
-    ///
-    /// # Errors
-    /// The database cannot be reached.
-    pub async fn withdraw_command(&self, id: Uuid) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM node_commands WHERE id = $1 AND sender = $2")
-            .bind(id)
-            .bind(self.node)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    /// Answers a command `node` sent (the body: at most a few KB of JSON).
-    ///
-    /// # Errors
-    /// The database cannot be reached.
-    pub async fn reply(&self, node: i64, id: Uuid, body: &str) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(node_channel(node))
-            .bind(format!("r {id} {body}"))
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// Sends a user's feed event to every node.
-    ///
-    /// # Errors
-    /// The database cannot be reached.
-    pub async fn notify_feed(&self, payload: &str) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(FEED_CHANNEL)
-            .bind(payload)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// Tells every node that this one reconnected to NATS (`notice::resync`).
-    ///
-    /// # Errors
-    /// The database cannot be reached.
-    pub async fn resync(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(LOG_CHANNEL)
-            .bind(notice::resync(self.node))
-            .execute(&self.pool)
+            .execute(self.pool_of(chat_id))
             .await?;
         Ok(())
     }
@@ -455,11 +376,26 @@ impl PgCluster {
     /// # Errors
     /// The database cannot be reached.
     pub async fn listen(&self) -> Result<PgListener, StoreError> {
+        self.listen_on(0).await
+    }
+
+    /// A listener on database `part` (of [`databases`](Self::databases)):
+    /// the home's as [`listen`](Self::listen)'s, another's on its log
+    /// channel only (its chats' commits and purges).
+    ///
+    /// # Errors
+    /// The database cannot be reached.
+    pub async fn listen_on(&self, part: usize) -> Result<PgListener, StoreError> {
         // A connection of its own, not one of the pool's: the pool stays whole.
-        let mut listener = PgListener::connect(&self.url).await?;
-        listener
-            .listen_all([LOG_CHANNEL, FEED_CHANNEL, node_channel(self.node).as_str()])
-            .await?;
+        let mut listener = PgListener::connect(&self.parts[part].url).await?;
+        match part {
+            0 => {
+                listener
+                    .listen_all([LOG_CHANNEL, FEED_CHANNEL, node_channel(self.node).as_str()])
+                    .await?
+            }
+            _ => listener.listen(LOG_CHANNEL).await?,
+        }
         Ok(listener)
     }
 
