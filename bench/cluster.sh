@@ -9,17 +9,21 @@
 # included (`agentwire_cluster_notices_total`). With NOTIFY a node receives
 # every chat's; with NATS only those of chats it has an actor for.
 #
+# With DATABASES=2 the chats are spread over two databases (`[[databases]]`),
+# each on a PostgreSQL server of its own (both on this machine), and each
+# server's CPU is reported apart.
+#
 # Needs root, the PostgreSQL server binaries and nats-server (Debian's), and
 # the release builds (cargo build --release --bins).
 #
-#   bench/cluster.sh [CHATS] [WORDS]     # default 400 150
+#   bench/cluster.sh [CHATS] [WORDS] [DATABASES]     # default 400 150 1
 set -u
 cd "$(dirname "$0")/.."
 bin="${CARGO_TARGET_DIR:-$HOME/.cache/agentwire/target}/release"
 nats_bin=$(command -v nats-server || echo /usr/sbin/nats-server)
 work=$(mktemp -d); chmod 755 "$work"; mkdir -p "$work/agents"
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin | tail -n 1)
-pg_dir=$work/pg; mkdir -p "$pg_dir"; chown postgres "$pg_dir"
+C=${1:-400}; N=${2:-150}; DBS=${3:-1}
 nodes=(); nats=
 stop_nodes() { # (`wait` with no pid would wait for NATS too)
   [ ${#nodes[@]} -gt 0 ] || return 0
@@ -28,21 +32,30 @@ stop_nodes() { # (`wait` with no pid would wait for NATS too)
 cleanup() {
   stop_nodes
   [ -n "$nats" ] && kill "$nats" 2> /dev/null
-  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w stop > /dev/null 2>&1
+  for d in $(seq 0 $((DBS - 1))); do
+    runuser -u postgres -- "$pg_bin/pg_ctl" -D "$work/pg$d/data" -m fast -w stop > /dev/null 2>&1
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
-runuser -u postgres -- "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 > /dev/null
-runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -o "-c listen_addresses=127.0.0.1 -c port=15434 -c unix_socket_directories=$pg_dir -c max_connections=300" -w start > /dev/null
-runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p 15434 -U postgres aw
-url=postgres://postgres@127.0.0.1:15434/aw
+# One PostgreSQL server per database, on ports 15434, 15435, ...
+config=$work/agentwire.toml; : > "$config"
+for d in $(seq 0 $((DBS - 1))); do
+  pg_dir=$work/pg$d; mkdir -p "$pg_dir"; chown postgres "$pg_dir"; port=$((15434 + d))
+  runuser -u postgres -- "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 > /dev/null
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$pg_dir -c max_connections=300" -w start > /dev/null
+  runuser -u postgres -- "$pg_bin/createdb" -h 127.0.0.1 -p "$port" -U postgres aw
+  printf '[[databases]]\nname = "db%s"\nurl = "postgres://postgres@127.0.0.1:%s/aw"\n\n' "$d" "$port" >> "$config"
+done
+db_args=(--database-url postgres://postgres@127.0.0.1:15434/aw)
+[ "$DBS" -gt 1 ] && db_args=(--config "$config")
 "$nats_bin" -a 127.0.0.1 -p 14222 -m 18222 > "$work/nats.log" 2>&1 & nats=$!
 sleep 1
 
 start() { # port bus
   local extra=()
   [ "$2" = nats ] && extra=(--nats-url nats://127.0.0.1:14222)
-  RUST_LOG=warn "$bin/agentwire" serve --listen "127.0.0.1:$1" --database-url "$url" \
+  RUST_LOG=warn "$bin/agentwire" serve --listen "127.0.0.1:$1" "${db_args[@]}" \
     --agents "$work/agents" --rate-chats-per-minute 0 --rate-messages-per-minute 0 \
     --max-runs-per-user 0 --max-streams-per-user 0 --max-sockets-per-user 0 "${extra[@]}" \
     > "$work/n$1.log" 2>&1 &
@@ -61,7 +74,17 @@ cpu_of() {
   done
   echo "$total"
 }
-pg_pids() { pgrep -u postgres | tr '\n' ' '; }
+# The processes of PostgreSQL server `d` (its postmaster and children).
+pg_pids() {
+  local main; main=$(head -n 1 "$work/pg$1/data/postmaster.pid")
+  echo "$main $(pgrep -P "$main" | tr '\n' ' ')"
+}
+# CPU seconds used so far by each PostgreSQL server, space-separated.
+pg_cpu() {
+  local d out=()
+  for d in $(seq 0 $((DBS - 1))); do out+=("$(cpu_of $(pg_pids "$d"))"); done
+  echo "${out[*]}"
+}
 nats_msgs() { curl -s http://127.0.0.1:18222/varz | python3 -c "import json,sys; v=json.load(sys.stdin); print(v['in_msgs'], v['out_msgs'])"; }
 # One load on `n` nodes: each node's share, its figures and its notices/s;
 # then PostgreSQL's and NATS's CPU per envelope of the whole run.
@@ -69,7 +92,7 @@ run() { # bus n label chats words
   local bus=$1 n=$2 label=$3 chats=$4 words=$5 paced=$6
   local pids=() before=() i port
   for i in $(seq 0 $((n - 1))); do before+=("$(notices $((18201 + i)))"); done
-  local pg0 nats0 msgs0; pg0=$(cpu_of $(pg_pids)); nats0=$(cpu_of "$nats"); msgs0=$(nats_msgs)
+  local pg0 nats0 msgs0; pg0=$(pg_cpu); nats0=$(cpu_of "$nats"); msgs0=$(nats_msgs)
   local t0; t0=$(date +%s.%N)
   for i in $(seq 0 $((n - 1))); do
     port=$((18201 + i))
@@ -79,7 +102,7 @@ run() { # bus n label chats words
   done
   wait "${pids[@]}"
   local secs; secs=$(python3 -c "import time; print(time.time() - $t0)")
-  local pg1 nats1 msgs1; pg1=$(cpu_of $(pg_pids)); nats1=$(cpu_of "$nats"); msgs1=$(nats_msgs)
+  local pg1 nats1 msgs1; pg1=$(pg_cpu); nats1=$(cpu_of "$nats"); msgs1=$(nats_msgs)
   for i in $(seq 0 $((n - 1))); do
     port=$((18201 + i))
     python3 - "$work/r$i" "$bus" "$n" "$i" "$label" "$(notices $port)" "${before[$i]}" "$secs" << 'EOF'
@@ -100,13 +123,15 @@ EOF
 import sys
 bus, n, label, total, secs, pg0, pg1, n0, n1, in0, out0, in1, out1 = sys.argv[1:]
 total = max(int(total), 1)
+each = [(float(b) - float(a)) / total * 1e6 for a, b in zip(pg0.split(), pg1.split())]
+pg = f"{sum(each):.1f}" + (" (" + " + ".join(f"{e:.1f}" for e in each) + ")" if len(each) > 1 else "")
 print(f"{bus:6} {n} nodes, all, {label}: {total / float(secs):.0f} env/s delivered; PostgreSQL "
-      f"{(float(pg1) - float(pg0)) / total * 1e6:.1f} µs CPU/envelope; NATS {(float(n1) - float(n0)) / total * 1e6:.2f} µs "
+      f"{pg} µs CPU/envelope; NATS {(float(n1) - float(n0)) / total * 1e6:.2f} µs "
       f"CPU/envelope, {(int(in1) - int(in0)) / float(secs):.0f} msgs/s in, {(int(out1) - int(out0)) / float(secs):.0f} out")
 EOF
 }
 
-C=${1:-400}; N=${2:-150}
+echo "== $DBS database(s), $C paced chats of $N words"
 for bus in notify nats; do
   for n in 1 2 4; do
     for i in $(seq 0 $((n - 1))); do start $((18201 + i)) "$bus"; done

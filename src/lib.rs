@@ -185,7 +185,9 @@ pub async fn service_keys(config: &Config) -> anyhow::Result<store::ServiceKeys>
         },
         Database::Postgres { url, .. } => Ok(PgStore::open(url, 2)
             .await
-            .context("opening the PostgreSQL database (database_url)")?
+            .context(
+                "opening the PostgreSQL database (database_url, or the first of [[databases]])",
+            )?
             .service_keys()),
     }
 }

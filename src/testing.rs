@@ -45,6 +45,30 @@ impl TestPostgres {
     }
 }
 
+/// Takes `url`'s database down (new connections refused, those open cut)
+/// or brings it back, from the server's `postgres` database: a database of
+/// several that fails alone.
+///
+/// # Panics
+/// The server refused.
+pub async fn set_database_down(url: &str, down: bool) {
+    use sqlx::Connection;
+    let (base, name) = url.rsplit_once('/').expect("a database URL");
+    let mut admin = sqlx::PgConnection::connect(&format!("{base}/postgres"))
+        .await
+        .expect("connect to the test PostgreSQL");
+    let mut sql = format!("ALTER DATABASE {name} ALLOW_CONNECTIONS {}", !down);
+    if down {
+        sql.push_str(&format!(
+            "; SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+        ));
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&mut admin)
+        .await
+        .expect("take the database down or up");
+}
+
 /// The test server, started on first use; `None` (after a message) when there
 /// is no PostgreSQL to use and none is required.
 ///

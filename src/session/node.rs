@@ -1,4 +1,5 @@
-//! This node's part in a cluster of nodes on one PostgreSQL.
+//! This node's part in a cluster of nodes on PostgreSQL (one database, or
+//! chats spread over several: `[[databases]]`).
 //!
 //! - **Forwarding** (`forward`, `on_nats`). A request for a chat whose lease
 //!   another node holds is sent to that node ([`Node::forward`]): as a NATS

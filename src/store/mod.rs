@@ -45,7 +45,7 @@ pub use postgres::notice::LogNotice;
 pub use records::{ChatDatabaseRecord, ConnectionRecord};
 pub use schedules::{ScheduleRecord, Schedules};
 pub use seal::SealError;
-pub use sharded::{ShardedStore, place};
+pub use sharded::{ShardedStore, SpreadOutbox, place};
 pub use sqlite::SqliteStore;
 pub use usage::{Spent, Usage, UsageDay};
 pub use writer::{LogWriter, OnCommit};

@@ -7,7 +7,6 @@
 //!
 //! [`Store::enable_outbox`]: super::Store::enable_outbox
 
-use futures_util::future::try_join_all;
 use serde::Deserialize;
 use sqlx::Row;
 use sqlx::postgres::PgPool;
@@ -154,8 +153,8 @@ pub enum Outbox {
     Sqlite(SqlitePool),
     Postgres(PgPool),
     /// Each database's of a spread (`store::sharded`): a chat's events and
-    /// waits are in its database; an id is asked of each.
-    Sharded(Vec<Outbox>),
+    /// waits are in its database.
+    Sharded(std::sync::Arc<super::sharded::SpreadOutbox>),
 }
 
 impl Outbox {
@@ -165,16 +164,8 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn due(&self, now: i64, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
-        if let Self::Sharded(parts) = self {
-            let mut all: Vec<OutboxRow> =
-                try_join_all(parts.iter().map(|p| Box::pin(p.due(now, limit))))
-                    .await?
-                    .into_iter()
-                    .flatten()
-                    .collect();
-            all.sort_by_key(|r| (r.created_at, r.seq));
-            all.truncate(limit as usize);
-            return Ok(all);
+        if let Self::Sharded(spread) = self {
+            return Box::pin(spread.due(now, limit)).await;
         }
         let sql = "SELECT id, chat_id, seq, event, attempts, created_at FROM webhook_outbox o
              WHERE delivered_at IS NULL AND next_at <= $1
@@ -197,10 +188,8 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn claim(&self, id: &str, now: i64, until: i64) -> Result<bool, StoreError> {
-        if let Self::Sharded(parts) = self {
-            let taken =
-                try_join_all(parts.iter().map(|p| Box::pin(p.claim(id, now, until)))).await?;
-            return Ok(taken.contains(&true));
+        if let Self::Sharded(spread) = self {
+            return Box::pin(spread.claim(id, now, until)).await;
         }
         let sql = "UPDATE webhook_outbox SET lease_until = $1
                    WHERE id = $2 AND delivered_at IS NULL
@@ -213,9 +202,8 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn delivered(&self, id: &str, now: i64) -> Result<(), StoreError> {
-        if let Self::Sharded(parts) = self {
-            try_join_all(parts.iter().map(|p| Box::pin(p.delivered(id, now)))).await?;
-            return Ok(());
+        if let Self::Sharded(spread) = self {
+            return Box::pin(spread.delivered(id, now)).await;
         }
         let sql = "UPDATE webhook_outbox SET delivered_at = $1, lease_until = NULL,
                    attempts = attempts + 1 WHERE id = $2";
@@ -228,9 +216,8 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn retry(&self, id: &str, next_at: i64, error: &str) -> Result<(), StoreError> {
-        if let Self::Sharded(parts) = self {
-            try_join_all(parts.iter().map(|p| Box::pin(p.retry(id, next_at, error)))).await?;
-            return Ok(());
+        if let Self::Sharded(spread) = self {
+            return Box::pin(spread.retry(id, next_at, error)).await;
         }
         let sql = "UPDATE webhook_outbox SET attempts = attempts + 1, next_at = $1,
                    lease_until = NULL, last_error = $2 WHERE id = $3";
@@ -249,19 +236,8 @@ impl Outbox {
         every: i64,
         limit: u32,
     ) -> Result<Vec<Wait>, StoreError> {
-        if let Self::Sharded(parts) = self {
-            let mut all: Vec<Wait> = try_join_all(
-                parts
-                    .iter()
-                    .map(|p| Box::pin(p.waits_due(now, every, limit))),
-            )
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
-            all.sort_by_key(|w| w.opened_at);
-            all.truncate(limit as usize);
-            return Ok(all);
+        if let Self::Sharded(spread) = self {
+            return Box::pin(spread.waits_due(now, every, limit)).await;
         }
         // Not while the last telling waits to be delivered (an endpoint
         // down for an hour gets one reminder, not sixty).
@@ -286,15 +262,8 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn remind(&self, wait: &Wait, n: u32, created_at: i64) -> Result<bool, StoreError> {
-        if let Self::Sharded(parts) = self {
-            // Only the wait's own database has it to claim.
-            let made = try_join_all(
-                parts
-                    .iter()
-                    .map(|p| Box::pin(p.remind(wait, n, created_at))),
-            )
-            .await?;
-            return Ok(made.contains(&true));
+        if let Self::Sharded(spread) = self {
+            return Box::pin(spread.remind(wait, n, created_at)).await;
         }
         let claim = "UPDATE webhook_waits SET reminders = $1
                      WHERE chat_id = $2 AND seq = $3 AND reminders = $4";
@@ -340,9 +309,8 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn forget_wait(&self, wait: &Wait) -> Result<(), StoreError> {
-        if let Self::Sharded(parts) = self {
-            try_join_all(parts.iter().map(|p| Box::pin(p.forget_wait(wait)))).await?;
-            return Ok(());
+        if let Self::Sharded(spread) = self {
+            return Box::pin(spread.forget_wait(wait)).await;
         }
         let sql = "DELETE FROM webhook_waits WHERE chat_id = $1 AND seq = $2";
         let (chat, seq) = (wait.chat_id.to_string(), wait.seq as i64);
@@ -355,9 +323,8 @@ impl Outbox {
     /// # Errors
     /// The store fails.
     pub async fn waiting(&self) -> Result<u64, StoreError> {
-        if let Self::Sharded(parts) = self {
-            let counts = try_join_all(parts.iter().map(|p| Box::pin(p.waiting()))).await?;
-            return Ok(counts.into_iter().sum());
+        if let Self::Sharded(spread) = self {
+            return Box::pin(spread.waiting()).await;
         }
         let sql = "SELECT COUNT(*) AS n FROM webhook_outbox WHERE delivered_at IS NULL";
         let n: i64 = on_pool!(self, sql, [], fetch_one, |r| Row::try_get(&r, "n"))?;

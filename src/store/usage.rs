@@ -132,6 +132,11 @@ pub struct UsageDay {
     pub unpriced_runs: u64,
 }
 
+/// The order of a spread's parts' days: by bytes, as the merge sorts them
+/// (each part's first `limit` keys then hold the merged first `limit`'s).
+const BYTEWISE: &str =
+    r#"day COLLATE "C", owner COLLATE "C", agent COLLATE "C", model COLLATE "C""#;
+
 /// The usage ledger of one store.
 #[derive(Debug, Clone)]
 pub enum Usage {
@@ -160,7 +165,7 @@ impl Usage {
             let pages = try_join_all(
                 parts
                     .iter()
-                    .map(|p| Box::pin(p.days(owner, from, to, limit))),
+                    .map(|p| Box::pin(p.days_in(owner, from, to, limit, BYTEWISE))),
             )
             .await?;
             let mut summed: BTreeMap<_, UsageDay> = BTreeMap::new();
@@ -187,10 +192,25 @@ impl Usage {
             }
             return Ok(summed.into_values().take(limit as usize).collect());
         }
-        let sql = "SELECT owner, agent, model, day, runs, prompt_tokens, completion_tokens,
-                          cost_nanos, unpriced_runs FROM usage_daily
-                   WHERE ($1 IS NULL OR owner = $1) AND day >= $2 AND day <= $3
-                   ORDER BY day, owner, agent, model LIMIT $4";
+        self.days_in(owner, from, to, limit, "day, owner, agent, model")
+            .await
+    }
+
+    /// [`days`](Self::days) of one database, in `order`.
+    async fn days_in(
+        &self,
+        owner: Option<&str>,
+        from: &str,
+        to: &str,
+        limit: u32,
+        order: &str,
+    ) -> Result<Vec<UsageDay>, StoreError> {
+        let sql = format!(
+            "SELECT owner, agent, model, day, runs, prompt_tokens, completion_tokens,
+                    cost_nanos, unpriced_runs FROM usage_daily
+             WHERE ($1 IS NULL OR owner = $1) AND day >= $2 AND day <= $3
+             ORDER BY {order} LIMIT $4"
+        );
         let (from, to) = (from.to_owned(), to.to_owned());
         let owner = owner.map(str::to_owned);
         on_pool!(

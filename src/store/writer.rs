@@ -1,5 +1,6 @@
 //! Group commit: one task drains append requests from every chat and commits
-//! them together, so a token stream does not cost one fsync per token.
+//! them together, so a token stream does not cost one fsync per token (one
+//! task per database when chats are spread over several: `Store::parts`).
 //!
 //! A store may take several group commits at once
 //! ([`Store::commits_in_flight`]; PostgreSQL does, SQLite's one write

@@ -13,38 +13,6 @@ use uuid::Uuid;
 use crate::cluster::cluster_database;
 use crate::support::*;
 
-/// Runs `sql` on the server's `postgres` database (beside `url`'s).
-async fn admin(url: &str, sql: &str) {
-    let (base, _) = url.rsplit_once('/').unwrap();
-    let mut conn = sqlx::PgConnection::connect(&format!("{base}/postgres"))
-        .await
-        .unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-}
-
-/// Takes `url`'s database down (new connections refused, open ones cut)
-/// or brings it back.
-async fn set_down(url: &str, down: bool) {
-    let (_, name) = url.rsplit_once('/').unwrap();
-    admin(
-        url,
-        &format!("ALTER DATABASE {name} ALLOW_CONNECTIONS {}", !down),
-    )
-    .await;
-    if down {
-        admin(
-            url,
-            &format!(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
-            ),
-        )
-        .await;
-    }
-}
-
 /// The rows of `table` in `url`'s database whose `column` is `chat`.
 async fn rows(url: &str, table: &str, column: &str, chat: Uuid) -> i64 {
     let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
@@ -66,6 +34,15 @@ fn placed_in(i: usize) -> Uuid {
             return id;
         }
     }
+}
+
+/// Reads until `chat`'s `chat.error`, a `PERSISTENCE_ERROR`.
+async fn persistence_error(c: &mut Client, chat: Uuid) {
+    let failed = c
+        .recv_until(|m| m["type"] == "chat.error" && m["chat_id"] == chat.to_string())
+        .await;
+    let code = &failed.last().unwrap()["error_code"];
+    assert_eq!(code, "PERSISTENCE_ERROR", "{failed:?}");
 }
 
 /// Reads until the agent says `text` in `chat`.
@@ -130,7 +107,7 @@ async fn two_databases_one_down_fails_only_its_own_chats() {
     }
 
     // Database `b` goes down.
-    set_down(&b, true).await;
+    agentwire::testing::set_database_down(&b, true).await;
     // `a`'s chat goes on, on both nodes, and a new one starts there.
     c.say(on_a, "still here").await;
     until_said(&mut c, on_a, "You said: still here").await;
@@ -140,24 +117,10 @@ async fn two_databases_one_down_fails_only_its_own_chats() {
     // `b`'s chat answers a clear error; so does a new chat placed there,
     // and the list, which cannot be whole.
     c.say(on_b, "lost?").await;
-    let failed = c
-        .recv_until(|m| m["type"] == "chat.error" && m["chat_id"] == on_b.to_string())
-        .await;
-    assert_eq!(
-        failed.last().unwrap()["error_code"],
-        "PERSISTENCE_ERROR",
-        "{failed:?}"
-    );
+    persistence_error(&mut c, on_b).await;
     let fresh_b = placed_in(1);
     d.start(fresh_b, "new").await;
-    let failed = d
-        .recv_until(|m| m["type"] == "chat.error" && m["chat_id"] == fresh_b.to_string())
-        .await;
-    assert_eq!(
-        failed.last().unwrap()["error_code"],
-        "PERSISTENCE_ERROR",
-        "{failed:?}"
-    );
+    persistence_error(&mut d, fresh_b).await;
     let (code, body) = http_get(two.addr, "/v1/chats", &[]).await;
     assert_eq!(code, 503, "{body}");
     assert!(body.contains("PERSISTENCE_ERROR"), "{body}");
@@ -165,7 +128,7 @@ async fn two_databases_one_down_fails_only_its_own_chats() {
     assert_eq!(code, 200, "a chat in `a` is read");
 
     // Back: `b`'s chat goes on from where its log stopped, gap-free.
-    set_down(&b, false).await;
+    agentwire::testing::set_database_down(&b, false).await;
     let mut said = false;
     for _ in 0..40 {
         c.say(on_b, "back").await;
@@ -222,8 +185,9 @@ fn spread_file(dir: &std::path::Path, databases: &[(&str, &str)]) -> std::path::
 
 /// A chat's database is chosen by its id and the databases' names, so a
 /// list that changed would look for chats in the wrong place: a server
-/// started on another list, or on one of the databases alone, is refused
-/// with a message that says so, and the list it knows starts again.
+/// started on another list, on one of the databases alone, or with one
+/// replaced by an empty one, is refused with a message that says so, and
+/// the list it knows starts again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_list_of_databases_is_refused_at_start() {
     let (Some(a), Some(b), Some(c)) = (
@@ -266,6 +230,11 @@ async fn a_changed_list_of_databases_is_refused_at_start() {
     })
     .await;
     assert!(why.contains("one of [a, b]"), "{why}");
+
+    // A database of the spread replaced by an empty one (`c` as `b`).
+    let replaced = spread_file(dir.path(), &[("a", &a), ("b", &c)]);
+    let why = refused(with(replaced)).await;
+    assert!(why.contains("cannot be replaced by an empty one"), "{why}");
 
     // The list it knows: the chat is where it was.
     let node = Server::start_with(Opts {

@@ -1,7 +1,12 @@
-//! Several nodes on one PostgreSQL: node identity, chat leases, forwarded
+//! Several nodes on PostgreSQL: node identity, chat leases, forwarded
 //! commands and the notifications that tie them together. The SQL of the
 //! coordination lives here; what the nodes do with it is `session::node`.
 //!
+//! - **Chats spread over several databases** (`[[databases]]`): the first,
+//!   the home, holds the nodes, their keys and commands and the feed; a
+//!   node holds its lock in every database, and a chat's lease lives with
+//!   its log (the fence is checked in the append's own database); each
+//!   database announces its own chats' commits.
 //! - **A node is alive while it holds its advisory lock** (class
 //!   [`NODE_LOCK_CLASS`], key its id) on a session of its own. A process that
 //!   dies loses its socket and PostgreSQL drops the lock at once; a machine
@@ -15,7 +20,8 @@
 //!   key, inserted in `node_commands`, and announced on the owner's channel
 //!   `agentwire_node_<id>` as `c <uuid>`; the answer comes back on the
 //!   sender's channel as `r <uuid> <json>`.
-//! - **Commits** announce `<chat> <seq>` on `agentwire_log`.
+//! - **Commits** announce `<chat> <seq>` on `agentwire_log` (of the chat's
+//!   database).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -186,10 +192,10 @@ impl PgCluster {
     /// # Errors
     /// The database cannot be reached.
     pub async fn keep_alive(&self) -> Result<bool, StoreError> {
-        // The home's session decides; another database's lost session is
-        // taken again at the next tick (its chats' appends are refused
-        // meanwhile if another node took their leases).
-        let mut lost = self.lock_in(&self.parts[0]).await?;
+        // Every database is tried; the home's failure is the answer's. Another
+        // database's lost session is taken again at a later tick (its chats'
+        // appends are refused meanwhile if another node took their leases).
+        let mut lost = false;
         for part in &self.parts[1..] {
             match self.lock_in(part).await {
                 Ok(again) => lost |= again,
@@ -198,7 +204,7 @@ impl PgCluster {
                 }
             }
         }
-        Ok(lost)
+        Ok(self.lock_in(&self.parts[0]).await? | lost)
     }
 
     /// [`keep_alive`](Self::keep_alive) in one database.
@@ -313,45 +319,58 @@ impl PgCluster {
 
     /// Running chats that none of the `live` nodes holds, at most `limit`:
     /// each with whether it has a lease at all (none: its node left the run
-    /// at a graceful stop; else its holder is not alive).
+    /// at a graceful stop; else its holder is not alive). In the other
+    /// databases of a spread, a holder is alive if it holds its lock in
+    /// that database (where its lease is taken over): a node cut off from
+    /// one database but not the home does not keep that one's runs.
     ///
     /// # Errors
-    /// The database cannot be reached.
+    /// The (home) database cannot be reached.
     pub async fn orphaned_runs(
         &self,
         live: &HashSet<i64>,
         limit: i64,
     ) -> Result<Vec<(Uuid, bool)>, StoreError> {
         let live: Vec<i64> = live.iter().copied().collect();
-        let mut found = Vec::new();
-        for part in &self.parts {
+        let mut found = Self::orphaned_in(&self.parts[0].pool, Some(&live), limit).await?;
+        for part in &self.parts[1..] {
+            let left = limit - found.len() as i64;
+            if left <= 0 {
+                break;
+            }
             // A database down leaves its runs for a later tick, not the others'.
-            match Self::orphaned_in(&part.pool, &live, limit).await {
+            match Self::orphaned_in(&part.pool, None, left).await {
                 Ok(runs) => found.extend(runs),
-                Err(e) if self.parts.len() > 1 => {
+                Err(e) => {
                     tracing::warn!(error = %e, "cannot look for runs no node holds in a database of the spread");
                 }
-                Err(e) => return Err(e),
             }
         }
         Ok(found)
     }
 
+    /// [`orphaned_runs`](Self::orphaned_runs) in one database: holders not
+    /// in `live`, or (`None`) not holding their lock in it.
     async fn orphaned_in(
         pool: &PgPool,
-        live: &[i64],
+        live: Option<&[i64]>,
         limit: i64,
     ) -> Result<Vec<(Uuid, bool)>, StoreError> {
-        let rows = sqlx::query(
+        let dead = match live {
+            Some(_) => "NOT l.node_id = ANY($2)".to_owned(),
+            None => format!("NOT {}", NODE_ALIVE.replace("{node}", "l.node_id")),
+        };
+        let sql = format!(
             "SELECT c.id, l.chat_id IS NOT NULL AS leased
              FROM chats c LEFT JOIN chat_leases l ON l.chat_id = c.id
-             WHERE c.state = 'running' AND (l.chat_id IS NULL OR NOT l.node_id = ANY($1))
-             LIMIT $2",
-        )
-        .bind(live)
-        .bind(limit)
-        .fetch_all(pool)
-        .await?;
+             WHERE c.state = 'running' AND (l.chat_id IS NULL OR {dead})
+             LIMIT $1"
+        );
+        let query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(limit);
+        let rows = match live {
+            Some(live) => query.bind(live).fetch_all(pool).await?,
+            None => query.fetch_all(pool).await?,
+        };
         rows.iter()
             .map(|r| Ok((r.try_get("id")?, r.try_get("leased")?)))
             .collect()

@@ -24,6 +24,9 @@ impl PgStore {
     /// chats would be looked for in the wrong database). Every database is
     /// checked before any records, so a refused list is recorded nowhere.
     ///
+    /// # Returns
+    /// Whether the list was recorded here before.
+    ///
     /// # Errors
     /// The database fails, or [`StoreError::Respread`].
     pub(crate) async fn join_spread(
@@ -31,7 +34,7 @@ impl PgStore {
         name: &str,
         names: &[String],
         record: bool,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("LOCK TABLE spread IN EXCLUSIVE MODE")
             .execute(&mut *tx)
@@ -47,7 +50,7 @@ impl PgStore {
                 return Err(StoreError::Respread(
                     format!(
                         "database `{name}` holds chats of its own and is new to [[databases]]: \
-                         a database that holds chats cannot join a spread (docs/scaling.md, *Adding a database*)"
+                         a database that holds chats cannot join a spread (docs/scaling.md, *Changing the list of databases*)"
                     )
                     .into(),
                 ));
@@ -63,7 +66,7 @@ impl PgStore {
             return Err(StoreError::Respread(
                 format!(
                     "database `{name}` was spread over [{}], and [[databases]] now names [{}]: \
-                     chats would be looked for in the wrong database (docs/scaling.md, *Adding a database*)",
+                     chats would be looked for in the wrong database (docs/scaling.md, *Changing the list of databases*)",
                     known.join(", "),
                     names.join(", ")
                 )
@@ -71,7 +74,7 @@ impl PgStore {
             ));
         }
         tx.commit().await?;
-        Ok(())
+        Ok(!known.is_empty())
     }
 
     /// Checks that this database, used alone (`database_url`), is not one

@@ -32,7 +32,10 @@ use super::{
 };
 
 mod blobs;
+mod outbox;
 mod place;
+
+pub use outbox::SpreadOutbox;
 
 pub use place::place;
 
@@ -85,7 +88,7 @@ impl ShardedStore {
 
     /// Opens (and migrates) each of `databases` (name, URL), the first the
     /// home, and checks that each was spread over these names before, or
-    /// is new to the spread and holds no chat.
+    /// that all are new to the spread and hold no chat.
     ///
     /// # Errors
     /// A database cannot be reached or migrated, or the list changed
@@ -93,10 +96,27 @@ impl ShardedStore {
     pub async fn open(databases: &[(String, String)], pool_size: u32) -> Result<Self, StoreError> {
         let names: Vec<String> = databases.iter().map(|(n, _)| n.clone()).collect();
         let mut parts = Vec::with_capacity(databases.len());
+        let mut recorded = Vec::new();
         for (name, url) in databases {
             let store = PgStore::open(url, pool_size).await?;
-            store.join_spread(name, &names, false).await?;
+            if store.join_spread(name, &names, false).await? {
+                recorded.push(name.as_str());
+            }
             parts.push((name.clone(), store));
+        }
+        // A database new to a spread the others recorded was replaced
+        // (its chats are gone): refused, not started empty.
+        if let (Some(known), Some((new, _))) = (
+            recorded.first(),
+            parts.iter().find(|(n, _)| !recorded.contains(&n.as_str())),
+        ) {
+            return Err(StoreError::Respread(
+                format!(
+                    "database `{new}` is new to the spread that `{known}` recorded: \
+                     a database of a spread cannot be replaced by an empty one"
+                )
+                .into(),
+            ));
         }
         for (name, store) in &parts {
             store.join_spread(name, &names, true).await?;
@@ -170,7 +190,10 @@ impl Store for ShardedStore {
     }
 
     fn outbox(&self) -> Outbox {
-        Outbox::Sharded(self.shards.iter().map(|s| s.store.outbox()).collect())
+        Outbox::Sharded(Arc::new(SpreadOutbox::new(
+            self.shards.iter().map(|s| s.store.outbox()).collect(),
+            self.names.clone(),
+        )))
     }
 
     fn enable_outbox(&self) {
@@ -234,12 +257,16 @@ impl Store for ShardedStore {
             return Ok(false);
         };
         // Its files first (in the owner's database, when that is another):
-        // a purge cut between the two leaves the chat, to be purged again.
+        // a purge cut between the two leaves the chat, to be purged again;
+        // and again after, for an upload that passed its check meanwhile.
         let owners = self.owners(&chat.owner);
-        if !std::ptr::eq(owners, store) {
-            owners.purge_files(&chat.owner, id).await?;
+        if std::ptr::eq(owners, store) {
+            return store.purge_chat(id).await;
         }
-        store.purge_chat(id).await
+        owners.purge_files(&chat.owner, id).await?;
+        let purged = store.purge_chat(id).await?;
+        owners.purge_files(&chat.owner, id).await?;
+        Ok(purged)
     }
 
     async fn reindex(&self) -> Result<Reindexed, StoreError> {

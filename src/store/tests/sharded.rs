@@ -2,42 +2,8 @@
 //! chat in the database its id hashes to, the user's list merged from
 //! both, and one database down failing its own chats only.
 
-use sqlx::Connection as _;
-
 use super::listing::{append, said};
 use super::*;
-
-/// Runs `sql` on the server's `postgres` database, beside `url`'s.
-async fn admin(url: &str, sql: &str) {
-    let (base, _) = url.rsplit_once('/').unwrap();
-    let mut conn = sqlx::PgConnection::connect(&format!("{base}/postgres"))
-        .await
-        .unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-}
-
-/// Takes `url`'s database down (no connection accepted, those open cut),
-/// or brings it back.
-async fn set_down(url: &str, down: bool) {
-    let (_, name) = url.rsplit_once('/').unwrap();
-    admin(
-        url,
-        &format!("ALTER DATABASE {name} ALLOW_CONNECTIONS {}", !down),
-    )
-    .await;
-    if down {
-        admin(
-            url,
-            &format!(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
-            ),
-        )
-        .await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chats_spread_and_one_database_down_fails_only_its_own() {
@@ -51,6 +17,7 @@ async fn chats_spread_and_one_database_down_fails_only_its_own() {
     }
     let sharded = Arc::new(ShardedStore::new(parts));
     let store: Arc<dyn Store> = sharded.clone();
+    store.enable_outbox();
 
     // Forty chats of one user land on both databases, each where its id
     // hashes, and the list pages through all of them in order.
@@ -86,7 +53,7 @@ async fn chats_spread_and_one_database_down_fails_only_its_own() {
     // The second database goes down: its chats fail, the first's go on,
     // through the writer too (each database has its own).
     let (writer, _task) = LogWriter::spawn(store.clone());
-    set_down(&urls[1], true).await;
+    crate::testing::set_database_down(&urls[1], true).await;
     let (up, down) = (on[0][0], on[1][0]);
     let batch = |chat_id, seq| AppendBatch {
         chat_id,
@@ -106,9 +73,22 @@ async fn chats_spread_and_one_database_down_fails_only_its_own() {
         store.list_chats("erin", false, None, 50).await.is_err(),
         "a list that cannot be whole is an error"
     );
+    // Webhooks of the first database's chats are still sent: its events
+    // are listed, taken and marked sent; the second's wait for it.
+    let outbox = store.outbox();
+    let now = chrono::Utc::now().timestamp_millis() + 1_000;
+    let due = outbox.due(now, 100).await.unwrap();
+    let chats: Vec<Uuid> = due.iter().map(|r| r.chat_id).collect();
+    assert!(chats.contains(&up) && !chats.contains(&down), "{chats:?}");
+    assert!(chats.iter().all(|c| on[0].contains(c)));
+    let first = due.iter().find(|r| r.chat_id == up).unwrap();
+    assert!(outbox.claim(&first.id, now, now + 60_000).await.unwrap());
+    outbox.delivered(&first.id, now).await.unwrap();
+    let theirs = format!("msg_{}_1", down.simple());
+    assert!(outbox.claim(&theirs, now, now + 60_000).await.is_err());
 
     // Back up: the same chat appends where it stopped.
-    set_down(&urls[1], false).await;
+    crate::testing::set_database_down(&urls[1], false).await;
     writer.append(batch(down, 2)).await.unwrap();
     assert_eq!(store.load_after(down, 0, 10).await.unwrap().len(), 2);
     assert_eq!(
@@ -119,4 +99,7 @@ async fn chats_spread_and_one_database_down_fails_only_its_own() {
             .len(),
         40
     );
+    let due = outbox.due(now, 100).await.unwrap();
+    assert!(due.iter().any(|r| r.chat_id == down));
+    assert!(!due.iter().any(|r| r.id == first.id), "sent once");
 }
