@@ -126,6 +126,8 @@ async fn two_databases_one_down_fails_only_its_own_chats() {
     assert!(body.contains("PERSISTENCE_ERROR"), "{body}");
     let (code, _) = http_get(two.addr, &format!("/v1/chats/{on_a}"), &[]).await;
     assert_eq!(code, 200, "a chat in `a` is read");
+    let (code, _) = http_get(two.addr, "/healthz", &[]).await;
+    assert_eq!(code, 200, "the node stays in its balancer's rotation");
 
     // Back: `b`'s chat goes on from where its log stopped, gap-free.
     agentwire::testing::set_database_down(&b, false).await;
@@ -213,6 +215,10 @@ async fn a_changed_list_of_databases_is_refused_at_start() {
     let chat = placed_in(1);
     client.start(chat, "kept").await;
     client.until_complete(chat).await;
+    // (and one in `a`: a spread that holds chats)
+    let other = placed_in(0);
+    client.start(other, "also").await;
+    client.until_complete(other).await;
     drop(client);
     node.stop().await;
 

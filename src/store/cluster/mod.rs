@@ -332,14 +332,13 @@ impl PgCluster {
         limit: i64,
     ) -> Result<Vec<(Uuid, bool)>, StoreError> {
         let live: Vec<i64> = live.iter().copied().collect();
-        let mut found = Self::orphaned_in(&self.parts[0].pool, Some(&live), limit).await?;
+        // Each database its share of the limit: one with many runs left
+        // (slow to load) does not starve the others'.
+        let share = (limit / self.parts.len() as i64).max(1);
+        let mut found = Self::orphaned_in(&self.parts[0].pool, Some(&live), share).await?;
         for part in &self.parts[1..] {
-            let left = limit - found.len() as i64;
-            if left <= 0 {
-                break;
-            }
             // A database down leaves its runs for a later tick, not the others'.
-            match Self::orphaned_in(&part.pool, None, left).await {
+            match Self::orphaned_in(&part.pool, None, share).await {
                 Ok(runs) => found.extend(runs),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot look for runs no node holds in a database of the spread");

@@ -25,7 +25,8 @@ impl PgStore {
     /// checked before any records, so a refused list is recorded nowhere.
     ///
     /// # Returns
-    /// Whether the list was recorded here before.
+    /// Whether the list was recorded here before, and whether this
+    /// database holds chats.
     ///
     /// # Errors
     /// The database fails, or [`StoreError::Respread`].
@@ -34,7 +35,7 @@ impl PgStore {
         name: &str,
         names: &[String],
         record: bool,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<(bool, bool), StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("LOCK TABLE spread IN EXCLUSIVE MODE")
             .execute(&mut *tx)
@@ -42,10 +43,10 @@ impl PgStore {
         let known: Vec<String> = sqlx::query_scalar("SELECT name FROM spread ORDER BY position")
             .fetch_all(&mut *tx)
             .await?;
+        let chats: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM chats)")
+            .fetch_one(&mut *tx)
+            .await?;
         if known.is_empty() {
-            let chats: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM chats)")
-                .fetch_one(&mut *tx)
-                .await?;
             if chats {
                 return Err(StoreError::Respread(
                     format!(
@@ -74,7 +75,7 @@ impl PgStore {
             ));
         }
         tx.commit().await?;
-        Ok(!known.is_empty())
+        Ok((!known.is_empty(), chats))
     }
 
     /// Checks that this database, used alone (`database_url`), is not one

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures_util::future::try_join_all;
+use futures_util::future::{join_all, try_join_all};
 use uuid::Uuid;
 
 use super::files::{Blobs, FileRecord, Kept, Put};
@@ -96,17 +96,21 @@ impl ShardedStore {
     pub async fn open(databases: &[(String, String)], pool_size: u32) -> Result<Self, StoreError> {
         let names: Vec<String> = databases.iter().map(|(n, _)| n.clone()).collect();
         let mut parts = Vec::with_capacity(databases.len());
-        let mut recorded = Vec::new();
+        let (mut recorded, mut chats) = (Vec::new(), false);
         for (name, url) in databases {
             let store = PgStore::open(url, pool_size).await?;
-            if store.join_spread(name, &names, false).await? {
+            let (known, holds) = store.join_spread(name, &names, false).await?;
+            if known {
                 recorded.push(name.as_str());
             }
+            chats |= holds;
             parts.push((name.clone(), store));
         }
-        // A database new to a spread the others recorded was replaced
-        // (its chats are gone): refused, not started empty.
-        if let (Some(known), Some((new, _))) = (
+        // A database new to a spread that holds chats was replaced (its
+        // chats are gone): refused, not started empty. (A first start cut
+        // before it recorded the list everywhere holds none: it goes on.)
+        if let (true, Some(known), Some((new, _))) = (
+            chats,
             recorded.first(),
             parts.iter().find(|(n, _)| !recorded.contains(&n.as_str())),
         ) {
@@ -177,8 +181,10 @@ fn merge_pages(pages: Vec<Vec<ChatRecord>>, limit: u32) -> Vec<ChatRecord> {
 
 #[async_trait]
 impl Store for ShardedStore {
+    /// The home's answer: a node with another database down still serves
+    /// every other chat (`/healthz` keeps it in its balancer's rotation).
     async fn ping(&self) -> Result<(), StoreError> {
-        self.every(|s| s.ping()).await.map(drop)
+        self.home().ping().await
     }
 
     fn service_keys(&self) -> ServiceKeys {
@@ -297,9 +303,19 @@ impl Store for ShardedStore {
         owners.put_file(file, put).await
     }
 
+    /// Asked of every database (an id does not say its owner): found in
+    /// one that answers, it is found whatever the others do.
     async fn file(&self, id: Uuid) -> Result<Option<FileRecord>, StoreError> {
-        let found = self.every(|s| s.file(id)).await?;
-        Ok(found.into_iter().flatten().next())
+        let found = join_all(self.shards.iter().map(|s| s.store.file(id))).await;
+        let mut failed = None;
+        for result in found {
+            match result {
+                Ok(Some(file)) => return Ok(Some(file)),
+                Ok(None) => {}
+                Err(e) => failed = Some(e),
+            }
+        }
+        failed.map_or(Ok(None), Err)
     }
 
     async fn sweep_staged(&self, older_than: std::time::Duration) -> Result<u64, StoreError> {

@@ -25,18 +25,21 @@ fn chat_of(id: &str) -> Option<Uuid> {
 /// What the databases that answered hold; an error only if none did.
 fn answered<T>(results: Vec<Result<Vec<T>, StoreError>>, what: &str) -> Result<Vec<T>, StoreError> {
     let mut found = Vec::new();
-    let mut failed = None;
+    let (mut any, mut failed) = (false, None);
     for result in results {
         match result {
-            Ok(rows) => found.extend(rows),
+            Ok(rows) => {
+                any = true;
+                found.extend(rows);
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot read {what} in a database of the spread");
+                tracing::debug!(error = %e, "cannot read {what} in a database of the spread");
                 failed = Some(e);
             }
         }
     }
-    match (found.is_empty(), failed) {
-        (true, Some(e)) => Err(e),
+    match (any, failed) {
+        (false, Some(e)) => Err(e),
         _ => Ok(found),
     }
 }
