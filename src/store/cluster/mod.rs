@@ -389,17 +389,10 @@ impl PgCluster {
         Ok(())
     }
 
-    /// A listener on the log channel, the feed channel and this node's channel.
-    ///
-    /// # Errors
-    /// The database cannot be reached.
-    pub async fn listen(&self) -> Result<PgListener, StoreError> {
-        self.listen_on(0).await
-    }
-
     /// A listener on database `part` (of [`databases`](Self::databases)):
-    /// the home's as [`listen`](Self::listen)'s, another's on its log
-    /// channel only (its chats' commits and purges).
+    /// the home's on the log channel, the feed channel and this node's
+    /// channel, another's on its log channel only (its chats' commits and
+    /// purges).
     ///
     /// # Errors
     /// The database cannot be reached.
@@ -417,7 +410,7 @@ impl PgCluster {
         Ok(listener)
     }
 
-    /// Reads a notification received by [`listen`](Self::listen)'s listener.
+    /// Reads a notification received by [`listen_on`](Self::listen_on)'s listener.
     pub fn parse(channel: &str, payload: &str) -> Option<NodeMessage> {
         if channel == FEED_CHANNEL {
             return Some(NodeMessage::Feed(payload.to_owned()));

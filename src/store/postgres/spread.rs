@@ -40,9 +40,7 @@ impl PgStore {
         sqlx::query("LOCK TABLE spread IN EXCLUSIVE MODE")
             .execute(&mut *tx)
             .await?;
-        let known: Vec<String> = sqlx::query_scalar("SELECT name FROM spread ORDER BY position")
-            .fetch_all(&mut *tx)
-            .await?;
+        let known = recorded(&mut *tx).await?;
         let chats: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM chats)")
             .fetch_one(&mut *tx)
             .await?;
@@ -84,9 +82,7 @@ impl PgStore {
     /// # Errors
     /// The database fails, or [`StoreError::Respread`].
     pub(crate) async fn check_alone(&self) -> Result<(), StoreError> {
-        let known: Vec<String> = sqlx::query_scalar("SELECT name FROM spread ORDER BY position")
-            .fetch_all(&self.pool)
-            .await?;
+        let known = recorded(&self.pool).await?;
         if known.is_empty() {
             return Ok(());
         }
@@ -99,4 +95,14 @@ impl PgStore {
             .into(),
         ))
     }
+}
+
+/// The names this database recorded as its spread, in order (none: used
+/// alone, or new to a spread).
+async fn recorded<'e>(db: impl sqlx::PgExecutor<'e>) -> Result<Vec<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT name FROM spread ORDER BY position")
+            .fetch_all(db)
+            .await?,
+    )
 }

@@ -40,15 +40,10 @@ pub use outbox::SpreadOutbox;
 
 pub use place::place;
 
-/// One database of the spread.
-struct Shard {
-    name: String,
-    store: Arc<PgStore>,
-}
-
 /// The log over several PostgreSQL databases.
 pub struct ShardedStore {
-    shards: Vec<Shard>,
+    /// Each database's store, in the order of `names`.
+    shards: Vec<Arc<PgStore>>,
     names: Vec<String>,
     blobs: blobs::ShardedBlobs,
 }
@@ -68,18 +63,11 @@ impl ShardedStore {
     /// `databases` is empty (the configuration refuses it before).
     pub fn new(databases: Vec<(String, PgStore)>) -> Self {
         assert!(!databases.is_empty(), "a spread of no database");
-        let shards: Vec<Shard> = databases
+        let (names, shards): (Vec<String>, Vec<Arc<PgStore>>) = databases
             .into_iter()
-            .map(|(name, store)| Shard {
-                name,
-                store: Arc::new(store),
-            })
-            .collect();
-        let names: Vec<String> = shards.iter().map(|s| s.name.clone()).collect();
-        let blobs = blobs::ShardedBlobs::new(
-            names.clone(),
-            shards.iter().map(|s| s.store.clone()).collect(),
-        );
+            .map(|(name, store)| (name, Arc::new(store)))
+            .unzip();
+        let blobs = blobs::ShardedBlobs::new(names.clone(), shards.clone());
         Self {
             shards,
             names,
@@ -94,26 +82,21 @@ impl ShardedStore {
 
     /// Chat (or connection) `id`'s database.
     fn of(&self, id: Uuid) -> &PgStore {
-        &self.shards[self.shard_of(id)].store
+        &self.shards[self.shard_of(id)]
     }
 
     /// Owner `owner`'s database (files and their contents).
     fn owners(&self, owner: &str) -> &PgStore {
-        &self.shards[place(&self.names, owner.as_bytes())].store
+        &self.shards[place(&self.names, owner.as_bytes())]
     }
 
     fn home(&self) -> &PgStore {
-        &self.shards[0].store
+        &self.shards[0]
     }
 
     /// Each database's store, in order (the writer commits to each apart).
     pub fn stores(&self) -> Vec<Arc<PgStore>> {
-        self.shards.iter().map(|s| s.store.clone()).collect()
-    }
-
-    /// The databases' names, in order.
-    pub fn names(&self) -> &[String] {
-        &self.names
+        self.shards.clone()
     }
 
     /// Runs `f` on every database at once; the first error fails it all.
@@ -122,7 +105,7 @@ impl ShardedStore {
         F: Fn(&'a PgStore) -> Fut,
         Fut: std::future::Future<Output = Result<T, StoreError>>,
     {
-        try_join_all(self.shards.iter().map(|s| f(&s.store))).await
+        try_join_all(self.shards.iter().map(|s| f(s))).await
     }
 }
 
@@ -156,23 +139,23 @@ impl Store for ShardedStore {
 
     fn outbox(&self) -> Outbox {
         Outbox::Sharded(Arc::new(SpreadOutbox::new(
-            self.shards.iter().map(|s| s.store.outbox()).collect(),
+            self.shards.iter().map(|s| s.outbox()).collect(),
             self.names.clone(),
         )))
     }
 
     fn enable_outbox(&self) {
         for s in &self.shards {
-            s.store.enable_outbox();
+            s.enable_outbox();
         }
     }
 
     fn usage(&self) -> Usage {
-        Usage::Sharded(self.shards.iter().map(|s| s.store.usage()).collect())
+        Usage::Sharded(self.shards.iter().map(|s| s.usage()).collect())
     }
 
     fn operations(&self) -> Operations {
-        Operations::Sharded(self.shards.iter().map(|s| s.store.operations()).collect())
+        Operations::Sharded(self.shards.iter().map(|s| s.operations()).collect())
     }
 
     async fn create_chat(&self, chat: &ChatRecord) -> Result<ChatRecord, StoreError> {
@@ -265,7 +248,7 @@ impl Store for ShardedStore {
     /// Asked of every database (an id does not say its owner): found in
     /// one that answers, it is found whatever the others do.
     async fn file(&self, id: Uuid) -> Result<Option<FileRecord>, StoreError> {
-        let found = join_all(self.shards.iter().map(|s| s.store.file(id))).await;
+        let found = join_all(self.shards.iter().map(|s| s.file(id))).await;
         let mut failed = None;
         for result in found {
             match result {
@@ -305,7 +288,7 @@ impl Store for ShardedStore {
                 .iter()
                 .zip(&by_shard)
                 .filter(|(_, b)| !b.is_empty())
-                .map(|(s, b)| s.store.append(b)),
+                .map(|(s, b)| s.append(b)),
         )
         .await;
         let mut lost = Vec::new();
@@ -326,7 +309,7 @@ impl Store for ShardedStore {
     fn parts(&self) -> Vec<Arc<dyn Store>> {
         self.shards
             .iter()
-            .map(|s| s.store.clone() as Arc<dyn Store>)
+            .map(|s| s.clone() as Arc<dyn Store>)
             .collect()
     }
 
@@ -337,7 +320,7 @@ impl Store for ShardedStore {
     fn commits_in_flight(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.store.commits_in_flight())
+            .map(|s| s.commits_in_flight())
             .max()
             .unwrap_or(1)
     }

@@ -127,8 +127,8 @@ async fn commands_travel_sealed_and_commits_are_announced() {
     let Some((store, a, b)) = pg_pair().await else {
         return;
     };
-    let mut inbox = b.listen().await.unwrap();
-    let mut outbox = a.listen().await.unwrap();
+    let mut inbox = b.listen_on(0).await.unwrap();
+    let mut outbox = a.listen_on(0).await.unwrap();
     let id = Uuid::new_v4();
     a.send_command(id, b.node(), b"secret answer")
         .await
